@@ -1,0 +1,1095 @@
+#!/usr/bin/env python3
+"""kg-triplet-eval: score predicted knowledge-graph triplets against gold triplets.
+
+Usage::
+
+    uv run evaluate.py --pred predictions/finetuned.jsonl --gold gold/gold.jsonl
+
+The default ("hgr") profile implements the scoring contract of ``SPEC.md`` (kept in the
+shared specification next to this project) to the last digit, so its numbers stay
+comparable with results already published with this method. The pipeline, one stage per
+banner section below, in order:
+
+    validate_schema -> normalize_triplets -> Hungarian one-to-one matching
+    -> similarity (exact, embeddings, lexical: ``embedding_matching``)
+    -> final_hallucination_check -> scoring -> report
+
+The core (stages 1-6) consists of pure functions; file I/O, the embedding model and the
+command line live at the edges (the last sections).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__version__ = "0.1.0"
+
+# ======================================================================================
+# Constants of the method (SPEC.md)
+# ======================================================================================
+
+#: The 20 relation types of the default vocabulary (SPEC.md section 1).
+SPEC_RELATIONS: tuple[str, ...] = (
+    "implements", "trained_on", "evaluates", "part_of", "introduces", "extends",
+    "depends_on", "contrasts_with", "applied_to", "measured_by", "founded_by",
+    "developed_by", "defined_as", "consists_of", "is_type_of", "based_on", "used_for",
+    "created_by", "located_in", "predecessor_of",
+)
+
+#: Weights of the composite score (SPEC.md section 8), in summation order.
+COMPOSITE_WEIGHTS: tuple[tuple[str, float], ...] = (
+    ("schema", 0.30),
+    ("entity_f1", 0.25),
+    ("relation_acc", 0.20),
+    ("weight", 0.10),
+    ("grounding", 0.15),
+)
+
+#: Alignment weights of source, target and relation similarity (SPEC.md section 5).
+ALIGN_WEIGHTS = (0.45, 0.45, 0.10)
+
+DEFAULT_SIM_THRESHOLD = 0.80
+DEFAULT_ALIGN_ACCEPT = 0.50
+DEFAULT_EMBEDDING_MODEL = "BAAI/bge-small-en-v1.5"
+
+#: Schema profiles: "hgr" = typed, weighted triplets (SPEC.md); "triples" = flat
+#: (source, relation, target) strings as in most public benchmarks.
+SCHEMA_PROFILES = ("hgr", "triples")
+
+
+# ======================================================================================
+# Stage 1 - validate_schema
+# ======================================================================================
+
+@dataclass(frozen=True)
+class Triplet:
+    """One schema-valid triplet, with raw and normalised fields.
+
+    ``*_raw`` hold what the model (or gold) wrote; the other fields are normalised per
+    SPEC.md section 3. In the flat "triples" profile, entity types and weight are None.
+    """
+
+    source_raw: str
+    relation_raw: str
+    target_raw: str
+    source_type_raw: str | None
+    target_type_raw: str | None
+    weight: float | None
+    source: str
+    relation: str
+    target: str
+    source_type: str | None
+    target_type: str | None
+
+
+@dataclass(frozen=True)
+class SchemaResult:
+    """Outcome of :func:`validate_schema` for one answer.
+
+    ``valid``: (item index, item) of every valid item, in input order.
+    ``invalid``: (item index, reason) of every invalid item, reason like
+    ``"[1].target: missing"``. ``n_items`` = len(valid) + len(invalid).
+    """
+
+    valid: tuple[tuple[int, Mapping[str, Any] | Sequence[Any]], ...]
+    invalid: tuple[tuple[int, str], ...]
+
+    @property
+    def n_items(self) -> int:
+        return len(self.valid) + len(self.invalid)
+
+
+def _describe(value: Any) -> str:
+    """Short, JSON-like description of a found value for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    return type(value).__name__
+
+
+def _check_entity(obj: Any, path: str) -> str | None:
+    if not isinstance(obj, Mapping):
+        return f"{path}: expected an object with title and type, found {_describe(obj)}"
+    for key in ("title", "type"):
+        if key not in obj:
+            return f"{path}.{key}: missing"
+        if not isinstance(obj[key], str):
+            return f"{path}.{key}: expected a string, found {_describe(obj[key])}"
+    return None
+
+
+def _check_weight(weight: Any, path: str) -> str | None:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        return f"{path}: expected a number in [0, 1], found {_describe(weight)}"
+    if isinstance(weight, float) and math.isnan(weight):
+        return f"{path}: NaN is not a number in [0, 1]"
+    if not 0 <= weight <= 1:
+        return f"{path}: {_describe(weight)} is not a number in [0, 1]"
+    return None
+
+
+def validate_hgr_item(item: Any, index: int) -> str | None:
+    """Check one item against the typed triplet schema (SPEC.md sections 1-2).
+
+    Valid iff ``item`` is an object with ``source``/``target`` objects whose ``title`` and
+    ``type`` are strings (empty strings pass), and a ``relation`` object whose ``type`` is a
+    string and whose ``weight`` is an int/float in [0, 1] (booleans, NaN and infinities are
+    not weights). Extra keys are allowed.
+
+    Returns None when valid, else the reason with a field path, e.g.
+    ``"[1].target: missing"`` or ``"[0].relation.weight: NaN is not a number in [0, 1]"``.
+    """
+    path = f"[{index}]"
+    if not isinstance(item, Mapping):
+        return f"{path}: expected a triplet object, found {_describe(item)}"
+    for key in ("source", "relation", "target"):
+        if key not in item:
+            return f"{path}.{key}: missing"
+    reason = _check_entity(item["source"], f"{path}.source")
+    if reason:
+        return reason
+    relation = item["relation"]
+    if not isinstance(relation, Mapping):
+        return f"{path}.relation: expected an object with type and weight, found {_describe(relation)}"
+    if "type" not in relation:
+        return f"{path}.relation.type: missing"
+    if not isinstance(relation["type"], str):
+        return f"{path}.relation.type: expected a string, found {_describe(relation['type'])}"
+    if "weight" not in relation:
+        return f"{path}.relation.weight: missing"
+    reason = _check_weight(relation["weight"], f"{path}.relation.weight")
+    if reason:
+        return reason
+    return _check_entity(item["target"], f"{path}.target")
+
+
+#: Accepted key triples of flat triplet objects ("triples" profile), in lookup order.
+FLAT_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("sub", ("rel",), "obj"),
+    ("subject", ("predicate", "relation"), "object"),
+    ("head", ("type", "relation"), "tail"),
+)
+
+
+def flat_fields(item: Any) -> tuple[Any, Any, Any] | None:
+    """Return (source, relation, target) of a flat triplet form, or None if not flat.
+
+    Accepted forms: ``[s, r, o]`` lists, ``{"sub","rel","obj"}``,
+    ``{"subject","predicate","object"}``, ``{"head","type"|"relation","tail"}`` and, so
+    that typed predictions can be scored against a flat benchmark, the typed form
+    ``{"source":{"title"},"relation":{"type"}|str,"target":{"title"}}``. Values are
+    returned as found (not checked).
+    """
+    if isinstance(item, (list, tuple)):
+        return (item[0], item[1], item[2]) if len(item) == 3 else None
+    if not isinstance(item, Mapping):
+        return None
+    for s_key, r_keys, o_key in FLAT_KEYS:
+        if s_key in item and o_key in item:
+            for r_key in r_keys:
+                if r_key in item:
+                    return item[s_key], item[r_key], item[o_key]
+    if "source" in item and "target" in item and "relation" in item:
+        src, rel, tgt = item["source"], item["relation"], item["target"]
+        src = src.get("title") if isinstance(src, Mapping) else src
+        tgt = tgt.get("title") if isinstance(tgt, Mapping) else tgt
+        rel = rel.get("type") if isinstance(rel, Mapping) else rel
+        return src, rel, tgt
+    return None
+
+
+def validate_flat_item(item: Any, index: int) -> str | None:
+    """Check one item against the flat "triples" profile: three non-empty strings.
+
+    Returns None when valid, else a reason with a field path (see :func:`validate_hgr_item`).
+    """
+    fields = flat_fields(item)
+    path = f"[{index}]"
+    if fields is None:
+        if isinstance(item, (list, tuple)):
+            return f"{path}: expected [source, relation, target], found a list of {len(item)}"
+        return f"{path}: expected a (source, relation, target) triplet, found {_describe(item)}"
+    for name, value in zip(("source", "relation", "target"), fields):
+        if not isinstance(value, str):
+            return f"{path}.{name}: expected a string, found {_describe(value)}"
+        if not value.strip():
+            return f"{path}.{name}: empty string"
+    return None
+
+
+def validate_schema(items: Sequence[Any], profile: str = "hgr") -> SchemaResult:
+    """Stage 1 (SPEC.md section 2): split an answer's items into valid and invalid.
+
+    Args:
+        items: the parsed answer, a list of arbitrary JSON values.
+        profile: "hgr" (typed, weighted triplets; SPEC.md section 1) or "triples"
+            (three non-empty strings in any flat form, see :func:`flat_fields`).
+
+    Returns:
+        A :class:`SchemaResult`; ``schema_score = len(valid) / n_items`` is computed by
+        :func:`score_entry` (1.0 for an empty list).
+
+    Raises:
+        ValueError: unknown ``profile``.
+    """
+    if profile not in SCHEMA_PROFILES:
+        raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
+    check = validate_hgr_item if profile == "hgr" else validate_flat_item
+    valid: list[tuple[int, Any]] = []
+    invalid: list[tuple[int, str]] = []
+    for index, item in enumerate(items):
+        reason = check(item, index)
+        if reason is None:
+            valid.append((index, item))
+        else:
+            invalid.append((index, reason))
+    return SchemaResult(tuple(valid), tuple(invalid))
+
+
+def detect_profile(gold_answers: Iterable[Sequence[Any]]) -> str:
+    """Choose the schema profile from the gold triplets (``--schema auto``).
+
+    "triples" when no gold item is a typed triplet object (``source``/``target`` objects
+    and a ``relation`` object) and at least one gold item is a flat form; else "hgr"
+    (the default, also when every gold answer is empty).
+    """
+    saw_flat = False
+    for items in gold_answers:
+        for item in items:
+            if (isinstance(item, Mapping) and isinstance(item.get("source"), Mapping)
+                    and isinstance(item.get("relation"), Mapping)):
+                return "hgr"
+            if flat_fields(item) is not None:
+                saw_flat = True
+    return "triples" if saw_flat else "hgr"
+
+
+# ======================================================================================
+# Stage 2 - normalize_triplets
+# ======================================================================================
+
+_SUFFIX_RE = re.compile(
+    r"[\s,]+(?:incorporated|corporation|limited|company|inc|llc|ltd|co|corp|plc|gmbh|ag|sa|nv|bv)\.?$",
+    re.IGNORECASE,
+)
+_EDGE_PUNCT_RE = re.compile(r"""^[\s"'`(\[{.,;:]+|[\s"'`)\]}.,;:]+$""")
+_WS_RE = re.compile(r"\s+")
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+
+
+def normalize_title(title: Any) -> str:
+    """Normalise an entity title (or a prompt) exactly as SPEC.md section 3 says.
+
+    Steps: Unicode NFKC; ``_`` -> space; collapse whitespace runs and trim; lowercase;
+    repeatedly strip a trailing company suffix (``inc``, ``ltd``, ``gmbh`` ... with the
+    whitespace/commas before it, optional trailing dot); strip leading/trailing quotes,
+    brackets and ``.,;:``; collapse whitespace and trim again.
+    Example: ``"Foo Co., Ltd"`` -> ``"foo co."`` -> ``"foo"``. A non-string -> ``""``.
+    """
+    if not isinstance(title, str):
+        return ""
+    text = unicodedata.normalize("NFKC", title).replace("_", " ")
+    text = _WS_RE.sub(" ", text).strip().lower()
+    while True:
+        stripped = _SUFFIX_RE.sub("", text).strip()
+        if stripped == text:
+            break
+        text = stripped
+    text = _EDGE_PUNCT_RE.sub("", text)
+    return _WS_RE.sub(" ", text).strip()
+
+
+def normalize_label(label: Any) -> str:
+    """Normalise an entity type or relation type: trim + lowercase (SPEC.md section 3)."""
+    return label.strip().lower() if isinstance(label, str) else ""
+
+
+def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Triplet]:
+    """Stage 2: turn schema-valid items into :class:`Triplet` records.
+
+    Args:
+        items: items that passed :func:`validate_schema` under the same ``profile``.
+        profile: "hgr" or "triples".
+
+    Returns:
+        One Triplet per item, in order, raw values kept next to normalised ones.
+    """
+    out: list[Triplet] = []
+    for item in items:
+        if profile == "hgr":
+            src, rel, tgt = item["source"], item["relation"], item["target"]
+            out.append(Triplet(
+                source_raw=src["title"], relation_raw=rel["type"], target_raw=tgt["title"],
+                source_type_raw=src["type"], target_type_raw=tgt["type"],
+                weight=float(rel["weight"]),
+                source=normalize_title(src["title"]), relation=normalize_label(rel["type"]),
+                target=normalize_title(tgt["title"]),
+                source_type=normalize_label(src["type"]), target_type=normalize_label(tgt["type"]),
+            ))
+        else:
+            s, r, o = flat_fields(item)  # type: ignore[misc]
+            out.append(Triplet(
+                source_raw=s, relation_raw=r, target_raw=o, source_type_raw=None,
+                target_type_raw=None, weight=None, source=normalize_title(s),
+                relation=normalize_label(r), target=normalize_title(o),
+                source_type=None, target_type=None,
+            ))
+    return out
+
+
+def relation_text(relation: str) -> str:
+    """Natural-language form of a normalised relation type: ``based_on`` -> ``based on``."""
+    return relation.replace("_", " ")
+
+
+# ======================================================================================
+# Stage 3 - Hungarian one-to-one matching
+# ======================================================================================
+
+_NUMPY_SOLVER_MIN_SIZE = 48
+
+
+def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+    """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
+    inf = math.inf
+    u = [0.0] * (n + 1)
+    v = [0.0] * (m + 1)
+    p = [0] * (m + 1)      # p[j]: row assigned to column j (1-based, 0 = none)
+    way = [0] * (m + 1)
+    for i in range(1, n + 1):
+        p[0] = i
+        j0 = 0
+        minv = [inf] * (m + 1)
+        used = [False] * (m + 1)
+        while True:
+            used[j0] = True
+            i0 = p[j0]
+            row = cost[i0 - 1]
+            ui0 = u[i0]
+            delta = inf
+            j1 = 0
+            for j in range(1, m + 1):
+                if not used[j]:
+                    cur = row[j - 1] - ui0 - v[j]
+                    if cur < minv[j]:
+                        minv[j] = cur
+                        way[j] = j0
+                    if minv[j] < delta:
+                        delta = minv[j]
+                        j1 = j
+            for j in range(m + 1):
+                if used[j]:
+                    u[p[j]] += delta
+                    v[j] -= delta
+                else:
+                    minv[j] -= delta
+            j0 = j1
+            if p[j0] == 0:
+                break
+        while True:
+            j1 = way[j0]
+            p[j0] = p[j1]
+            j0 = j1
+            if j0 == 0:
+                break
+    assignment = [-1] * n
+    for j in range(1, m + 1):
+        if p[j]:
+            assignment[p[j] - 1] = j - 1
+    return assignment
+
+
+def _hungarian_numpy(cost: np.ndarray) -> list[int]:
+    """The same algorithm as :func:`_hungarian_python`, inner column loop vectorised.
+
+    Every floating-point operation is the same as in the scalar version (same operands,
+    same order), the strict ``<`` updates become boolean masks, and the first-minimum
+    column choice is ``np.argmin`` (which returns the first index of the minimum), so the
+    two produce identical assignments, ties included.
+    """
+    n, m = cost.shape
+    inf = np.inf
+    u = np.zeros(n + 1)
+    v = np.zeros(m + 1)
+    p = np.zeros(m + 1, dtype=np.int64)
+    way = np.zeros(m + 1, dtype=np.int64)
+    padded = np.empty((n + 1, m + 1))
+    padded[0, :] = 0.0
+    padded[1:, 0] = 0.0
+    padded[1:, 1:] = cost
+    for i in range(1, n + 1):
+        p[0] = i
+        j0 = 0
+        minv = np.full(m + 1, inf)
+        used = np.zeros(m + 1, dtype=bool)
+        while True:
+            used[j0] = True
+            i0 = p[j0]
+            cur = padded[i0] - u[i0] - v
+            free = ~used
+            better = free & (cur < minv)
+            minv[better] = cur[better]
+            way[better] = j0
+            masked = np.where(free, minv, inf)
+            j1 = int(np.argmin(masked))
+            delta = masked[j1]
+            u[p[used]] += delta
+            v[used] -= delta
+            minv[free] -= delta
+            j0 = j1
+            if p[j0] == 0:
+                break
+        while True:
+            j1 = way[j0]
+            p[j0] = p[j1]
+            j0 = j1
+            if j0 == 0:
+                break
+    assignment = [-1] * n
+    for j in range(1, m + 1):
+        if p[j]:
+            assignment[p[j] - 1] = j - 1
+    return assignment
+
+
+def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
+    """Exact minimum-cost assignment (Kuhn-Munkres / Hungarian method with potentials).
+
+    Args:
+        cost: an n x m matrix of finite floats with n <= m (rows = gold, columns =
+            predictions; SPEC.md pads to a square matrix).
+
+    Returns:
+        ``assignment`` of length n: ``assignment[i]`` is the column given to row i; the
+        columns are distinct and sum(cost[i][assignment[i]]) is minimal.
+
+    Ties (SPEC.md section 5): rows are added one at a time in input order, columns are
+    scanned in input order and a running minimum is replaced only by a strictly smaller
+    value: the classic O(n^2 m) algorithm with row/column potentials (Kuhn 1955; Munkres
+    1957; the shortest-augmenting-path formulation of Jonker-Volgenant style, as in the
+    well-known e-maxx write-up). Matrices of size >= 48 use a numpy-vectorised copy of the
+    same algorithm with identical arithmetic, hence the identical assignment.
+
+    Raises:
+        ValueError: n > m, a ragged matrix, or a non-finite cost.
+    """
+    arr = np.asarray(cost, dtype=float)
+    if arr.size == 0:
+        return [] if arr.ndim < 2 or arr.shape[0] == 0 else [-1] * arr.shape[0]
+    if arr.ndim != 2:
+        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    n, m = arr.shape
+    if n > m:
+        raise ValueError(f"cost must have no more rows than columns, found {n} x {m}")
+    if not np.isfinite(arr).all():
+        raise ValueError("cost must contain only finite numbers")
+    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
+        return _hungarian_numpy(arr)
+    return _hungarian_python(arr.tolist(), n, m)
+
+
+@dataclass(frozen=True)
+class MatchedPair:
+    """An accepted gold/prediction pair (indices into the entry's valid gold triplets and
+    into its non-self-loop valid predictions) with its field similarities in [0, 1]."""
+
+    gold: int
+    pred: int
+    source_sim: float
+    target_sim: float
+    relation_sim: float
+    align_sim: float
+    exact: bool
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """Outcome of :func:`match_triplets` for one entry."""
+
+    pairs: tuple[MatchedPair, ...]
+    unmatched_gold: tuple[int, ...]
+    unmatched_pred: tuple[int, ...]
+
+
+def align_similarity(src: float, tgt: float, rel: float) -> float:
+    """``align_sim = 0.45 src + 0.45 tgt + 0.10 rel`` (SPEC.md section 5), in [0, 1]."""
+    return ALIGN_WEIGHTS[0] * src + ALIGN_WEIGHTS[1] * tgt + ALIGN_WEIGHTS[2] * rel
+
+
+def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity: "Similarity",
+                   align_accept: float = DEFAULT_ALIGN_ACCEPT) -> MatchResult:
+    """One-to-one matching of gold and predicted triplets (SPEC.md section 5).
+
+    For every gold i and prediction j the field similarities src, tgt, rel come from
+    ``similarity`` (:func:`embedding_matching`); ``align_sim`` is
+    ``0.45 src + 0.45 tgt + 0.10 rel``. The square cost matrix of size
+    max(n_gold, n_pred) holds ``1 - align_sim`` (padding = 1) and is solved exactly with
+    :func:`hungarian`; an assigned pair is accepted iff ``align_sim >= align_accept``.
+
+    Args:
+        gold: the entry's valid gold triplets (normalised).
+        preds: the entry's valid, non-self-loop predicted triplets (normalised).
+        similarity: the similarity backend (exact/embedding/lexical).
+        align_accept: acceptance gate in [0, 1].
+    """
+    n_gold, n_pred = len(gold), len(preds)
+    if n_gold == 0 or n_pred == 0:
+        return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
+    src, tgt, rel = embedding_matching(gold, preds, similarity)
+    w_s, w_t, w_r = ALIGN_WEIGHTS
+    align = w_s * src + w_t * tgt + w_r * rel
+    size = max(n_gold, n_pred)
+    cost = np.ones((size, size))
+    cost[:n_gold, :n_pred] = 1.0 - align
+    assignment = hungarian(cost)
+    pairs: list[MatchedPair] = []
+    matched_gold: set[int] = set()
+    matched_pred: set[int] = set()
+    for i in range(n_gold):
+        j = assignment[i]
+        if j < n_pred and align[i, j] >= align_accept:
+            g, p = gold[i], preds[j]
+            exact = g.source == p.source and g.target == p.target and g.relation == p.relation
+            pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
+                                     float(align[i, j]), exact))
+            matched_gold.add(i)
+            matched_pred.add(j)
+    return MatchResult(
+        tuple(pairs),
+        tuple(i for i in range(n_gold) if i not in matched_gold),
+        tuple(j for j in range(n_pred) if j not in matched_pred),
+    )
+
+
+def weight_agreement(gold_weight: Any, pred_weight: Any) -> float:
+    """Weight score of a fully matched pair (SPEC.md section 6), in {0, 0.5, 1}.
+
+    ``|dw| <= 0.10 -> 1.0``; ``<= 0.20 -> 0.5``; else 0.0; a non-numeric weight -> 0.0.
+    Plain IEEE-754 doubles, no rounding: ``|0.8 - 0.7| = 0.10000000000000009`` -> 0.5.
+    """
+    numeric = (int, float)
+    if (not isinstance(gold_weight, numeric) or not isinstance(pred_weight, numeric)
+            or isinstance(gold_weight, bool) or isinstance(pred_weight, bool)):
+        return 0.0
+    delta = abs(gold_weight - pred_weight)
+    if delta <= 0.10:
+        return 1.0
+    if delta <= 0.20:
+        return 0.5
+    return 0.0
+
+
+# ======================================================================================
+# Stage 4 - similarity and weight agreement (embedding_matching)
+# ======================================================================================
+
+def token_set(text: str) -> frozenset[str]:
+    """Tokens of a normalised string: the runs of ``[a-z0-9]`` (SPEC.md sections 4, 7)."""
+    return frozenset(_TOKEN_RE.findall(text))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard index |a & b| / |a | b| in [0, 1]; 0.0 when both sets are empty."""
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def lexical_similarity(a: str, b: str) -> float:
+    """Lexical similarity of two normalised strings (SPEC.md section 4), in [0, 1].
+
+    ``1.0`` if equal (two empty strings included); ``0.0`` if exactly one is empty; else
+    ``0.5 * SequenceMatcher(None, a, b, autojunk=False).ratio() + 0.5 * Jaccard`` of the
+    ``[a-z0-9]+`` token sets. ``autojunk=False`` is a documented deviation from the
+    original (difflib's default junk heuristic collapses the ratio of near-identical
+    strings of 200+ characters); on shorter strings both agree.
+    """
+    if a == b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
+
+
+class Similarity:
+    """Field similarity of normalised strings (SPEC.md section 4): the lexical backend.
+
+    ``field(a, b)`` = 1.0 on exact non-empty equality, else the similarity if it is
+    ``>= threshold``, else 0.0. Subclasses replace :meth:`raw` (the similarity before the
+    gate) with embedding cosine. Results are memoised per pair within a run.
+
+    Attributes:
+        backend: "lexical", "fastembed" or "sentence-transformers".
+        threshold: the gate in [0, 1] (default 0.80).
+        model: the embedding model's name (None for lexical).
+        fallback_reason: why a fallback happened (None if the requested backend ran).
+    """
+
+    backend = "lexical"
+
+    def __init__(self, threshold: float = DEFAULT_SIM_THRESHOLD, *, fallback_reason: str | None = None):
+        self.threshold = threshold
+        self.model: str | None = None
+        self.fallback_reason = fallback_reason
+        self._memo: dict[tuple[str, str], float] = {}
+        self._tokens: dict[str, frozenset[str]] = {}
+
+    def prepare(self, strings: Iterable[str]) -> None:
+        """Precompute what the backend needs for these strings (embeddings); no-op here."""
+
+    def _token_set(self, text: str) -> frozenset[str]:
+        tokens = self._tokens.get(text)
+        if tokens is None:
+            tokens = self._tokens[text] = token_set(text)
+        return tokens
+
+    def raw(self, a: str, b: str) -> float:
+        """Similarity before the threshold gate, in [0, 1] (lexical: SPEC.md section 4)."""
+        return lexical_similarity(a, b)
+
+    def field(self, a: str, b: str) -> float:
+        """Gated field similarity in {0.0} U [threshold, 1.0] (SPEC.md section 4)."""
+        if a == b and a:
+            return 1.0
+        key = (a, b)
+        cached = self._memo.get(key)
+        if cached is None:
+            cached = self._memo[key] = self._gated(a, b)
+        return cached
+
+    def _gated(self, a: str, b: str) -> float:
+        if a == b:  # two empty strings: similarity 1.0 >= any threshold
+            return 1.0
+        if not a or not b:
+            return 0.0
+        # Cheap exact upper bound (SPEC.md section 4 allows it when the result is
+        # identical): ratio() <= quick_ratio() <= real_quick_ratio(), all computed as
+        # 2*M/T, and x -> 0.5*x + 0.5*j is monotone in floating point.
+        jac = jaccard(self._token_set(a), self._token_set(b))
+        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+        if 0.5 * matcher.real_quick_ratio() + 0.5 * jac < self.threshold:
+            return 0.0
+        if 0.5 * matcher.quick_ratio() + 0.5 * jac < self.threshold:
+            return 0.0
+        value = 0.5 * matcher.ratio() + 0.5 * jac
+        return value if value >= self.threshold else 0.0
+
+    def relation(self, a: str, b: str) -> float:
+        """Relation similarity: 1.0 if the normalised types are equal and non-empty, else
+        the field similarity of their natural-language forms (``_`` -> space)."""
+        if a == b and a:
+            return 1.0
+        return self.field(relation_text(a), relation_text(b))
+
+    def matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool = False) -> np.ndarray:
+        """Field (or relation) similarities of every gold x prediction string pair.
+
+        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1].
+        """
+        fn = self.relation if relation else self.field
+        out = np.empty((len(gold), len(preds)))
+        for i, a in enumerate(gold):
+            for j, b in enumerate(preds):
+                out[i, j] = fn(a, b)
+        return out
+
+
+def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
+                       similarity: Similarity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Field similarities of all gold x prediction pairs of one entry (SPEC.md section 4).
+
+    Returns three float64 arrays of shape (n_gold, n_pred): source-title, target-title and
+    relation similarity, each in {0} U [threshold, 1] (exact equality -> 1.0 first, then
+    the backend's similarity gated by the threshold: embedding cosine with negatives
+    clamped to 0, or the lexical score).
+    """
+    src = similarity.matrix([g.source for g in gold], [p.source for p in preds])
+    tgt = similarity.matrix([g.target for g in gold], [p.target for p in preds])
+    rel = similarity.matrix([g.relation for g in gold], [p.relation for p in preds], relation=True)
+    return src, tgt, rel
+
+
+class EmbeddingSimilarity(Similarity):
+    """Embedding backend: cosine similarity of L2-normalised embeddings, negatives
+    clamped to 0, gated by the threshold (SPEC.md section 4).
+
+    Every unique non-empty string is embedded once by :meth:`prepare` (batched by the
+    embedder); per-entry matrices are numpy products of the normalised vectors.
+    """
+
+    def __init__(self, embedder: Any, threshold: float = DEFAULT_SIM_THRESHOLD):
+        super().__init__(threshold)
+        self.embedder = embedder
+        self.backend = embedder.backend
+        self.model = embedder.model_name
+        self._index: dict[str, int] = {}
+        self._blocks: list[np.ndarray] = []
+        self._vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def prepare(self, strings: Iterable[str]) -> None:
+        new = sorted({s for s in strings if s and s not in self._index})
+        if not new:
+            return
+        vectors = np.asarray(self.embedder.embed(new), dtype=np.float32)
+        if vectors.shape[0] != len(new):
+            raise RuntimeError(f"embedder returned {vectors.shape[0]} vectors for {len(new)} texts")
+        base = len(self._index)
+        for offset, text in enumerate(new):
+            self._index[text] = base + offset
+        self._blocks.append(vectors)
+        self._vectors = np.concatenate(self._blocks) if len(self._blocks) > 1 else vectors
+        self._blocks = [self._vectors]
+
+    def _vector_rows(self, strings: Sequence[str]) -> np.ndarray:
+        missing = [s for s in strings if s and s not in self._index]
+        if missing:
+            self.prepare(missing)
+        return np.array([self._index.get(s, -1) for s in strings], dtype=np.int64)
+
+    def raw(self, a: str, b: str) -> float:
+        if a == b:
+            return 1.0
+        if not a or not b:
+            return 0.0
+        rows = self._vector_rows([a, b])
+        cosine = float(np.dot(self._vectors[rows[0]].astype(np.float64), self._vectors[rows[1]].astype(np.float64)))
+        return min(max(cosine, 0.0), 1.0)
+
+    def _gated(self, a: str, b: str) -> float:
+        value = self.raw(a, b)
+        return value if value >= self.threshold else 0.0
+
+    def matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool = False) -> np.ndarray:
+        left = [relation_text(s) for s in gold] if relation else list(gold)
+        right = [relation_text(s) for s in preds] if relation else list(preds)
+        rows_g, rows_p = self._vector_rows(left), self._vector_rows(right)
+        vg = self._vectors[np.maximum(rows_g, 0)].astype(np.float64)
+        vp = self._vectors[np.maximum(rows_p, 0)].astype(np.float64)
+        sims = np.clip(vg @ vp.T, 0.0, 1.0)
+        sims = np.where(sims >= self.threshold, sims, 0.0)
+        empty = (rows_g < 0)[:, None] | (rows_p < 0)[None, :]
+        sims[empty] = 0.0
+        equal = np.array([[a == b for b in right] for a in left], dtype=bool).reshape(len(left), len(right))
+        sims[equal] = 1.0
+        if relation:
+            raw_equal = np.array([[a == b and bool(a) for b in preds] for a in gold], dtype=bool)
+            sims[raw_equal.reshape(len(gold), len(preds))] = 1.0
+        return sims
+
+
+# ======================================================================================
+# Stage 5 - final_hallucination_check
+# ======================================================================================
+
+HALLUCINATION_CLASSES = ("hallucinated_relation", "novel_grounded", "ungrounded")
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """The normalised prompt and its token set, for grounding (SPEC.md section 7)."""
+
+    text: str
+    tokens: frozenset[str]
+
+    @classmethod
+    def from_prompt(cls, prompt: Any) -> "PromptContext":
+        text = normalize_title(prompt)
+        return cls(text, token_set(text))
+
+
+def is_grounded(title: str, prompt: PromptContext) -> bool:
+    """Whether a normalised title is grounded in the prompt (SPEC.md section 7).
+
+    An empty title never is; a plain substring of the normalised prompt is (no word
+    boundaries); otherwise with T = the title's ``[a-z0-9]+`` tokens and P = the prompt's,
+    it is iff T is non-empty and ``|T & P| / |T| >= 0.6``.
+    """
+    if not title:
+        return False
+    if title in prompt.text:
+        return True
+    tokens = token_set(title)
+    return bool(tokens) and len(tokens & prompt.tokens) / len(tokens) >= 0.6
+
+
+def final_hallucination_check(pred: Triplet, gold_titles: frozenset[str] | set[str],
+                              prompt: PromptContext,
+                              vocabulary: frozenset[str] | None) -> str:
+    """Classify one unmatched, non-self-loop prediction (SPEC.md section 7).
+
+    In order: the normalised relation type is not exactly one of ``vocabulary`` ->
+    ``"hallucinated_relation"`` (skipped when ``vocabulary`` is None); else both endpoint
+    titles known (equal to a normalised endpoint title of the entry's valid gold triplets,
+    or grounded in the prompt, see :func:`is_grounded`) -> ``"novel_grounded"`` (costs
+    precision, not a hard hallucination); else ``"ungrounded"``.
+    """
+    if vocabulary is not None and pred.relation not in vocabulary:
+        return "hallucinated_relation"
+
+    def known(title: str) -> bool:
+        return title in gold_titles or is_grounded(title, prompt)
+
+    return "novel_grounded" if known(pred.source) and known(pred.target) else "ungrounded"
+
+
+def is_self_loop(triplet: Triplet) -> bool:
+    """A prediction whose normalised source title is non-empty and equals its target."""
+    return bool(triplet.source) and triplet.source == triplet.target
+
+
+# ======================================================================================
+# Stage 6 - scoring (per entry and corpus)
+# ======================================================================================
+
+def safe_ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``, 0.0 when the denominator is 0 (SPEC.md section 8)."""
+    return numerator / denominator if denominator else 0.0
+
+
+def f1_score(precision: float, recall: float) -> float:
+    """Harmonic mean ``2PR / (P + R)``, 0.0 when ``P + R = 0``."""
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
+@dataclass
+class EntryScore:
+    """Per-entry result of :func:`score_entry` (metrics per SPEC.md section 8).
+
+    ``metrics`` holds the numbers (None = N/A); the other fields explain them.
+    """
+
+    metrics: dict[str, Any]
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    unmatched_predictions: list[dict[str, Any]] = field(default_factory=list)
+    invalid_items: list[str] = field(default_factory=list)
+    invalid_gold_items: list[str] = field(default_factory=list)
+    full_matches: list[tuple[Triplet, Triplet]] = field(default_factory=list)
+    entity_matches: list[tuple[Triplet, Triplet]] = field(default_factory=list)
+    gold: list[Triplet] = field(default_factory=list)
+    preds: list[Triplet] = field(default_factory=list)
+    n_items: int = 0
+
+
+def composite_score(axes: Mapping[str, float | None]) -> float:
+    """``sum(w * axis) / sum(w)`` over the axes that are not None (SPEC.md section 8).
+
+    Weights: schema 0.30, entity_f1 0.25, relation_acc 0.20, weight 0.10, grounding 0.15.
+    Returns a value in [0, 1] (0.0 when every axis is N/A).
+    """
+    total = weights = 0.0
+    for name, weight in COMPOSITE_WEIGHTS:
+        value = axes.get(name)
+        if value is not None:
+            total += weight * value
+            weights += weight
+    return total / weights if weights else 0.0
+
+
+def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, prompt: Any, *,
+                similarity: Similarity, profile: str = "hgr",
+                vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
+                align_accept: float = DEFAULT_ALIGN_ACCEPT) -> EntryScore:
+    """Score one entry: stages 1-6 of SPEC.md for one prompt.
+
+    Args:
+        gold_items: the gold answer (a list; invalid items are excluded and reported).
+        pred_items: the predicted answer as a list of items, or None for an unparseable
+            (non-array) answer, which has 0 items and schema score 0.0.
+        prompt: the source text (str) used for grounding.
+        similarity: the similarity backend.
+        profile: "hgr" or "triples" (schema checks; type/weight axes N/A for "triples").
+        vocabulary: normalised relation vocabulary, or None to skip that check.
+        align_accept: acceptance gate of the matching.
+
+    Returns:
+        An :class:`EntryScore`; ``metrics`` has n_gold, n_pred_raw_items, n_pred_valid,
+        entity_tp, full_tp, hard_hallucinations, novel_grounded, self_loops_removed,
+        schema_score, entity/triplet precision/recall/f1, relation_accuracy, weight_score,
+        type_agreement, hallucination_rate, grounding, composite; N/A values are None.
+        Formulas: entity P = entity_tp / n_items, R = entity_tp / n_gold, F1 harmonic;
+        triplet likewise from full_tp; relation_accuracy = full_tp / entity_tp;
+        hallucination rate = hard / n_items; grounding = 1 - rate; composite per
+        :func:`composite_score` with schema and grounding N/A when n_items = 0, and
+        composite = 1.0 if n_gold = n_items = 0, 0.0 if n_gold = 0 < n_items.
+    """
+    gold_schema = validate_schema(gold_items, profile)
+    gold = normalize_triplets((item for _, item in gold_schema.valid), profile)
+    unparseable = pred_items is None
+    pred_schema = validate_schema(pred_items or [], profile)
+    valid_preds = normalize_triplets((item for _, item in pred_schema.valid), profile)
+    pred_indices = [index for index, _ in pred_schema.valid]
+    n_items = pred_schema.n_items
+    self_loops = [k for k, t in enumerate(valid_preds) if is_self_loop(t)]
+    kept = [k for k, t in enumerate(valid_preds) if not is_self_loop(t)]
+    preds = [valid_preds[k] for k in kept]
+
+    result = match_triplets(gold, preds, similarity, align_accept)
+    score = EntryScore(metrics={}, gold=gold, preds=valid_preds, n_items=n_items)
+    entity_tp = full_tp = type_ok = 0
+    weight_scores: list[float] = []
+    typed = profile == "hgr"
+    for pair in result.pairs:
+        g, p = gold[pair.gold], preds[pair.pred]
+        entity = pair.source_sim > 0 and pair.target_sim > 0
+        relation_ok = pair.relation_sim > 0
+        full = entity and relation_ok
+        types = typed and g.source_type == p.source_type and g.target_type == p.target_type
+        w_score = weight_agreement(g.weight, p.weight) if (full and typed) else None
+        if entity:
+            entity_tp += 1
+            score.entity_matches.append((g, p))
+            type_ok += types
+        if full:
+            full_tp += 1
+            score.full_matches.append((g, p))
+            if w_score is not None:
+                weight_scores.append(w_score)
+        score.pairs.append({
+            "gold_index": gold_schema.valid[pair.gold][0],
+            "pred_index": pred_indices[kept[pair.pred]],
+            "source_sim": pair.source_sim, "target_sim": pair.target_sim,
+            "relation_sim": pair.relation_sim, "align_sim": pair.align_sim,
+            "exact": pair.exact, "entity_match": entity, "relation_match": relation_ok,
+            "full_match": full, "type_agree": types if typed else None, "weight_score": w_score,
+        })
+
+    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
+    context = PromptContext.from_prompt(prompt)
+    classes: Counter[str] = Counter()
+    for k in self_loops:
+        score.unmatched_predictions.append({"pred_index": pred_indices[k], "class": "self_loop"})
+    for j in result.unmatched_pred:
+        cls = final_hallucination_check(preds[j], gold_titles, context, vocabulary)
+        classes[cls] += 1
+        score.unmatched_predictions.append({"pred_index": pred_indices[kept[j]], "class": cls})
+    score.unmatched_predictions.sort(key=lambda row: row["pred_index"])
+    hard = len(self_loops) + classes["hallucinated_relation"] + classes["ungrounded"]
+    score.invalid_items = [reason for _, reason in pred_schema.invalid]
+    score.invalid_gold_items = [reason for _, reason in gold_schema.invalid]
+
+    n_gold = len(gold)
+    entity_p, entity_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
+    triplet_p, triplet_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
+    schema_score = 0.0 if unparseable else (len(pred_schema.valid) / n_items if n_items else 1.0)
+    relation_acc = full_tp / entity_tp if entity_tp else None
+    weight = sum(weight_scores) / len(weight_scores) if weight_scores else None
+    rate = hard / n_items if n_items else 0.0
+    grounding = 1.0 - rate
+    entity_f1 = f1_score(entity_p, entity_r)
+    if n_gold == 0:
+        composite = 1.0 if n_items == 0 else 0.0
+    else:
+        composite = composite_score({
+            "schema": schema_score if n_items else None,
+            "entity_f1": entity_f1,
+            "relation_acc": relation_acc,
+            "weight": weight,
+            "grounding": grounding if n_items else None,
+        })
+    score.metrics = {
+        "n_gold": n_gold,
+        "n_pred_raw_items": n_items,
+        "n_pred_valid": len(valid_preds),
+        "entity_tp": entity_tp,
+        "full_tp": full_tp,
+        "hard_hallucinations": hard,
+        "novel_grounded": classes["novel_grounded"],
+        "hallucinated_relations": classes["hallucinated_relation"],
+        "ungrounded": classes["ungrounded"],
+        "self_loops_removed": len(self_loops),
+        "schema_score": schema_score,
+        "entity_precision": entity_p,
+        "entity_recall": entity_r,
+        "entity_f1": entity_f1,
+        "triplet_precision": triplet_p,
+        "triplet_recall": triplet_r,
+        "triplet_f1": f1_score(triplet_p, triplet_r),
+        "relation_accuracy": relation_acc,
+        "weight_score": weight,
+        "type_agreement": (type_ok / entity_tp if entity_tp else None) if typed else None,
+        "hallucination_rate": rate,
+        "grounding": grounding,
+        "composite": composite,
+    }
+    return score
+
+
+#: Per-entry metrics averaged by the macro summary, as (summary key, per-entry key).
+MACRO_KEYS: tuple[tuple[str, str], ...] = (
+    ("schema_score", "schema_score"),
+    ("entity_f1", "entity_f1"),
+    ("triplet_f1", "triplet_f1"),
+    ("relation_accuracy", "relation_accuracy"),
+    ("weight_score", "weight_score"),
+    ("type_agreement", "type_agreement"),
+    ("grounding", "grounding"),
+    ("composite", "composite"),
+)
+
+
+def mean_or_none(values: Iterable[float | None]) -> float | None:
+    """Arithmetic mean of the values that are not None; None if there are none."""
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
+                 missing: int = 0) -> dict[str, Any]:
+    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts.
+
+    Returns ``{"totals", "micro", "macro"}`` with the key names of the published method:
+    micro P/R/F1 from summed tp, n_items and n_gold, micro hallucination rate = sum(hard)
+    / sum(n_items); macro = mean over entries of each per-entry value, skipping N/A (None
+    when every entry is N/A). ``unparseable``/``missing`` are added to the totals.
+    """
+    def total(key: str) -> int:
+        return sum(m[key] for m in metrics)
+
+    n_gold, n_items = total("n_gold"), total("n_pred_raw_items")
+    entity_tp, full_tp, hard = total("entity_tp"), total("full_tp"), total("hard_hallucinations")
+    totals = {
+        "gold_triplets": n_gold,
+        "pred_triplet_items": n_items,
+        "entity_true_positives": entity_tp,
+        "full_triplet_true_positives": full_tp,
+        "hard_hallucinations": hard,
+        "empty_predictions": sum(1 for m in metrics if m["n_pred_raw_items"] == 0),
+        "schema_invalid_entries": sum(1 for m in metrics if m["n_pred_raw_items"] > m["n_pred_valid"]),
+        "unparseable_predictions": unparseable,
+        "missing_predictions": missing,
+    }
+    e_p, e_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
+    t_p, t_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
+    micro = {
+        "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
+        "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r),
+        "hallucination_rate": safe_ratio(hard, n_items),
+    }
+    macro = {key: mean_or_none(m[src] for m in metrics) for key, src in MACRO_KEYS}
+    return {"totals": totals, "micro": micro, "macro": macro}
