@@ -1093,3 +1093,662 @@ def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
     }
     macro = {key: mean_or_none(m[src] for m in metrics) for key, src in MACRO_KEYS}
     return {"totals": totals, "micro": micro, "macro": macro}
+
+
+# ======================================================================================
+# Input: records, fields, joining gold and predictions
+# ======================================================================================
+
+PROMPT_KEYS = ("prompt", "text", "sent")
+GOLD_KEYS = ("triplets", "gold", "gold_parsed", "triples")
+GOLD_RAW_KEYS = ("gold_raw",)
+PRED_PARSED_KEYS = ("triplets", "pred_parsed", "prediction", "triples")
+PRED_RAW_KEYS = ("output", "pred_raw", "response")
+COMBINED_PRED_PARSED_KEYS = ("pred_parsed",)
+COMBINED_PRED_RAW_KEYS = ("pred_raw",)
+
+#: Every status a prediction can have; "missing" = no prediction line for a gold id.
+PARSE_STATUSES = ("ok", "repaired", "truncated", "empty", "unparseable", "missing")
+
+
+class InputError(ValueError):
+    """Bad usage or bad input: the CLI prints the message and exits with status 2."""
+
+
+@dataclass
+class GoldRecord:
+    """One gold line: its id (or None), prompt text, gold items and 1-based line number."""
+
+    id: str | None
+    prompt: str
+    items: list[Any]
+    line: int
+
+
+@dataclass
+class Prediction:
+    """One parsed prediction: items (None = unparseable non-array answer), parse status
+    (one of :data:`PARSE_STATUSES`), a human-readable reason and the 1-based line."""
+
+    id: str | None
+    items: list[Any] | None
+    status: str
+    reason: str
+    line: int | None
+
+
+@dataclass
+class Entry:
+    """A gold record joined with its prediction: the unit that is scored."""
+
+    gold: GoldRecord
+    pred: Prediction
+
+
+def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    return next((k for k in keys if k in obj), None)
+
+
+def _record_id(obj: Mapping[str, Any]) -> str | None:
+    value = obj.get("id")
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    return str(value)
+
+
+def _chat_gold(obj: Mapping[str, Any], where: str) -> tuple[str, Any]:
+    messages = obj["messages"]
+    if not isinstance(messages, list):
+        raise InputError(f"{where}: field 'messages': expected a list of chat messages, found {_describe(messages)}")
+    user = next((m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"), None)
+    assistant = next((m.get("content") for m in reversed(messages)
+                      if isinstance(m, Mapping) and m.get("role") == "assistant"), None)
+    if not isinstance(assistant, str):
+        raise InputError(f"{where}: field 'messages': expected an assistant message with the gold JSON, found none")
+    return (user if isinstance(user, str) else ""), assistant
+
+
+def gold_from_record(obj: Any, line: int, where: str) -> GoldRecord:
+    """Extract a :class:`GoldRecord` from one parsed gold JSONL line.
+
+    Accepted: ``{"id"?, "prompt"|"text"|"sent", "triplets"|"gold"|"gold_parsed"|"triples"}``,
+    a combined line with ``gold_raw`` text, or a chat line ``{"messages": [user,
+    assistant]}`` (user content = prompt, assistant content = the gold JSON).
+
+    Raises:
+        InputError: naming ``where`` (file:line), the field, expected vs found.
+    """
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{where}: expected a JSON object, found {_describe(obj)}")
+    if "messages" in obj and _first_key(obj, GOLD_KEYS) is None:
+        prompt, raw = _chat_gold(obj, where)
+        items: Any = raw
+    else:
+        prompt_key = _first_key(obj, PROMPT_KEYS)
+        prompt = obj.get(prompt_key, "") if prompt_key else ""
+        key = _first_key(obj, GOLD_KEYS) or _first_key(obj, GOLD_RAW_KEYS)
+        if key is None:
+            raise InputError(f"{where}: no gold triplets: expected one of the fields "
+                             f"{', '.join(GOLD_KEYS + GOLD_RAW_KEYS)} (or 'messages'), found {sorted(obj)}")
+        items = obj[key]
+    if isinstance(items, str):
+        parsed = parse_model_output(items)
+        if parsed.status in ("unparseable", "truncated"):
+            raise InputError(f"{where}: gold answer text is {parsed.status}: {parsed.reason}")
+        items = parsed.items
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise InputError(f"{where}: gold triplets: expected a JSON array, found {_describe(items)}")
+    if not isinstance(prompt, str):
+        raise InputError(f"{where}: prompt: expected a string, found {_describe(prompt)}")
+    return GoldRecord(_record_id(obj), prompt, items, line)
+
+
+def _is_empty_json(value: Any) -> bool:
+    """True for the JSON values SPEC.md section 1 counts as ``[]``: null, ``{}``, ``""``,
+    ``0`` and ``false``."""
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return value is False
+    if isinstance(value, (int, float)):
+        return value == 0
+    if isinstance(value, (str, dict)):
+        return len(value) == 0
+    return False
+
+
+def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
+                           reparse: bool = False) -> Prediction:
+    """Extract a :class:`Prediction` from one parsed prediction JSONL line.
+
+    A parsed list under ``triplets``/``pred_parsed``/``prediction``/``triples`` is used as
+    is (SPEC.md section 1: null, a missing field or an empty value (``{}``, ``""``, ``0``,
+    ``false``) counts as ``[]`` with status "empty"; any other non-array value is
+    "unparseable" with 0 items). Otherwise raw model text under ``output``/``pred_raw``/
+    ``response`` goes through :func:`parse_model_output`. With ``reparse`` the raw text is
+    parsed even when a parsed list is present. ``combined`` restricts the keys to the
+    combined-file layout (``pred_parsed``/``pred_raw``).
+    """
+    if not isinstance(obj, Mapping):
+        return Prediction(None, None, "unparseable", f"line is {_describe(obj)}, not a JSON object", line)
+    rid = _record_id(obj)
+    parsed_key = _first_key(obj, COMBINED_PRED_PARSED_KEYS if combined else PRED_PARSED_KEYS)
+    raw_key = next((k for k in (COMBINED_PRED_RAW_KEYS if combined else PRED_RAW_KEYS)
+                    if isinstance(obj.get(k), str)), None)
+    if raw_key is not None and (reparse or parsed_key is None):
+        result = parse_model_output(obj[raw_key])
+        return Prediction(rid, result.items if result.status != "unparseable" else None,
+                          result.status, result.reason, line)
+    if parsed_key is None:
+        return Prediction(rid, [], "empty", "no prediction field", line)
+    value = obj[parsed_key]
+    if isinstance(value, list):
+        return Prediction(rid, value, "ok", "", line)
+    if _is_empty_json(value):
+        return Prediction(rid, [], "empty", f"'{parsed_key}' is {_describe(value)}: counted as []", line)
+    return Prediction(rid, None, "unparseable",
+                      f"'{parsed_key}' is {_describe(value)}, not a JSON array", line)
+
+
+_ID_IN_TEXT_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
+
+
+@dataclass
+class LoadedInputs:
+    """Everything read from the input files, before scoring."""
+
+    entries: list[Entry]
+    problems: list[str]              # human-readable notes on bad lines, duplicates ...
+    duplicates_dropped: int = 0
+    extra_prediction_lines: int = 0
+
+
+def _dedupe(records: list[Any], policy: str, what: str, path: Path, problems: list[str]) -> tuple[list[Any], int]:
+    """Apply ``--duplicate-ids`` to records that have ``.id`` (None ids are kept)."""
+    seen: Counter[str] = Counter(r.id for r in records if r.id is not None)
+    dups = sorted(k for k, n in seen.items() if n > 1)
+    if not dups:
+        return records, 0
+    if policy == "error":
+        shown = ", ".join(dups[:10]) + (f" ... ({len(dups)} ids)" if len(dups) > 10 else "")
+        raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last "
+                         "to keep one copy of each")
+    keep: dict[str, Any] = {}
+    for r in records:
+        if r.id is None:
+            continue
+        if policy == "last" or r.id not in keep:
+            keep[r.id] = r
+    kept = [r for r in records if r.id is None or keep[r.id] is r]
+    dropped = len(records) - len(kept)
+    problems.append(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
+                    f"{len(dups)} id(s) repeated)")
+    return kept, dropped
+
+
+def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
+                skip_bad_gold: bool = False, duplicate_ids: str = "error",
+                limit: int | None = None) -> LoadedInputs:
+    """Read the gold and prediction files and join them into :class:`Entry` records.
+
+    With ``gold_path`` None, ``pred_path`` is a combined file (``prompt``, ``gold_raw``/
+    ``gold_parsed``, ``pred_raw``/``pred_parsed`` per line). Otherwise: join by id when
+    every record on both sides has one, else by line order (equal counts required). A gold
+    id with no prediction is scored as an empty prediction (status "missing"); a
+    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
+    are reported and scored as unparseable (attributed by their ``"id"`` when it can be
+    read from the raw bytes, else by position); bad gold lines are an error unless
+    ``skip_bad_gold``.
+
+    Raises:
+        InputError: unreadable files, bad gold lines, unmatched prediction ids, duplicate
+            ids (unless ``duplicate_ids`` is "first"/"last"), count mismatch.
+    """
+    problems: list[str] = []
+    gold_file = gold_path or pred_path
+    golds: list[GoldRecord] = []
+    combined_preds: list[Prediction] = []
+    for row in read_jsonl(gold_file):
+        where = f"{gold_file}:{row.line_no}"
+        try:
+            if row.error is not None:
+                raise InputError(f"{where}: {row.error}")
+            gold = gold_from_record(row.value, row.line_no, where)
+        except InputError as exc:
+            if not skip_bad_gold:
+                raise InputError(f"{exc} (pass --skip-bad-gold to report and exclude such lines)") from None
+            problems.append(f"{exc} (excluded: --skip-bad-gold)")
+            continue
+        golds.append(gold)
+        if gold_path is None:
+            combined_preds.append(prediction_from_record(row.value, row.line_no, combined=True, reparse=reparse))
+    if not golds:
+        raise InputError(f"{gold_file}: no gold records (the file is empty or has only blank lines)")
+
+    dropped = 0
+    if gold_path is None:
+        golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_file, problems)
+        keep_lines = {g.line for g in golds}
+        combined_preds = [p for p in combined_preds if p.line in keep_lines]
+        entries = [Entry(g, p) for g, p in zip(golds, combined_preds)]
+        if limit is not None:
+            entries = entries[:limit]
+        return LoadedInputs(entries, problems, dropped)
+
+    preds: list[Prediction] = []
+    unattributed: list[int] = []
+    for row in read_jsonl(pred_path):
+        if row.error is not None:
+            match = _ID_IN_TEXT_RE.search(row.raw or b"")
+            rid = match.group(1).decode("utf-8", "replace") if match else None
+            problems.append(f"{pred_path}:{row.line_no}: {row.error} (scored as an unparseable prediction"
+                            + (f" for id {rid!r})" if rid else ")"))
+            preds.append(Prediction(rid, None, "unparseable", row.error, row.line_no))
+            if rid is None:
+                unattributed.append(row.line_no)
+            continue
+        preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
+
+    golds, d1 = _dedupe(golds, duplicate_ids, "gold", gold_path, problems)
+    preds, d2 = _dedupe(preds, duplicate_ids, "prediction", pred_path, problems)
+    dropped = d1 + d2
+    by_id = all(g.id is not None for g in golds) and all(p.id is not None for p in preds if p.line not in unattributed) \
+        and any(p.id is not None for p in preds)
+    if by_id:
+        gold_ids = {g.id for g in golds}
+        extra = sorted({p.id for p in preds if p.id is not None and p.id not in gold_ids})
+        if extra:
+            shown = ", ".join(extra[:10]) + (f" ... ({len(extra)} ids)" if len(extra) > 10 else "")
+            raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
+        pred_by_id = {p.id: p for p in preds if p.id is not None}
+        entries = []
+        for g in golds:
+            p = pred_by_id.get(g.id)
+            if p is None:
+                p = Prediction(g.id, [], "missing", "no prediction line for this id", None)
+            entries.append(Entry(g, p))
+        if unattributed:
+            problems.append(f"{pred_path}: {len(unattributed)} unreadable line(s) without a readable id "
+                            f"(lines {', '.join(map(str, unattributed[:10]))}); their gold ids count as missing")
+    else:
+        if len(preds) != len(golds):
+            raise InputError(
+                f"cannot join by line order: {gold_path} has {len(golds)} records, {pred_path} has "
+                f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
+        entries = [Entry(g, p) for g, p in zip(golds, preds)]
+    if limit is not None:
+        entries = entries[:limit]
+    return LoadedInputs(entries, problems, dropped)
+
+
+def load_vocabulary(path: Path) -> tuple[str, ...]:
+    """Read a relation vocabulary: a text file (one relation per line, ``#`` comments),
+    a JSON list of strings, or a Text2KGBench ontology JSON (``relations[].label``).
+
+    Returns the relation labels in file order (not yet normalised).
+
+    Raises:
+        InputError: unreadable file or no relation found.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--relations {path}: cannot read: {exc}") from None
+    labels: list[str] = []
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--relations {path}: invalid JSON: {exc}") from None
+        if isinstance(data, Mapping) and isinstance(data.get("relations"), list):
+            labels = [r.get("label") if isinstance(r, Mapping) else r for r in data["relations"]]
+        elif isinstance(data, list):
+            labels = list(data)
+        else:
+            raise InputError(f"--relations {path}: expected a JSON list or an ontology with 'relations', "
+                             f"found {_describe(data)}")
+        bad = [x for x in labels if not isinstance(x, str)]
+        if bad:
+            raise InputError(f"--relations {path}: relation labels must be strings, found {_describe(bad[0])}")
+    else:
+        labels = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not labels:
+        raise InputError(f"--relations {path}: no relation labels found")
+    return tuple(labels)
+
+
+# ======================================================================================
+# Report: evaluation driver, summary text, atomic JSON output
+# ======================================================================================
+
+def _strip_index(reason: str) -> str:
+    """``"[3].target: missing"`` -> ``"target: missing"`` (for grouping reasons)."""
+    return re.sub(r"^\[\d+\]\.?", "", reason) or reason
+
+
+def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profile: str = "hgr",
+                     vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
+                     align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False) -> dict[str, Any]:
+    """Score every entry and aggregate: the whole method, without file I/O.
+
+    Args:
+        entries: joined gold/prediction records.
+        similarity: the similarity backend (its ``prepare`` receives every normalised
+            title and relation form first, so that embeddings are computed once, batched).
+        profile, vocabulary, align_accept: see :func:`score_entry`.
+        progress: show a tqdm bar on stderr.
+
+    Returns:
+        ``{"summary": {...}, "per_entry": [...]}`` (see README, "Report"); deterministic.
+    """
+    _prepare_similarity(entries, similarity, profile)
+    per_entry: list[dict[str, Any]] = []
+    metrics: list[dict[str, Any]] = []
+    status_counts: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    gold_reasons: list[str] = []
+    iterator: Iterable[Entry] = entries
+    if progress:
+        from tqdm import tqdm
+        iterator = tqdm(entries, desc="scoring", unit="entry", file=sys.stderr, leave=False)
+    for entry in iterator:
+        score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=similarity,
+                            profile=profile, vocabulary=vocabulary, align_accept=align_accept)
+        metrics.append(score.metrics)
+        status_counts[entry.pred.status] += 1
+        reasons.update(_strip_index(r) for r in score.invalid_items)
+        gold_reasons.extend(f"line {entry.gold.line}: {r}" for r in score.invalid_gold_items)
+        per_entry.append({
+            "id": entry.gold.id,
+            "gold_line": entry.gold.line,
+            "pred_line": entry.pred.line,
+            "parse_status": entry.pred.status,
+            "parse_reason": entry.pred.reason,
+            "metrics": score.metrics,
+            "pairs": score.pairs,
+            "unmatched_predictions": score.unmatched_predictions,
+            "invalid_items": score.invalid_items,
+            "invalid_gold_items": score.invalid_gold_items,
+        })
+    corpus = score_corpus(metrics, unparseable=status_counts["unparseable"], missing=status_counts["missing"])
+    summary: dict[str, Any] = {
+        "n_entries": len(entries),
+        "embedding_backend": similarity.backend,
+        "sim_threshold": similarity.threshold,
+        "align_accept": align_accept,
+        **corpus,
+        "embedding_model": similarity.model,
+        "embedding_fallback_reason": similarity.fallback_reason,
+        "schema_profile": profile,
+        "parse_status": {s: status_counts[s] for s in PARSE_STATUSES},
+        "invalid_item_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "invalid_gold_items": gold_reasons,
+    }
+    return {"summary": summary, "per_entry": per_entry}
+
+
+def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profile: str) -> None:
+    """Collect every normalised title and relation form once and hand them to the backend."""
+    if type(similarity) is Similarity:
+        return
+    strings: set[str] = set()
+    for entry in entries:
+        for items in (entry.gold.items, entry.pred.items or []):
+            schema = validate_schema(items, profile)
+            for t in normalize_triplets((item for _, item in schema.valid), profile):
+                strings.update((t.source, t.target, relation_text(t.relation)))
+    similarity.prepare(sorted(strings))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
+    fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
+    file. NaN/Infinity are refused (``allow_nan=False``), so the report is strict JSON.
+
+    Raises:
+        ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
+    """
+    text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
+    """Human-readable summary of a report (what the CLI prints to stdout)."""
+    s = report["summary"]
+    t, mi, ma = s["totals"], s["micro"], s["macro"]
+    n = s["n_entries"]
+    backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
+    if s.get("embedding_fallback_reason"):
+        backend += " - fallback: " + s["embedding_fallback_reason"]
+    lines = [
+        f"kg-triplet-eval {__version__}" + (f"  {title}" if title else ""),
+        f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {s.get('relation_vocabulary', {}).get('description', '-')}",
+        f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}",
+        "",
+        f"{'micro':<22}{'precision':>10}{'recall':>10}{'F1':>10}",
+        f"{'  entity':<22}{_fmt(mi['entity_precision']):>10}{_fmt(mi['entity_recall']):>10}{_fmt(mi['entity_f1']):>10}"
+        f"   tp {t['entity_true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
+        f"{'  triplet':<22}{_fmt(mi['triplet_precision']):>10}{_fmt(mi['triplet_recall']):>10}{_fmt(mi['triplet_f1']):>10}"
+        f"   tp {t['full_triplet_true_positives']}",
+        f"{'  hallucination rate':<22}{_fmt(mi['hallucination_rate']):>10}"
+        f"   {t['hard_hallucinations']} hard of {t['pred_triplet_items']} predicted items",
+        "",
+        "macro (mean over entries, N/A skipped)",
+    ]
+    names = (("composite", "composite"), ("schema_score", "schema"), ("entity_f1", "entity F1"),
+             ("triplet_f1", "triplet F1"), ("relation_accuracy", "relation accuracy"),
+             ("weight_score", "weight score"), ("type_agreement", "type agreement"), ("grounding", "grounding"))
+    per = report.get("per_entry", [])
+    for key, label in names:
+        counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
+        lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
+    ps = s.get("parse_status", {})
+    lines += [
+        "",
+        "predictions  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PARSE_STATUSES),
+        f"empty predictions {t['empty_predictions']}   entries with schema-invalid items {t['schema_invalid_entries']}",
+    ]
+    reasons = s.get("invalid_item_reasons") or {}
+    if reasons:
+        total = sum(reasons.values())
+        top = "; ".join(f"{k} x{v}" for k, v in list(reasons.items())[:3])
+        lines.append(f"invalid items {total}: {top}" + (" ..." if len(reasons) > 3 else ""))
+    if s.get("invalid_gold_items"):
+        lines.append(f"invalid gold items excluded: {len(s['invalid_gold_items'])} (see report)")
+    for section in report.get("extra_summaries", ()):
+        lines += ["", section]
+    return "\n".join(lines)
+
+
+# ======================================================================================
+# Command line
+# ======================================================================================
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], found {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], found {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface (see README)."""
+    p = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description="Score predicted knowledge-graph triplets against gold triplets (SPEC.md method).",
+        epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
+    )
+    io = p.add_argument_group("inputs and outputs")
+    io.add_argument("--pred", type=Path, help="predictions JSONL (or a combined file with gold, used alone)")
+    io.add_argument("--gold", type=Path, help="gold JSONL (omit when --pred is a combined file)")
+    io.add_argument("--report", type=Path, help="JSON report path (default: reports/<pred stem>.json)")
+    io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
+                    "or Text2KGBench ontology JSON (default: the 20 types of SPEC.md)")
+    io.add_argument("--schema", choices=("auto",) + SCHEMA_PROFILES, default="auto",
+                    help="schema profile: hgr = typed weighted triplets, triples = flat (s, r, o); "
+                         "auto picks from the gold (default)")
+    io.add_argument("--limit", type=_positive_int, help="score only the first N gold entries")
+    io.add_argument("--reparse", action="store_true",
+                    help="parse raw model text even when a parsed list is present")
+    io.add_argument("--skip-bad-gold", action="store_true",
+                    help="report and exclude unreadable gold lines instead of failing")
+    io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
+                    help="what to do with repeated ids (default: error)")
+    sim = p.add_argument_group("similarity")
+    sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
+    sim.add_argument("--embedding-model", default=DEFAULT_EMBEDDING_MODEL,
+                     help=f"fastembed model name or local model directory (default {DEFAULT_EMBEDDING_MODEL})")
+    sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: fastembed's cache)")
+    sim.add_argument("--require-embeddings", action="store_true",
+                     help="fail (exit 2) instead of falling back to lexical similarity")
+    sim.add_argument("--no-embedding-cache", action="store_true", help="do not read or write the embedding cache")
+    sim.add_argument("--download-model", nargs="?", const=DEFAULT_EMBEDDING_MODEL, metavar="NAME",
+                     help="download an embedding model into the cache (needs internet) and exit")
+    sim.add_argument("--embedding-threshold", type=_unit_interval, default=DEFAULT_SIM_THRESHOLD,
+                     help="similarity gate (default 0.80)")
+    sim.add_argument("--align-accept", type=_unit_interval, default=DEFAULT_ALIGN_ACCEPT,
+                     help="minimum align_sim of an accepted pair (default 0.50)")
+    out = p.add_argument_group("display")
+    out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
+    out.add_argument("--version", action="version", version=f"kg-triplet-eval {__version__}")
+    return p
+
+
+def _note(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr)
+
+
+def build_similarity(args: argparse.Namespace) -> Similarity:
+    """Choose the similarity backend: embeddings (fastembed, then sentence-transformers;
+    offline only) unless ``--no-embeddings``; lexical on failure, with one stderr line
+    saying why (or :class:`InputError` with ``--require-embeddings``)."""
+    if args.no_embeddings:
+        return Similarity(args.embedding_threshold)
+    try:
+        embedder = load_embedder(
+            args.embedding_model,
+            model_cache=args.model_cache,
+            cache_dir=None if args.no_embedding_cache else default_embedding_cache_dir(),
+            progress=not args.quiet and sys.stderr.isatty(),
+        )
+    except EmbeddingUnavailable as exc:
+        if args.require_embeddings:
+            raise InputError(f"embeddings required but unavailable: {exc}") from None
+        reason = str(exc).splitlines()[0]
+        print(f"note: embeddings unavailable, using lexical similarity: {exc}", file=sys.stderr)
+        return Similarity(args.embedding_threshold, fallback_reason=reason)
+    return EmbeddingSimilarity(embedder, args.embedding_threshold)
+
+
+def _file_info(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    import hashlib
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return {"name": path.name, "sha256": digest.hexdigest()}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one evaluation from parsed arguments; returns the exit status."""
+    if args.download_model is not None:
+        path = download_embedding_model(args.download_model, args.model_cache)
+        print(f"downloaded {args.download_model} to {path}")
+        return 0
+    if args.pred is None:
+        raise InputError("--pred is required (a predictions file, or a combined file used alone)")
+    for label, path in (("--pred", args.pred), ("--gold", args.gold), ("--relations", args.relations)):
+        if path is not None and not path.is_file():
+            raise InputError(f"{label} {path}: no such file")
+    loaded = load_inputs(args.pred, args.gold, reparse=args.reparse, skip_bad_gold=args.skip_bad_gold,
+                         duplicate_ids=args.duplicate_ids, limit=args.limit)
+    for problem in loaded.problems:
+        _note(args, f"warning: {problem}")
+    profile = args.schema if args.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
+    if args.relations is not None:
+        labels = load_vocabulary(args.relations)
+        vocabulary: frozenset[str] | None = frozenset(normalize_label(x) for x in labels)
+        vocab_info = {"source": args.relations.name, "size": len(vocabulary),
+                      "description": f"{args.relations.name} ({len(vocabulary)} relations)"}
+    elif profile == "hgr":
+        vocabulary = frozenset(SPEC_RELATIONS)
+        vocab_info = {"source": "SPEC.md", "size": len(vocabulary), "description": "SPEC.md (20 relations)"}
+    else:
+        vocabulary = None
+        vocab_info = {"source": None, "size": 0,
+                      "description": "none: relation check skipped (flat benchmark without --relations)"}
+    similarity = build_similarity(args)
+    report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
+                              align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty())
+    summary = report["summary"]
+    summary["relation_vocabulary"] = vocab_info
+    summary["input_problems"] = loaded.problems
+    summary["duplicates_dropped"] = loaded.duplicates_dropped
+    summary["evaluator"] = {"name": "kg-triplet-eval", "version": __version__}
+    summary["inputs"] = {"pred": _file_info(args.pred), "gold": _file_info(args.gold),
+                         "relations": _file_info(args.relations)}
+    report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
+    write_json_atomic(report_path, report)
+    print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
+    print(f"\nreport written to {report_path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (bug)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (InputError, InputFormatError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: no report written", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
+        import traceback
+        traceback.print_exc()
+        print("error: internal error (this is a bug in kg-triplet-eval; please report it with the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
