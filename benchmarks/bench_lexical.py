@@ -1,0 +1,96 @@
+"""Benchmark: throughput of the lexical path on a generated 20,000-entry set.
+
+Run: ``uv run python benchmarks/bench_lexical.py [--entries N] [--seed S]``
+
+Generates a seeded synthetic corpus (typed triplets, perturbed predictions: case changes,
+typos, company suffixes, wrong relations, extra and missing triplets, invalid items),
+then times ``evaluate_entries`` with the lexical similarity and prints entries/second.
+Not a test: wall-clock numbers on shared machines are noisy; compare ratios on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import evaluate as ev  # noqa: E402
+
+WORDS = ("neural", "network", "graph", "model", "river", "city", "labs", "vision", "corpus", "quantum",
+         "engine", "harbor", "atlas", "signal", "protein", "market", "orbit", "language", "sensor", "forest",
+         "bridge", "theory", "kernel", "museum", "valley", "crystal", "agent", "planet", "library", "garden")
+
+
+def _title(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS).capitalize() for _ in range(rng.randint(1, 3)))
+
+
+def _triplet(rng: random.Random, s: str, r: str, t: str, w: float) -> dict:
+    return {"source": {"title": s, "type": rng.choice(("entity", "concept"))},
+            "relation": {"type": r, "weight": w},
+            "target": {"title": t, "type": rng.choice(("entity", "concept"))}}
+
+
+def _perturb(rng: random.Random, title: str) -> str:
+    roll = rng.random()
+    if roll < 0.15:
+        return title.upper()
+    if roll < 0.25 and len(title) > 4:
+        i = rng.randrange(len(title) - 1)
+        return title[:i] + title[i + 1] + title[i] + title[i + 2:]
+    if roll < 0.32:
+        return title + rng.choice((" Inc.", " Ltd", ", LLC", " GmbH"))
+    if roll < 0.40:
+        return _title(rng)
+    return title
+
+
+def generate(n_entries: int, seed: int) -> list[ev.Entry]:
+    rng = random.Random(seed)
+    entries = []
+    for k in range(n_entries):
+        gold = [_triplet(rng, _title(rng), rng.choice(ev.SPEC_RELATIONS), _title(rng), rng.randint(1, 10) / 10)
+                for _ in range(rng.randint(0, 8))]
+        prompt = " ".join(f"{g['source']['title']} relates to {g['target']['title']}." for g in gold)
+        preds = []
+        for g in gold:
+            if rng.random() < 0.2:
+                continue
+            rel = g["relation"]["type"] if rng.random() < 0.8 else rng.choice(ev.SPEC_RELATIONS + ("works_for",))
+            w = min(1.0, max(0.0, g["relation"]["weight"] + rng.choice((0.0, 0.1, -0.2, 0.3))))
+            preds.append(_triplet(rng, _perturb(rng, g["source"]["title"]), rel,
+                                  _perturb(rng, g["target"]["title"]), w))
+        for _ in range(rng.randint(0, 2)):
+            preds.append(_triplet(rng, _title(rng), rng.choice(ev.SPEC_RELATIONS), _title(rng), 0.5))
+        if rng.random() < 0.05:
+            preds.append({"source": {"title": "x"}})
+        rng.shuffle(preds)
+        entries.append(ev.Entry(ev.GoldRecord(f"e{k}", prompt, gold, k + 1),
+                                ev.Prediction(f"e{k}", preds, "ok", "", k + 1)))
+    return entries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    entries = generate(args.entries, args.seed)
+    t1 = time.perf_counter()
+    report = ev.evaluate_entries(entries, similarity=ev.Similarity())
+    t2 = time.perf_counter()
+    s = report["summary"]
+    n_gold = s["totals"]["gold_triplets"]
+    n_pred = s["totals"]["pred_triplet_items"]
+    print(f"generated {len(entries)} entries ({n_gold} gold, {n_pred} predicted items) in {t1 - t0:.1f} s")
+    print(f"lexical evaluation: {t2 - t1:.2f} s  ->  {len(entries) / (t2 - t1):,.0f} entries/s  "
+          f"({(n_gold + n_pred) / (t2 - t1):,.0f} triplets/s)")
+    print(f"macro composite {s['macro']['composite']:.4f}   micro entity F1 {s['micro']['entity_f1']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
