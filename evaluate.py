@@ -1096,6 +1096,137 @@ def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
 
 
 # ======================================================================================
+# Extra metric families (--metrics): strict, per-relation
+# ======================================================================================
+
+#: Metric families of ``--metrics``; "hgr" is the default method of SPEC.md.
+METRIC_FAMILIES = ("hgr", "strict", "per-relation", "webnlg2020", "text2kgbench")
+DEFAULT_METRICS = ("hgr", "strict", "per-relation")
+
+
+def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int) -> dict[str, Any]:
+    """Strict triplet match of one entry: exact equality of the normalised (source title,
+    relation type, target title), one-to-one (multiset intersection: each gold triplet is
+    used at most once).
+
+    Args:
+        gold: valid gold triplets; preds: valid predicted triplets (self-loops included);
+        n_items: every item the model produced (the method's precision denominator).
+
+    Returns:
+        ``{"tp", "n_pred", "n_gold", "precision", "recall", "f1"}`` with P = tp / n_items,
+        R = tp / n_gold (0.0 on a zero denominator), F1 harmonic.
+    """
+    gold_keys = Counter((g.source, g.relation, g.target) for g in gold)
+    pred_keys = Counter((p.source, p.relation, p.target) for p in preds)
+    tp = sum((gold_keys & pred_keys).values())
+    precision, recall = safe_ratio(tp, n_items), safe_ratio(tp, len(gold))
+    return {"tp": tp, "n_pred": n_items, "n_gold": len(gold), "precision": precision,
+            "recall": recall, "f1": f1_score(precision, recall)}
+
+
+def strict_corpus(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Micro (from summed tp, n_pred, n_gold) and macro (mean of per-entry values) strict
+    P/R/F1 over entries produced by :func:`strict_entry`."""
+    tp = sum(r["tp"] for r in rows)
+    n_pred = sum(r["n_pred"] for r in rows)
+    n_gold = sum(r["n_gold"] for r in rows)
+    p, r = safe_ratio(tp, n_pred), safe_ratio(tp, n_gold)
+    n = len(rows)
+    return {
+        "totals": {"true_positives": tp, "pred_triplet_items": n_pred, "gold_triplets": n_gold},
+        "micro": {"precision": p, "recall": r, "f1": f1_score(p, r)},
+        "macro": {key: (sum(row[key] for row in rows) / n if n else 0.0) for key in ("precision", "recall", "f1")},
+    }
+
+
+class PerRelationAccumulator:
+    """Per-relation view over a corpus (``--metrics per-relation``).
+
+    For each normalised gold relation type r: ``gold`` = gold triplets with r,
+    ``predicted`` = valid predictions with r, ``tp_gold`` = full matches whose gold
+    relation is r (recall = tp_gold / gold), ``tp_pred`` = full matches whose predicted
+    relation is r (precision = tp_pred / predicted), F1 harmonic. The confusion matrix
+    counts entity-matched pairs by (gold relation, predicted relation), relations outside
+    the vocabulary included. ``swapped`` counts predictions that are not entity-matched
+    but whose source and target match a gold triplet's target and source (field
+    similarity > 0), i.e. the direction is reversed.
+    """
+
+    def __init__(self) -> None:
+        self.gold: Counter[str] = Counter()
+        self.predicted: Counter[str] = Counter()
+        self.tp_gold: Counter[str] = Counter()
+        self.tp_pred: Counter[str] = Counter()
+        self.confusion: Counter[tuple[str, str]] = Counter()
+        self.swapped = 0
+        self.swapped_same_relation = 0
+
+    def add(self, score: EntryScore, similarity: Similarity) -> None:
+        self.gold.update(g.relation for g in score.gold)
+        self.predicted.update(p.relation for p in score.preds)
+        for g, p in score.full_matches:
+            self.tp_gold[g.relation] += 1
+            self.tp_pred[p.relation] += 1
+        for g, p in score.entity_matches:
+            self.confusion[(g.relation, p.relation)] += 1
+        matched = {id(p) for _, p in score.entity_matches}
+        for p in score.preds:
+            if id(p) in matched or is_self_loop(p):
+                continue
+            for g in score.gold:
+                if similarity.field(g.source, p.target) > 0 and similarity.field(g.target, p.source) > 0:
+                    self.swapped += 1
+                    self.swapped_same_relation += similarity.relation(g.relation, p.relation) > 0
+                    break
+
+    def result(self) -> dict[str, Any]:
+        rows = []
+        for rel in sorted(self.gold, key=lambda r: (-self.gold[r], r)):
+            p = safe_ratio(self.tp_pred[rel], self.predicted[rel])
+            r = safe_ratio(self.tp_gold[rel], self.gold[rel])
+            rows.append({"relation": rel, "gold": self.gold[rel], "predicted": self.predicted[rel],
+                         "tp_gold": self.tp_gold[rel], "tp_pred": self.tp_pred[rel],
+                         "precision": p, "recall": r, "f1": f1_score(p, r)})
+        confusion = [{"gold": g, "pred": p, "count": n}
+                     for (g, p), n in sorted(self.confusion.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))]
+        return {"relations": rows, "confusion": confusion,
+                "off_diagonal": sum(n for (g, p), n in self.confusion.items() if g != p),
+                "swapped_direction": self.swapped, "swapped_direction_same_relation": self.swapped_same_relation}
+
+
+def format_strict(section: Mapping[str, Any]) -> str:
+    """Compact text block for the strict family."""
+    mi, ma, t = section["micro"], section["macro"], section["totals"]
+    return "\n".join([
+        "strict (exact normalised source, relation, target; one-to-one)",
+        f"  micro  P {_fmt(mi['precision'])}  R {_fmt(mi['recall'])}  F1 {_fmt(mi['f1'])}"
+        f"   tp {t['true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
+        f"  macro  P {_fmt(ma['precision'])}  R {_fmt(ma['recall'])}  F1 {_fmt(ma['f1'])}",
+    ])
+
+
+def format_per_relation(section: Mapping[str, Any], max_rows: int = 25) -> str:
+    """Compact per-relation table (the report has every row and the full confusion matrix)."""
+    lines = [f"per relation (full matches){'':14}{'gold':>6}{'pred':>6}{'P':>8}{'R':>8}{'F1':>8}"]
+    rows = section["relations"]
+    for row in rows[:max_rows]:
+        name = row["relation"] if len(row["relation"]) <= 38 else row["relation"][:35] + "..."
+        lines.append(f"  {name:<38}{row['gold']:>6}{row['predicted']:>6}{_fmt(row['precision'], 3):>8}"
+                     f"{_fmt(row['recall'], 3):>8}{_fmt(row['f1'], 3):>8}")
+    if len(rows) > max_rows:
+        lines.append(f"  ... {len(rows) - max_rows} more relations in the report")
+    top = [c for c in section["confusion"] if c["gold"] != c["pred"]]
+    top.sort(key=lambda c: (-c["count"], c["gold"], c["pred"]))
+    if top:
+        lines.append("  most confused (gold -> predicted): " +
+                     "; ".join(f"{c['gold']} -> {c['pred']} x{c['count']}" for c in top[:5]))
+    lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
+                 f" ({section['swapped_direction_same_relation']} with the gold relation)")
+    return "\n".join(lines)
+
+
+# ======================================================================================
 # Input: records, fields, joining gold and predictions
 # ======================================================================================
 
@@ -1431,7 +1562,8 @@ def _strip_index(reason: str) -> str:
 
 def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profile: str = "hgr",
                      vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
-                     align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False) -> dict[str, Any]:
+                     align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False,
+                     families: Sequence[str] = DEFAULT_METRICS) -> dict[str, Any]:
     """Score every entry and aggregate: the whole method, without file I/O.
 
     Args:
@@ -1440,10 +1572,15 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
             title and relation form first, so that embeddings are computed once, batched).
         profile, vocabulary, align_accept: see :func:`score_entry`.
         progress: show a tqdm bar on stderr.
+        families: extra metric families to compute besides the method's ("strict",
+            "per-relation"); each becomes its own top-level section of the report.
 
     Returns:
-        ``{"summary": {...}, "per_entry": [...]}`` (see README, "Report"); deterministic.
+        ``{"summary": {...}, "strict": {...}?, "per_relation": {...}?, "per_entry": [...]}``
+        (see README, "Report"); deterministic.
     """
+    strict_rows: list[dict[str, Any]] = []
+    per_relation = PerRelationAccumulator() if "per-relation" in families else None
     _prepare_similarity(entries, similarity, profile)
     per_entry: list[dict[str, Any]] = []
     metrics: list[dict[str, Any]] = []
@@ -1458,6 +1595,12 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=similarity,
                             profile=profile, vocabulary=vocabulary, align_accept=align_accept)
         metrics.append(score.metrics)
+        extra: dict[str, Any] = {}
+        if "strict" in families:
+            extra["strict"] = strict_entry(score.gold, score.preds, score.n_items)
+            strict_rows.append(extra["strict"])
+        if per_relation is not None:
+            per_relation.add(score, similarity)
         status_counts[entry.pred.status] += 1
         reasons.update(_strip_index(r) for r in score.invalid_items)
         gold_reasons.extend(f"line {entry.gold.line}: {r}" for r in score.invalid_gold_items)
@@ -1472,6 +1615,7 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
             "unmatched_predictions": score.unmatched_predictions,
             "invalid_items": score.invalid_items,
             "invalid_gold_items": score.invalid_gold_items,
+            **extra,
         })
     corpus = score_corpus(metrics, unparseable=status_counts["unparseable"], missing=status_counts["missing"])
     summary: dict[str, Any] = {
@@ -1487,7 +1631,13 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
         "invalid_item_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
         "invalid_gold_items": gold_reasons,
     }
-    return {"summary": summary, "per_entry": per_entry}
+    report: dict[str, Any] = {"summary": summary}
+    if "strict" in families:
+        report["strict"] = strict_corpus(strict_rows)
+    if per_relation is not None:
+        report["per_relation"] = per_relation.result()
+    report["per_entry"] = per_entry
+    return report
 
 
 def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profile: str) -> None:
@@ -1575,8 +1725,10 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
         lines.append(f"invalid items {total}: {top}" + (" ..." if len(reasons) > 3 else ""))
     if s.get("invalid_gold_items"):
         lines.append(f"invalid gold items excluded: {len(s['invalid_gold_items'])} (see report)")
-    for section in report.get("extra_summaries", ()):
-        lines += ["", section]
+    if "strict" in report:
+        lines += ["", format_strict(report["strict"])]
+    if "per_relation" in report:
+        lines += ["", format_per_relation(report["per_relation"])]
     return "\n".join(lines)
 
 
@@ -1604,6 +1756,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _metric_list(text: str) -> tuple[str, ...]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if names == ["all"]:
+        return METRIC_FAMILIES
+    unknown = [x for x in names if x not in METRIC_FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown metric family {', '.join(unknown) or repr(text)}; choose from {', '.join(METRIC_FAMILIES)} or all")
+    if "hgr" not in names:
+        names.insert(0, "hgr")  # the method's summary is always computed and shown
+    return tuple(dict.fromkeys(names))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README)."""
     p = argparse.ArgumentParser(
@@ -1627,6 +1792,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="report and exclude unreadable gold lines instead of failing")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
                     help="what to do with repeated ids (default: error)")
+    io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
+                    help="comma-separated metric families: " + ", ".join(METRIC_FAMILIES)
+                         + f"; 'all' for every one (default {','.join(DEFAULT_METRICS)})")
     sim = p.add_argument_group("similarity")
     sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
     sim.add_argument("--embedding-model", default=DEFAULT_EMBEDDING_MODEL,
@@ -1715,7 +1883,8 @@ def run(args: argparse.Namespace) -> int:
                       "description": "none: relation check skipped (flat benchmark without --relations)"}
     similarity = build_similarity(args)
     report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
-                              align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty())
+                              align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
+                              families=args.metrics)
     summary = report["summary"]
     summary["relation_vocabulary"] = vocab_info
     summary["input_problems"] = loaded.problems
