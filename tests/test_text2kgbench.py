@@ -192,8 +192,9 @@ def test_concept_labels_fuse_with_last_sentence_token(nltk_ready):
 def test_01januari_deleted_from_entities_only(nltk_ready):
     # "01 January 1962" -> stems "01" "januari" "1962" -> "01januari1962" -> "1962": found;
     # "02 January 1962" -> "02januari1962": not in "thefilmwareleasin1962.personplace".
-    pred = [["The film", "birthPlace", "01 January 1962"], ["The film", "birthPlace",
-                                                             "02 January 1962"]]
+    # Subjects get the same treatment: "01 January 1962" as subject is found, "film" too.
+    pred = [["01 January 1962", "birthPlace", "01 January 1962"],
+            ["The film", "birthPlace", "02 January 1962"]]
     r = m([["F", "birthPlace", "X"]], pred, sent="The film was released in 1962.")
     assert (r["sub_halluc"], r["obj_halluc"]) == (0.0, 0.5)
 
