@@ -24,14 +24,13 @@ NLTK (``word_tokenize`` with the English Punkt model, ``PorterStemmer``) is an
 optional extra, imported lazily on the first hallucination computation.
 """
 
-from __future__ import annotations
-
 import functools
 import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 T2KG_METRIC_KEYS: tuple[str, ...] = (
     "precision",
@@ -298,7 +297,7 @@ def t2kg_evaluate_ontology(
     Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
     number of ground-truth sentences (unique ids, last line wins), so a sentence without a
     response adds 0 to every metric (onto_conf included). Selected: sum over evaluated ids in
-    the list / number of listed ids. Raises ZeroDivisionError-free ValueError when the ground
+    the list / number of listed ids. Raises ValueError (not ZeroDivisionError) when the ground
     truth or the selected list is empty; OSError on unreadable files.
     """
     gold = {row["id"]: row for row in _t2kg_read_jsonl(ground_truth_path)}
