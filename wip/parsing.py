@@ -630,7 +630,7 @@ def _jsonl_sniff(path: str | os.PathLike) -> None:
         raise InputFormatError(f"{name}: not UTF-8 JSONL ({why})")
 
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        fail("UTF-16/UTF-32 byte-order mark " + head[:2].hex(" ").upper())
+        fail("UTF-16/UTF-32 byte-order mark (BOM) " + head[:2].hex(" ").upper())
     if head.startswith(b"\x00\x00\xfe\xff"):
         fail("UTF-32 byte-order mark")
     if head.startswith(b"\x1f\x8b"):
