@@ -159,6 +159,21 @@ def test_python_set_yields_one_invalid_item():
     r = parse_model_output("[{'Acme Inc', 'City Y'}]")
     # json_repair reads the set as {'Acme Inc': 'City Y'}: one (invalid) item
     assert (r.items, r.status) == ([{"Acme Inc": "City Y"}], "repaired")
+    # a bare set is not an object after repair (json_repair gives a list): unparseable
+    assert parse_model_output("{'Acme Inc', 'City Y'}")[:2] == ([], "unparseable")
+
+
+def test_many_prose_brackets_before_a_repairable_payload():
+    # 300 failing prose starts ([a] and {b}) exceed PARSE_MAX_LENIENT_STARTS (32), but the
+    # JSON-looking start "[{" is tried first in the lenient phase
+    text = "see [a] {b} " * 150 + "[" + single_quoted(a) + "]"
+    r = parse_model_output(text)
+    assert (r.items, r.status) == ([A], "repaired")
+
+
+def test_prose_braces_are_not_repaired_into_items():
+    r = parse_model_output("Use {source} and {target} placeholders.")
+    assert (r.items, r.status) == ([], "unparseable")
 
 
 # ------------------------------------------------------------------ truncation

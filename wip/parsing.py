@@ -17,6 +17,7 @@ precision denominator downstream.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -41,8 +42,10 @@ PARSE_WRAPPER_KEYS = ("triplets", "triples", "relations", "edges", "results", "o
 PARSE_JSON_FENCE_LANGS = frozenset({"json", "jsonl", "json5", "jsonc"})
 
 #: At most this many ``[``/``{`` positions are tried as the start of the payload.
-PARSE_MAX_STARTS = 256
-#: At most this many of those starts go through the lenient (repair / truncation) path.
+PARSE_MAX_STARTS = 4096
+#: At most this many code fences are recognised (each costs one decoder call).
+PARSE_MAX_FENCES = 64
+#: At most this many failed starts go through the lenient (repair / truncation) path.
 PARSE_MAX_LENIENT_STARTS = 32
 #: Budget (characters) of strict-decoder work over all starts; beyond it scanning stops.
 #: A failing ``raw_decode`` on an unterminated string is charged to the end of the text.
@@ -71,6 +74,9 @@ _PARSE_DECODER = json.JSONDecoder()
 _PARSE_THINK_TAG = re.compile(r"<\s*(/?)\s*(?:think|thinking)\s*>", re.IGNORECASE)
 _PARSE_FENCE = re.compile(r"(`{3,}|~{3,})([A-Za-z0-9_+.-]*)")
 _PARSE_START = re.compile(r"[\[{]")
+# a failed start that looks like a JSON payload: [ followed by [{"' or { followed by a
+# (quoted or bare) key and a colon
+_PARSE_LIKELY = re.compile(r"""\[\s*+[\[{"']|\{\s*+(?:["']|[A-Za-z_]\w*+\s*+:)""")
 _PARSE_LENIENT_TOKEN = re.compile(r"[\[\]{}\"',]")
 _PARSE_DQ_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _PARSE_SQ_END = re.compile(r"'(?=\s*+(?:[,:\]}]|$))")
@@ -173,13 +179,15 @@ def _parse_fence_regions(text: str) -> tuple[list[tuple[int, int, int]], str]:
 
     Fences are paired in order (opener, closer). For a JSON fence the closer is searched
     only after the JSON value that starts in the body (string-aware, via the decoder), so
-    backticks inside JSON strings do not close the fence. At most PARSE_MAX_STARTS fences.
+    backticks inside JSON strings do not close the fence. At most PARSE_MAX_FENCES fences.
     """
     regions: list[tuple[int, int, int]] = []
     marker_spans: list[tuple[int, int]] = []
+    if "```" not in text and "~~~" not in text:  # fast path (the regex is slow on 10 MB)
+        return regions, text
     pos = 0
     n = len(text)
-    while len(regions) < PARSE_MAX_STARTS:
+    while len(regions) < PARSE_MAX_FENCES:
         m = _PARSE_FENCE.search(text, pos)
         if m is None:
             break
@@ -367,10 +375,24 @@ def _parse_lenient_array(text: str, start: int, n: int, budget: _ParseBudget):
             repaired = True  # missing comma: next element starts here
 
 
+def _parse_region_prio(regions, j: int) -> int:
+    k = bisect.bisect_right(regions, (j, float("inf"), 9)) - 1
+    if k >= 0 and regions[k][0] <= j < regions[k][1]:
+        return regions[k][2]
+    return 0
+
+
 def _parse_candidates(text: str, regions, budget: _ParseBudget) -> list[_ParseCand]:
-    """Try ``[``/``{`` positions (capped) and collect decodable candidates."""
+    """Collect decodable candidates from ``[``/``{`` positions.
+
+    Phase 1 (strict): up to PARSE_MAX_STARTS positions, in order; a success skips its
+    span. Phase 2 (lenient): up to PARSE_MAX_LENIENT_STARTS of the failed positions,
+    JSON-looking ones (``[`` + ``[{"'``, ``{`` + quoted key or ``key:``) first, then the others, in text
+    order within each group; positions inside a complete lenient candidate are skipped.
+    """
     n = len(text)
     cands: list[_ParseCand] = []
+    failed: list[int] = []
     pos = 0
     tried = 0
     while tried < PARSE_MAX_STARTS and budget.scan > 0:
@@ -379,47 +401,54 @@ def _parse_candidates(text: str, regions, budget: _ParseBudget) -> list[_ParseCa
             break
         j = m.start()
         tried += 1
-        prio = 0
-        for a, b, p in regions:
-            if a <= j < b and p > prio:
-                prio = p
         try:
             val, e = _PARSE_DECODER.raw_decode(text, j)
             budget.scan -= e - j
             items = _parse_items_from_value(val)
             if items is not None:
-                cands.append(_ParseCand(j, e, "ok", items, _parse_count(items), prio, ""))
+                cands.append(_ParseCand(j, e, "ok", items, _parse_count(items),
+                                        _parse_region_prio(regions, j), ""))
             pos = e
             continue
         except json.JSONDecodeError as err:
             budget.scan -= (n - j) if err.msg.startswith("Unterminated string") else (err.pos - j + 1)
         except (ValueError, RecursionError):
             budget.scan -= 1000
+        failed.append(j)
         pos = j + 1
+
+    likely = [j for j in failed if _PARSE_LIKELY.match(text, j)]
+    likely_set = set(likely)
+    order = likely + [j for j in failed if j not in likely_set]
+    spans: list[tuple[int, int]] = []
+    for j in order:
         if budget.lenient <= 0:
+            break
+        if any(a < j < b for a, b in spans):
             continue
         budget.lenient -= 1
+        prio = _parse_region_prio(regions, j)
         if text[j] == "[":
             res = _parse_lenient_array(text, j, n, budget)
             if res is None:
                 continue
-            kind, raw_items, e, n_bad = res
+            kind, raw_items, e, _n_bad = res
             items = _parse_items_from_value(raw_items)
             note = "cut at the end of the text; incomplete last item dropped" if kind == "truncated" else ""
             cands.append(_ParseCand(j, e, kind, items, _parse_count(items), prio, note))
             if kind != "truncated":
-                pos = e
-        else:
+                spans.append((j, e))
+        elif j in likely_set:  # prose braces such as {b} are never repaired
             state, e = _parse_scan_element(text, j, n, whole_value=True)
             if state == "partial":
                 cands.append(_ParseCand(j, n, "truncated", [], 0, prio,
                                         "object cut at the end of the text; dropped"))
             elif state == "complete":
                 ok, val = _parse_repair(text[j:e], budget)
-                items = _parse_items_from_value(val) if ok else None
+                items = _parse_items_from_value(val) if ok and isinstance(val, dict) else None
                 if items is not None:
                     cands.append(_ParseCand(j, e, "repaired", items, _parse_count(items), prio, ""))
-                    pos = e
+                    spans.append((j, e))
     return cands
 
 
@@ -460,12 +489,15 @@ def _parse_pick(cands: list[_ParseCand], require_triplets: bool) -> _ParseCand |
     if require_triplets or not cands:
         return None
     rank = {"ok": 2, "repaired": 1, "truncated": 0}
-
-    def outermost(c: _ParseCand) -> bool:
-        return not any(o is not c and o.start <= c.start and c.end <= o.end
-                       and (o.start, -o.end) < (c.start, -c.end) for o in cands)
-
-    return max(cands, key=lambda c: (c.prio, outermost(c), rank[c.kind], -c.start))
+    outer: set[int] = set()
+    max_end = -1
+    for i, c in sorted(enumerate(cands), key=lambda ic: (ic[1].start, -ic[1].end)):
+        if c.end > max_end:  # not inside an earlier-starting candidate
+            outer.add(i)
+            max_end = c.end
+    best = max(range(len(cands)),
+               key=lambda i: (cands[i].prio, i in outer, rank[cands[i].kind], -cands[i].start))
+    return cands[best]
 
 
 def _parse_result(c: _ParseCand, where: str) -> ParseResult:
@@ -506,9 +538,11 @@ def parse_model_output(text: str) -> ParseResult:
            it. Text after an unclosed ``<think>`` is used only if nothing triplet-like is
            found outside it, and only a triplet-like payload is accepted from it.
         2. Candidates: at each ``[``/``{`` position (at most PARSE_MAX_STARTS positions,
-           and PARSE_SCAN_BUDGET_CHARS of decoder work) the strict decoder
-           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. If it
-           fails (first PARSE_MAX_LENIENT_STARTS failures only), a lenient string-aware
+           and PARSE_SCAN_BUDGET_CHARS of decoder work; a payload preceded by more
+           brackets than that in untagged prose is not found) the strict decoder
+           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. Then, for
+           up to PARSE_MAX_LENIENT_STARTS failed positions (JSON-looking ones such as
+           ``[{`` or ``{'key'`` first), a lenient string-aware
            scan salvages arrays element by element (strict, else json_repair per element;
            partial last element dropped) and repairs complete objects with json_repair
            (at most PARSE_REPAIR_MAX_CHARS per call, PARSE_REPAIR_BUDGET_CHARS in all).
@@ -540,8 +574,11 @@ def parse_model_output(text: str) -> ParseResult:
           too); a single-quoted title that itself contains ``',`` is split.
         * ``NaN``/``Infinity`` literals are accepted (schema validation rejects them).
         * A ``<think>`` tag inside a JSON string is still treated as a tag.
-        * Bounded work: O(PARSE_MAX_STARTS * len(text)) C-level decoding in the worst
-          case plus bounded json_repair work; never raises for a ``str`` input.
+        * Bounded work: at most PARSE_MAX_STARTS strict decoder calls (C speed, charged
+          against PARSE_SCAN_BUDGET_CHARS; worst case PARSE_MAX_STARTS * len(text)),
+          PARSE_MAX_LENIENT_STARTS lenient scans and PARSE_REPAIR_BUDGET_CHARS of
+          json_repair input; a 10 MB string of ``[`` takes ~0.3 s. Never raises for any
+          input (an internal error would give ``unparseable``).
 
     Source: project spec (evaluator brief, "robust parser"); repair via the
     ``json_repair`` library (https://github.com/mangiucugna/json_repair).
