@@ -1,0 +1,169 @@
+"""Benchmark: embedding throughput (texts/s), cold vs warm embedding cache, and a whole run.
+
+Run: ``uv run python benchmarks/bench_embeddings.py [--model DIR|NAME] [--texts N] [--no-run]``
+
+1. Loads the model (default: all-MiniLM-L6-v2 int8 ONNX assembled from the dev-dependency
+   wheels, exactly like the test fixture; pass ``--model`` for another directory or a cached
+   fastembed name) and reports the load time.
+2. Raw backend throughput on N generated short strings (entity-like titles, 1-6 words):
+   unsorted vs sorted by length, for several batch sizes.
+3. ``Embedder.embed`` cold (empty cache) vs warm (a fresh Embedder on the same cache file).
+4. Unless ``--no-run``: the whole CLI on ../shared/data/parity-sample/combined.jsonl
+   (``evaluate.py --pred combined.jsonl --embedding-model DIR --quiet --report R``) with a
+   cold cache, a warm cache and ``--no-embedding-cache``, against the time to embed the run's
+   unique strings (read back from the cache file the cold run wrote). Skipped when the data
+   is absent. If evaluate.py does not define ``load_embedder`` yet, the run goes through a
+   shim that injects the wip section (printed).
+Not a test: wall-clock numbers on a shared 2-core machine are noisy; compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from wip.embeddings import EMB_CACHE_FILENAME, load_embedder  # noqa: E402
+
+SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "su", "vi", "del", "ber", "gan", "tor", "ist",
+             "ion", "ex", "qua", "zen", "mor", "pli", "sta")
+WORDS = ("neural", "network", "graph", "model", "river", "city", "labs", "vision", "corpus",
+         "quantum", "engine", "harbor", "atlas", "signal", "protein", "market", "orbit",
+         "language", "sensor", "forest", "bridge", "theory", "kernel", "museum", "valley")
+
+
+def make_texts(n: int, seed: int = 0) -> list[str]:
+    """n distinct short strings: mixes real words and made-up names, 1-6 words."""
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < n:
+        words = []
+        for _ in range(rng.choice((1, 1, 2, 2, 2, 3, 3, 4, 5, 6))):
+            if rng.random() < 0.5:
+                words.append(rng.choice(WORDS))
+            else:
+                words.append("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))))
+        text = " ".join(words)
+        out[text.capitalize() if rng.random() < 0.5 else text] = None
+    return list(out)
+
+
+def default_model_dir(tmp: Path) -> Path:
+    from conftest import assemble_minilm_dir  # tests/conftest.py, same fixture as the tests
+
+    return assemble_minilm_dir(tmp / "minilm-onnx")
+
+
+def bench_backend(emb, texts: list[str], batch_sizes: tuple[int, ...]) -> None:
+    backend = emb._backend  # raw model calls, no memo/cache
+    print(f"\n[2] raw {emb.backend} throughput, {len(texts)} texts")
+    for sort in (False, True):
+        order = sorted(texts, key=len) if sort else texts
+        for bs in batch_sizes if sort else batch_sizes[:1]:
+            t0 = time.perf_counter()
+            for i in range(0, len(order), bs):
+                backend.encode(order[i:i + bs])
+            el = time.perf_counter() - t0
+            print(f"    {'sorted  ' if sort else 'unsorted'} batch {bs:4d}: "
+                  f"{len(order) / el:7.0f} texts/s ({el:.2f} s)")
+
+
+def bench_cache(model: str, texts: list[str], cache_dir: Path, model_cache) -> None:
+    print(f"\n[3] Embedder.embed, {len(texts)} unique texts, cache in {cache_dir}")
+    for label in ("cold", "warm"):
+        emb = load_embedder(model, model_cache=model_cache, cache_dir=cache_dir, progress=False)
+        t0 = time.perf_counter()
+        emb.embed(texts)
+        el = time.perf_counter() - t0
+        s = emb.stats
+        print(f"    {label}: {len(texts) / el:9.0f} texts/s ({el:.3f} s; load {s.load_seconds:.2f} s;"
+              f" hits {s.cache_hits}, misses {s.cache_misses}, embedded {s.embedded})")
+        emb.close()
+
+
+def _evaluate_cmd() -> tuple[list[str], str]:
+    src = (ROOT / "evaluate.py").read_text(encoding="utf-8")
+    if "def load_embedder" in src:
+        return [sys.executable, str(ROOT / "evaluate.py")], "evaluate.py"
+    shim = ("import sys, evaluate, wip.embeddings as E\n"
+            "for n in ('load_embedder', 'EmbeddingUnavailable', 'download_embedding_model',"
+            " 'default_embedding_cache_dir'):\n    setattr(evaluate, n, getattr(E, n))\n"
+            "sys.exit(evaluate.main(sys.argv[1:]))\n")
+    return [sys.executable, "-c", shim], "evaluate.py + wip.embeddings shim"
+
+
+def bench_run(model: str, model_cache, tmp: Path) -> None:
+    data = ROOT.parent / "shared" / "data" / "parity-sample" / "combined.jsonl"
+    if not data.is_file():
+        print(f"\n[4] skipped: {data} is absent")
+        return
+    cmd, how = _evaluate_cmd()
+    xdg = tmp / "xdg-cache"  # default_embedding_cache_dir() follows XDG_CACHE_HOME (Linux)
+    env = {**os.environ, "XDG_CACHE_HOME": str(xdg), "PYTHONPATH": str(ROOT)}
+    print(f"\n[4] whole run ({how}) on {data.name}")
+    args = ["--pred", str(data), "--embedding-model", model, "--quiet",
+            "--require-embeddings", "--report", str(tmp / "report.json")]
+    if model_cache:
+        args += ["--model-cache", str(model_cache)]
+    for label, extra in (("cold cache", []), ("warm cache", []),
+                         ("no cache", ["--no-embedding-cache"])):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd + args + extra, env=env, capture_output=True, text=True,
+                              cwd=tmp)
+        el = time.perf_counter() - t0
+        status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: " + (
+            proc.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"    {label:10s}: {el:6.2f} s  ({status})")
+    db = xdg / "kg-triplet-eval" / EMB_CACHE_FILENAME
+    if not db.is_file():
+        print(f"    (no cache file at {db}: cannot list the run's unique strings)")
+        return
+    with sqlite3.connect(db) as conn:
+        strings = [r[0] for r in conn.execute("SELECT text FROM emb")]
+    emb = load_embedder(model, model_cache=model_cache, cache_dir=None, progress=False)
+    t0 = time.perf_counter()
+    emb.embed(strings)
+    el = time.perf_counter() - t0
+    print(f"    embedding the run's {len(strings)} unique strings alone: {el:.2f} s "
+          f"({len(strings) / el:.0f} texts/s; model load {emb.stats.load_seconds:.2f} s)")
+    emb.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="model directory or fastembed name (default: MiniLM fixture)")
+    ap.add_argument("--model-cache", help="fastembed model cache (for a model name)")
+    ap.add_argument("--texts", type=int, default=2000, help="generated strings (default 2000)")
+    ap.add_argument("--batch-sizes", default="64,128,256", help="sorted batch sizes to try")
+    ap.add_argument("--no-run", action="store_true", help="skip the whole-CLI timing")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-emb-") as tmp_s:
+        tmp = Path(tmp_s)
+        model = a.model or str(default_model_dir(tmp))
+        texts = make_texts(a.texts)
+        print(f"model: {model}; {len(texts)} texts, mean {sum(map(len, texts)) / len(texts):.1f}"
+              f" chars; cpu count {os.cpu_count()}")
+        t0 = time.perf_counter()
+        emb = load_embedder(model, model_cache=a.model_cache, cache_dir=None, progress=False)
+        print(f"[1] load_embedder: {time.perf_counter() - t0:.2f} s -> {emb.backend}, "
+              f"{emb.model_id}, dim {emb.dim}")
+        bench_backend(emb, texts, tuple(int(x) for x in a.batch_sizes.split(",")))
+        emb.close()
+        bench_cache(model, texts, tmp / "cache", a.model_cache)
+        if not a.no_run:
+            bench_run(model, a.model_cache, tmp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
