@@ -702,3 +702,67 @@ def test_evaluate_entries_counts_statuses():
     assert [e["id"] for e in rep["per_entry"]] == ["id1", "id2", "id3", "id4"]
     assert rep["per_entry"][0]["invalid_items"] == ["[2].relation.weight: 1.5 is not a number in [0, 1]"]
     assert s["invalid_item_reasons"] == {"relation.weight: 1.5 is not a number in [0, 1]": 1}
+
+
+# ======================================================================================
+# Embedding backend with a fake embedder (SPEC.md section 4: cosine, negatives clamped)
+# ======================================================================================
+
+class FakeEmbedder:
+    """Hand-chosen 2-D unit vectors, so every cosine is known exactly (up to float32)."""
+
+    backend = "fake"
+    model_name = "fake-2d"
+    VECTORS = {
+        "cat": (1.0, 0.0),
+        "kitten": (0.9, math.sqrt(1 - 0.81)),   # cos(cat, kitten) = 0.9
+        "dog": (0.0, 1.0),                      # cos(cat, dog) = 0
+        "anti cat": (-1.0, 0.0),                # cos(cat, anti cat) = -1 -> clamped to 0
+        "based on": (0.6, 0.8),
+        "part of": (0.8, 0.6),                  # cos(based on, part of) = 0.96
+    }
+
+    def __init__(self):
+        self.calls = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return np.array([self.VECTORS[t] for t in texts], dtype=np.float32)
+
+
+def test_embedding_similarity_field_and_matrix():
+    sim = ev.EmbeddingSimilarity(FakeEmbedder())
+    assert sim.backend == "fake" and sim.model == "fake-2d"
+    assert sim.field("cat", "kitten") == pytest.approx(0.9, abs=1e-6)
+    assert sim.field("cat", "dog") == 0.0
+    assert sim.field("cat", "anti cat") == 0.0
+    assert sim.raw("cat", "anti cat") == 0.0          # negative cosine clamped
+    assert sim.field("cat", "cat") == 1.0
+    assert sim.field("cat", "") == 0.0 and sim.field("", "") == 1.0
+    assert ev.EmbeddingSimilarity(FakeEmbedder(), threshold=0.95).field("cat", "kitten") == 0.0
+    m = sim.matrix(["cat", "dog", ""], ["kitten", "anti cat", "dog", ""])
+    expected = [[0.9, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+    assert m == pytest.approx(np.array(expected), abs=1e-6)
+    # matrix and field agree element by element
+    for i, a in enumerate(["cat", "dog", ""]):
+        for j, b in enumerate(["kitten", "anti cat", "dog", ""]):
+            assert m[i, j] == pytest.approx(sim.field(a, b), abs=1e-12)
+
+
+def test_embedding_similarity_relation():
+    sim = ev.EmbeddingSimilarity(FakeEmbedder())
+    assert sim.relation("based_on", "based_on") == 1.0
+    assert sim.relation("based_on", "based on") == 1.0
+    assert sim.relation("based_on", "part_of") == pytest.approx(0.96, abs=1e-6)
+    r = sim.matrix(["based_on"], ["based on", "part_of", "based_on"], relation=True)
+    assert r == pytest.approx(np.array([[1.0, 0.96, 1.0]]), abs=1e-6)
+
+
+def test_embedding_matching_shapes():
+    gold = ev.normalize_triplets([trip("cat", "based_on", "dog")])
+    preds = ev.normalize_triplets([trip("kitten", "part_of", "dog"), trip("dog", "based on", "cat")])
+    src, tgt, rel = ev.embedding_matching(gold, preds, ev.EmbeddingSimilarity(FakeEmbedder()))
+    assert src.shape == tgt.shape == rel.shape == (1, 2)
+    assert src == pytest.approx(np.array([[0.9, 0.0]]), abs=1e-6)
+    assert tgt == pytest.approx(np.array([[1.0, 0.0]]), abs=1e-6)
+    assert rel == pytest.approx(np.array([[0.96, 1.0]]), abs=1e-6)

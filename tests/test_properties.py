@@ -126,3 +126,30 @@ def test_same_input_gives_byte_identical_report(spec):
         ev.write_json_atomic(paths[2], ev.evaluate_entries(_entries(spec), similarity=warm))
         data = [p.read_bytes() for p in paths]
     assert data[0] == data[1] == data[2]
+
+
+# ---- the gated lexical similarity: the cheap upper bound must not change results -----
+
+short_strings = st.text(alphabet="ab c1", max_size=12)
+
+
+@settings(deadline=None, max_examples=400)
+@given(a=short_strings, b=short_strings, threshold=st.sampled_from([0.0, 0.5, 0.8, 0.9, 1.0]))
+def test_field_similarity_equals_gated_lexical(a, b, threshold):
+    # SPEC section 4: field = 1.0 on exact non-empty equality, else the similarity if it is
+    # >= threshold, else 0.0; a cheap upper bound may skip work but must give the same value.
+    value = ev.lexical_similarity(a, b)
+    expected = 1.0 if (a == b and a) else (value if value >= threshold else 0.0)
+    sim = ev.Similarity(threshold)
+    assert sim.field(a, b) == expected
+    assert sim.field(a, b) == expected          # memoised value identical
+    assert 0.0 <= value <= 1.0
+
+
+@settings(deadline=None, max_examples=200)
+@given(a=short_strings, b=short_strings)
+def test_relation_similarity_uses_natural_language_forms(a, b):
+    sim = ev.Similarity()
+    ra, rb = a.replace(" ", "_"), b.replace(" ", "_")
+    expected = 1.0 if (ra == rb and ra) else sim.field(ra.replace("_", " "), rb.replace("_", " "))
+    assert sim.relation(ra, rb) == expected
