@@ -630,8 +630,9 @@ def _parse_model_output(text: str) -> ParseResult:
 # read_jsonl
 # =====================================================================================
 
-#: Default cap on one physical line (bytes, newline included): 64 MiB. Longer lines are
-#: skipped in 1 MiB chunks and reported as an error line; memory stays O(cap).
+#: Default cap on one physical line (bytes, excluding its LF; a CR counts): 64 MiB.
+#: Longer lines are skipped in 1 MiB chunks and reported as an error line; memory stays
+#: O(cap).
 JSONL_MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Default cap on JSON nesting depth per line (a triplet record needs ~5 levels).
 JSONL_MAX_DEPTH = 100
@@ -649,7 +650,8 @@ class JsonlLine(NamedTuple):
     """One non-blank physical line of a JSONL file.
 
     ``line_no``: 1-based physical line number. ``value``: the decoded JSON value, or None
-    when ``error`` is set. ``error``: None, or a one-line message starting ``line N: ``.
+    when ``error`` is set (a valid ``null`` line also has value None: test ``error``).
+    ``error``: None, or a one-line message starting ``line N: ``.
     """
 
     line_no: int
@@ -732,7 +734,8 @@ def read_jsonl(
 
     Args:
         path: file path. UTF-8 with or without BOM, LF or CRLF line ends.
-        max_line_bytes: longest accepted physical line in bytes (default 64 MiB);
+        max_line_bytes: longest accepted physical line in bytes, LF excluded (default
+            64 MiB);
             a longer line becomes an error line ("line longer than N bytes") and is
             skipped in 1 MiB chunks, so memory stays O(max_line_bytes).
         max_depth: deepest accepted bracket nesting (default 100); deeper lines become an
