@@ -766,3 +766,12 @@ def test_embedding_matching_shapes():
     assert src == pytest.approx(np.array([[0.9, 0.0]]), abs=1e-6)
     assert tgt == pytest.approx(np.array([[1.0, 0.0]]), abs=1e-6)
     assert rel == pytest.approx(np.array([[0.96, 1.0]]), abs=1e-6)
+
+
+def test_empty_title_known_only_through_an_empty_gold_title(ctx):
+    # SPEC section 7: "known" = equal to a normalised gold endpoint title, OR grounded.
+    # An empty title is never grounded, but a valid gold triplet may have an empty title
+    # (empty strings pass the schema), and then "" equals a gold title.
+    pred = norm(trip("", "extends", "Transformer"))
+    assert ev.final_hallucination_check(pred, frozenset({"bert"}), ctx, VOCAB) == "ungrounded"
+    assert ev.final_hallucination_check(pred, frozenset({"", "bert"}), ctx, VOCAB) == "novel_grounded"
