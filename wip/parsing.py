@@ -735,9 +735,8 @@ def read_jsonl(
     Args:
         path: file path. UTF-8 with or without BOM, LF or CRLF line ends.
         max_line_bytes: longest accepted physical line in bytes, LF excluded (default
-            64 MiB);
-            a longer line becomes an error line ("line longer than N bytes") and is
-            skipped in 1 MiB chunks, so memory stays O(max_line_bytes).
+            64 MiB); a longer line becomes an error line ("line longer than N bytes")
+            and is skipped in 1 MiB chunks, so memory stays O(max_line_bytes).
         max_depth: deepest accepted bracket nesting (default 100); deeper lines become an
             error line ("JSON nested deeper than N levels"); a 10^5-deep line is caught
             via the decoder's RecursionError, never propagated.
