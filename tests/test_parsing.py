@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wip.parsing import (
+from evaluate import (
     PARSE_STATUSES,
     InputFormatError,
     JsonlLine,
