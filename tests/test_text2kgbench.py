@@ -1,4 +1,4 @@
-"""Tests for the Text2KGBench evaluator reproduction (wip/text2kgbench.py).
+"""Tests for the Text2KGBench evaluator reproduction (the text2kgbench section of evaluate.py).
 
 Hand-computed cases for every metric and quirk, then the full DBpedia-WebNLG Vicuna-13B
 run against the benchmark's own outputs (../shared/data/text2kgbench; skipped when absent).
@@ -16,11 +16,11 @@ T2K = SHARED / "data" / "text2kgbench"
 WEBNLG = T2K / "data" / "dbpedia_webnlg"
 VICUNA = WEBNLG / "baselines" / "Vicuna-13B"
 
-# Must be set before nltk is first imported (the wip module imports it lazily).
+# Must be set before nltk is first imported (evaluate imports it lazily).
 if NLTK_DATA.is_dir():
     os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
-from wip.text2kgbench import (  # noqa: E402
+from evaluate import (  # noqa: E402
     T2KG_DBPEDIA_WEBNLG_ONTO_LIST,
     T2KG_METRIC_KEYS,
     t2kg_evaluate_ontology,
