@@ -2960,6 +2960,10 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
         lines += ["", format_strict(report["strict"])]
     if "per_relation" in report:
         lines += ["", format_per_relation(report["per_relation"])]
+    if "per_ontology" in report:
+        lines += ["", f"per ontology: {len(report['per_ontology'])} ontologies (summaries in the report)"]
+    if "text2kgbench" in report:
+        lines += ["", format_text2kgbench(report["text2kgbench"])]
     return "\n".join(lines)
 
 
@@ -3013,6 +3017,8 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--report", type=Path, help="JSON report path (default: reports/<pred stem>.json)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of SPEC.md)")
+    io.add_argument("--ontology", type=Path, help="Text2KGBench ontology JSON (relations + concepts; also the "
+                    "relation vocabulary), or a directory of them when --pred/--gold are directories")
     io.add_argument("--schema", choices=("auto",) + SCHEMA_PROFILES, default="auto",
                     help="schema profile: hgr = typed weighted triplets, triples = flat (s, r, o); "
                          "auto picks from the gold (default)")
@@ -3084,35 +3090,31 @@ def _file_info(path: Path | None) -> dict[str, Any] | None:
     return {"name": path.name, "sha256": digest.hexdigest()}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run one evaluation from parsed arguments; returns the exit status."""
-    if args.download_model is not None:
-        path = download_embedding_model(args.download_model, args.model_cache)
-        print(f"downloaded {args.download_model} to {path}")
-        return 0
-    if args.pred is None:
-        raise InputError("--pred is required (a predictions file, or a combined file used alone)")
-    for label, path in (("--pred", args.pred), ("--gold", args.gold), ("--relations", args.relations)):
-        if path is not None and not path.is_file():
-            raise InputError(f"{label} {path}: no such file")
-    loaded = load_inputs(args.pred, args.gold, reparse=args.reparse, skip_bad_gold=args.skip_bad_gold,
+def _vocabulary(relations: Path | None, profile: str) -> tuple[frozenset[str] | None, dict[str, Any]]:
+    """The relation vocabulary (normalised) and its description for the report."""
+    if relations is not None:
+        vocabulary = frozenset(normalize_label(x) for x in load_vocabulary(relations))
+        return vocabulary, {"source": relations.name, "size": len(vocabulary),
+                            "description": f"{relations.name} ({len(vocabulary)} relations)"}
+    if profile == "hgr":
+        return frozenset(SPEC_RELATIONS), {"source": "SPEC.md", "size": len(SPEC_RELATIONS),
+                                           "description": "SPEC.md (20 relations)"}
+    return None, {"source": None, "size": 0,
+                  "description": "none: relation check skipped (flat benchmark without --relations)"}
+
+
+def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, relations: Path | None,
+                   similarity: Similarity) -> dict[str, Any]:
+    """Load one prediction file (and gold file) and evaluate it: the report of one run.
+
+    ``relations`` gives the vocabulary (and, for ``--metrics text2kgbench``, the ontology).
+    """
+    loaded = load_inputs(pred, gold, reparse=args.reparse, skip_bad_gold=args.skip_bad_gold,
                          duplicate_ids=args.duplicate_ids, limit=args.limit)
     for problem in loaded.problems:
         _note(args, f"warning: {problem}")
     profile = args.schema if args.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
-    if args.relations is not None:
-        labels = load_vocabulary(args.relations)
-        vocabulary: frozenset[str] | None = frozenset(normalize_label(x) for x in labels)
-        vocab_info = {"source": args.relations.name, "size": len(vocabulary),
-                      "description": f"{args.relations.name} ({len(vocabulary)} relations)"}
-    elif profile == "hgr":
-        vocabulary = frozenset(SPEC_RELATIONS)
-        vocab_info = {"source": "SPEC.md", "size": len(vocabulary), "description": "SPEC.md (20 relations)"}
-    else:
-        vocabulary = None
-        vocab_info = {"source": None, "size": 0,
-                      "description": "none: relation check skipped (flat benchmark without --relations)"}
-    similarity = build_similarity(args)
+    vocabulary, vocab_info = _vocabulary(relations, profile)
     report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
                               align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
                               families=args.metrics)
@@ -3121,8 +3123,173 @@ def run(args: argparse.Namespace) -> int:
     summary["input_problems"] = loaded.problems
     summary["duplicates_dropped"] = loaded.duplicates_dropped
     summary["evaluator"] = {"name": "kg-triplet-eval", "version": __version__}
-    summary["inputs"] = {"pred": _file_info(args.pred), "gold": _file_info(args.gold),
-                         "relations": _file_info(args.relations)}
+    summary["inputs"] = {"pred": _file_info(pred), "gold": _file_info(gold), "relations": _file_info(relations)}
+    if "text2kgbench" in args.metrics:
+        if gold is None or relations is None:
+            raise InputError("--metrics text2kgbench needs --gold (ground truth) and --ontology "
+                             "(the ontology JSON, or a directory of them with directory inputs)")
+        report = _insert_section(report, "text2kgbench", _t2kg_section(_t2kg_guard(t2kg_evaluate_ontology, gold, pred, relations)))
+    return report
+
+
+def _t2kg_guard(fn: Any, *args: Any) -> Any:
+    """Call a text2kgbench function, turning bad input and a missing NLTK into InputError."""
+    try:
+        return fn(*args)
+    except ImportError as exc:
+        raise InputError(str(exc)) from None
+    except LookupError as exc:
+        raise InputError("the text2kgbench metrics need NLTK's English Punkt tables: run once "
+                         "python -c \"import nltk; nltk.download('punkt_tab')\" (or point NLTK_DATA at them); "
+                         + str(exc).strip().splitlines()[0]) from None
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        raise InputError(f"text2kgbench: {exc}") from None
+
+
+def _insert_section(report: dict[str, Any], name: str, section: Any) -> dict[str, Any]:
+    """Return the report with ``section`` added before ``per_entry`` (stable key order)."""
+    out = {k: v for k, v in report.items() if k != "per_entry"}
+    out[name] = section
+    if "per_entry" in report:
+        out["per_entry"] = report["per_entry"]
+    return out
+
+
+def _t2kg_section(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Report section of one Text2KGBench ontology evaluation."""
+    return {
+        "averages": result["averages"]["all_test_cases"],
+        **({"averages_selected": result["averages"]["selected_test_cases"]}
+           if "selected_test_cases" in result["averages"] else {}),
+        "averages_2dp": result["averages_2dp"]["all_test_cases"],
+        "counts": result["counts"],
+        "per_sentence": [{k: v for k, v in row.items() if k != "sent"} for row in result["rows"]],
+    }
+
+
+def format_text2kgbench(section: Mapping[str, Any]) -> str:
+    """Compact table of the text2kgbench family (benchmark key names, 4 decimals)."""
+    keys = T2KG_METRIC_KEYS
+    head = f"{'':<26}" + "".join(f"{k:>11}" for k in keys)
+    lines = ["text2kgbench (run_eval.py semantics: relation filter, set P/R, stemmed hallucination)", head]
+
+    def row(label: str, values: Mapping[str, float]) -> str:
+        return f"  {label:<24}" + "".join(f"{values[k]:>11.4f}" for k in keys)
+
+    if "per_ontology" in section:
+        for key, onto in section["per_ontology"].items():
+            lines.append(row(key, onto["averages"]))
+        lines.append(row("global (as published)", section["global_as_script"]))
+        lines.append(row("global (each once)", section["global_unique"]))
+    else:
+        lines.append(row("average over sentences", section["averages"]))
+    return "\n".join(lines)
+
+
+def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> list[tuple[str, Path, Path, Path]]:
+    """Pair a Text2KGBench-style run: ``gold_dir/ont_<key>_ground_truth.jsonl``,
+    ``onto_dir/<key>_ontology.json`` and the one ``pred_dir/*.jsonl`` named ``<key>_...``
+    or ``ont_<key>_...``. Returns (key, pred, gold, ontology) in numeric key order."""
+    keys = sorted((m.group(1) for p in gold_dir.iterdir() if (m := _T2KG_GT_FILE.match(p.name))),
+                  key=_t2kg_key_order)
+    if not keys:
+        raise InputError(f"--gold {gold_dir}: no ont_<k>_<name>_ground_truth.jsonl files")
+    out = []
+    for key in keys:
+        onto = onto_dir / f"{key}_ontology.json"
+        if not onto.is_file():
+            raise InputError(f"--ontology {onto_dir}: missing {onto.name}")
+        try:
+            pred = _t2kg_find_response(pred_dir, key)
+        except (FileNotFoundError, ValueError) as exc:
+            raise InputError(f"--pred {pred_dir}: {exc}") from None
+        out.append((key, pred, gold_dir / f"ont_{key}_ground_truth.jsonl", onto))
+    return out
+
+
+def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str, Any]:
+    """Directory mode: evaluate every ontology of a benchmark run (``--pred DIR --gold DIR
+    --ontology DIR``), each against its own ontology's relations; the summary aggregates
+    all entries (micro over all, macro over all entries), ``per_ontology`` holds each
+    ontology's summary, and ``text2kgbench`` the benchmark's averages and global rows."""
+    onto_dir = args.ontology or args.relations
+    if onto_dir is None or not onto_dir.is_dir():
+        raise InputError("directory inputs need --ontology DIR (the ontologies of the run)")
+    pairs = _pair_directory_files(args.pred, args.gold, onto_dir)
+    per_ontology: dict[str, Any] = {}
+    per_entry: list[dict[str, Any]] = []
+    strict_rows: list[dict[str, Any]] = []
+    families = tuple(f for f in args.metrics if f != "text2kgbench")
+    sub_args = argparse.Namespace(**{**vars(args), "metrics": families})
+    profiles = set()
+    for key, pred, gold, onto in pairs:
+        _note(args, f"{key}: {pred.name} vs {gold.name}")
+        report = evaluate_files(sub_args, pred, gold, onto, similarity)
+        per_ontology[key] = {k: v for k, v in report.items() if k != "per_entry"}
+        profiles.add(report["summary"]["schema_profile"])
+        for row in report["per_entry"]:
+            per_entry.append({"ontology": key, **row})
+            if "strict" in row:
+                strict_rows.append(row["strict"])
+    metrics = [row["metrics"] for row in per_entry]
+    status = Counter(row["parse_status"] for row in per_entry)
+    summary: dict[str, Any] = {
+        "n_entries": len(per_entry),
+        "embedding_backend": similarity.backend,
+        "sim_threshold": similarity.threshold,
+        "align_accept": args.align_accept,
+        **score_corpus(metrics, unparseable=status["unparseable"], missing=status["missing"]),
+        "embedding_model": similarity.model,
+        "embedding_fallback_reason": similarity.fallback_reason,
+        "schema_profile": "/".join(sorted(profiles)),
+        "relation_vocabulary": {"source": onto_dir.name, "size": None,
+                                "description": f"per ontology ({len(pairs)} ontologies in {onto_dir.name})"},
+        "parse_status": {s: status[s] for s in PREDICTION_STATUSES},
+        "evaluator": {"name": "kg-triplet-eval", "version": __version__},
+        "n_ontologies": len(pairs),
+    }
+    report: dict[str, Any] = {"summary": summary}
+    if "strict" in families:
+        report["strict"] = strict_corpus(strict_rows)
+    report["per_ontology"] = per_ontology
+    if "text2kgbench" in args.metrics:
+        run_result = _t2kg_guard(t2kg_evaluate_run, args.gold, onto_dir, args.pred)
+        report["text2kgbench"] = {
+            "per_ontology": {k: _t2kg_section(v) for k, v in run_result["per_ontology"].items()},
+            "global_as_script": run_result["global_as_script"],
+            "global_unique": run_result["global_unique"],
+            "global_as_script_2dp": run_result["global_as_script_2dp"],
+            "global_unique_2dp": run_result["global_unique_2dp"],
+            "onto_list": run_result["onto_list"],
+        }
+    report["per_entry"] = per_entry
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one evaluation from parsed arguments; returns the exit status."""
+    if args.download_model is not None:
+        path = download_embedding_model(args.download_model, args.model_cache)
+        print(f"downloaded {args.download_model} to {path}")
+        return 0
+    if args.pred is None:
+        raise InputError("--pred is required (a predictions file, or a combined file used alone)")
+    if args.ontology is not None and args.relations is not None:
+        raise InputError("give either --ontology or --relations, not both")
+    relations = args.ontology or args.relations
+    directory = args.pred.is_dir()
+    if directory:
+        if args.gold is None or not args.gold.is_dir():
+            raise InputError(f"--pred {args.pred} is a directory: --gold must be the ground-truth directory")
+    else:
+        for label, path in (("--pred", args.pred), ("--gold", args.gold), ("--ontology/--relations", relations)):
+            if path is not None and not path.is_file():
+                raise InputError(f"{label} {path}: no such file")
+    similarity = build_similarity(args)
+    if directory:
+        report = run_directory(args, similarity)
+    else:
+        report = evaluate_files(args, args.pred, args.gold, relations, similarity)
     report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
     write_json_atomic(report_path, report)
     print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
