@@ -173,12 +173,21 @@ _WEBNLG_REF_OK_RE = re.compile(r"&(?:#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z
 
 
 def _webnlg_escape_bare_amp(text: str) -> str:
-    """Escape every ``&`` that does not start a well-formed ``&name;``/``&#n;`` reference."""
+    """Escape every ``&`` that does not start a known ``&name;`` or a ``&#n;`` reference.
+
+    libxml2's HTML parser (behind ``BeautifulSoup(..., 'lxml')``) keeps such ``&`` as
+    text; escaping them first makes ``html.unescape`` (which would otherwise decode
+    legacy names without ``;``, e.g. ``&amp`` or ``&notit;``) leave them alone.
+    """
+    from html.entities import html5
+
     out = []
     pos = 0
     for i in (m.start() for m in re.finditer("&", text)):
         out.append(text[pos:i])
-        out.append("&" if _WEBNLG_REF_OK_RE.match(text, i) else "&amp;")
+        m = _WEBNLG_REF_OK_RE.match(text, i)
+        ok = m is not None and (m.group()[1] == "#" or m.group()[1:] in html5)
+        out.append("&" if ok else "&amp;")
         pos = i + 1
     out.append(text[pos:])
     return "".join(out)

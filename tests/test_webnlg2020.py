@@ -1,0 +1,408 @@
+"""Tests of the WebNLG+ 2020 Text-to-RDF scorer reproduction (wip/webnlg2020.py).
+
+* Every count and P/R/F1 of ``shared/data/webnlg2020/expected.json`` (Amazon AI
+  (Shanghai) and the baseline, 4 splits each) to 1e-9 (in fact bit for bit).
+* Hand-computed probes of the README (swap-predicate bug, one-token spans, quoted
+  literals, span-builder glitch, crash case, padding).
+* The exact assignment search against the official brute force (itertools order,
+  left-fold float sums), including float near-ties.
+* XML reading (lenient, like BeautifulSoup + lxml) on hand-written entries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DATA = SHARED / "data" / "webnlg2020"
+NLTK_DATA = SHARED / "nltk_data"
+# Must be set before nltk is imported (nltk reads NLTK_DATA at import time).
+if NLTK_DATA.is_dir():
+    os.environ["NLTK_DATA"] = str(NLTK_DATA)
+
+nltk = pytest.importorskip("nltk")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from wip.webnlg2020 import (  # noqa: E402
+    _webnlg_best_assignment,
+    _webnlg_pair_objective,
+    webnlg2020_score,
+    webnlg_read_jsonl,
+    webnlg_read_xml,
+)
+
+
+def _line_tok(s: str) -> list[str]:
+    """word_tokenize without the Punkt sentence splitter (identical on these one-sentence probes)."""
+    return nltk.word_tokenize(s, preserve_line=True)
+
+
+def _score(refs, cands, **kw):
+    kw.setdefault("tokenize", _line_tok)
+    return webnlg2020_score(refs, cands, **kw)
+
+
+def _has_punkt() -> bool:
+    try:
+        nltk.data.find("tokenizers/punkt_tab/english/")
+        return True
+    except LookupError:
+        return False
+
+
+# ======================================================================================
+# expected.json: every field, both submissions, 4 splits
+# ======================================================================================
+
+SPLITS = ("seen", "unseen_entities", "unseen_categories", "all")
+SYSTEMS = ("amazon", "baseline")
+
+
+@pytest.fixture(scope="module")
+def expected():
+    if not (DATA / "expected.json").is_file():
+        pytest.skip(f"shared WebNLG 2020 data not found at {DATA}")
+    if not _has_punkt():
+        pytest.skip(f"NLTK punkt_tab/english not found (NLTK_DATA={os.environ.get('NLTK_DATA')})")
+    return json.loads((DATA / "expected.json").read_text())["results"]
+
+
+def _walk(got, exp, path=""):
+    """Yield (path, got, expected) for every leaf of ``exp``; keys must match exactly."""
+    assert isinstance(got, dict) and list(got) == list(exp), f"{path}: keys {list(got)} != {list(exp)}"
+    for k, v in exp.items():
+        if isinstance(v, dict):
+            yield from _walk(got[k], v, f"{path}/{k}")
+        else:
+            yield f"{path}/{k}", got[k], v
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("split", SPLITS)
+def test_expected_json_every_field(expected, system, split):
+    refs = webnlg_read_jsonl(DATA / f"refs_{split}.jsonl")
+    cands = webnlg_read_jsonl(DATA / f"{system}_{split}.jsonl")
+    got = webnlg2020_score(refs, cands)  # default tokenizer: nltk.word_tokenize
+    exp = expected[system]["splits"][split]["reproduced"]
+    n = 0
+    for path, g, e in _walk(got, exp):
+        n += 1
+        if isinstance(e, int) and not isinstance(e, bool) and not path.startswith("/Exact_match"):
+            assert g == e, path
+        else:
+            assert g == pytest.approx(e, abs=1e-9, rel=0), path
+    # 4 schemas x 10 fields x (1 total + 3 tags) + 3 Exact_match fields
+    assert n == 163
+
+
+def test_jsonl_reader_shapes():
+    if not DATA.is_dir():
+        pytest.skip(f"shared WebNLG 2020 data not found at {DATA}")
+    refs = webnlg_read_jsonl(DATA / "refs_all.jsonl")
+    base = webnlg_read_jsonl(DATA / "baseline_all.jsonl")
+    # README: 2,155 entries / 6,945 reference triples; baseline has 157 empty entries
+    assert len(refs) == 2155 and sum(map(len, refs)) == 6945
+    assert len(base) == 2155 and sum(1 for e in base if not e) == 157
+    assert len(refs[0]) == 3 and refs[0][0] == ("Turn_Me_On_(album)", "runtime", "35.1")
+    amazon = webnlg_read_jsonl(DATA / "amazon_all.jsonl")
+    assert any(("&" in x) for e in amazon for t in e for x in t)  # unescaped & kept
+
+
+# ======================================================================================
+# Hand-computed probes (README section 5)
+# ======================================================================================
+
+
+def test_probe_swap_predicate_bug():
+    # ref SUB "trane"/PRED "location"/OBJ "ireland"; cand subject and object swapped.
+    # No subject/object overlap -> swap branch: cand-object "trane" vs ref-subject,
+    # cand-subject "ireland" vs ref-object.  Spans (token index space):
+    #   refs  SUB(0,0) PRED(1,1) OBJ(4,4)   [OBJ offset = 1 (new SUB block) + 3 (old PRED block)]
+    #   cands OBJ(0,0) PRED(1,1) SUB(4,4)   [PRED rebuilt from the ireland/ireland lists: bug 2]
+    # exact: 3 correct (same boundaries); strict: 1 correct + 2 incorrect.
+    out = _score([[("Trane", "location", "Ireland")]], [[("Ireland", "completely different", "Trane")]])
+    t = out["Total_scores"]
+    assert (t["Exact"]["Correct"], t["Exact"]["Incorrect"], t["Exact"]["Possible"]) == (3, 0, 3)
+    assert t["Exact"]["F1"] == 1.0
+    assert (t["Strict"]["Correct"], t["Strict"]["Incorrect"]) == (1, 2)
+    assert t["Strict"]["F1"] == pytest.approx(1 / 3, abs=1e-15)
+    assert t["Ent_type"]["F1"] == pytest.approx(1 / 3, abs=1e-15)
+    assert t["Partial"]["F1"] == 1.0
+    # the wrong predicate is counted correct; SUB/OBJ are "incorrect" under strict
+    tags = out["Scores_per_tag"]
+    assert tags["Predicates"]["Strict"]["Correct"] == 1
+    assert tags["Subjects"]["Strict"]["Incorrect"] == 1 and tags["Subjects"]["Exact"]["Correct"] == 1
+    assert tags["Objects"]["Strict"]["Incorrect"] == 1 and tags["Objects"]["Exact"]["Correct"] == 1
+
+
+def test_probe_one_token_span_cannot_be_partial():
+    # object "york" vs "new york city": ref OBJ span (2,4), cand OBJ span (3,3);
+    # range(3,3) is empty -> spurious, and the reference OBJ is missed.
+    out = _score([[("Albany", "location", "New_York_City")]], [[("Albany", "location", "York")]])
+    ex = out["Total_scores"]["Exact"]
+    assert (ex["Correct"], ex["Spurious"], ex["Missed"], ex["Partial"]) == (2, 1, 1, 0)
+    assert out["Total_scores"]["Partial"]["Partial"] == 0
+    assert ex["Precision"] == ex["Recall"] == ex["F1"] == pytest.approx(2 / 3, abs=1e-15)  # 2/3 each
+    # the spurious span is added to all three tags; SUB: correct 1, spurious 1 -> P 1/2, R 1, F1 2/3
+    sub = out["Scores_per_tag"]["Subjects"]["Exact"]
+    assert (sub["Correct"], sub["Spurious"], sub["Actual"], sub["Possible"]) == (1, 1, 2, 1)
+    assert sub["F1"] == pytest.approx(2 / 3, abs=1e-15)
+    obj = out["Scores_per_tag"]["Objects"]["Exact"]
+    assert (obj["Correct"], obj["Spurious"], obj["Missed"]) == (0, 1, 1)
+
+
+def test_probe_span_builder_glitch():
+    # object "new city" vs "new york city": 3 candidate spans (2,2) (2,3) (4,4) for 2 words;
+    # (2,3) overlaps ref (2,4) -> partial, the others are spurious (empty ranges).
+    out = _score([[("X", "p", "New_York_City")]], [[("X", "p", "New_City")]])
+    pa = out["Total_scores"]["Partial"]
+    assert (pa["Correct"], pa["Partial"], pa["Spurious"], pa["Missed"]) == (2, 1, 2, 0)
+    assert pa["Precision"] == pytest.approx(2.5 / 5, abs=1e-15)  # (2 + 0.5*1) / 5
+    assert pa["Recall"] == pytest.approx(2.5 / 3, abs=1e-15)  # (2 + 0.5*1) / 3
+    assert pa["F1"] == pytest.approx(0.625, abs=1e-15)  # 2*0.5*(5/6)/(0.5+5/6)
+    ex = out["Total_scores"]["Exact"]
+    assert (ex["Correct"], ex["Incorrect"], ex["Spurious"]) == (2, 1, 2)
+    assert ex["F1"] == pytest.approx(0.5, abs=1e-15)  # P 2/5, R 2/3 -> 2*(4/15)/(16/15)
+    assert out["Total_scores"]["Ent_type"]["F1"] == pytest.approx(0.75, abs=1e-15)  # P 3/5, R 1
+
+
+def test_probe_quoted_literal_asymmetric_punctuation():
+    # '"city manager"' -> ['``', 'city', 'manager', "''"]; the reference drops the quote
+    # tokens, the candidate keeps them (only 1-char punctuation is dropped) and glues them
+    # to the match: cand span (b, b+3) vs ref span (b+1, b+2) -> overlap, not exact.
+    ref = [[("Abilene", "leaderTitle", '"City Manager"')]]
+    out = _score(ref, ref)
+    t = out["Total_scores"]
+    assert (t["Exact"]["Correct"], t["Exact"]["Incorrect"]) == (2, 1)
+    assert t["Exact"]["F1"] == pytest.approx(2 / 3, abs=1e-15)  # 0.667
+    assert t["Partial"]["F1"] == pytest.approx(2.5 / 3, abs=1e-15)
+    assert t["Ent_type"]["F1"] == 1.0
+    plain = _score([[("Abilene", "leaderTitle", "City_Manager")]], [[("Abilene", "leaderTitle", "City_Manager")]])
+    assert all(plain["Total_scores"][m]["F1"] == 1.0 for m in plain["Total_scores"])
+
+
+def test_probe_normalisation_camel_case_and_object_suffix():
+    # "leaderTitle" -> "leader title" == "leader_title"; the object's " (minutes)" is
+    # dropped -> exact; the subject's " (album)" is kept: ref tokens turn me on album
+    # (parentheses dropped), cand turn me on -> cand span (0,2) inside ref span (0,3):
+    # overlap with the same label = partial (exact: incorrect).
+    out = _score(
+        [[("Turn_Me_On_(album)", "leaderTitle", "35.1 (minutes)")]],
+        [[("Turn_Me_On", "leader_title", "35.1")]],
+    )
+    t = out["Total_scores"]
+    assert (t["Exact"]["Correct"], t["Exact"]["Incorrect"], t["Exact"]["Missed"]) == (2, 1, 0)
+    assert (t["Partial"]["Correct"], t["Partial"]["Partial"]) == (2, 1)
+    assert t["Exact"]["F1"] == pytest.approx(2 / 3, abs=1e-15)
+    assert out["Scores_per_tag"]["Subjects"]["Partial"]["Partial"] == 1
+
+
+def test_crash_case_skip_or_raise():
+    # ref subject "a y a z a", cand subject "a x a": the official script raises TypeError.
+    # skip: matches a->ref0, a->ref2; the stale n-gram (a,) found at ref4 is skipped.
+    # SUB spans: ref (0,4); cand (0,0) (0,1) (2,2) (2,3) (2,4) (5,5) -> 3 partial, 3 spurious.
+    ref = [[("A_y_A_z_A", "p", "o")]]
+    cand = [[("A_x_A", "p", "o")]]
+    out = _score(ref, cand)
+    sub = out["Scores_per_tag"]["Subjects"]["Partial"]
+    assert (sub["Correct"], sub["Partial"], sub["Spurious"], sub["Missed"]) == (0, 3, 3, 0)
+    assert out["Total_scores"]["Partial"]["Correct"] == 2  # PRED and OBJ exact
+    with pytest.raises(ValueError, match="crash case"):
+        _score(ref, cand, on_crash="raise")
+
+
+def test_padding_spurious_and_missed():
+    # one extra candidate triple: the padded pair is 3 spurious, P = R = F1 = 0;
+    # means over the 2 pairs -> 0.5; spurious counted in every tag.
+    ref = [[("A", "p", "B")]]
+    out = _score(ref, [[("A", "p", "B"), ("C", "q", "D")]])
+    ex = out["Total_scores"]["Exact"]
+    assert (ex["Correct"], ex["Spurious"], ex["Possible"], ex["Actual"]) == (3, 3, 3, 6)
+    assert ex["Precision"] == ex["Recall"] == ex["F1"] == 0.5
+    for tag in ("Subjects", "Predicates", "Objects"):
+        assert out["Scores_per_tag"][tag]["Exact"]["Spurious"] == 3
+    # one missing candidate triple: 3 missed
+    out = _score([[("A", "p", "B"), ("C", "q", "D")]], [[("C", "q", "D")]])
+    ex = out["Total_scores"]["Exact"]
+    assert (ex["Correct"], ex["Missed"], ex["Possible"], ex["Actual"]) == (3, 3, 6, 3)
+    assert ex["F1"] == 0.5
+
+
+def test_duplicates_not_merged_and_best_pairing():
+    # two copies of the right triple: only one can take the reference.
+    out = _score([[("A", "p", "B"), ("C", "q", "D")]], [[("C", "q", "D"), ("A", "p", "B")]])
+    assert out["Total_scores"]["Exact"]["F1"] == 1.0  # the crossed assignment is found
+    out = _score([[("A", "p", "B")]], [[("A", "p", "B"), ("A", "p", "B")]])
+    assert out["Total_scores"]["Exact"]["Spurious"] == 3
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="entries"):
+        _score([[("A", "p", "B")]], [])
+    with pytest.raises(ValueError, match="3 parts"):
+        _score([[("A", "", "B")]], [[("A", "p", "B")]])
+    with pytest.raises(ValueError, match="3 strings"):
+        _score([[("A", "p")]], [[("A", "p", "B")]])
+    with pytest.raises(ValueError, match="on_crash"):
+        _score([[("A", "p", "B")]], [[("A", "p", "B")]], on_crash="ignore")
+    with pytest.raises(ValueError, match="no triple pairs"):
+        _score([[]], [[]])
+
+
+def test_default_tokenizer_matches_line_tokenizer_on_probes():
+    if not _has_punkt():
+        pytest.skip("NLTK punkt_tab/english not available")
+    ref = [[("Abilene", "leaderTitle", '"City Manager"')], [("X", "p", "New_York_City")]]
+    cand = [[("Abilene", "leaderTitle", '"City Manager"')], [("X", "p", "New_City")]]
+    assert webnlg2020_score(ref, cand) == _score(ref, cand)
+
+
+# ======================================================================================
+# Assignment search: same result as the official k! loop
+# ======================================================================================
+
+
+def _official_loop(f):
+    """The official search: itertools order, left-fold float sum, keep first strict max."""
+    k = len(f)
+    best, kept = None, None
+    for perm in itertools.permutations(range(k), k):
+        s = 0
+        for i, j in enumerate(perm):
+            s += f[i][j]
+        if best is None or s > best:
+            best, kept = s, perm
+    return kept
+
+
+def test_assignment_float_near_tie():
+    # perm (0,1): 0.3 + 0.0 = 0.3; perm (1,0): 0.1 + 0.2 = 0.30000000000000004.
+    # Equal in exact arithmetic, but the official float comparison prefers (1,0).
+    f = [[0.3, 0.1], [0.2, 0.0]]
+    assert 0.1 + 0.2 > 0.3 + 0.0
+    assert _official_loop(f) == (1, 0)
+    assert _webnlg_best_assignment(f) == (1, 0)
+    # exact tie: lexicographically first
+    assert _webnlg_best_assignment([[1.0, 1.0], [1.0, 1.0]]) == (0, 1)
+    assert _webnlg_best_assignment([[0.5]]) == (0,)
+
+
+_TIE_VALUES = [0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5, 0.25, 0.7, 0.6, 5 / 6, 0.75]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda k: st.lists(
+    st.lists(st.sampled_from(_TIE_VALUES), min_size=k, max_size=k), min_size=k, max_size=k)))
+def test_assignment_matches_official_loop(f):
+    assert _webnlg_best_assignment(f) == _official_loop(f)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1.0)), min_size=4, max_size=4))
+def test_pair_objective_equals_statistics_mean(f1s):
+    # _webnlg_pair_objective reads overall[s][9] (the F1 slot) of the 4 schemas.
+    overall = tuple((0,) * 9 + (x,) for x in f1s)
+    assert _webnlg_pair_objective(overall) == statistics.mean(f1s)
+
+
+# ======================================================================================
+# XML reading
+# ======================================================================================
+
+_REF_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<benchmark>
+  <entries>
+    <entry category="University" eid="Id1" size="2">
+      <originaltripleset>
+        <otriple>Ignored | ignored | Ignored</otriple>
+      </originaltripleset>
+      <modifiedtripleset>
+        <mtriple>College_of_William_&amp;_Mary | city | Williamsburg,_Virginia</mtriple>
+        <mtriple>Caf&#233;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</mtriple>
+      </modifiedtripleset>
+      <modifiedtripleset>
+        <mtriple>Second | set | Ignored</mtriple>
+      </modifiedtripleset>
+      <lex comment="good" lid="Id1">Some text.</lex>
+    </entry>
+    <entry category="Artist" eid="Id2" size="1">
+      <modifiedtripleset>
+        <mtriple>Brian_Kelly_(composer_&amp;_pianist) | genre | Jazz</mtriple>
+      </modifiedtripleset>
+    </entry>
+    <entry category="City" eid="Id3" size="1">
+      <modifiedtripleset>
+        <mtriple>Albany | location | New_York_City</mtriple>
+      </modifiedtripleset>
+    </entry>
+  </entries>
+</benchmark>
+"""
+
+# not well-formed XML: bare '&', a '&amp' without ';', an entry without generatedtripleset
+_CAND_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<benchmark>
+  <entries>
+    <entry eid="Id1">
+      <generatedtripleset>
+        <gtriple>College_of_William_&_Mary | city | Williamsburg</gtriple>
+        <gtriple>Caf&#xE9;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</gtriple>
+        <gtriple>AT&amp_T | type | Company</gtriple>
+      </generatedtripleset>
+    </entry>
+    <entry eid="Id2">
+    </entry>
+    <entry eid="Id3">
+      <GeneratedTripleSet><GTriple>Albany | location | York</GTriple></GeneratedTripleSet>
+    </entry>
+  </entries>
+</benchmark>
+"""
+
+_REF_EXPECTED = [
+    [("College_of_William_&_Mary", "city", "Williamsburg,_Virginia"), ("Café_Nero", "motto", '"Best <coffee>"')],
+    [("Brian_Kelly_(composer_&_pianist)", "genre", "Jazz")],
+    [("Albany", "location", "New_York_City")],
+]
+_CAND_EXPECTED = [
+    [
+        ("College_of_William_&_Mary", "city", "Williamsburg"),
+        ("Café_Nero", "motto", '"Best <coffee>"'),
+        ("AT&amp_T", "type", "Company"),
+    ],
+    [],
+    [("Albany", "location", "York")],
+]
+
+
+def test_read_xml_lenient(tmp_path):
+    rp, cp = tmp_path / "refs.xml", tmp_path / "cands.xml"
+    rp.write_text(_REF_XML, encoding="utf-8")
+    cp.write_text(_CAND_XML, encoding="utf-8")
+    assert webnlg_read_xml(rp) == _REF_EXPECTED  # auto -> reference (has modifiedtripleset)
+    assert webnlg_read_xml(cp) == _CAND_EXPECTED  # auto -> candidate
+    assert webnlg_read_xml(cp, kind="reference") == [[], [], []]
+    with pytest.raises(ValueError, match="kind"):
+        webnlg_read_xml(cp, kind="gold")
+
+
+def test_xml_and_jsonl_give_the_same_scores(tmp_path):
+    rp, cp = tmp_path / "refs.xml", tmp_path / "cands.xml"
+    rp.write_text(_REF_XML, encoding="utf-8")
+    cp.write_text(_CAND_XML, encoding="utf-8")
+    rj, cj = tmp_path / "refs.jsonl", tmp_path / "cands.jsonl"
+    rj.write_text("".join(json.dumps({"triples": [list(t) for t in e]}) + "\n" for e in _REF_EXPECTED))
+    cj.write_text("".join(json.dumps({"triples": [list(t) for t in e]}) + "\n" for e in _CAND_EXPECTED))
+    from_xml = _score(webnlg_read_xml(rp), webnlg_read_xml(cp))
+    from_jsonl = _score(webnlg_read_jsonl(rj), webnlg_read_jsonl(cj))
+    assert from_xml == from_jsonl
+    # the entry without generatedtripleset scores like an empty prediction: 3 missed
+    alone = _score(webnlg_read_xml(rp)[1:2], webnlg_read_xml(cp)[1:2])
+    assert alone["Total_scores"]["Exact"]["Missed"] == 3 and alone["Total_scores"]["Exact"]["F1"] == 0
