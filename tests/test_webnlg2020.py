@@ -94,10 +94,12 @@ def test_expected_json_every_field(expected, system, split):
     n = 0
     for path, g, e in _walk(got, exp):
         n += 1
-        if isinstance(e, int) and not isinstance(e, bool) and not path.startswith("/Exact_match"):
-            assert g == e, path
+        if path.startswith("/Exact_match"):
+            # official value depends on the hash seed in its last digit (README item 9)
+            assert g == pytest.approx(e, abs=1e-12, rel=0), path
         else:
             assert g == pytest.approx(e, abs=1e-9, rel=0), path
+            assert g == e, f"{path}: not bit-identical"  # stronger than asked; holds today
     # 4 schemas x 10 fields x (1 total + 3 tags) + 3 Exact_match fields
     assert n == 163
 
