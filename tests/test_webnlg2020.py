@@ -220,6 +220,31 @@ def test_crash_case_skip_or_raise():
         _score(ref, cand, on_crash="raise")
 
 
+def test_all_dropped_candidate_element_block_length_quirk():
+    # Official-code quirk (read from the code; not exercised by the shared files): a
+    # candidate element whose tokens are all dropped ("-") makes its token block 1 long
+    # instead of len(ref tokens) = 3, so the OBJ block starts at 2 and overlaps PRED.
+    # true: SUB(0,0) PRED(1,3) OBJ(2,4); pred: SUB(0,0) OBJ(2,3) ("new york" in "new york city").
+    # OBJ(2,3) first overlaps PRED(1,3) (range {1,2} & {2}) -> partial, other label;
+    # OBJ(2,4) is then missed.
+    out = _score([[("A", "is part of", "New_York_City")]], [[("A", "-", "New_York")]])
+    ex = out["Total_scores"]["Exact"]
+    assert (ex["Correct"], ex["Incorrect"], ex["Missed"], ex["Spurious"]) == (1, 1, 1, 0)
+    assert ex["F1"] == pytest.approx(0.4, abs=1e-15)  # P 1/2, R 1/3
+    pa = out["Total_scores"]["Partial"]
+    assert (pa["Correct"], pa["Partial"], pa["Missed"]) == (1, 1, 1)
+    assert pa["F1"] == pytest.approx(0.6, abs=1e-15)  # P 1.5/2, R 1.5/3
+    assert out["Scores_per_tag"]["Predicates"]["Partial"]["Partial"] == 1
+    assert out["Scores_per_tag"]["Objects"]["Partial"]["Missed"] == 1
+    assert out["Scores_per_tag"]["Predicates"]["Ent_type"]["Incorrect"] == 1
+
+
+def test_string_triples_accepted():
+    ref = [[("Albany", "location", "New_York_City")]]
+    cand = [[("Albany", "location", "York")]]
+    assert _score([["Albany | location | New_York_City"]], [["Albany | location | York"]]) == _score(ref, cand)
+
+
 def test_padding_spurious_and_missed():
     # one extra candidate triple: the padded pair is 3 spurious, P = R = F1 = 0;
     # means over the 2 pairs -> 0.5; spurious counted in every tag.

@@ -25,7 +25,7 @@ Pipeline (one call of :func:`webnlg2020_score`):
    maximising the float sum ``((0 + f[0][perm[0]]) + f[1][perm[1]]) + ...`` where
    ``f = statistics.mean([F1_ent_type, F1_partial, F1_strict, F1_exact])``; ties go to
    the lexicographically first ``perm`` (see :func:`_webnlg_best_assignment`, which
-   does this in O(k^3 2^k) instead of the official O(k! k) without changing the result).
+   does this in O(k^2 2^k) instead of the official O(k! k) without changing the result).
 4. Counts are summed over the selected pairs; Precision / Recall / F1 are the
    unweighted means over all selected pairs of the per-pair values (macro over triple
    pairs).  ``Exact_match`` is a macro P/R/F1 over distinct lower-cased raw triple
@@ -83,9 +83,24 @@ Deviations (clean behaviour where the official script crashes):
   hash-seed dependent class order of ``list(set(...))``; the official last digit
   varies between runs (README item 9), the value agrees to ~1e-16.
 
+Verification: all 8 official runs in ``expected.json`` (2 submissions x 4 splits) are
+reproduced bit for bit (every count, P, R, F1 of ``Total_scores`` and ``Scores_per_tag``;
+``Exact_match`` to 1e-12).  Deliberately breaking a quirk shows which ones the data pins
+down: the span-builder glitch, the missing ``collecting`` reset, the swap-predicate bug,
+the sub/obj and sub/pred swap offsets, the asymmetric punctuation filter and the float
+tie rule each change the reproduced numbers; the ``'-0'`` test (6), the block length 1
+of an all-dropped candidate element and the pred/obj swap offsets are not exercised by
+these files (kept as read from the official code).
+
 NLTK: ``nltk.word_tokenize`` (Punkt ``english`` + the improved Treebank tokenizer) is
 imported lazily.  nltk 3.9.2 with the ``punkt_tab/english`` tables reproduces every
-number of the official run (which used nltk 3.4.5 + an equivalent ``english.pickle``).
+number of the official run (which used nltk 3.4.5 + an ``english.pickle`` with the same
+Punkt parameters): the 4,471 distinct normalised elements of the references and of both
+shared submissions tokenise identically under nltk 3.4.5, 3.8.1 and 3.9.2 (same Punkt
+parameters).  The versions do differ elsewhere: nltk >= 3.5 splits ``*`` and ``..`` and
+keeps ``'n`` together (``rock 'n' roll``), which 3.4.5 does not; 3.8.1 and 3.9.2 agree on
+all probes tried.  3.8.1 needs the pickled ``tokenizers/punkt/english.pickle``; >= 3.9
+reads ``punkt_tab``.
 """
 
 from __future__ import annotations
@@ -656,7 +671,12 @@ def _webnlg_best_assignment(f: Sequence[Sequence[float]]) -> tuple[int, ...]:
       ``C(fl(a + f[i][j]), M + j) == V*`` (one exists, as the current prefix is optimal-
       completable).  Comparisons are float ``==`` on values computed with exactly the
       official additions, so near-ties are resolved exactly as the official loop does.
-      Cost O(k^3 2^k) in the worst case instead of O(k! k).
+      Cost O(k^2 2^k) float additions in the worst case instead of O(k! k).
+    * Exact rational arithmetic would NOT be equivalent: on the shared 'all' files, 10
+      Amazon and 60 baseline entries have a different lexicographically-first argmax
+      under exact sums than under the official float sums (float near-ties such as
+      ``0.1 + 0.2 > 0.3 + 0.0``), and resolving them with a tolerance changes the
+      reproduced numbers; hence the float-exact search.
     """
     k = len(f)
     if k <= 1:
