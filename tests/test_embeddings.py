@@ -61,6 +61,35 @@ def test_cosine_similarity_matrix_edges():
         cosine_similarity_matrix(np.ones(3), np.ones((1, 3)))
 
 
+class _CountingBackend:
+    """Deterministic fake model: unit vectors from a text hash; records every batch."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+
+    def encode(self, texts):
+        self.batches.append(list(texts))
+        return np.stack([_unit(8, sum(map(ord, t))) * 2.0 for t in texts])  # not normalised
+
+
+def test_batches_sorted_by_length_and_bounded_by_char_budget():
+    backend = _CountingBackend()
+    emb = Embedder(backend, model_name="fake", model_id="fake@0", batch_size=4, char_budget=20)
+    backend.batches.clear()  # drop the dimension probe
+    texts = ["bbbbbbbbbb", "a", "b", "cccccccccc", "c", "dddddddddd", "d", "e"]
+    v = emb.embed(texts)
+    # sorted lengths 1,1,1,1,1,10,10,10; greedy: [4 x len 1] (4 <= batch_size);
+    # [len 1, len 10] since 2 x 10 = 20 <= 20 but 3 x 10 = 30 > 20; then [10, 10]
+    assert [len(b) for b in backend.batches] == [4, 2, 2]
+    assert [len(t) for b in backend.batches for t in b] == [1, 1, 1, 1, 1, 10, 10, 10]
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-6)  # re-normalised
+    assert emb.stats.embedded == 8 and emb.stats.requested == 8
+    emb.embed(texts)  # memo: no second model call
+    assert len(backend.batches) == 3 and emb.stats.memory_hits == 8
+
+
 # ---------------------------------------------------------------- real model
 @pytest.fixture(scope="module")
 def embedder(minilm_dir):
