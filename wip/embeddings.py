@@ -9,7 +9,8 @@ Pipeline position: exact match -> embeddings (this section) -> lexical fallback 
 * ``load_embedder(model, ...)`` loads a model OFFLINE ONLY: fastembed first (a fastembed
   model name resolved from the local model cache, or a local directory holding an ONNX model
   plus tokenizer files), then sentence-transformers if installed (optional extra ``st``).
-  A missing model fails in milliseconds with :class:`EmbeddingUnavailable`, whose one-line
+  A missing model fails in about a second (the fastembed import; the lookup itself takes
+  under a millisecond) with :class:`EmbeddingUnavailable`, whose one-line
   message names the model and the one-time fetch command.
 * ``download_embedding_model(name, model_cache)`` is the only code path that downloads.
 * ``Embedder.embed(texts)`` embeds every unique string once (memory memo, then the sqlite
@@ -22,13 +23,10 @@ to import fastembed); without it fastembed retries 3 times with 3 s + 9 s + 27 s
 (39.0 s measured with DNS failing; longer or a hang when connections time out).
 """
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import sys
