@@ -66,7 +66,7 @@ def main() -> int:
     t0 = time.perf_counter()
     import nltk
 
-    from wip.webnlg2020 import webnlg2020_score, webnlg_read_jsonl
+    from evaluate import webnlg2020_score, webnlg_read_jsonl
 
     try:
         nltk.word_tokenize("Warm up the Punkt model.")

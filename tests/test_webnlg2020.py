@@ -1,4 +1,4 @@
-"""Tests of the WebNLG+ 2020 Text-to-RDF scorer reproduction (wip/webnlg2020.py).
+"""Tests of the WebNLG+ 2020 Text-to-RDF scorer reproduction (the webnlg2020 section of evaluate.py).
 
 * Every count and P/R/F1 of ``shared/data/webnlg2020/expected.json`` (Amazon AI
   (Shanghai) and the baseline, 4 splits each) to 1e-9 (in fact bit for bit).
@@ -30,7 +30,7 @@ nltk = pytest.importorskip("nltk")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from wip.webnlg2020 import (  # noqa: E402
+from evaluate import (  # noqa: E402
     _webnlg_best_assignment,
     _webnlg_pair_objective,
     webnlg2020_score,
