@@ -3542,6 +3542,20 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
 _ID_IN_TEXT_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
 
 
+def read_records(path: Path) -> Iterable[JsonlLine]:
+    """The records of an input file: :func:`read_jsonl` rows, or, for a ``.xml`` file in the
+    WebNLG format, one row per ``<entry>`` (``{"triples": [[s, p, o], ...]}``, line =
+    1-based entry position) read by :func:`webnlg_read_xml` (first modified/generated
+    triple set, lenient like the official scorer)."""
+    if path.suffix.lower() != ".xml":
+        return read_jsonl(path)
+    try:
+        entries = webnlg_read_xml(path)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path}: cannot read WebNLG XML: {exc}") from None
+    return [JsonlLine(i + 1, {"triples": [list(t) for t in triples]}, None) for i, triples in enumerate(entries)]
+
+
 @dataclass
 class LoadedInputs:
     """Everything read from the input files, before scoring."""
@@ -3597,7 +3611,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     gold_file = gold_path or pred_path
     golds: list[GoldRecord] = []
     combined_preds: list[Prediction] = []
-    for row in read_jsonl(gold_file):
+    for row in read_records(gold_file):
         where = f"{gold_file}: line {row.line_no}"
         try:
             if row.error is not None:
@@ -3626,7 +3640,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
 
     preds: list[Prediction] = []
     unattributed: list[int] = []
-    for row in read_jsonl(pred_path):
+    for row in read_records(pred_path):
         if row.error is not None:
             match = _ID_IN_TEXT_RE.search(row.raw_head)
             rid = match.group(1).decode("utf-8", "replace") if match else None
