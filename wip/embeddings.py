@@ -41,12 +41,13 @@ EMB_DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 #: The one-time command (run while online) that fetches a model; completed by the model name.
 EMB_FETCH_COMMAND = "uv run evaluate.py --download-model"
 EMB_APP_NAME = "kg-triplet-eval"
-#: Most texts per model call. Inputs are sorted by length first; on the 2-core dev box batch 256
-#: beat 64 and 128 in three noisy runs (603 vs 487 / 451 texts/s best-of-2, benchmarks/).
-EMB_BATCH_SIZE = 256
+#: Most texts per model call. Inputs are sorted by length first (1.55x: 455 -> 705 texts/s,
+#: best of 3, benchmarks/bench_embeddings.py); batch 64, 128 and 256 were within the noise of a
+#: shared 2-core box (705/679/600 in one run, 487/451/603 in another), 128 is the middle.
+EMB_BATCH_SIZE = 128
 #: A batch also holds at most this many characters counted as (texts x longest text), which
 #: bounds the activations (attention is batch x heads x tokens^2) when long texts come along:
-#: short titles get full batches of 256, 500-char descriptions batches of 32.
+#: titles up to 128 chars get full batches, 500-char descriptions batches of 32.
 EMB_BATCH_CHAR_BUDGET = 16_384
 #: Default cap on cached vectors (all models together). Measured 2.1 kB per 384-d row incl.
 #: the text index (106 MB for 50k rows), so ~210 MB at the cap for bge-small / MiniLM;
@@ -673,7 +674,7 @@ class Embedder:
         Returns float32 array (len(texts), dim); every row L2-normalised (norm 1 +- 1e-6;
         normalised again here although both backends already normalise). Each distinct string
         is embedded at most once per process: memo, then the disk cache, then the model in
-        length-sorted batches (less padding; 1.1-1.9x faster measured) of at most
+        length-sorted batches (less padding; 1.55x faster measured) of at most
         ``batch_size`` texts and ``char_budget`` characters (see :meth:`_batches`).
         Raises TypeError for non-str items, RuntimeError if the model output is not finite.
         """
