@@ -666,6 +666,7 @@ class Similarity:
         self.fallback_reason = fallback_reason
         self._memo: dict[tuple[str, str], float] = {}
         self._tokens: dict[str, frozenset[str]] = {}
+        self._chars: dict[str, Counter[str]] = {}
 
     def prepare(self, strings: Iterable[str]) -> None:
         """Precompute what the backend needs for these strings (embeddings); no-op here."""
@@ -675,6 +676,12 @@ class Similarity:
         if tokens is None:
             tokens = self._tokens[text] = token_set(text)
         return tokens
+
+    def _char_counts(self, text: str) -> Counter[str]:
+        counts = self._chars.get(text)
+        if counts is None:
+            counts = self._chars[text] = Counter(text)
+        return counts
 
     def raw(self, a: str, b: str) -> float:
         """Similarity before the threshold gate, in [0, 1] (lexical: SPEC.md section 4)."""
@@ -695,15 +702,20 @@ class Similarity:
             return 1.0
         if not a or not b:
             return 0.0
-        # Cheap exact upper bound (SPEC.md section 4 allows it when the result is
-        # identical): ratio() <= quick_ratio() <= real_quick_ratio(), all computed as
-        # 2*M/T, and x -> 0.5*x + 0.5*j is monotone in floating point.
+        # Cheap exact upper bounds (SPEC.md section 4 allows them when the result is
+        # identical): ratio() <= quick_ratio() <= real_quick_ratio(), each 2.0*M/T with
+        # the same T = len(a) + len(b), and x -> 0.5*x + 0.5*j is monotone in floating
+        # point. Both bounds are computed here exactly as difflib computes them
+        # (difflib._calculate_ratio: 2.0 * matches / length), without building the
+        # SequenceMatcher, which dominates the cost otherwise.
         jac = jaccard(self._token_set(a), self._token_set(b))
+        length = len(a) + len(b)
+        if 0.5 * (2.0 * min(len(a), len(b)) / length) + 0.5 * jac < self.threshold:
+            return 0.0
+        shared = sum((self._char_counts(a) & self._char_counts(b)).values())
+        if 0.5 * (2.0 * shared / length) + 0.5 * jac < self.threshold:
+            return 0.0
         matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        if 0.5 * matcher.real_quick_ratio() + 0.5 * jac < self.threshold:
-            return 0.0
-        if 0.5 * matcher.quick_ratio() + 0.5 * jac < self.threshold:
-            return 0.0
         value = 0.5 * matcher.ratio() + 0.5 * jac
         return value if value >= self.threshold else 0.0
 
