@@ -773,6 +773,7 @@ class EmbeddingSimilarity(Similarity):
         self.embedder = embedder
         self.backend = embedder.backend
         self.model = embedder.model_name
+        self.model_id = getattr(embedder, "model_id", embedder.model_name)
         self._index: dict[str, int] = {}
         self._blocks: list[np.ndarray] = []
         self._vectors = np.zeros((0, 0), dtype=np.float32)
@@ -4705,6 +4706,7 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
         "align_accept": align_accept,
         **corpus,
         "embedding_model": similarity.model,
+        "embedding_model_id": getattr(similarity, "model_id", None),
         "embedding_fallback_reason": similarity.fallback_reason,
         "schema_profile": profile,
         "parse_status": {s: status_counts[s] for s in PREDICTION_STATUSES},
@@ -4776,12 +4778,12 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     t, mi, ma = s["totals"], s["micro"], s["macro"]
     n = s["n_entries"]
     backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
-    if s.get("embedding_fallback_reason"):
-        backend += " - fallback: " + s["embedding_fallback_reason"]
+    fallback = s.get("embedding_fallback_reason")
     lines = [
         f"kg-triplet-eval {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {s.get('relation_vocabulary', {}).get('description', '-')}",
         f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}",
+        *([f"  FALLBACK to lexical similarity (not comparable with embedding scores): {fallback}"] if fallback else []),
         "",
         f"{'micro':<22}{'precision':>10}{'recall':>10}{'F1':>10}",
         f"{'  entity':<22}{_fmt(mi['entity_precision']):>10}{_fmt(mi['entity_recall']):>10}{_fmt(mi['entity_f1']):>10}"
@@ -5150,6 +5152,11 @@ def run(args: argparse.Namespace) -> int:
         report = run_directory(args, similarity)
     else:
         report = evaluate_files(args, args.pred, args.gold, relations, similarity)
+    embedder = getattr(similarity, "embedder", None)
+    if embedder is not None:
+        s = embedder.stats
+        _note(args, f"embeddings: {s.unique} unique strings, {s.cache_hits} from the cache, {s.embedded} embedded "
+                    f"in {s.embed_seconds:.1f} s (model load {s.load_seconds:.1f} s)")
     report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
     write_json_atomic(report_path, report)
     print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
