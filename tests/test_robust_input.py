@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -460,7 +461,9 @@ def test_duplicate_ids_exit_2_listing_them(tmp_path):
     pred = [{"id": "r1", "triplets": []}, {"id": "r2", "triplets": [B]}, {"id": "r1", "triplets": [A]}]
     rc, out, err, rep = cli_files(tmp_path, gold, pred)
     assert rc == 2
-    assert "duplicate" in err and "r1" in err and "r2" not in err.split("duplicate", 1)[1].split(";")[0]
+    listed = re.search(r"duplicate prediction ids: ([^;]*);", err)
+    assert listed is not None, err
+    assert listed.group(1) == "r1"
     assert rep is None
 
 
