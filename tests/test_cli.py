@@ -166,6 +166,23 @@ def test_no_pred_argument_exits_2(tmp_path):
     assert "--pred" in proc.stderr
 
 
+@pytest.mark.parametrize("kind", ["directory", "parent-is-a-file"])
+def test_unwritable_report_path_exits_2(tmp_path, kind):
+    # a report path that cannot be written is bad usage (exit 2, one message naming the
+    # path), not an internal error (exit 1 with a traceback)
+    if kind == "directory":
+        report = tmp_path / "out"
+        report.mkdir()
+    else:
+        (tmp_path / "afile").write_text("x")
+        report = tmp_path / "afile" / "r.json"
+    proc = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert str(report) in proc.stderr or report.name in proc.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
+
+
 def test_limit(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--limit", "3", "--report", out)

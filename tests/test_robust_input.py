@@ -521,6 +521,30 @@ def test_join_by_line_order_without_ids(tmp_path):
     assert [e["metrics"]["entity_tp"] for e in rep["per_entry"]] == [0, 0]
 
 
+def test_non_object_prediction_line_never_mispairs_ids(tmp_path):
+    # ids on every gold line and on every prediction object, predictions NOT in gold
+    # order, and one prediction line that is valid JSON but not an object (a bare array).
+    # Whatever the evaluator does with that line (report it, count r2 as missing, or
+    # refuse the input), it must never pair a gold record with a prediction that carries
+    # a different id: here gold r1 must get r1's prediction, not r3's.
+    C = {"source": {"title": "Person Z", "type": "entity"}, "relation": {"type": "located_in", "weight": 0.8},
+         "target": {"title": "City Q", "type": "entity"}}
+    gold = [gold_rec("r1", [A]), gold_rec("r2", [B]), gold_rec("r3", [C])]
+    pred = [{"id": "r3", "triplets": [C]}, json.dumps([B]).encode() + b"\n", {"id": "r1", "triplets": [A]}]
+    g = write(tmp_path / "gold.jsonl", gold)
+    p = write(tmp_path / "pred.jsonl", pred)
+    try:
+        loaded = ev.load_inputs(p, g)
+    except ev.InputError:
+        return  # refusing the input is acceptable; silently mis-pairing is not
+    for entry in loaded.entries:
+        assert entry.pred.id is None or entry.pred.id == entry.gold.id, (entry.gold.id, entry.pred.id)
+    rows = {e["id"]: e for e in ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())["per_entry"]}
+    assert_perfect(rows["r1"])
+    assert_perfect(rows["r3"])
+    assert any("line 2" in problem for problem in loaded.problems), loaded.problems
+
+
 def test_join_by_line_order_count_mismatch_exits_2(tmp_path):
     gold = [gold_rec(None, [A]), gold_rec(None, [B])]
     pred = [{"triplets": [A]}, {"triplets": [B]}, {"triplets": []}]
