@@ -4511,8 +4511,12 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     problems: list[str] = []
     gold_file = gold_path or pred_path
     golds: list[GoldRecord] = []
+    slot: dict[int, int] = {}          # id(gold record) -> position among the gold lines
+    excluded_ids: set[str] = set()     # ids of gold lines excluded by --skip-bad-gold
     combined_preds: list[Prediction] = []
-    for row in read_records(gold_file):
+    n_gold_rows = 0
+    for position, row in enumerate(read_records(gold_file)):
+        n_gold_rows = position + 1
         where = f"{gold_file}: line {row.line_no}"
         try:
             if row.error is not None:
@@ -4522,67 +4526,84 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
             if not skip_bad_gold:
                 raise InputError(f"{exc} (pass --skip-bad-gold to report and exclude such lines)") from None
             problems.append(f"{exc} (excluded: --skip-bad-gold)")
+            rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
+            if rid is not None:
+                excluded_ids.add(rid)
             continue
         golds.append(gold)
+        slot[id(gold)] = position
         if gold_path is None:
             combined_preds.append(prediction_from_record(row.value, row.line_no, combined=True, reparse=reparse))
     if not golds:
-        raise InputError(f"{gold_file}: no gold records (the file is empty or has only blank lines)")
+        raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
+                         "or every line was excluded)")
 
-    dropped = 0
     if gold_path is None:
         golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_file, problems)
         keep_lines = {g.line for g in golds}
         combined_preds = [p for p in combined_preds if p.line in keep_lines]
         entries = [Entry(g, p) for g, p in zip(golds, combined_preds)]
-        if limit is not None:
-            entries = entries[:limit]
-        return LoadedInputs(entries, problems, dropped)
+        return LoadedInputs(entries[:limit] if limit is not None else entries, problems, dropped)
 
     preds: list[Prediction] = []
-    unattributed: list[int] = []
     for row in read_records(pred_path):
-        if row.error is not None:
-            match = _ID_IN_TEXT_RE.search(row.raw_head)
-            rid = match.group(1).decode("utf-8", "replace") if match else None
-            problems.append(f"{pred_path}: {row.error} (scored as an unparseable prediction"
+        if row.error is not None or not isinstance(row.value, Mapping):
+            reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
+            rid = _id_from_raw(row.raw_head) if row.error is not None else None
+            problems.append(f"{pred_path}: {reason} (scored as an unparseable prediction"
                             + (f" for id {rid!r})" if rid else ")"))
-            preds.append(Prediction(rid, None, "unparseable", row.error, row.line_no))
-            if rid is None:
-                unattributed.append(row.line_no)
+            preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
             continue
         preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
 
-    golds, d1 = _dedupe(golds, duplicate_ids, "gold", gold_path, problems)
-    preds, d2 = _dedupe(preds, duplicate_ids, "prediction", pred_path, problems)
-    dropped = d1 + d2
-    by_id = all(g.id is not None for g in golds) and all(p.id is not None for p in preds if p.line not in unattributed) \
-        and any(p.id is not None for p in preds)
-    if by_id:
+    golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_path, problems)
+    gold_ids_complete = all(g.id is not None for g in golds)
+    if gold_ids_complete and any(p.id is not None for p in preds):
+        # Join by id. Lines whose id cannot be read cannot be attributed: reported, and
+        # their gold records (if any) count as missing predictions.
+        if excluded_ids:
+            gone = [p for p in preds if p.id in excluded_ids]
+            if gone:
+                preds = [p for p in preds if p.id not in excluded_ids]
+                problems.append(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
+                                f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})")
+        no_id = [p.line for p in preds if p.id is None]
+        if no_id:
+            problems.append(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
+                            f"{', '.join(map(str, no_id[:10]))}{' ...' if len(no_id) > 10 else ''}) cannot be "
+                            "attributed to a gold record and are not scored; those gold ids count as missing")
+        preds, d2 = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, problems)
+        dropped += d2
         gold_ids = {g.id for g in golds}
-        extra = sorted({p.id for p in preds if p.id is not None and p.id not in gold_ids})
+        extra = sorted({p.id for p in preds if p.id not in gold_ids})
         if extra:
             shown = ", ".join(extra[:10]) + (f" ... ({len(extra)} ids)" if len(extra) > 10 else "")
             raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
-        pred_by_id = {p.id: p for p in preds if p.id is not None}
-        entries = []
-        for g in golds:
-            p = pred_by_id.get(g.id)
-            if p is None:
-                p = Prediction(g.id, [], "missing", "no prediction line for this id", None)
-            entries.append(Entry(g, p))
-        if unattributed:
-            problems.append(f"{pred_path}: {len(unattributed)} unreadable line(s) without a readable id "
-                            f"(lines {', '.join(map(str, unattributed[:10]))}); their gold ids count as missing")
+        pred_by_id = {p.id: p for p in preds}
+        entries = [Entry(g, pred_by_id.get(g.id) or Prediction(g.id, [], "missing", "no prediction line for this id", None))
+                   for g in golds]
     else:
-        if len(preds) != len(golds):
+        # Join by line order: the k-th prediction line goes with the k-th gold line
+        # (excluded gold lines included, so that the pairing does not shift).
+        if len(preds) != n_gold_rows:
             raise InputError(
-                f"cannot join by line order: {gold_path} has {len(golds)} records, {pred_path} has "
+                f"cannot join by line order: {gold_path} has {n_gold_rows} records, {pred_path} has "
                 f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
-        entries = [Entry(g, p) for g, p in zip(golds, preds)]
+        kept = {slot[id(g)] for g in golds}
+        skipped = [p.line for k, p in enumerate(preds) if k not in kept]
+        if skipped:
+            problems.append(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
+                            f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})")
+        entries = [Entry(g, preds[slot[id(g)]]) for g in golds]
     if limit is not None:
         entries = entries[:limit]
     return LoadedInputs(entries, problems, dropped)
+
+
+def _id_from_raw(raw: bytes) -> str | None:
+    """The ``"id"`` string of an unreadable JSONL line, read from its raw bytes, if any."""
+    match = _ID_IN_TEXT_RE.search(raw or b"")
+    return match.group(1).decode("utf-8", "replace") if match else None
 
 
 def load_vocabulary(path: Path) -> tuple[str, ...]:
@@ -5126,6 +5147,19 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
     return report
 
 
+def _check_report_path(path: Path) -> None:
+    """Fail early (before scoring) when the report cannot be written at ``path``."""
+    if path.is_dir():
+        raise InputError(f"--report {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--report {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--report {path}: {parent} is not writable")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one evaluation from parsed arguments; returns the exit status."""
     if args.download_model is not None:
@@ -5147,6 +5181,8 @@ def run(args: argparse.Namespace) -> int:
         for label, path in (("--pred", args.pred), ("--gold", args.gold), ("--ontology/--relations", relations)):
             if path is not None and not path.is_file():
                 raise InputError(f"{label} {path}: no such file")
+    report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
+    _check_report_path(report_path)
     similarity = build_similarity(args)
     if directory:
         report = run_directory(args, similarity)
@@ -5157,8 +5193,10 @@ def run(args: argparse.Namespace) -> int:
         s = embedder.stats
         _note(args, f"embeddings: {s.unique} unique strings, {s.cache_hits} from the cache, {s.embedded} embedded "
                     f"in {s.embed_seconds:.1f} s (model load {s.load_seconds:.1f} s)")
-    report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
-    write_json_atomic(report_path, report)
+    try:
+        write_json_atomic(report_path, report)
+    except OSError as exc:
+        raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
     print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
     print(f"\nreport written to {report_path}")
     return 0
