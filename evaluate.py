@@ -2245,6 +2245,27 @@ def _t2kg_onto_labels(ontology: Mapping[str, Any]) -> tuple[list[str], list[str]
     return concepts, relations
 
 
+#: How to get what the NLTK-based families need (printed in their error messages).
+NLTK_HELP = ("install the extra (uv sync --extra benchmarks, or pip install 'kg-triplet-eval[benchmarks]') "
+             "and fetch the English Punkt tables once: uv run python -c \"import nltk; nltk.download('punkt_tab')\" "
+             "(or point NLTK_DATA at a folder holding tokenizers/punkt_tab/english)")
+
+
+def nltk_missing() -> str | None:
+    """Why the NLTK-based families (webnlg2020, text2kgbench) cannot run here, or None.
+
+    Checks that nltk imports and that its English Punkt tables are found (no download)."""
+    try:
+        import nltk
+    except ImportError:
+        return "NLTK is not installed"
+    try:
+        nltk.data.find("tokenizers/punkt_tab/english/")
+    except LookupError:
+        return "NLTK's English Punkt tables (punkt_tab) are not found"
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def _t2kg_nltk() -> tuple[Any, Any]:
     """Lazily import NLTK; return (word_tokenize, cached Porter stem function).
@@ -2255,11 +2276,7 @@ def _t2kg_nltk() -> tuple[Any, Any]:
         from nltk.stem import PorterStemmer
         from nltk.tokenize import word_tokenize
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "the text2kgbench and webnlg2020 metrics need NLTK: install the extra (uv sync --extra benchmarks, "
-            "or pip install 'kg-triplet-eval[benchmarks]') and fetch the English Punkt tables once "
-            "(python -c \"import nltk; nltk.download('punkt_tab')\")"
-        ) from exc
+        raise ImportError(f"the text2kgbench and webnlg2020 metrics need NLTK: {NLTK_HELP}") from exc
     stemmer = PorterStemmer()  # default NLTK_EXTENSIONS mode, lowercases
     stem = functools.lru_cache(maxsize=1 << 16)(stemmer.stem)
     return word_tokenize, stem
@@ -3181,7 +3198,7 @@ def _webnlg_eval_pair(reference: str, candidate: str, tok: _WebNLGTokens, on_cra
         f2_, rd2, cd2, tl2 = _webnlg_getrefdict(r2, c2, "OBJ", "SUB", tl1 + ptot)
         if f1_ or f2_:
             sf, sref, scand, stot = f1_, rd1, cd1, tl1
-            of, oref, ocand, otot = f2_, rd2, cd2, tl2
+            of, oref, ocand, _otot = f2_, rd2, cd2, tl2
             # quirk 2: predicate rebuilt from the ref-object / cand-subject lists
             pf, pref, pcand, ptot = _webnlg_getrefdict(r2, c2, "PRED", "PRED", stot)
             switched = True
@@ -4202,6 +4219,7 @@ def _jsonl_decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | 
                          raw[:_JSONL_RAW_HEAD])
     if not s.strip():
         return None
+    s = s.rstrip("\r\n")  # error columns then count within the line
     try:
         value = json.loads(s)
     except RecursionError:
@@ -4376,8 +4394,10 @@ def gold_from_record(obj: Any, line: int, where: str) -> GoldRecord:
         prompt = obj.get(prompt_key, "") if prompt_key else ""
         key = _first_key(obj, GOLD_KEYS) or _first_key(obj, GOLD_RAW_KEYS)
         if key is None:
+            hint = ("; this looks like a predictions file: pass the gold file with --gold"
+                    if any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
             raise InputError(f"{where}: no gold triplets: expected one of the fields "
-                             f"{', '.join(GOLD_KEYS + GOLD_RAW_KEYS)} (or 'messages'), found {sorted(obj)}")
+                             f"{', '.join(GOLD_KEYS + GOLD_RAW_KEYS)} (or 'messages'), found {sorted(obj)}{hint}")
         items = obj[key]
     if isinstance(items, str):
         parsed = parse_model_output(items)
@@ -4556,6 +4576,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
             continue
         preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
 
+    if not preds:
+        raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
     golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_path, problems)
     gold_ids_complete = all(g.id is not None for g in golds)
     if gold_ids_complete and any(p.id is not None for p in preds):
@@ -4585,6 +4607,10 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     else:
         # Join by line order: the k-th prediction line goes with the k-th gold line
         # (excluded gold lines included, so that the pairing does not shift).
+        if limit is not None:  # only the first `limit` gold records need their prediction line
+            golds = golds[:limit]
+            n_gold_rows = min(n_gold_rows, max(slot[id(g)] for g in golds) + 1)
+            preds = preds[:n_gold_rows]
         if len(preds) != n_gold_rows:
             raise InputError(
                 f"cannot join by line order: {gold_path} has {n_gold_rows} records, {pred_path} has "
@@ -4606,7 +4632,7 @@ def _id_from_raw(raw: bytes) -> str | None:
     return match.group(1).decode("utf-8", "replace") if match else None
 
 
-def load_vocabulary(path: Path) -> tuple[str, ...]:
+def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:
     """Read a relation vocabulary: a text file (one relation per line, ``#`` comments),
     a JSON list of strings, or a Text2KGBench ontology JSON (``relations[].label``).
 
@@ -4618,28 +4644,31 @@ def load_vocabulary(path: Path) -> tuple[str, ...]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--relations {path}: cannot read: {exc}") from None
+        raise InputError(f"{flag} {path}: cannot read: {exc}") from None
     labels: list[str] = []
     stripped = text.lstrip()
+    if flag == "--ontology" and not stripped.startswith("{"):
+        raise InputError(f"--ontology {path}: expected a Text2KGBench ontology JSON object "
+                         "(with 'concepts' and 'relations'); for a plain list of relations use --relations")
     if stripped.startswith(("[", "{")):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(f"--relations {path}: invalid JSON: {exc}") from None
+            raise InputError(f"{flag} {path}: invalid JSON: {exc}") from None
         if isinstance(data, Mapping) and isinstance(data.get("relations"), list):
             labels = [r.get("label") if isinstance(r, Mapping) else r for r in data["relations"]]
         elif isinstance(data, list):
             labels = list(data)
         else:
-            raise InputError(f"--relations {path}: expected a JSON list or an ontology with 'relations', "
+            raise InputError(f"{flag} {path}: expected a JSON list or an ontology with 'relations', "
                              f"found {_describe(data)}")
         bad = [x for x in labels if not isinstance(x, str)]
         if bad:
-            raise InputError(f"--relations {path}: relation labels must be strings, found {_describe(bad[0])}")
+            raise InputError(f"{flag} {path}: relation labels must be strings, found {_describe(bad[0])}")
     else:
         labels = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not labels:
-        raise InputError(f"--relations {path}: no relation labels found")
+        raise InputError(f"{flag} {path}: no relation labels found")
     return tuple(labels)
 
 
@@ -4776,6 +4805,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -4875,12 +4907,14 @@ def _positive_int(text: str) -> int:
 
 def _metric_list(text: str) -> tuple[str, ...]:
     names = [x.strip() for x in text.split(",") if x.strip()]
+    choices = f"choose from {', '.join(METRIC_FAMILIES)}, or all alone"
+    if not names:
+        raise argparse.ArgumentTypeError(f"empty metric list; {choices}")
     if names == ["all"]:
         return ("all",) + METRIC_FAMILIES
     unknown = [x for x in names if x not in METRIC_FAMILIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown metric family {', '.join(unknown) or repr(text)}; choose from {', '.join(METRIC_FAMILIES)} or all")
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown metric family {', '.join(unknown)}; {choices}")
     if "hgr" not in names:
         names.insert(0, "hgr")  # the method's summary is always computed and shown
     return tuple(dict.fromkeys(names))
@@ -4918,7 +4952,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
     sim.add_argument("--embedding-model", default=DEFAULT_EMBEDDING_MODEL,
                      help=f"fastembed model name or local model directory (default {DEFAULT_EMBEDDING_MODEL})")
-    sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: fastembed's cache)")
+    sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: FASTEMBED_CACHE_PATH, "
+                     "else ~/.cache/kg-triplet-eval/models, the Hugging Face cache, fastembed's temp cache)")
     sim.add_argument("--require-embeddings", action="store_true",
                      help="fail (exit 2) instead of falling back to lexical similarity")
     sim.add_argument("--no-embedding-cache", action="store_true", help="do not read or write the embedding cache")
@@ -4956,7 +4991,7 @@ def build_similarity(args: argparse.Namespace) -> Similarity:
         if args.require_embeddings:
             raise InputError(f"embeddings required but unavailable: {exc}") from None
         reason = str(exc).splitlines()[0]
-        print(f"note: embeddings unavailable, using lexical similarity: {exc}", file=sys.stderr)
+        _note(args, f"note: embeddings unavailable, using lexical similarity: {exc}")
         return Similarity(args.embedding_threshold, fallback_reason=reason)
     return EmbeddingSimilarity(embedder, args.embedding_threshold)
 
@@ -4971,10 +5006,11 @@ def _file_info(path: Path | None) -> dict[str, Any] | None:
     return {"name": path.name, "sha256": digest.hexdigest()}
 
 
-def _vocabulary(relations: Path | None, profile: str) -> tuple[frozenset[str] | None, dict[str, Any]]:
+def _vocabulary(relations: Path | None, profile: str,
+                flag: str = "--relations") -> tuple[frozenset[str] | None, dict[str, Any]]:
     """The relation vocabulary (normalised) and its description for the report."""
     if relations is not None:
-        vocabulary = frozenset(normalize_label(x) for x in load_vocabulary(relations))
+        vocabulary = frozenset(normalize_label(x) for x in load_vocabulary(relations, flag))
         return vocabulary, {"source": relations.name, "size": len(vocabulary),
                             "description": f"{relations.name} ({len(vocabulary)} relations)"}
     if profile == "hgr":
@@ -4995,7 +5031,8 @@ def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, rela
     for problem in loaded.problems:
         _note(args, f"warning: {problem}")
     profile = args.schema if args.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
-    vocabulary, vocab_info = _vocabulary(relations, profile)
+    flag = "--ontology" if getattr(args, "ontology", None) is not None else "--relations"
+    vocabulary, vocab_info = _vocabulary(relations, profile, flag)
     report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
                               align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
                               families=args.metrics)
@@ -5009,6 +5046,11 @@ def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, rela
         if gold is None or relations is None:
             raise InputError("--metrics text2kgbench needs --gold (ground truth) and --ontology "
                              "(the ontology JSON, or a directory of them with directory inputs)")
+        try:
+            t2kg_load_ontology(relations)
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{flag} {relations}: not a Text2KGBench ontology JSON (expected 'concepts' and "
+                             f"'relations' lists of objects with a 'label'): {exc}") from None
         report = _insert_section(report, "text2kgbench", _t2kg_section(_nltk_guard("text2kgbench", t2kg_evaluate_ontology, gold, pred, relations)))
     return report
 
@@ -5017,12 +5059,10 @@ def _nltk_guard(family: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Call a benchmark-family function, turning bad input and a missing NLTK into InputError."""
     try:
         return fn(*args, **kwargs)
-    except ImportError as exc:
-        raise InputError(str(exc)) from None
-    except LookupError as exc:
-        raise InputError(f"the {family} metrics need NLTK's English Punkt tables: run once "
-                         "python -c \"import nltk; nltk.download('punkt_tab')\" (or point NLTK_DATA at them); "
-                         + str(exc).strip().splitlines()[0]) from None
+    except ImportError:
+        raise InputError(f"the {family} metrics need NLTK: {NLTK_HELP}") from None
+    except LookupError:
+        raise InputError(f"the {family} metrics need NLTK's English Punkt tables: {NLTK_HELP}") from None
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise InputError(f"{family}: {exc}") from None
 
@@ -5147,8 +5187,15 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
     return report
 
 
-def _check_report_path(path: Path) -> None:
-    """Fail early (before scoring) when the report cannot be written at ``path``."""
+def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
+    """Fail early (before scoring) when the report cannot be written at ``path``: a
+    directory, a non-regular file (a device, a pipe), one of the input files, or a folder
+    that cannot be created or written."""
+    for source in inputs:
+        if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
+            raise InputError(f"--report {path}: is one of the input files; refusing to overwrite it")
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise InputError(f"--report {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
         raise InputError(f"--report {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
     parent = path.parent
@@ -5163,7 +5210,12 @@ def _check_report_path(path: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one evaluation from parsed arguments; returns the exit status."""
     if args.download_model is not None:
-        path = download_embedding_model(args.download_model, args.model_cache)
+        if args.pred is not None or args.gold is not None:
+            raise InputError("--download-model only downloads a model and exits: run it on its own, then evaluate")
+        try:
+            path = download_embedding_model(args.download_model, args.model_cache)
+        except EmbeddingUnavailable as exc:
+            raise InputError(f"--download-model {args.download_model}: {exc}") from None
         print(f"downloaded {args.download_model} to {path}")
         return 0
     if args.pred is None:
@@ -5172,17 +5224,29 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either --ontology or --relations, not both")
     relations = args.ontology or args.relations
     if args.metrics[0] == "all":  # 'all' = every family whose inputs are present
-        args.metrics = tuple(f for f in args.metrics[1:] if f != "text2kgbench" or relations is not None)
+        families = [f for f in args.metrics[1:] if f != "text2kgbench" or relations is not None]
+        why = nltk_missing()
+        if why:
+            families = [f for f in families if f not in ("webnlg2020", "text2kgbench")]
+            _note(args, f"note: --metrics all: webnlg2020/text2kgbench skipped ({why}; {NLTK_HELP})")
+        args.metrics = tuple(families)
     directory = args.pred.is_dir()
     if directory:
         if args.gold is None or not args.gold.is_dir():
             raise InputError(f"--pred {args.pred} is a directory: --gold must be the ground-truth directory")
     else:
-        for label, path in (("--pred", args.pred), ("--gold", args.gold), ("--ontology/--relations", relations)):
-            if path is not None and not path.is_file():
+        labels = (("--pred", args.pred), ("--gold", args.gold),
+                  ("--ontology" if args.ontology is not None else "--relations", relations))
+        for label, path in labels:
+            if path is None:
+                continue
+            if path.is_dir():
+                raise InputError(f"{label} {path}: is a directory (directories are accepted only as "
+                                 "--pred/--gold/--ontology together, for a whole benchmark run)")
+            if not path.exists():
                 raise InputError(f"{label} {path}: no such file")
     report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
-    _check_report_path(report_path)
+    _check_report_path(report_path, (args.pred, args.gold, relations))
     similarity = build_similarity(args)
     if directory:
         report = run_directory(args, similarity)
