@@ -16,6 +16,17 @@ banner section below, in order:
 
 The core (stages 1-6) consists of pure functions; file I/O, the embedding model and the
 command line live at the edges (the last sections).
+
+Sections (search for the banner titles):
+    Constants of the method (SPEC.md)
+    Stage 1 - validate_schema              Stage 4b - embedding backends (offline, cached)
+    Stage 2 - normalize_triplets           Stage 5 - final_hallucination_check
+    Stage 3 - Hungarian one-to-one matching Stage 6 - scoring (per entry and corpus)
+    Stage 4 - similarity and weight agreement (embedding_matching)
+    Extra metric families: strict, per-relation / text2kgbench / webnlg2020
+    Input: parse_model_output / read_jsonl / records, fields, joining
+    Report: evaluation driver, summary text, atomic JSON output
+    Command line
 """
 
 from __future__ import annotations
