@@ -397,6 +397,15 @@ def relation_text(relation: str) -> str:
 _NUMPY_SOLVER_MIN_SIZE = 48
 
 
+def _assignment_from_columns(p: Sequence[int], n: int, m: int) -> list[int]:
+    """Row -> column list from ``p`` (``p[j]`` = 1-based row of column j, 0 = none)."""
+    assignment = [-1] * n
+    for j in range(1, m + 1):
+        if p[j]:
+            assignment[int(p[j]) - 1] = j - 1
+    return assignment
+
+
 def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
     """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
     inf = math.inf
@@ -440,11 +449,7 @@ def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[i
             j0 = j1
             if j0 == 0:
                 break
-    assignment = [-1] * n
-    for j in range(1, m + 1):
-        if p[j]:
-            assignment[p[j] - 1] = j - 1
-    return assignment
+    return _assignment_from_columns(p, n, m)
 
 
 def _hungarian_numpy(cost: np.ndarray) -> list[int]:
@@ -493,11 +498,7 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
             j0 = j1
             if j0 == 0:
                 break
-    assignment = [-1] * n
-    for j in range(1, m + 1):
-        if p[j]:
-            assignment[p[j] - 1] = j - 1
-    return assignment
+    return _assignment_from_columns(p, n, m)
 
 
 def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
@@ -3229,7 +3230,7 @@ def _webnlg_eval_pair(reference: str, candidate: str, tok: _WebNLGTokens, on_cra
         f2_, rd2, cd2, tl2 = _webnlg_getrefdict(r2, c2, "OBJ", "PRED", stot + tl1)
         if f1_ or f2_:
             pf, pref, pcand, ptot = f1_, rd1, cd1, tl1
-            of, oref, ocand, otot = f2_, rd2, cd2, tl2
+            of, oref, ocand, _otot = f2_, rd2, cd2, tl2
             switched = True
 
     return _webnlg_nervaluate(sref + pref + oref, scand + pcand + ocand)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,30 @@ def assemble_minilm_hub_cache(cache: Path, model_dir: Path) -> Path:
 def minilm_hub_cache(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> Path:
     """A model cache directory in which fastembed finds ``MINILM_FASTEMBED_NAME`` offline."""
     return assemble_minilm_hub_cache(tmp_path_factory.mktemp("model-cache"), minilm_dir)
+
+
+# ---------------------------------------------------------------- shared test data
+#: The robust-input issue's reference triplets: A = Acme Inc -located_in-> City Y (0.9),
+#: B = Acme Inc -founded_by-> Person Z (0.8), both of type "entity".
+ACME_A = {
+    "source": {"title": "Acme Inc", "type": "entity"},
+    "relation": {"type": "located_in", "weight": 0.9},
+    "target": {"title": "City Y", "type": "entity"},
+}
+ACME_B = {
+    "source": {"title": "Acme Inc", "type": "entity"},
+    "relation": {"type": "founded_by", "weight": 0.8},
+    "target": {"title": "Person Z", "type": "entity"},
+}
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail every socket connection attempt, as on an offline machine."""
+
+    def refuse(*args, **kwargs):
+        raise OSError("network access blocked by test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import sqlite3
 import struct
 import subprocess
@@ -373,16 +372,6 @@ def test_concurrent_writers_do_not_corrupt(tmp_path):
 
 
 # ---------------------------------------------------------------- offline failure
-@pytest.fixture
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise OSError("network access blocked by test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-
-
 @pytest.mark.parametrize("hf_offline", ["1", None], ids=["HF_HUB_OFFLINE=1", "env-unset"])
 def test_missing_model_fails_fast_with_fetch_command(tmp_path, monkeypatch, no_network,
                                                      hf_offline):

@@ -19,16 +19,7 @@ from evaluate import (
 )
 
 # Reference triplets.
-A = {
-    "source": {"title": "Acme Inc", "type": "entity"},
-    "relation": {"type": "located_in", "weight": 0.9},
-    "target": {"title": "City Y", "type": "entity"},
-}
-B = {
-    "source": {"title": "Acme Inc", "type": "entity"},
-    "relation": {"type": "founded_by", "weight": 0.8},
-    "target": {"title": "Person Z", "type": "entity"},
-}
+from conftest import ACME_A as A, ACME_B as B  # noqa: E402
 a = json.dumps(A)
 b = json.dumps(B)
 

@@ -25,16 +25,7 @@ from hypothesis import strategies as st
 
 import evaluate as ev
 
-A = {
-    "source": {"title": "Acme Inc", "type": "entity"},
-    "relation": {"type": "located_in", "weight": 0.9},
-    "target": {"title": "City Y", "type": "entity"},
-}
-B = {
-    "source": {"title": "Acme Inc", "type": "entity"},
-    "relation": {"type": "founded_by", "weight": 0.8},
-    "target": {"title": "Person Z", "type": "entity"},
-}
+from conftest import ACME_A as A, ACME_B as B  # noqa: E402
 a = json.dumps(A)
 b = json.dumps(B)
 PROMPT = "Acme Inc is located in City Y. It was founded by Person Z."
