@@ -1290,6 +1290,24 @@ def _emb_load_fastembed(model: str, model_cache: str | os.PathLike | None) -> tu
         + "".join(f"; {e}" for e in errors))
 
 
+@contextlib.contextmanager
+def _emb_quiet_transformers() -> Iterator[None]:
+    """Silence transformers' "Loading weights" progress bar while a model loads (the
+    evaluator prints one line about the fallback, not library progress), then restore."""
+    try:
+        from transformers.utils import logging as tf_logging
+    except ImportError:
+        yield
+        return
+    enabled = tf_logging.is_progress_bar_enabled()
+    tf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            tf_logging.enable_progress_bar()
+
+
 def _emb_load_sentence_transformers(model: str, model_cache: str | os.PathLike | None
                                     ) -> tuple[Any, str]:
     """Load ``model`` with sentence-transformers (optional extra), offline only
@@ -1302,7 +1320,7 @@ def _emb_load_sentence_transformers(model: str, model_cache: str | os.PathLike |
     except (ImportError, ValueError):
         raise _EmbBackendFailed("not installed (optional extra 'st')") from None
     try:
-        with _emb_offline():
+        with _emb_offline(), _emb_quiet_transformers():
             from sentence_transformers import SentenceTransformer
 
             st = SentenceTransformer(model, cache_folder=os.fspath(model_cache) if model_cache
