@@ -2084,11 +2084,14 @@ class PerRelationAccumulator:
     For each normalised gold relation type r: ``gold`` = gold triplets with r,
     ``predicted`` = valid predictions with r, ``tp_gold`` = full matches whose gold
     relation is r (recall = tp_gold / gold), ``tp_pred`` = full matches whose predicted
-    relation is r (precision = tp_pred / predicted), F1 harmonic. The confusion matrix
-    counts entity-matched pairs by (gold relation, predicted relation), relations outside
-    the vocabulary included. ``swapped`` counts predictions that are not entity-matched
-    but whose source and target match a gold triplet's target and source (field
-    similarity > 0), i.e. the direction is reversed.
+    relation is r (precision = tp_pred / predicted; None when nothing was predicted with r,
+    and then F1 is None too), F1 harmonic. The confusion matrix counts entity-matched pairs
+    by (gold relation, predicted relation), relations outside the vocabulary included, with
+    how many of them were relation matches anyway (``based_on`` vs ``based on``);
+    ``relation_mismatches`` counts the entity-matched pairs whose relation did not match.
+    ``swapped`` counts predictions that are not entity-matched but whose source and target
+    match a gold triplet's target and source (field similarity > 0), i.e. the direction
+    is reversed. Accumulators can be fed several runs (directory mode: all ontologies).
     """
 
     def __init__(self) -> None:
@@ -2097,6 +2100,7 @@ class PerRelationAccumulator:
         self.tp_gold: Counter[str] = Counter()
         self.tp_pred: Counter[str] = Counter()
         self.confusion: Counter[tuple[str, str]] = Counter()
+        self.confusion_matched: Counter[tuple[str, str]] = Counter()
         self.swapped = 0
         self.swapped_same_relation = 0
 
@@ -2106,6 +2110,7 @@ class PerRelationAccumulator:
         for g, p in score.full_matches:
             self.tp_gold[g.relation] += 1
             self.tp_pred[p.relation] += 1
+            self.confusion_matched[(g.relation, p.relation)] += 1
         for g, p in score.entity_matches:
             self.confusion[(g.relation, p.relation)] += 1
         matched = {id(p) for _, p in score.entity_matches}
@@ -2118,18 +2123,25 @@ class PerRelationAccumulator:
                     self.swapped_same_relation += similarity.relation(g.relation, p.relation) > 0
                     break
 
+    def merge(self, other: "PerRelationAccumulator") -> None:
+        """Add another accumulator's counts to this one."""
+        for name in ("gold", "predicted", "tp_gold", "tp_pred", "confusion", "confusion_matched"):
+            getattr(self, name).update(getattr(other, name))
+        self.swapped += other.swapped
+        self.swapped_same_relation += other.swapped_same_relation
+
     def result(self) -> dict[str, Any]:
         rows = []
         for rel in sorted(self.gold, key=lambda r: (-self.gold[r], r)):
-            p = safe_ratio(self.tp_pred[rel], self.predicted[rel])
+            p = self.tp_pred[rel] / self.predicted[rel] if self.predicted[rel] else None
             r = safe_ratio(self.tp_gold[rel], self.gold[rel])
             rows.append({"relation": rel, "gold": self.gold[rel], "predicted": self.predicted[rel],
                          "tp_gold": self.tp_gold[rel], "tp_pred": self.tp_pred[rel],
-                         "precision": p, "recall": r, "f1": f1_score(p, r)})
-        confusion = [{"gold": g, "pred": p, "count": n}
+                         "precision": p, "recall": r, "f1": None if p is None else f1_score(p, r)})
+        confusion = [{"gold": g, "pred": p, "count": n, "relation_matched": self.confusion_matched[(g, p)]}
                      for (g, p), n in sorted(self.confusion.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))]
         return {"relations": rows, "confusion": confusion,
-                "off_diagonal": sum(n for (g, p), n in self.confusion.items() if g != p),
+                "relation_mismatches": sum(c["count"] - c["relation_matched"] for c in confusion),
                 "swapped_direction": self.swapped, "swapped_direction_same_relation": self.swapped_same_relation}
 
 
@@ -2154,11 +2166,12 @@ def format_per_relation(section: Mapping[str, Any], max_rows: int = 25) -> str:
                      f"{_fmt(row['recall'], 3):>8}{_fmt(row['f1'], 3):>8}")
     if len(rows) > max_rows:
         lines.append(f"  ... {len(rows) - max_rows} more relations in the report")
-    top = [c for c in section["confusion"] if c["gold"] != c["pred"]]
-    top.sort(key=lambda c: (-c["count"], c["gold"], c["pred"]))
+    top = [(c["count"] - c["relation_matched"], c["gold"], c["pred"]) for c in section["confusion"]
+           if c["count"] > c["relation_matched"]]
+    top.sort(key=lambda t: (-t[0], t[1], t[2]))
     if top:
-        lines.append("  most confused (gold -> predicted): " +
-                     "; ".join(f"{c['gold']} -> {c['pred']} x{c['count']}" for c in top[:5]))
+        lines.append(f"  relation mismatches on entity-matched pairs: {section['relation_mismatches']}; most "
+                     "confused (gold -> predicted): " + "; ".join(f"{g} -> {p} x{n}" for n, g, p in top[:5]))
     lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
                  f" ({section['swapped_direction_same_relation']} with the gold relation)")
     return "\n".join(lines)
@@ -3862,6 +3875,7 @@ def _parse_lenient_array(text: str, start: int, n: int, budget: _ParseBudget):
     repaired = False
     n_bad = 0
     n_good = 0
+    after_comma = False
     pos = start + 1
     while True:
         pos = _PARSE_WS.match(text, pos, n).end()
@@ -3871,7 +3885,10 @@ def _parse_lenient_array(text: str, start: int, n: int, budget: _ParseBudget):
         if c == "]":
             if n_good == 0 and n_bad > 0:
                 return None
+            if after_comma:  # trailing comma: not valid JSON
+                repaired = True
             return ("repaired" if repaired else "ok"), items, pos + 1, n_bad
+        after_comma = False
         if c in ",}":  # empty element / stray closer
             repaired = True
             pos += 1
@@ -3904,6 +3921,7 @@ def _parse_lenient_array(text: str, start: int, n: int, budget: _ParseBudget):
             return "truncated", items, n, n_bad
         if text[pos] == ",":
             pos += 1
+            after_comma = True
         elif text[pos] != "]":
             repaired = True  # missing comma: next element starts here
 
@@ -4219,6 +4237,8 @@ def _jsonl_sniff(path: str | os.PathLike) -> None:
         if nul >= len(head) // 4 and (even == 0 or odd == 0):
             fail("NUL bytes every other byte: looks like UTF-16 without BOM")
         fail(f"binary data: {nul} NUL byte(s) in the first {len(head)} bytes")
+    if b"\r" in head and b"\n" not in head and head.count(b"\r") > 1:
+        fail("old Mac CR-only line endings; convert them to LF or CRLF")
     if head:
         text = head.decode("utf-8", errors="replace")
         # a cut multi-byte char at the sniff boundary gives at most one U+FFFD
@@ -4257,7 +4277,7 @@ def _jsonl_decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | 
                                         f"{max_depth} levels (exceeds the decoder's recursion limit)",
                          raw[:_JSONL_RAW_HEAD])
     except json.JSONDecodeError as e:
-        return JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} at column {e.colno}",
+        return JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} (column {e.colno})",
                          raw[:_JSONL_RAW_HEAD])
     if _jsonl_depth_exceeds(raw, max_depth):
         return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
@@ -4422,7 +4442,8 @@ def gold_from_record(obj: Any, line: int, where: str) -> GoldRecord:
     else:
         prompt_key = _first_key(obj, PROMPT_KEYS)
         prompt = obj.get(prompt_key, "") if prompt_key else ""
-        key = _first_key(obj, GOLD_KEYS) or _first_key(obj, GOLD_RAW_KEYS)
+        key = next((k for k in GOLD_KEYS + GOLD_RAW_KEYS if obj.get(k) is not None), None) \
+            or _first_key(obj, GOLD_KEYS + GOLD_RAW_KEYS)
         if key is None:
             hint = ("; this looks like a predictions file: pass the gold file with --gold"
                     if any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
@@ -4474,9 +4495,11 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
     rid = _record_id(obj)
     parsed_key = _first_key(obj, COMBINED_PRED_PARSED_KEYS if combined else PRED_PARSED_KEYS)
     raw_key = next((k for k in (COMBINED_PRED_RAW_KEYS if combined else PRED_RAW_KEYS)
-                    if isinstance(obj.get(k), str)), None)
+                    if k in obj and obj[k] is not None), None)
     if raw_key is not None and (reparse or parsed_key is None):
-        result = parse_model_output(obj[raw_key])
+        raw = obj[raw_key]
+        # Raw text normally; any other JSON value is parsed as its JSON text would be.
+        result = parse_model_output(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
         return Prediction(rid, result.items if result.status != "unparseable" else None,
                           result.status, result.reason, line)
     if parsed_key is None:
@@ -4504,6 +4527,9 @@ def read_records(path: Path) -> Iterable[JsonlLine]:
         entries = webnlg_read_xml(path)
     except (ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read WebNLG XML: {exc}") from None
+    if not entries:
+        raise InputError(f"{path}: no <entry> elements found (expected WebNLG XML: <benchmark><entries><entry>"
+                         "... with <modifiedtripleset>/<mtriple> or <generatedtripleset>/<gtriple>)")
     return [JsonlLine(i + 1, {"triples": [list(t) for t in triples]}, None) for i, triples in enumerate(entries)]
 
 
@@ -4600,8 +4626,10 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
-            problems.append(f"{pred_path}: {reason} (scored as an unparseable prediction"
-                            + (f" for id {rid!r})" if rid else ")"))
+            problems.append(f"{pred_path}: {reason} ("
+                            + (f"scored as an unparseable prediction for id {rid!r})" if rid else
+                               "no readable id: scored as an unparseable prediction when records are paired "
+                               "by line order, else not attributable)"))
             preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
             continue
         preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
@@ -4696,7 +4724,8 @@ def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:
         if bad:
             raise InputError(f"{flag} {path}: relation labels must be strings, found {_describe(bad[0])}")
     else:
-        labels = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        labels = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        labels = [x for x in labels if x]
     if not labels:
         raise InputError(f"{flag} {path}: no relation labels found")
     return tuple(labels)
@@ -4714,7 +4743,8 @@ def _strip_index(reason: str) -> str:
 def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profile: str = "hgr",
                      vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
                      align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False,
-                     families: Sequence[str] = DEFAULT_METRICS) -> dict[str, Any]:
+                     families: Sequence[str] = DEFAULT_METRICS,
+                     per_relation: PerRelationAccumulator | None = None) -> dict[str, Any]:
     """Score every entry and aggregate: the whole method, without file I/O.
 
     Args:
@@ -4725,13 +4755,18 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
         progress: show a tqdm bar on stderr.
         families: extra metric families to compute besides the method's ("strict",
             "per-relation"); each becomes its own top-level section of the report.
+        per_relation: an accumulator to add this run's per-relation counts to (directory
+            mode sums all ontologies); a fresh one by default.
 
     Returns:
         ``{"summary": {...}, "strict": {...}?, "per_relation": {...}?, "per_entry": [...]}``
         (see README, "Report"); deterministic.
     """
     strict_rows: list[dict[str, Any]] = []
-    per_relation = PerRelationAccumulator() if "per-relation" in families else None
+    if "per-relation" not in families:
+        per_relation = None
+    elif per_relation is None:
+        per_relation = PerRelationAccumulator()
     webnlg_refs: list[list[tuple[str, str, str]]] = []
     webnlg_cands: list[list[tuple[str, str, str]]] = []
     webnlg_excluded = Counter()
@@ -5010,6 +5045,8 @@ def build_similarity(args: argparse.Namespace) -> Similarity:
     saying why (or :class:`InputError` with ``--require-embeddings``)."""
     if args.no_embeddings:
         return Similarity(args.embedding_threshold)
+    if not args.embedding_model.strip():
+        raise InputError("--embedding-model: empty model name (give a fastembed model name or a model directory)")
     try:
         embedder = load_embedder(
             args.embedding_model,
@@ -5051,7 +5088,7 @@ def _vocabulary(relations: Path | None, profile: str,
 
 
 def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, relations: Path | None,
-                   similarity: Similarity) -> dict[str, Any]:
+                   similarity: Similarity, per_relation: PerRelationAccumulator | None = None) -> dict[str, Any]:
     """Load one prediction file (and gold file) and evaluate it: the report of one run.
 
     ``relations`` gives the vocabulary (and, for ``--metrics text2kgbench``, the ontology).
@@ -5065,8 +5102,14 @@ def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, rela
     vocabulary, vocab_info = _vocabulary(relations, profile, flag)
     report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
                               align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
-                              families=args.metrics)
+                              families=args.metrics, per_relation=per_relation)
     summary = report["summary"]
+    gold_file = gold or pred
+    summary["invalid_gold_items"] = [f"{gold_file.name} {x}" for x in summary["invalid_gold_items"]]
+    if summary["invalid_gold_items"]:
+        shown = "; ".join(summary["invalid_gold_items"][:3])
+        _note(args, f"warning: {len(summary['invalid_gold_items'])} schema-invalid gold item(s) excluded from "
+                    f"scoring: {shown}{' ...' if len(summary['invalid_gold_items']) > 3 else ''}")
     summary["relation_vocabulary"] = vocab_info
     summary["input_problems"] = loaded.problems
     summary["duplicates_dropped"] = loaded.duplicates_dropped
@@ -5091,9 +5134,12 @@ def _nltk_guard(family: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except ImportError:
         raise InputError(f"the {family} metrics need NLTK: {NLTK_HELP}") from None
+    except KeyError as exc:  # before LookupError, its base class
+        raise InputError(f"{family}: the input lacks the field {exc} of the benchmark's files (Text2KGBench "
+                         "ground truth: id, sent, triples of {sub, rel, obj}; responses: id, triples)") from None
     except LookupError:
         raise InputError(f"the {family} metrics need NLTK's English Punkt tables: {NLTK_HELP}") from None
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:
         raise InputError(f"{family}: {exc}") from None
 
 
@@ -5173,9 +5219,13 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
     families = tuple(f for f in args.metrics if f != "text2kgbench")
     sub_args = argparse.Namespace(**{**vars(args), "metrics": families})
     profiles = set()
+    relations_all = PerRelationAccumulator() if "per-relation" in families else None
     for key, pred, gold, onto in pairs:
         _note(args, f"{key}: {pred.name} vs {gold.name}")
-        report = evaluate_files(sub_args, pred, gold, onto, similarity)
+        accumulator = PerRelationAccumulator() if relations_all is not None else None
+        report = evaluate_files(sub_args, pred, gold, onto, similarity, accumulator)
+        if accumulator is not None and relations_all is not None:
+            relations_all.merge(accumulator)
         per_ontology[key] = {k: v for k, v in report.items() if k != "per_entry"}
         profiles.add(report["summary"]["schema_profile"])
         for row in report["per_entry"]:
@@ -5202,6 +5252,8 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
     report: dict[str, Any] = {"summary": summary}
     if "strict" in families:
         report["strict"] = strict_corpus(strict_rows)
+    if relations_all is not None:
+        report["per_relation"] = relations_all.result()
     report["per_ontology"] = per_ontology
     if "text2kgbench" in args.metrics:
         run_result = _nltk_guard("text2kgbench", t2kg_evaluate_run, args.gold, onto_dir, args.pred)
@@ -5215,6 +5267,19 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
         }
     report["per_entry"] = per_entry
     return report
+
+
+def _spool_stream(path: Path | None, folder: Path) -> Path | None:
+    """Copy a pipe, FIFO or other non-regular input (``<(cmd)``, ``/dev/stdin``) into a
+    regular file in ``folder``, because inputs are read more than once (format check,
+    records, checksum); regular files and directories are returned as they are."""
+    if path is None or not path.exists() or path.is_file() or path.is_dir():
+        return path
+    target = folder / (path.name or "stream")
+    with open(path, "rb") as source, open(target, "wb") as sink:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            sink.write(block)
+    return target
 
 
 def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
@@ -5281,7 +5346,11 @@ def run(args: argparse.Namespace) -> int:
     if directory:
         report = run_directory(args, similarity)
     else:
-        report = evaluate_files(args, args.pred, args.gold, relations, similarity)
+        with tempfile.TemporaryDirectory(prefix="kg-triplet-eval-") as spool:
+            pred = _spool_stream(args.pred, Path(spool))
+            gold = _spool_stream(args.gold, Path(spool))
+            relations = _spool_stream(relations, Path(spool))
+            report = evaluate_files(args, pred, gold, relations, similarity)
     embedder = getattr(similarity, "embedder", None)
     if embedder is not None:
         s = embedder.stats
@@ -5291,6 +5360,7 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(report_path, report)
     except OSError as exc:
         raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
+    args.report_written = report_path
     print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
     print(f"\nreport written to {report_path}")
     return 0
@@ -5306,14 +5376,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: no report written", file=sys.stderr)
+        written = getattr(args, "report_written", None)
+        print(f"interrupted (the report had been written to {written})" if written
+              else "interrupted: no report written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+    except OSError as exc:
+        if getattr(args, "report_written", None) is None:
+            return _internal_error()
+        print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "
+              f"{args.report_written}", file=sys.stderr)
+        return 2
     except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
-        import traceback
-        traceback.print_exc()
-        print("error: internal error (this is a bug in kg-triplet-eval; please report it with the traceback)",
-              file=sys.stderr)
-        return 1
+        return _internal_error()
+
+
+def _internal_error() -> int:
+    """Print the traceback of the exception being handled as a bug report; exit status 1."""
+    import traceback
+    traceback.print_exc()
+    print("error: internal error (this is a bug in kg-triplet-eval; please report it with the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

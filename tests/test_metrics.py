@@ -106,7 +106,10 @@ def test_per_relation_rows_confusion_and_swaps():
     confusion = {(c["gold"], c["pred"]): c["count"] for c in pr["confusion"]}
     assert confusion == {("part_of", "part_of"): 1, ("part_of", "located_in"): 1,
                          ("located_in", "located in"): 1}
-    assert pr["off_diagonal"] == 2
+    # (part_of -> located_in) is a relation mismatch; (located_in -> "located in") matched
+    assert pr["relation_mismatches"] == 1
+    assert {(c["gold"], c["pred"]): c["relation_matched"] for c in pr["confusion"]} == {
+        ("part_of", "part_of"): 1, ("part_of", "located_in"): 0, ("located_in", "located in"): 1}
     # Sigma->Kappa reverses gold Kappa->Sigma with the same relation
     assert pr["swapped_direction"] == 1
     assert pr["swapped_direction_same_relation"] == 1
@@ -161,3 +164,14 @@ def test_cli_prints_each_family(tmp_path, capsys):
     assert "  part_of" in out
     report = json.loads(Path(tmp_path / "r.json").read_text())
     assert report["strict"]["micro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+
+
+def test_per_relation_precision_is_na_when_nothing_was_predicted_with_the_relation():
+    gold = [T("Alpha", "based_on", "Beta")]
+    pred = [T("Alpha", "based on", "Beta")]  # a full match (relation text equal) under another label
+    pr = run([entry(gold, pred)])["per_relation"]
+    row = pr["relations"][0]
+    # predicted with "based_on": 0 -> precision N/A (not 0.0), F1 N/A; recall 1/1
+    assert (row["predicted"], row["precision"], row["recall"], row["f1"]) == (0, None, 1.0, None)
+    assert pr["relation_mismatches"] == 0
+    assert "n/a" in ev.format_per_relation(pr)

@@ -332,7 +332,7 @@ def test_jsonl_invalid_json_message(tmp_path):
     p.write_text('{"a": 1 "b": 2}\n')
     (rec,) = read_jsonl(p)
     # the decoder expects ',' at 0-based char 8 -> column 9
-    assert rec.error == "line 1: invalid JSON: Expecting ',' delimiter at column 9"
+    assert rec.error == "line 1: invalid JSON: Expecting ',' delimiter (column 9)"
 
 
 @pytest.mark.parametrize(
