@@ -397,6 +397,16 @@ def relation_text(relation: str) -> str:
 _NUMPY_SOLVER_MIN_SIZE = 48
 
 
+def _augment(p: Any, way: Any, j0: int) -> None:
+    """Flip the alternating path that ends at free column ``j0`` (``way`` = predecessors)."""
+    while True:
+        j1 = way[j0]
+        p[j0] = p[j1]
+        j0 = j1
+        if j0 == 0:
+            break
+
+
 def _assignment_from_columns(p: Sequence[int], n: int, m: int) -> list[int]:
     """Row -> column list from ``p`` (``p[j]`` = 1-based row of column j, 0 = none)."""
     assignment = [-1] * n
@@ -443,12 +453,7 @@ def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[i
             j0 = j1
             if p[j0] == 0:
                 break
-        while True:
-            j1 = way[j0]
-            p[j0] = p[j1]
-            j0 = j1
-            if j0 == 0:
-                break
+        _augment(p, way, j0)
     return _assignment_from_columns(p, n, m)
 
 
@@ -492,12 +497,7 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
             j0 = j1
             if p[j0] == 0:
                 break
-        while True:
-            j1 = way[j0]
-            p[j0] = p[j1]
-            j0 = j1
-            if j0 == 0:
-                break
+        _augment(p, way, j0)
     return _assignment_from_columns(p, n, m)
 
 
@@ -816,8 +816,7 @@ class EmbeddingSimilarity(Similarity):
         if not a or not b:
             return 0.0
         rows = self._vector_rows([a, b])
-        cosine = float(np.dot(self._vectors[rows[0]].astype(np.float64), self._vectors[rows[1]].astype(np.float64)))
-        return min(max(cosine, 0.0), 1.0)
+        return float(cosine_similarity_matrix(self._vectors[rows[:1]], self._vectors[rows[1:]])[0, 0])
 
     def _gated(self, a: str, b: str) -> float:
         value = self.raw(a, b)
@@ -827,9 +826,8 @@ class EmbeddingSimilarity(Similarity):
         left = [relation_text(s) for s in gold] if relation else list(gold)
         right = [relation_text(s) for s in preds] if relation else list(preds)
         rows_g, rows_p = self._vector_rows(left), self._vector_rows(right)
-        vg = self._vectors[np.maximum(rows_g, 0)].astype(np.float64)
-        vp = self._vectors[np.maximum(rows_p, 0)].astype(np.float64)
-        sims = np.clip(vg @ vp.T, 0.0, 1.0)
+        sims = cosine_similarity_matrix(self._vectors[np.maximum(rows_g, 0)],
+                                        self._vectors[np.maximum(rows_p, 0)]).astype(np.float64)
         sims = np.where(sims >= self.threshold, sims, 0.0)
         empty = (rows_g < 0)[:, None] | (rows_p < 0)[None, :]
         sims[empty] = 0.0
