@@ -108,3 +108,27 @@ def test_invalid_gold_items_are_named_with_file_and_line(tmp_path, capsys):
     items = json.loads(report.read_text())["summary"]["invalid_gold_items"]
     assert items == ['gold.jsonl line 1: [0].relation.weight: expected a number in [0, 1], found "0.9"']
     assert "1 schema-invalid gold item(s) excluded" in err
+
+
+def test_chat_format_gold_lines(tmp_path):
+    gold = write_jsonl(tmp_path / "chat.jsonl", [
+        {"id": "1", "messages": [{"role": "system", "content": "Extract triplets."},
+                                 {"role": "user", "content": "Acme Inc is located in City Y."},
+                                 {"role": "assistant", "content": "```json\n" + json.dumps([A]) + "\n```"}]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "output": json.dumps([A])}])
+    loaded = ev.load_inputs(pred, gold)
+    record = loaded.entries[0].gold
+    # user content = prompt, assistant content = the gold JSON (parsed like model text)
+    assert record.prompt == "Acme Inc is located in City Y."
+    assert record.items == [A]
+    report = ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())
+    assert report["summary"]["macro"]["composite"] == 1.0
+
+
+def test_chat_format_gold_without_assistant_message_is_exit_2(tmp_path, capsys):
+    gold = write_jsonl(tmp_path / "chat.jsonl", [{"id": "1", "messages": [{"role": "user", "content": "x"}]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triplets": []}])
+    code = ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", str(tmp_path / "r.json")])
+    assert code == 2
+    assert "line 1" in capsys.readouterr().err
