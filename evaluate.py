@@ -2972,14 +2972,15 @@ def _webnlg_normalise(triple: str) -> str:
 
 
 class _WebNLGTokens:
-    """Per-call cache of ``nltk.word_tokenize`` and of the three token filters."""
+    """Per-call cache of ``nltk.word_tokenize`` and of the three token filters: lower-cased
+    tokens without those that the filter's pattern finds punctuation in (reference side:
+    all-punctuation tokens; candidate side: one-character punctuation; swap comparisons:
+    any punctuation)."""
 
     def __init__(self, tokenize: Callable[[str], list[str]]) -> None:
         self._tok = tokenize
         self._raw: dict[str, list[str]] = {}
-        self._ref: dict[str, list[str]] = {}
-        self._cand: dict[str, list[str]] = {}
-        self._swap: dict[str, list[str]] = {}
+        self._filtered: dict[tuple[re.Pattern[str], str], list[str]] = {}
 
     def raw(self, s: str) -> list[str]:
         r = self._raw.get(s)
@@ -2987,23 +2988,21 @@ class _WebNLGTokens:
             r = self._raw[s] = list(self._tok(s))
         return r
 
-    def ref(self, s: str) -> list[str]:
-        r = self._ref.get(s)
+    def _filter(self, pattern: re.Pattern[str], s: str) -> list[str]:
+        key = (pattern, s)
+        r = self._filtered.get(key)
         if r is None:
-            r = self._ref[s] = [x.lower() for x in self.raw(s) if _WEBNLG_ALLPUNCT_RE.search(x) is None]
+            r = self._filtered[key] = [x.lower() for x in self.raw(s) if pattern.search(x) is None]
         return r
+
+    def ref(self, s: str) -> list[str]:
+        return self._filter(_WEBNLG_ALLPUNCT_RE, s)
 
     def cand(self, s: str) -> list[str]:
-        r = self._cand.get(s)
-        if r is None:
-            r = self._cand[s] = [x.lower() for x in self.raw(s) if _WEBNLG_ONEPUNCT_RE.search(x) is None]
-        return r
+        return self._filter(_WEBNLG_ONEPUNCT_RE, s)
 
     def swap(self, s: str) -> list[str]:
-        r = self._swap.get(s)
-        if r is None:
-            r = self._swap[s] = [x.lower() for x in self.raw(s) if _WEBNLG_ANYPUNCT_RE.search(x) is None]
-        return r
+        return self._filter(_WEBNLG_ANYPUNCT_RE, s)
 
 
 def _webnlg_default_tokenizer() -> Callable[[str], list[str]]:
