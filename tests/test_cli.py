@@ -97,7 +97,7 @@ def test_basic_run_exit_0_summary_and_report(finetuned_run):
     import hashlib
     assert s["inputs"]["gold"]["sha256"] == hashlib.sha256((ROOT / GOLD).read_bytes()).hexdigest()
     assert s["parse_status"] == {"ok": 25, "repaired": 0, "truncated": 0, "empty": 0,
-                                 "unparseable": 0, "missing": 0}
+                                 "unparseable": 0, "no_answer": 0, "missing": 0}
     # the printed totals are those of the report
     t = s["totals"]
     assert f"tp {t['entity_true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}" in proc.stdout
@@ -226,11 +226,11 @@ def test_reparse_base_parse_status_counts(tmp_path):
     assert proc.returncode == 0, proc.stderr
     report = load_report(out)
     assert report["summary"]["parse_status"] == {"ok": 21, "repaired": 1, "truncated": 1, "empty": 1,
-                                                 "unparseable": 1, "missing": 0}
+                                                 "unparseable": 1, "no_answer": 0, "missing": 0}
     status = {e["id"]: e["parse_status"] for e in report["per_entry"]}
     assert {k: v for k, v in status.items() if v != "ok"} == {
         "s03": "repaired", "s04": "truncated", "s08": "empty", "s16": "unparseable"}
-    assert "ok 21  repaired 1  truncated 1  empty 1  unparseable 1  missing 0" in proc.stdout
+    assert "ok 21  repaired 1  truncated 1  empty 1  unparseable 1  no_answer 0  missing 0" in proc.stdout
     rows = {e["id"]: e for e in report["per_entry"]}
     # s04 keeps its one complete item; s21's bare object is one item; s20's wrapper gives 3
     assert rows["s04"]["metrics"]["n_pred_raw_items"] == 1
