@@ -1,5 +1,6 @@
-"""Input edge cases found by fresh-user reviews: streams, odd raw fields, null gold with raw
-text, vocabulary comments, trailing commas, CR-only files, wrong files for a family."""
+"""Input edge cases found by fresh-user reviews: streams, vocabulary comments, CR-only files,
+wrong files for a family, chat-format gold (raw fields and null parsed fields:
+tests/test_input_parser.py)."""
 
 from __future__ import annotations
 
@@ -37,35 +38,10 @@ def test_predictions_from_a_pipe_score_like_the_file(tmp_path):
     assert summary["parse_status"]["missing"] == 0
 
 
-@pytest.mark.parametrize("raw, status, n_items", [
-    ([A], "ok", 1),             # a JSON list under a raw-text key: parsed as its JSON text
-    (A, "ok", 1),               # a bare object: one item, as in raw text
-    (5, "unparseable", 0),      # a bare number: no array or object
-    (None, "empty", 0),         # null raw field and no parsed field: nothing produced
-])
-def test_raw_text_field_holding_other_json(raw, status, n_items):
-    pred = ev.prediction_from_record({"id": "1", "output": raw}, 1)
-    assert pred.status == status
-    assert len(pred.items or []) == n_items
-
-
-def test_null_gold_parsed_falls_back_to_gold_raw(tmp_path):
-    combined = write_jsonl(tmp_path / "c.jsonl", [
-        {"id": "1", "prompt": "p", "gold_parsed": None, "gold_raw": json.dumps([A]), "pred_parsed": [A]}])
-    loaded = ev.load_inputs(combined, None)
-    assert loaded.entries[0].gold.items == [A]
-
-
 def test_relations_file_with_inline_comments(tmp_path):
     path = tmp_path / "rel.txt"
     path.write_text("# vocabulary\nextends  # the usual one\n\nbased_on\n", encoding="utf-8")
     assert ev.load_vocabulary(path) == ("extends", "based_on")
-
-
-def test_trailing_comma_is_repaired_not_ok():
-    result = ev.parse_model_output("[" + json.dumps(A) + ",]")
-    assert result.items == [A]
-    assert result.status == "repaired"
 
 
 def test_cr_only_line_endings_are_refused(tmp_path):

@@ -1,4 +1,6 @@
-"""GitHub issue "Robust input": end-to-end tests of the stated cases.
+"""GitHub issue "Robust input": end-to-end tests of the stated cases (the parser cases of
+that issue, reasoning blocks, fences, truncation, repairs and payload shapes, and the fuzz
+tests are in tests/test_input_parser.py).
 
 Every case goes through the real input layer (``read_jsonl`` -> ``load_inputs`` ->
 ``prediction_from_record``/``parse_model_output``) and the scoring (``evaluate_entries``
@@ -20,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import evaluate as ev
 
@@ -155,129 +155,6 @@ def test_invalid_utf8_prediction_line_is_reported_and_scored_unparseable(tmp_pat
     assert r2["metrics"]["schema_score"] == 0.0
     assert r2["metrics"]["composite"] == 0.0
     assert rep["summary"]["totals"]["unparseable_predictions"] == 1
-
-
-# -------------------------------------------------------- case 2: reasoning blocks
-
-
-@pytest.mark.parametrize("output", [
-    "<think>\nlist [source, relation, target]…\n</think>\n\n[" + a + "]",
-    "<think></think>\n[" + a + "]",
-    "I should list the relation of Acme Inc.\n</think>\n[" + a + "]",
-], ids=["think-with-bracketed-prose", "empty-think", "lone-closing-think"])
-def test_reasoning_blocks_are_dropped(tmp_path, output):
-    row = score_output(tmp_path, output)
-    assert row["parse_status"] == "ok"
-    assert row["metrics"]["n_pred_raw_items"] == 1
-    assert_perfect(row)
-
-
-def test_unclosed_think_without_json_is_unparseable_and_scored_empty(tmp_path):
-    rep = score(tmp_path, [gold_rec("r1", [A])],
-                [{"id": "r1", "output": "<think>\nAcme Inc is in City Y, so the answer is"}])
-    row = rep["per_entry"][0]
-    assert row["parse_status"] == "unparseable"
-    m = row["metrics"]
-    assert m["n_pred_raw_items"] == 0
-    # n_items = 0: schema and grounding N/A in the composite, entity F1 = 0, relation and
-    # weight N/A -> composite = 0.25*0 / 0.25 = 0.0
-    assert m["composite"] == 0.0
-    assert m["schema_score"] == 0.0  # unparseable answer (SPEC section 2)
-    assert rep["summary"]["totals"]["unparseable_predictions"] == 1
-    assert rep["summary"]["totals"]["empty_predictions"] == 1
-    assert rep["summary"]["parse_status"]["unparseable"] == 1
-
-
-# ------------------------------------------------------------------ case 3: fences
-
-
-def test_json_fence_preferred_over_text_fence(tmp_path):
-    output = "Notes:\n```text\nlooked for companies\n```\n```json\n[" + a + "]\n```"
-    row = score_output(tmp_path, output)
-    assert row["parse_status"] == "ok"
-    assert_perfect(row)
-
-
-def test_empty_json_fence_is_empty(tmp_path):
-    row = score_output(tmp_path, "```json\n```")
-    assert row["parse_status"] == "empty"
-    assert row["metrics"]["n_pred_raw_items"] == 0
-    assert row["metrics"]["composite"] == 0.0  # gold [A], empty answer
-
-
-def test_backticks_inside_a_title_survive_byte_for_byte(tmp_path):
-    title = "Acme ```json Inc``` Labs"
-    item = json.loads(a)
-    item["source"]["title"] = title
-    output = "```json\n[" + json.dumps(item) + "]\n```"
-    g = write(tmp_path / "gold.jsonl", [gold_rec("r1", [item])])
-    p = write(tmp_path / "pred.jsonl", [{"id": "r1", "output": output}])
-    loaded = ev.load_inputs(p, g)
-    assert loaded.entries[0].pred.items[0]["source"]["title"] == title
-    rep = ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())
-    row = rep["per_entry"][0]
-    assert_perfect(row)
-    (pair,) = row["pairs"]
-    assert pair["exact"] is True and pair["source_sim"] == 1.0
-
-
-# ---------------------------------------------------------------- case 4: truncation
-
-
-def test_truncated_array_keeps_complete_items(tmp_path):
-    partial = '{"source":{"title":"Acme Inc","type":"entity"},"relation":{"type":"founded_by","weight":0.8},"target":{"title":"Pers'
-    row = score_output(tmp_path, "[" + a + ", " + partial, gold_items=[A, B])
-    assert row["parse_status"] == "truncated"
-    m = row["metrics"]
-    assert m["n_pred_raw_items"] == 1
-    assert m["entity_precision"] == 1.0  # 1 tp / 1 item
-    assert m["entity_recall"] == 0.5     # 1 tp / 2 gold
-
-
-# ---------------------------------------------------------------- case 5: repairs
-
-
-def test_single_quotes_are_repaired(tmp_path):
-    row = score_output(tmp_path, "[" + a.replace('"', "'") + "]")
-    assert row["parse_status"] == "repaired"
-    assert_perfect(row)
-
-
-def test_trailing_commas_are_repaired(tmp_path):
-    output = ('[{"source": {"title": "Acme Inc", "type": "entity",}, '
-              '"relation": {"type": "located_in", "weight": 0.9,}, '
-              '"target": {"title": "City Y", "type": "entity",},},]')
-    row = score_output(tmp_path, output)
-    assert row["parse_status"] == "repaired"
-    assert_perfect(row)
-
-
-def test_python_set_is_one_invalid_item(tmp_path):
-    row = score_output(tmp_path, "[{'Acme Inc', 'City Y'}]")
-    m = row["metrics"]
-    assert m["n_pred_raw_items"] == 1 and m["n_pred_valid"] == 0
-    assert len(row["invalid_items"]) == 1
-    assert m["entity_tp"] == 0 and m["schema_score"] == 0.0
-
-
-# ------------------------------------------------------------------ case 6: shapes
-
-
-@pytest.mark.parametrize("output", [a, json.dumps({"triplets": [A]}), "[[" + a + "]]"],
-                         ids=["bare-object", "triplets-wrapper", "nested-list"])
-def test_payload_shapes(tmp_path, output):
-    row = score_output(tmp_path, output)
-    assert row["metrics"]["n_pred_raw_items"] == 1
-    assert_perfect(row)
-
-
-def test_string_item_is_invalid_but_counted(tmp_path):
-    row = score_output(tmp_path, json.dumps([A, "Acme Inc -> City Y"]))
-    m = row["metrics"]
-    assert m["n_pred_raw_items"] == 2 and m["n_pred_valid"] == 1
-    assert m["entity_precision"] == 0.5  # 1 tp / 2 items
-    assert m["entity_recall"] == 1.0     # 1 tp / 1 gold
-    assert len(row["invalid_items"]) == 1 and row["invalid_items"][0].startswith("[1]")
 
 
 # ----------------------------------------------------------- case 7: missing fields
@@ -564,78 +441,3 @@ def test_three_copies_of_one_correct_triplet(tmp_path):
     # the two extra copies: both titles are gold titles and the relation is in the
     # vocabulary -> novel_grounded, not hard hallucinations
     assert m["novel_grounded"] == 2 and m["hard_hallucinations"] == 0
-
-
-# --------------------------------------------------------------------------- fuzzing
-
-RATIO_KEYS = ("schema_score", "entity_precision", "entity_recall", "entity_f1",
-              "triplet_precision", "triplet_recall", "triplet_f1", "relation_accuracy",
-              "weight_score", "type_agreement", "hallucination_rate", "grounding", "composite")
-COUNT_KEYS = ("n_gold", "n_pred_raw_items", "n_pred_valid", "entity_tp", "full_tp",
-              "hard_hallucinations", "novel_grounded", "self_loops_removed")
-FUZZ_GOLD = [A, B]
-FUZZ_SIM = ev.Similarity()
-
-titles = (st.sampled_from(["Acme Inc", "City Y", "Person Z"])
-          | st.sampled_from(["acme", "", " ", "Acme Inc.", "ＡＣＭＥ", "City  y", "Persons Z"]) | st.text(max_size=12))
-# mostly valid weights (so that items reach the matching), plus every invalid kind
-weights = st.one_of(st.sampled_from([0.9, 0.8, 0, 1]), st.floats(0, 1),
-                    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 3),
-                              st.booleans(), st.none(), st.text(max_size=4)))
-relations = st.sampled_from(ev.SPEC_RELATIONS + ("based on", "", "made_by")) | st.text(max_size=8)
-triplet_like = st.fixed_dictionaries({
-    "source": st.fixed_dictionaries({"title": titles, "type": st.sampled_from(["entity", "concept", "Entity ", 1])}),
-    "relation": st.fixed_dictionaries({"type": relations, "weight": weights}),
-    "target": st.fixed_dictionaries({"title": titles, "type": st.sampled_from(["entity", "concept"])}),
-})
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=10)
-json_values = st.recursive(
-    json_scalars | triplet_like,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["source", "target", "relation", "title", "type", "weight", "triplets", "x"]) | st.text(max_size=5),
-        children, max_size=4),
-    max_leaves=12,
-)
-#: random JSON, and answer-shaped lists that are mostly triplets (so matching is exercised)
-fuzz_values = json_values | st.lists(st.one_of(triplet_like, triplet_like, json_scalars), max_size=5)
-
-
-def check_pipeline(record: dict) -> None:
-    pred = ev.prediction_from_record(record, 1)
-    assert pred.status in ev.PREDICTION_STATUSES
-    s = ev.score_entry(FUZZ_GOLD, pred.items, PROMPT, similarity=FUZZ_SIM)
-    m = s.metrics
-    for key in RATIO_KEYS:
-        v = m[key]
-        if v is None:
-            continue
-        assert isinstance(v, float) or isinstance(v, int), (key, v)
-        assert math.isfinite(v) and 0.0 <= v <= 1.0, (key, v, record)
-    for key in COUNT_KEYS:
-        assert isinstance(m[key], int) and m[key] >= 0, (key, m[key])
-    assert m["entity_tp"] <= min(m["n_gold"], m["n_pred_valid"])
-    assert m["full_tp"] <= m["entity_tp"]
-    json.dumps(m, allow_nan=False)
-
-
-def fuzz(n: int) -> settings:
-    """Settings of the fuzz tests: n examples, no deadline, reproducible."""
-    return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-
-
-@fuzz(4000)
-@given(st.text(max_size=80) | st.text(alphabet='[]{}"\',:<>/thinkjsonu` \n0123456789.-NaIfy', max_size=80))
-def test_fuzz_random_strings_as_raw_output(text):
-    check_pipeline({"id": "x", "output": text})
-
-
-@fuzz(3000)
-@given(fuzz_values)
-def test_fuzz_random_json_serialised_as_raw_output(value):
-    check_pipeline({"id": "x", "output": json.dumps(value)})
-
-
-@fuzz(3000)
-@given(fuzz_values)
-def test_fuzz_random_json_as_parsed_triplets(value):
-    check_pipeline({"id": "x", "triplets": value})
