@@ -42,6 +42,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sqlite3
 import string
 import sys
@@ -59,6 +60,12 @@ import json_repair
 import numpy as np
 
 __version__ = "0.1.0"
+
+#: How this file runs, for the commands printed in hints, errors and ``--help``: installed
+#: (``pip/uv tool/pipx install .`` ship it as the module ``kg_triplet_eval`` behind the console
+#: script ``kg-triplet-eval``; see pyproject.toml) or from a clone (``uv run evaluate.py``).
+INSTALLED = Path(__file__).stem == "kg_triplet_eval"
+CLI_COMMAND = "kg-triplet-eval" if INSTALLED else "uv run evaluate.py"
 
 # ======================================================================================
 # Constants of the method (SPEC.md)
@@ -866,7 +873,7 @@ class EmbeddingSimilarity(Similarity):
 
 EMB_DEFAULT_MODEL = DEFAULT_EMBEDDING_MODEL
 #: The one-time command (run while online) that fetches a model; completed by the model name.
-EMB_FETCH_COMMAND = "uv run evaluate.py --download-model"
+EMB_FETCH_COMMAND = f"{CLI_COMMAND} --download-model"
 EMB_APP_NAME = "kg-triplet-eval"
 #: Most texts per model call. Inputs are sorted by length first (1.55x: 455 -> 705 texts/s,
 #: best of 3, benchmarks/bench_embeddings.py); batch 64, 128 and 256 were within the noise of a
@@ -2286,41 +2293,91 @@ def _t2kg_onto_labels(ontology: Mapping[str, Any]) -> tuple[list[str], list[str]
     return concepts, relations
 
 
-#: How to get what the NLTK-based families need (printed in their error messages).
-NLTK_HELP = ("install the extra (uv sync --extra benchmarks, or pip install 'kg-triplet-eval[benchmarks]') "
-             "and fetch the English Punkt tables once: uv run python -c \"import nltk; nltk.download('punkt_tab')\" "
-             "(or point NLTK_DATA at a folder holding tokenizers/punkt_tab/english)")
+#: How to install NLTK, printed in errors: for a clone, or for the installed tool (reinstalled
+#: with its extra from the clone it came from; each command below was tried, see README).
+NLTK_INSTALL_HELP = (
+    "reinstall the tool with its 'benchmarks' extra from your clone: uv tool install --reinstall "
+    "'.[benchmarks]' (or pipx install --force '.[benchmarks]', or pip install '.[benchmarks]')"
+    if INSTALLED else
+    "install it in the clone: uv sync --extra benchmarks (without uv: pip install '.[benchmarks]')")
+#: How to get NLTK's English Punkt tables (a one-time download), printed in errors.
+PUNKT_FETCH_HELP = (
+    "fetch them once: " + ((shlex.quote(sys.executable) + " -c") if INSTALLED else "uv run python -c")
+    + " \"import nltk; nltk.download('punkt_tab')\" (or point NLTK_DATA at a folder holding "
+    "tokenizers/punkt_tab/english)")
 
 
 def nltk_missing() -> str | None:
     """Why the NLTK-based families (webnlg2020, text2kgbench) cannot run here, or None.
 
-    Checks that nltk imports and that its English Punkt tables are found (no download)."""
+    Checks only that nltk imports: its English Punkt tables are needed only for strings with
+    a possible sentence break (:func:`nltk_word_tokenize`), which the run finds out."""
     try:
-        import nltk
+        import nltk  # noqa: F401
     except ImportError:
         return "NLTK is not installed"
-    try:
-        nltk.data.find("tokenizers/punkt_tab/english/")
-    except LookupError:
-        return "NLTK's English Punkt tables (punkt_tab) are not found"
     return None
+
+
+class PunktTablesMissing(LookupError):
+    """A string needs NLTK's Punkt sentence splitter and its English tables are not found."""
+
+
+@functools.lru_cache(maxsize=1)
+def _nltk_tokenizer_parts() -> tuple[Callable[..., list[str]], re.Pattern[str]]:
+    """(nltk.word_tokenize, Punkt's regex of a possible sentence break); ImportError without NLTK."""
+    try:
+        from nltk.tokenize import word_tokenize
+        from nltk.tokenize.punkt import PunktLanguageVars
+    except ImportError as exc:
+        raise ImportError(f"the text2kgbench and webnlg2020 metrics need NLTK: {NLTK_INSTALL_HELP}") from exc
+    return word_tokenize, PunktLanguageVars().period_context_re()
+
+
+def nltk_word_tokenize(text: str) -> list[str]:
+    """Exactly ``nltk.word_tokenize(text)`` (English), reading the Punkt tables only when
+    ``text`` holds a possible sentence break.
+
+    ``word_tokenize`` splits ``text`` into sentences with Punkt, then runs the Treebank word
+    tokenizer on each; the split changes tokens (``"Paris. It"``: ``Paris`` ``.`` ``It`` split,
+    ``Paris.`` ``It`` unsplit). Punkt (nltk 3.9.2, ``PunktSentenceTokenizer._slices_from_text``)
+    only considers a break where its language-independent regex ``period_context_re`` matches:
+    a ``.``, ``?`` or ``!`` followed by whitespace and a token, or by one of
+    ``)";}]*:@'({[!?``. Where it finds no match, the sentences are exactly
+    ``[text.rstrip()]`` (or none when that is empty; ``_realign_boundaries`` keeps a lone
+    slice as it is), so ``word_tokenize(text) == word_tokenize(text.rstrip(),
+    preserve_line=True)`` with no table read. Checked against the real ``word_tokenize`` on
+    every string of both shared benchmarks and on generated strings
+    (tests/test_nltk_tokenize.py).
+
+    Raises:
+        ImportError: NLTK is not installed.
+        PunktTablesMissing: ``text`` has a possible sentence break and the English Punkt
+            tables are not found.
+    """
+    word_tokenize, sentence_break = _nltk_tokenizer_parts()
+    if sentence_break.search(text) is None:
+        return word_tokenize(text.rstrip(), preserve_line=True)
+    try:
+        return word_tokenize(text)
+    except LookupError:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise PunktTablesMissing(f"NLTK's English Punkt tables (punkt_tab) are not found; they decide whether "
+                                 f"{shown!r} holds a sentence break: {PUNKT_FETCH_HELP}") from None
 
 
 @functools.lru_cache(maxsize=1)
 def _t2kg_nltk() -> tuple[Any, Any]:
-    """Lazily import NLTK; return (word_tokenize, cached Porter stem function).
+    """Lazily import NLTK; return (:func:`nltk_word_tokenize`, cached Porter stem function).
 
-    Raises ImportError if nltk is missing; nltk raises LookupError on first use
-    when the English Punkt tables are not on ``NLTK_DATA``."""
-    try:
-        from nltk.stem import PorterStemmer
-        from nltk.tokenize import word_tokenize
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError(f"the text2kgbench and webnlg2020 metrics need NLTK: {NLTK_HELP}") from exc
+    Raises ImportError if nltk is missing; the tokenizer raises PunktTablesMissing (a
+    LookupError) for a string that needs the English Punkt tables when they are not found."""
+    _nltk_tokenizer_parts()  # ImportError with the install hint
+    from nltk.stem import PorterStemmer  # needs no downloaded data
+
     stemmer = PorterStemmer()  # default NLTK_EXTENSIONS mode, lowercases
     stem = functools.lru_cache(maxsize=1 << 16)(stemmer.stem)
-    return word_tokenize, stem
+    return nltk_word_tokenize, stem
 
 
 def _t2kg_stem_squash(text: str) -> str:
@@ -2387,7 +2444,8 @@ def t2kg_sentence_metrics(
 
     Raises:
         ValueError: a triple or the ontology has the wrong shape.
-        ImportError / LookupError: nltk or its English Punkt tables are missing (only
+        ImportError / PunktTablesMissing: nltk, or the English Punkt tables that a string with
+            a possible sentence break needs (:func:`nltk_word_tokenize`), are missing (only
             reached when the prediction is non-empty).
     """
     gold = [_t2kg_triple_parts(t) for t in gold_triples]
@@ -3006,9 +3064,8 @@ class _WebNLGTokens:
 
 
 def _webnlg_default_tokenizer() -> Callable[[str], list[str]]:
-    import nltk  # optional extra: imported lazily
-
-    return nltk.word_tokenize
+    _nltk_tokenizer_parts()  # optional extra, imported lazily: ImportError with the install hint
+    return nltk_word_tokenize
 
 
 # --- webnlg2020: One candidate triple vs one reference triple (evaluaterefcand) ---
@@ -4802,7 +4859,8 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
                      vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
                      align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False,
                      families: Sequence[str] = DEFAULT_METRICS,
-                     per_relation: PerRelationAccumulator | None = None) -> dict[str, Any]:
+                     per_relation: PerRelationAccumulator | None = None,
+                     skip_unavailable: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Score every entry and aggregate: the whole method, without file I/O.
 
     Args:
@@ -4815,6 +4873,9 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
             "per-relation"); each becomes its own top-level section of the report.
         per_relation: an accumulator to add this run's per-relation counts to (directory
             mode sums all ontologies); a fresh one by default.
+        skip_unavailable: when given (``--metrics all``), a family that needs NLTK's Punkt
+            tables where they are missing is left out and this is called with the reason;
+            by default that raises InputError.
 
     Returns:
         ``{"summary": {...}, "strict": {...}?, "per_relation": {...}?, "per_entry": [...]}``
@@ -4891,9 +4952,10 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
         report["strict"] = strict_corpus(strict_rows)
     if per_relation is not None:
         report["per_relation"] = per_relation.result()
-    if "webnlg2020" in families:
-        stats: dict[str, int] = {}
-        scores = _nltk_guard("webnlg2020", webnlg2020_score, webnlg_refs, webnlg_cands, stats=stats)
+    stats: dict[str, int] = {}
+    scores = _nltk_guard("webnlg2020", webnlg2020_score, webnlg_refs, webnlg_cands, stats=stats,
+                         skip=skip_unavailable) if "webnlg2020" in families else None
+    if scores is not None:
         report["webnlg2020"] = {
             **scores,
             "excluded_items": {"reference": webnlg_excluded["reference"], "candidate": webnlg_excluded["candidate"]},
@@ -5046,7 +5108,7 @@ def _metric_list(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README)."""
     p = argparse.ArgumentParser(
-        prog="evaluate.py",
+        prog="kg-triplet-eval" if INSTALLED else "evaluate.py",
         description="Score predicted knowledge-graph triplets against gold triplets (SPEC.md method).",
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
     )
@@ -5160,7 +5222,7 @@ def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, rela
     vocabulary, vocab_info = _vocabulary(relations, profile, flag)
     report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
                               align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
-                              families=args.metrics, per_relation=per_relation)
+                              families=args.metrics, per_relation=per_relation, skip_unavailable=_skipper(args))
     summary = report["summary"]
     gold_file = gold or pred
     summary["invalid_gold_items"] = [f"{gold_file.name} {x}" for x in summary["invalid_gold_items"]]
@@ -5182,23 +5244,37 @@ def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, rela
         except (ValueError, OSError) as exc:
             raise InputError(f"{flag} {relations}: not a Text2KGBench ontology JSON (expected 'concepts' and "
                              f"'relations' lists of objects with a 'label'): {exc}") from None
-        report = _insert_section(report, "text2kgbench", _t2kg_section(_nltk_guard("text2kgbench", t2kg_evaluate_ontology, gold, pred, relations)))
+        section = _nltk_guard("text2kgbench", t2kg_evaluate_ontology, gold, pred, relations, skip=_skipper(args))
+        if section is not None:
+            report = _insert_section(report, "text2kgbench", _t2kg_section(section))
     return report
 
 
-def _nltk_guard(family: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a benchmark-family function, turning bad input and a missing NLTK into InputError."""
+def _nltk_guard(family: str, fn: Any, *args: Any, skip: Callable[[str], None] | None = None,
+                **kwargs: Any) -> Any:
+    """Call a benchmark-family function, turning bad input and a missing NLTK into InputError.
+
+    With ``skip`` (``--metrics all``), missing Punkt tables that a string of the input needs
+    (PunktTablesMissing) leave the family out instead: ``skip(reason)``, returns None."""
     try:
         return fn(*args, **kwargs)
     except ImportError:
-        raise InputError(f"the {family} metrics need NLTK: {NLTK_HELP}") from None
+        raise InputError(f"the {family} metrics need NLTK: {NLTK_INSTALL_HELP}") from None
     except KeyError as exc:  # before LookupError, its base class
         raise InputError(f"{family}: the input lacks the field {exc} of the benchmark's files (Text2KGBench "
                          "ground truth: id, sent, triples of {sub, rel, obj}; responses: id, triples)") from None
-    except LookupError:
-        raise InputError(f"the {family} metrics need NLTK's English Punkt tables: {NLTK_HELP}") from None
+    except LookupError as exc:  # PunktTablesMissing: names the string and the fetch command
+        if skip is None:
+            raise InputError(f"{family}: {exc}") from None
+        skip(f"note: --metrics all: {family} skipped ({exc})")
+        return None
     except (ValueError, FileNotFoundError) as exc:
         raise InputError(f"{family}: {exc}") from None
+
+
+def _skipper(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Under ``--metrics all``: the callback that notes a family skipped for missing NLTK data."""
+    return (lambda reason: _note(args, reason)) if getattr(args, "metrics_all", False) else None
 
 
 def _insert_section(report: dict[str, Any], name: str, section: Any) -> dict[str, Any]:
@@ -5313,8 +5389,9 @@ def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str,
     if relations_all is not None:
         report["per_relation"] = relations_all.result()
     report["per_ontology"] = per_ontology
-    if "text2kgbench" in args.metrics:
-        run_result = _nltk_guard("text2kgbench", t2kg_evaluate_run, args.gold, onto_dir, args.pred)
+    run_result = _nltk_guard("text2kgbench", t2kg_evaluate_run, args.gold, onto_dir, args.pred,
+                             skip=_skipper(args)) if "text2kgbench" in args.metrics else None
+    if run_result is not None:
         report["text2kgbench"] = {
             "per_ontology": {k: _t2kg_section(v) for k, v in run_result["per_ontology"].items()},
             "global_as_script": run_result["global_as_script"],
@@ -5381,8 +5458,9 @@ def run(args: argparse.Namespace) -> int:
         why = nltk_missing()
         if why:
             families = [f for f in families if f not in ("webnlg2020", "text2kgbench")]
-            _note(args, f"note: --metrics all: webnlg2020/text2kgbench skipped ({why}; {NLTK_HELP})")
+            _note(args, f"note: --metrics all: webnlg2020/text2kgbench skipped ({why}; {NLTK_INSTALL_HELP})")
         args.metrics = tuple(families)
+        args.metrics_all = True  # families that need Punkt tables where they are missing are skipped, noted
     directory = args.pred.is_dir()
     if directory:
         if args.gold is None or not args.gold.is_dir():

@@ -1,0 +1,182 @@
+"""Packaging: the wheel and sdist that `pip install .`, `uv tool install .` and `pipx install .`
+build, inspected, then installed into a fresh virtual environment and run.
+
+Offline-capable and lock-exact: the dists are built with ``uv build --offline`` (sdist, then the
+wheel from the sdist: what an index would serve) from uv's cache, which ``uv sync`` filled with
+hatchling when it built the editable install; the fresh environment gets the locked runtime
+dependencies with ``uv sync --locked --offline --no-dev --no-install-project`` (cached wheels,
+no index lookup), then the wheel itself with ``uv pip install --no-deps``.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import evaluate as ev
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+BIN = "Scripts" if os.name == "nt" else "bin"
+
+_TRIPLE_A = {"source": {"title": "Quillformer", "type": "model"}, "relation": {"type": "trained_on", "weight": 0.9},
+             "target": {"title": "CaseLawPile", "type": "dataset"}}
+_TRIPLE_B = {"source": {"title": "Halvern Labs", "type": "organization"},
+             "relation": {"type": "introduces", "weight": 0.8}, "target": {"title": "Quillformer", "type": "model"}}
+
+
+def _uv() -> str:
+    uv = os.environ.get("UV") or shutil.which("uv")  # `uv run` sets UV to its own binary
+    if not uv:
+        pytest.skip("uv not found (the tests are run with `uv run pytest`)")
+    return uv
+
+
+def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    proc = _run(_uv(), "build", "--offline", "--out-dir", out, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    wheels, sdists = list(out.glob("*.whl")), list(out.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, sorted(p.name for p in out.iterdir())
+    return {"wheel": wheels[0], "sdist": sdists[0]}
+
+
+def _sync_env(where: Path, *args: str) -> None:
+    """Install the locked runtime dependencies (plus ``args``, e.g. an extra) into ``where``."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_PROJECT_ENVIRONMENT"] = str(where)
+    proc = subprocess.run([_uv(), "sync", "--locked", "--offline", "--no-dev", "--no-install-project", "--inexact",
+                           "--quiet", "--python", sys.executable, *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory) -> Path:
+    """A fresh virtual environment: the locked runtime dependencies, then the wheel."""
+    where = tmp_path_factory.mktemp("venv") / "env"
+    _sync_env(where)
+    proc = _run(_uv(), "pip", "install", "--quiet", "--offline", "--no-deps", "--python", where / BIN / "python",
+                dist["wheel"], cwd=where.parent)
+    assert proc.returncode == 0, proc.stderr
+    return where
+
+
+# ======================================================================================
+# The wheel and the sdist
+# ======================================================================================
+
+def test_wheel_ships_one_module_under_its_own_name(dist):
+    with zipfile.ZipFile(dist["wheel"]) as whl:
+        names = set(whl.namelist())
+        module = whl.read("kg_triplet_eval.py")
+    info = f"kg_triplet_eval-{ev.__version__}.dist-info"
+    assert names == {"kg_triplet_eval.py", f"{info}/METADATA", f"{info}/WHEEL", f"{info}/entry_points.txt",
+                     f"{info}/RECORD"}
+    assert not any(n == "evaluate.py" or n.startswith("evaluate/") for n in names)  # Hugging Face's name
+    assert module == (ROOT / "evaluate.py").read_bytes()
+
+
+def test_wheel_entry_point_and_metadata(dist):
+    with zipfile.ZipFile(dist["wheel"]) as whl:
+        info = f"kg_triplet_eval-{ev.__version__}.dist-info"
+        entry_points = whl.read(f"{info}/entry_points.txt").decode()
+        meta = email.parser.Parser().parsestr(whl.read(f"{info}/METADATA").decode())
+    assert entry_points.split() == ["[console_scripts]", "kg-triplet-eval", "=", "kg_triplet_eval:main"]
+    project = PYPROJECT["project"]
+    assert meta["Name"] == project["name"] == "kg-triplet-eval"
+    assert meta["Version"] == project["version"] == ev.__version__
+    assert meta["Requires-Python"] == ">=3.11"
+    assert meta["License-Expression"] == "MIT"
+    assert sorted(meta.get_all("Provides-Extra")) == sorted(project["optional-dependencies"]) == ["benchmarks", "st"]
+    requires = meta.get_all("Requires-Dist")
+    assert sorted(r for r in requires if "extra ==" not in r) == sorted(project["dependencies"])
+    assert "nltk==3.9.2; extra == 'benchmarks'" in requires
+    assert "sentence-transformers>=3.0; extra == 'st'" in requires
+
+
+def test_sdist_has_what_the_wheel_and_the_tests_need(dist):
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    assert {"evaluate.py", "hatch_build.py", "pyproject.toml", "README.md", "uv.lock", "PKG-INFO",
+            "tests/test_packaging.py", "gold/gold.jsonl", "predictions/finetuned.jsonl"} <= names
+    assert not {n for n in names if n.startswith((".venv", ".git/", "reports/"))}
+
+
+# ======================================================================================
+# Installed: the console script is the same CLI as `python evaluate.py`
+# ======================================================================================
+
+def test_installed_console_script(venv, tmp_path):
+    proc = _run(venv / BIN / "kg-triplet-eval", "--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"kg-triplet-eval {ev.__version__}")
+    proc = _run(venv / BIN / "kg-triplet-eval", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: kg-triplet-eval ")
+    probe = ("import importlib.util as u, kg_triplet_eval as k; "
+             "print(k.__file__); print(u.find_spec('evaluate'))")
+    proc = _run(venv / BIN / "python", "-c", probe, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    module_file, evaluate_spec = proc.stdout.split()
+    assert Path(module_file).is_relative_to(venv) and evaluate_spec == "None"  # no top-level `evaluate`
+
+
+def test_installed_scores_like_the_clone(venv, tmp_path):
+    """A tiny run: gold has 2 triplets, the prediction only the first (exact). Strict
+    P = 1/1, R = 1/2, F1 = 2*1*0.5/1.5 = 2/3. Installed and clone give the same bytes."""
+    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A, _TRIPLE_B]}) + "\n")
+    (tmp_path / "pred.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    args = ("--pred", "pred.jsonl", "--gold", "gold.jsonl", "--metrics", "strict", "--no-embeddings", "--report")
+    installed = _run(venv / BIN / "kg-triplet-eval", *args, "installed.json", cwd=tmp_path)
+    clone = _run(sys.executable, ROOT / "evaluate.py", *args, "clone.json", cwd=tmp_path)
+    assert installed.returncode == clone.returncode == 0, installed.stderr + clone.stderr
+    report = json.loads((tmp_path / "installed.json").read_text(encoding="utf-8"))
+    assert report["strict"]["micro"] == {"precision": 1.0, "recall": 0.5, "f1": 2 / 3}
+    assert (tmp_path / "installed.json").read_bytes() == (tmp_path / "clone.json").read_bytes()
+    assert installed.stdout.replace("installed.json", "X") == clone.stdout.replace("clone.json", "X")
+
+
+def test_installed_hints_are_for_the_installed_tool(venv, tmp_path):
+    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    args = ("--pred", "gold.jsonl", "--gold", "gold.jsonl", "--report", "r.json")
+    # no NLTK in this environment: the hint reinstalls the tool with its extra
+    proc = _run(venv / BIN / "kg-triplet-eval", *args, "--metrics", "webnlg2020", "--no-embeddings", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "uv tool install --reinstall '.[benchmarks]'" in proc.stderr
+    assert "pipx install --force '.[benchmarks]'" in proc.stderr and "uv sync" not in proc.stderr
+    # no embedding model: the fetch command is the console script's
+    empty = tmp_path / "models"
+    proc = _run(venv / BIN / "kg-triplet-eval", *args, "--model-cache", empty, cwd=tmp_path,
+                env={"FASTEMBED_CACHE_PATH": str(empty), "HF_HOME": str(empty), "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"kg-triplet-eval --download-model BAAI/bge-small-en-v1.5 --model-cache {empty}" in proc.stderr
+    assert "evaluate.py" not in proc.stderr
+
+
+def test_installed_benchmarks_extra_needs_no_punkt_download(venv, tmp_path):
+    """With the 'benchmarks' extra (locked nltk), a run whose strings have no possible
+    sentence break computes webnlg2020 without any Punkt tables (one identical triple:
+    3 correct elements, F1 1)."""
+    _sync_env(venv, "--extra", "benchmarks")
+    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    proc = _run(venv / BIN / "kg-triplet-eval", "--pred", "gold.jsonl", "--gold", "gold.jsonl", "--metrics",
+                "webnlg2020", "--no-embeddings", "--report", "r.json", cwd=tmp_path,
+                env={"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    exact = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["webnlg2020"]["Total_scores"]["Exact"]
+    assert (exact["Correct"], exact["F1"]) == (3, 1.0)
