@@ -137,7 +137,8 @@ class InputProblem(ValueError):
 def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prompt}",
                   prompt_keys=("prompt", "text", "sent"),
                   gold_keys=("triplets", "gold", "gold_parsed", "triples", "gold_raw")):
-    """One input record -> dict(id, key, prompt, chat, gold_field, gold, line).
+    """One input record -> dict(id, key, own_id, prompt, chat, gold_field,
+    gold, line).
 
     Accepted like the evaluator's gold side: ``{"id"?, "prompt"|"text"|"sent", gold?}`` or a
     chat line ``{"id"?, "messages": [system?, user, assistant?]}``. Chat: every turn before a
@@ -155,6 +156,7 @@ def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prom
     if not isinstance(obj, dict):
         raise InputProblem(f"{where}: expected a JSON object, found {type(obj).__name__}")
     rid = obj.get("id")
+    own_id = rid is not None
     if rid is None:
         rid = line_no
     elif isinstance(rid, (dict, list, bool)):
@@ -189,7 +191,7 @@ def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prom
         if gkey is not None:
             gold = obj[gkey]
             gold_field = "gold_raw" if isinstance(gold, str) else "gold_parsed"
-    return {"id": rid, "key": str(rid), "prompt": prompt, "chat": chat,
+    return {"id": rid, "key": str(rid), "own_id": own_id, "prompt": prompt, "chat": chat,
             "gold_field": gold_field, "gold": gold, "line": line_no}
 
 
@@ -579,3 +581,7 @@ if not any(r["gold_field"] for r in records):
     grading += " --gold YOUR_GOLD.jsonl"
     print("note: the input has no gold answers; pass the gold file to the evaluator")
 print("grade with:", grading)
+if (missing and limit is None and not input_problems
+        and all(r["own_id"] and r["gold_field"] for r in records)):
+    print("to count the records without an output line as missing predictions:",
+          grading.split(" --pred ")[0], "--pred", shlex.quote(str(out_file)), "--gold", shlex.quote(str(input_path)))
