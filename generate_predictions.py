@@ -399,8 +399,10 @@ if model_path.suffix == ".gguf":
     load_from, gguf_kw = str(model_path.parent), {"gguf_file": model_path.name}
 else:
     load_from, gguf_kw = str(model_id), {}
-tokenizer_source = adapter if adapter and (Path(adapter) / "tokenizer_config.json").is_file() else load_from
-tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **gguf_kw)
+# An adapter saved with its own tokenizer (added tokens, another chat template) brings it along.
+adapter_tokenizer = bool(adapter) and (Path(adapter) / "tokenizer_config.json").is_file()
+tokenizer_source = adapter if adapter_tokenizer else load_from
+tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **({} if adapter_tokenizer else gguf_kw))
 tokenizer.padding_side = "left"
 if tokenizer.pad_token is None:
     tokenizer.pad_token = tokenizer.eos_token
@@ -473,12 +475,16 @@ if pending and backend == "transformers":
            else {"temperature": 1.0, "top_p": 1.0, "top_k": 50}))
 elif pending and backend == "vllm":
     from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
 
-    llm = LLM(model=load_from, tokenizer=tokenizer_source, dtype=dtype, seed=int(seed),
-              enable_lora=bool(adapter), **({"max_model_len": int(context_length)} if context_length else {}))
+    # vLLM gets the prompt token ids rendered above and returns token ids, which are decoded
+    # below by the same tokenizer: both backends see and write exactly the same text.
+    llm = LLM(model=str(model_path) if gguf_kw else str(model_id), skip_tokenizer_init=True,
+              dtype=dtype, seed=int(seed), enable_lora=bool(adapter),
+              **({"max_model_len": int(context_length)} if context_length else {}))
+    lora_request = LoRARequest("adapter", 1, adapter) if adapter else None
     sampling = SamplingParams(
-        max_tokens=int(max_new_tokens), seed=int(seed), stop_token_ids=sorted(eos_ids),
-        skip_special_tokens=False, spaces_between_special_tokens=False,
+        max_tokens=int(max_new_tokens), seed=int(seed), stop_token_ids=sorted(eos_ids), detokenize=False,
         **({"temperature": float(temperature), "top_p": float(top_p), "top_k": int(top_k)} if do_sample
            else {"temperature": 0.0}))
 print(f"backend {backend}, device {device}, dtype {dtype}, end-of-sequence ids {sorted(eos_ids)}")
@@ -518,7 +524,8 @@ def generate_transformers(batch):
 
 def generate_vllm(batch):
     """Token ids and finish reason per prompt, from vLLM with the same prompt token ids."""
-    outs = llm.generate([{"prompt_token_ids": r["input_ids"]} for r in batch], sampling, use_tqdm=False)
+    outs = llm.generate([{"prompt_token_ids": r["input_ids"]} for r in batch], sampling,
+                        use_tqdm=False, lora_request=lora_request)
     return [(list(o.outputs[0].token_ids), o.outputs[0].finish_reason) for o in outs]
 
 
