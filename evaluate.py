@@ -395,6 +395,8 @@ def relation_text(relation: str) -> str:
 # ======================================================================================
 
 _NUMPY_SOLVER_MIN_SIZE = 48
+#: Rows scanned per numpy block in a run of zero-delta steps (bounds the block's memory).
+_TIE_BLOCK_ROWS = 256
 
 
 def _augment(p: Any, way: Any, j0: int) -> None:
@@ -416,7 +418,16 @@ def _assignment_from_columns(p: Sequence[int], n: int, m: int) -> list[int]:
     return assignment
 
 
-def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+class _SolverState(NamedTuple):
+    """Final state of the row-by-row solver (1-based, index 0 = the virtual column/row):
+    ``p[j]`` = row of column j (0 = free), ``u`` row and ``v`` column potentials."""
+
+    p: Any
+    u: Any
+    v: Any
+
+
+def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverState:
     """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
     inf = math.inf
     u = [0.0] * (n + 1)
@@ -454,16 +465,73 @@ def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[i
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
 
 
-def _hungarian_numpy(cost: np.ndarray) -> list[int]:
-    """The same algorithm as :func:`_hungarian_python`, inner column loop vectorised.
+def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+    """Assignment of :func:`_solve_python` (the scalar reference of every other path)."""
+    return _assignment_from_columns(_solve_python(cost, n, m).p, n, m)
+
+
+def _scan_zero_run(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, way: np.ndarray,
+                   minv: np.ndarray, used: np.ndarray, ties: np.ndarray) -> int:
+    """Do a run of consecutive zero-delta steps of :func:`_solve_numpy` in numpy blocks.
+
+    ``ties`` = the unused columns whose ``minv`` is exactly 0 (the minimum), in index
+    order; ``ties[0]`` is the column just reached (assigned). Step by step, the algorithm
+    would scan the row of ``ties[0]``, then of ``ties[1]`` ... (each the first minimum,
+    delta 0: the potential updates add or subtract 0.0, which changes at most the sign
+    of a zero and therefore no comparison), until it reaches a free column of ``ties``
+    or a scanned row makes another unused column reach a value <= 0 (then the next first
+    minimum is no longer ``ties[t + 1]``). The block does the same scans: a column's
+    ``minv``/``way`` take the first row (in scan order) with the strictly smallest value,
+    exactly what the sequential strict ``<`` keeps.
+
+    Returns the free column that ends the search, or 0 if the run stopped early or used
+    up ``ties`` (the state is then the sequential one after the last scanned row, and the
+    caller continues with the ordinary step).
+    """
+    free_at = np.flatnonzero(p[ties] == 0)
+    stop_at = int(free_at[0]) if free_at.size else ties.size    # rows to scan: ties[:stop_at]
+    in_ties = np.zeros(used.shape[0], dtype=bool)
+    in_ties[ties] = True
+    outside = ~used & ~in_ties
+    start = 0
+    while start < stop_at:
+        end = min(stop_at, start + _TIE_BLOCK_ROWS)
+        rows = p[ties[start:end]]
+        cur = c[rows] - u[rows][:, None] - v                 # the scalar step's arithmetic
+        interrupts = (cur[:, outside] <= 0.0).any(axis=1)
+        later = ties[start + 1:]
+        if later.size:
+            # tie column later[s] is still unused while row start + t is scanned iff s >= t
+            still_unused = np.arange(later.size)[None, :] >= np.arange(end - start)[:, None]
+            interrupts |= ((cur[:, later] < 0.0) & still_unused).any(axis=1)
+        hit = np.flatnonzero(interrupts)
+        last = end if not hit.size else start + int(hit[0]) + 1
+        used[ties[start:last]] = True
+        open_cols = np.flatnonzero(~used)
+        block = np.vstack([minv[open_cols][None, :], cur[:last - start][:, open_cols]])
+        best = np.argmin(block, axis=0)                     # first minimum, as strict <
+        better = best > 0
+        cols = open_cols[better]
+        minv[cols] = block[best[better], better]
+        way[cols] = ties[start + best[better] - 1]
+        if hit.size:
+            return 0
+        start = last
+    return int(ties[stop_at]) if stop_at < ties.size else 0
+
+
+def _solve_numpy(cost: np.ndarray) -> _SolverState:
+    """The same algorithm as :func:`_solve_python`, vectorised over columns.
 
     Every floating-point operation is the same as in the scalar version (same operands,
     same order), the strict ``<`` updates become boolean masks, and the first-minimum
     column choice is ``np.argmin`` (which returns the first index of the minimum), so the
-    two produce identical assignments, ties included.
+    two produce identical assignments, ties included. Runs of zero-delta steps (the long
+    walks through equal-cost columns that padding creates) are scanned in blocks by
+    :func:`_scan_zero_run`, so no step costs a Python iteration per column or per row.
     """
     n, m = cost.shape
     inf = np.inf
@@ -471,23 +539,28 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
     v = np.zeros(m + 1)
     p = np.zeros(m + 1, dtype=np.int64)
     way = np.zeros(m + 1, dtype=np.int64)
-    padded = np.empty((n + 1, m + 1))
-    padded[0, :] = 0.0
-    padded[1:, 0] = 0.0
-    padded[1:, 1:] = cost
+    c = np.zeros((n + 1, m + 1))
+    c[1:, 1:] = cost
     for i in range(1, n + 1):
         p[0] = i
         j0 = 0
         minv = np.full(m + 1, inf)
         used = np.zeros(m + 1, dtype=bool)
         while True:
-            used[j0] = True
-            i0 = p[j0]
-            cur = padded[i0] - u[i0] - v
+            ties = np.flatnonzero((minv == 0.0) & ~used) if j0 else ()
+            if len(ties) > 1:
+                end = _scan_zero_run(c, u, v, p, way, minv, used, ties)
+                if end:
+                    j0 = end
+                    break
+            else:
+                used[j0] = True
+                i0 = p[j0]
+                cur = c[i0] - u[i0] - v
+                better = ~used & (cur < minv)
+                minv[better] = cur[better]
+                way[better] = j0
             free = ~used
-            better = free & (cur < minv)
-            minv[better] = cur[better]
-            way[better] = j0
             masked = np.where(free, minv, inf)
             j1 = int(np.argmin(masked))
             delta = masked[j1]
@@ -498,7 +571,32 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
+
+
+def _hungarian_numpy(cost: np.ndarray) -> list[int]:
+    """Assignment of :func:`_solve_numpy` (identical to :func:`_hungarian_python`)."""
+    n, m = cost.shape
+    return _assignment_from_columns(_solve_numpy(cost).p, n, m)
+
+
+def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """``cost`` as a finite float64 matrix (a 1-D empty input -> shape (0, 0))."""
+    arr = np.asarray(cost, dtype=float)
+    if arr.size == 0 and arr.ndim < 2:
+        return np.zeros((0, 0))
+    if arr.ndim != 2:
+        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("cost must contain only finite numbers")
+    return arr
+
+
+def _solve(arr: np.ndarray) -> _SolverState:
+    n, m = arr.shape
+    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
+        return _solve_numpy(arr)
+    return _solve_python(arr.tolist(), n, m)
 
 
 def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
@@ -506,7 +604,7 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
 
     Args:
         cost: an n x m matrix of finite floats with n <= m (rows = gold, columns =
-            predictions; SPEC.md pads to a square matrix).
+            predictions; :func:`hungarian_padded` handles SPEC.md's square padding).
 
     Returns:
         ``assignment`` of length n: ``assignment[i]`` is the column given to row i; the
@@ -522,21 +620,75 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
     Raises:
         ValueError: n > m, a ragged matrix, or a non-finite cost.
     """
-    arr = np.asarray(cost, dtype=float)
-    if arr.size == 0 and arr.ndim < 2:
-        return []
-    if arr.ndim != 2:
-        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    arr = _cost_array(cost)
     n, m = arr.shape
     if n > m:
         raise ValueError(f"cost must have no more rows than columns, found {n} x {m}")
     if n == 0:
         return []
-    if not np.isfinite(arr).all():
-        raise ValueError("cost must contain only finite numbers")
-    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
-        return _hungarian_numpy(arr)
-    return _hungarian_python(arr.tolist(), n, m)
+    return _assignment_from_columns(_solve(arr).p, n, m)
+
+
+def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
+    """True when appending constant padding rows cannot move a real row (see
+    :func:`hungarian_padded`): every column potential is <= 0 and every reduced cost
+    ``(cost[k][j] - u[k]) - v[j]`` of a real row is >= 0, both as computed in floats."""
+    n = arr.shape[0]
+    u = np.asarray(state.u, dtype=float)[1:n + 1]
+    v = np.asarray(state.v, dtype=float)[1:]
+    return bool((v <= 0.0).all() and ((arr - u[:, None]) - v >= 0.0).all())
+
+
+def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
+    """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
+
+    The result is exactly that of :func:`hungarian` on the max(n, m) square whose extra
+    rows or columns are all ``pad`` (ties included), restricted to the real rows.
+
+    Args:
+        cost: an n x m matrix of finite floats (any n, m >= 0; rows = gold).
+        pad: the finite cost of every padding cell (SPEC.md: 1.0 = ``1 - align_sim`` of 0).
+
+    Returns:
+        A list of length n: the column of row i, or -1 when row i got a padding column.
+
+    n <= m (no more gold than predictions): the square adds rows n+1..m, all ``pad``,
+    after the real rows. The solver has then run exactly the rectangular n x m solve; the
+    real rows are final if that state satisfies, in floating point, (a) every column
+    potential v[j] <= 0 and (b) every reduced cost (cost[k][j] - u[k]) - v[j] >= 0 of a
+    real row k, because then each padding row i goes as follows. Its first scan gives
+    ``(pad - 0) - v[j] >= pad`` everywhere and exactly ``pad`` at every free column
+    (free columns were never scanned, so v = 0): delta = pad, only u[i] and the virtual
+    v[0] change, and every unused minv becomes ``(pad - v[j]) - pad >= 0``, exactly 0 at
+    the free columns. Every later scan, from a real row (reduced cost >= 0 by (b)) or an
+    earlier padding row k (u[k] = pad, so ``(pad - pad) - v[j] = -v[j] >= 0`` by (a)),
+    is never strictly below a free column's 0, so delta stays 0 (no potential moves,
+    (a) and (b) persist) and the free column that ends the search keeps way = 0: the
+    augmenting path is the padding row alone and no real row moves. The test is O(n m)
+    and, when it fails (not seen on tie-heavy random matrices), the square is solved.
+    n > m: padding columns come last, and transposing would change the tie-breaking
+    (SPEC.md ties are defined row by row), so the padded square is solved as it is; its
+    long zero-delta walks through the equal padding columns are scanned in numpy blocks.
+
+    Raises:
+        ValueError: a ragged or non-2-D matrix, a non-finite cost or pad.
+    """
+    arr = _cost_array(cost)
+    n, m = arr.shape
+    if not math.isfinite(pad):
+        raise ValueError(f"pad must be a finite number, found {pad!r}")
+    if n == 0:
+        return []
+    if n <= m:
+        state = _solve(arr)
+        if _padding_rows_keep_assignment(arr, state):
+            return _assignment_from_columns(state.p, n, m)
+        square = np.full((m, m), float(pad))
+        square[:n] = arr
+        return hungarian(square)[:n]
+    square = np.full((n, n), float(pad))
+    square[:, :m] = arr
+    return [j if j < m else -1 for j in hungarian(square)]
 
 
 @dataclass(frozen=True)
@@ -575,7 +727,8 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     ``similarity`` (:func:`embedding_matching`); ``align_sim`` is
     ``0.45 src + 0.45 tgt + 0.10 rel``. The square cost matrix of size
     max(n_gold, n_pred) holds ``1 - align_sim`` (padding = 1) and is solved exactly with
-    :func:`hungarian`; an assigned pair is accepted iff ``align_sim >= align_accept``.
+    :func:`hungarian_padded` (which leaves the padding rows out when n_gold <= n_pred);
+    an assigned pair is accepted iff ``align_sim >= align_accept``.
 
     Args:
         gold: the entry's valid gold triplets (normalised).
@@ -589,16 +742,13 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     src, tgt, rel = embedding_matching(gold, preds, similarity)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
-    size = max(n_gold, n_pred)
-    cost = np.ones((size, size))
-    cost[:n_gold, :n_pred] = 1.0 - align
-    assignment = hungarian(cost)
+    assignment = hungarian_padded(1.0 - align, pad=1.0)
     pairs: list[MatchedPair] = []
     matched_gold: set[int] = set()
     matched_pred: set[int] = set()
     for i in range(n_gold):
         j = assignment[i]
-        if j < n_pred and align[i, j] >= align_accept:
+        if j >= 0 and align[i, j] >= align_accept:
             g, p = gold[i], preds[j]
             exact = g.source == p.source and g.target == p.target and g.relation == p.relation
             pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
