@@ -325,6 +325,11 @@ _WS_RE = re.compile(r"\s+")
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
+#: Distinct titles whose normalised form is kept (least recently used dropped first):
+#: corpora repeat titles ~25 times on average; 65,536 short strings take a few MB.
+NORMALIZE_CACHE_SIZE = 1 << 16
+
+
 def normalize_title(title: Any) -> str:
     """Normalise an entity title (or a prompt) exactly as SPEC.md section 3 says.
 
@@ -333,9 +338,15 @@ def normalize_title(title: Any) -> str:
     whitespace/commas before it, optional trailing dot); strip leading/trailing quotes,
     brackets and ``.,;:``; collapse whitespace and trim again.
     Example: ``"Foo Co., Ltd"`` -> ``"foo co."`` -> ``"foo"``. A non-string -> ``""``.
+    Results are memoised in a bounded LRU cache (:data:`NORMALIZE_CACHE_SIZE` titles).
     """
     if not isinstance(title, str):
         return ""
+    return _normalize_title_cached(title)
+
+
+@functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)
+def _normalize_title_cached(title: str) -> str:
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = _WS_RE.sub(" ", text).strip().lower()
     while True:
@@ -812,12 +823,32 @@ def lexical_similarity(a: str, b: str) -> float:
     return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
 
 
+#: Entries kept by each of the lexical backend's memos (pair similarities, token sets,
+#: character counts) before it is emptied: memory stays flat however long the run.
+LEXICAL_MEMO_MAX_ENTRIES = 200_000
+#: Distinct string pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
+#: (below, a plain loop is faster: the numpy set-up costs ~0.2 ms per matrix).
+_LEXICAL_VECTOR_MIN_PAIRS = 256
+#: Candidate pairs per numpy block in the character-count bound of :meth:`Similarity.matrix`.
+_LEXICAL_BLOCK_PAIRS = 1 << 16
+
+
+def _bounded_put(memo: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``memo[key] = value``, emptying ``memo`` first once it holds
+    :data:`LEXICAL_MEMO_MAX_ENTRIES` (the values are pure functions of the key)."""
+    if len(memo) >= LEXICAL_MEMO_MAX_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 class Similarity:
     """Field similarity of normalised strings (SPEC.md section 4): the lexical backend.
 
     ``field(a, b)`` = 1.0 on exact non-empty equality, else the similarity if it is
     ``>= threshold``, else 0.0. Subclasses replace :meth:`raw` (the similarity before the
-    gate) with embedding cosine. Results are memoised per pair within a run.
+    gate) with embedding cosine. Results are memoised per pair within a run (bounded:
+    :data:`LEXICAL_MEMO_MAX_ENTRIES`).
 
     Attributes:
         backend: "lexical", "fastembed" or "sentence-transformers".
@@ -842,13 +873,13 @@ class Similarity:
     def _token_set(self, text: str) -> frozenset[str]:
         tokens = self._tokens.get(text)
         if tokens is None:
-            tokens = self._tokens[text] = token_set(text)
+            tokens = _bounded_put(self._tokens, text, token_set(text))
         return tokens
 
     def _char_counts(self, text: str) -> Counter[str]:
         counts = self._chars.get(text)
         if counts is None:
-            counts = self._chars[text] = Counter(text)
+            counts = _bounded_put(self._chars, text, Counter(text))
         return counts
 
     def raw(self, a: str, b: str) -> float:
@@ -862,7 +893,7 @@ class Similarity:
         key = (a, b)
         cached = self._memo.get(key)
         if cached is None:
-            cached = self._memo[key] = self._gated(a, b)
+            cached = _bounded_put(self._memo, key, self._gated(a, b))
         return cached
 
     def _gated(self, a: str, b: str) -> float:
@@ -897,14 +928,82 @@ class Similarity:
     def matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool = False) -> np.ndarray:
         """Field (or relation) similarities of every gold x prediction string pair.
 
-        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1].
+        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1],
+        each exactly ``field(a, b)`` (``relation(a, b)`` with ``relation=True``, which for
+        this backend is ``field`` of the natural-language forms: equal types have equal
+        forms). Small matrices call :meth:`field` per pair. From
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` distinct pairs on, each distinct pair of
+        distinct strings is decided once: the two upper bounds of :meth:`_gated`
+        (length + Jaccard, shared characters + Jaccard) are computed for all of them in
+        numpy with the same float operations, and only an equal pair or one that reaches
+        the threshold under both goes to :meth:`field`; every other pair is 0.0, which
+        is what :meth:`field` returns for it.
         """
-        fn = self.relation if relation else self.field
-        out = np.empty((len(gold), len(preds)))
-        for i, a in enumerate(gold):
-            for j, b in enumerate(preds):
-                out[i, j] = fn(a, b)
-        return out
+        left = [relation_text(s) for s in gold] if relation else list(gold)
+        right = [relation_text(s) for s in preds] if relation else list(preds)
+        rows, left_index = _distinct(left)
+        cols, right_index = _distinct(right)
+        distinct = np.zeros((len(rows), len(cols)))
+        if len(rows) * len(cols) < _LEXICAL_VECTOR_MIN_PAIRS:
+            for i, a in enumerate(rows):
+                for j, b in enumerate(cols):
+                    distinct[i, j] = self.field(a, b)
+        else:
+            for i, j in zip(*self._candidates(rows, cols)):
+                distinct[i, j] = self.field(rows[i], cols[j])
+        return distinct[np.ix_(left_index, right_index)]
+
+    def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
+        the two bounds of :meth:`_gated` cannot rule out (both in float64, as there)."""
+        n = len(rows)
+        strings = rows + cols
+        lengths = np.array([len(s) for s in strings], dtype=float)
+        tokens = _count_matrix([dict.fromkeys(self._token_set(s), 1) for s in strings])
+        inter = tokens[:n] @ tokens[n:].T                     # exact small integers
+        sizes = tokens.sum(axis=1)
+        union = sizes[:n, None] + sizes[None, n:] - inter
+        jac = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        total = lengths[:n, None] + lengths[None, n:]
+        shortest = np.minimum(lengths[:n, None], lengths[None, n:])
+        nonempty = (lengths[:n, None] > 0) & (lengths[None, n:] > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):   # 0/0: an empty string
+            first = 0.5 * (2.0 * shortest / total) + 0.5 * jac
+        ci, cj = np.nonzero(nonempty & (first >= self.threshold))
+        if ci.size:
+            chars = _count_matrix([self._char_counts(s) for s in strings])
+            keep = np.empty(ci.size, dtype=bool)
+            for start in range(0, ci.size, _LEXICAL_BLOCK_PAIRS):
+                i = ci[start:start + _LEXICAL_BLOCK_PAIRS]
+                j = cj[start:start + _LEXICAL_BLOCK_PAIRS]
+                shared = np.minimum(chars[i], chars[n + j]).sum(axis=1)
+                second = 0.5 * (2.0 * shared / total[i, j]) + 0.5 * jac[i, j]
+                keep[start:start + i.size] = second >= self.threshold
+            ci, cj = ci[keep], cj[keep]
+        position = {s: j for j, s in enumerate(cols)}
+        equal = [(i, position[s]) for i, s in enumerate(rows) if s in position]
+        if equal:
+            ei, ej = np.array(equal).T
+            ci, cj = np.concatenate([ci, ei]), np.concatenate([cj, ej])
+        return ci, cj
+
+
+def _distinct(strings: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(distinct strings in first-seen order, index of each input string among them)."""
+    position: dict[str, int] = {}
+    index = np.array([position.setdefault(s, len(position)) for s in strings], dtype=np.intp)
+    return list(position), index
+
+
+def _count_matrix(counts: Sequence[Mapping[str, int]]) -> np.ndarray:
+    """float64 matrix (one row per mapping, one column per key seen) of the counts."""
+    keys: dict[str, int] = {}
+    cells = [(r, keys.setdefault(key, len(keys)), k) for r, c in enumerate(counts) for key, k in c.items()]
+    out = np.zeros((len(counts), len(keys)))
+    if cells:
+        r, c, k = zip(*cells)
+        out[r, c] = k
+    return out
 
 
 def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
