@@ -508,8 +508,10 @@ def _scan_zero_run(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, w
     in_ties[ties] = True
     outside = ~used & ~in_ties
     start = 0
+    block_rows = 4          # doubled after each uninterrupted block: little wasted work
     while start < stop_at:
-        end = min(stop_at, start + _TIE_BLOCK_ROWS)
+        end = min(stop_at, start + block_rows)
+        block_rows = min(2 * block_rows, _TIE_BLOCK_ROWS)
         rows = p[ties[start:end]]
         cur = c[rows] - u[rows][:, None] - v                 # the scalar step's arithmetic
         interrupts = (cur[:, outside] <= 0.0).any(axis=1)
