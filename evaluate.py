@@ -408,6 +408,9 @@ def relation_text(relation: str) -> str:
 _NUMPY_SOLVER_MIN_SIZE = 48
 #: Rows scanned per numpy block in a run of zero-delta steps (bounds the block's memory).
 _TIE_BLOCK_ROWS = 256
+#: Zero-delta steps in a row before :func:`_solve_numpy` tries a block scan (short runs,
+#: often interrupted, are cheaper step by step).
+_ZERO_RUN_MIN_STREAK = 8
 
 
 def _augment(p: Any, way: Any, j0: int) -> None:
@@ -559,8 +562,9 @@ def _solve_numpy(cost: np.ndarray) -> _SolverState:
         j0 = 0
         minv = np.full(m + 1, inf)
         used = np.zeros(m + 1, dtype=bool)
+        streak = 0          # consecutive zero-delta steps: a long walk is likely under way
         while True:
-            ties = np.flatnonzero((minv == 0.0) & ~used) if j0 else ()
+            ties = np.flatnonzero((minv == 0.0) & ~used) if streak >= _ZERO_RUN_MIN_STREAK else ()
             if len(ties) > 1:
                 end = _scan_zero_run(c, u, v, p, way, minv, used, ties)
                 if end:
@@ -580,6 +584,7 @@ def _solve_numpy(cost: np.ndarray) -> _SolverState:
             u[p[used]] += delta
             v[used] -= delta
             minv[free] -= delta
+            streak = streak + 1 if delta == 0.0 else 0
             j0 = j1
             if p[j0] == 0:
                 break
@@ -692,6 +697,11 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
         raise ValueError(f"pad must be a finite number, found {pad!r}")
     if n == 0:
         return []
+    if max(n, m) < _NUMPY_SOLVER_MIN_SIZE:     # small: the padded square itself is cheap
+        size = max(n, m)
+        square = np.full((size, size), float(pad))
+        square[:n, :m] = arr
+        return [j if j < m else -1 for j in _hungarian_python(square.tolist(), size, size)[:n]]
     if n <= m:
         state = _solve(arr)
         if _padding_rows_keep_assignment(arr, state):
@@ -828,7 +838,7 @@ def lexical_similarity(a: str, b: str) -> float:
 #: Entries kept by each of the lexical backend's memos (pair similarities, token sets,
 #: character counts) before it is emptied: memory stays flat however long the run.
 LEXICAL_MEMO_MAX_ENTRIES = 200_000
-#: Distinct string pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
+#: String pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
 #: (below, a plain loop is faster: the numpy set-up costs ~0.2 ms per matrix).
 _LEXICAL_VECTOR_MIN_PAIRS = 256
 #: Candidate pairs per numpy block in the character-count bound of :meth:`Similarity.matrix`.
@@ -933,26 +943,30 @@ class Similarity:
         Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1],
         each exactly ``field(a, b)`` (``relation(a, b)`` with ``relation=True``, which for
         this backend is ``field`` of the natural-language forms: equal types have equal
-        forms). Small matrices call :meth:`field` per pair. From
-        :data:`_LEXICAL_VECTOR_MIN_PAIRS` distinct pairs on, each distinct pair of
+        forms). Small matrices call :meth:`field` (:meth:`relation`) per pair. From
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, each distinct pair of
         distinct strings is decided once: the two upper bounds of :meth:`_gated`
         (length + Jaccard, shared characters + Jaccard) are computed for all of them in
         numpy with the same float operations, and only an equal pair or one that reaches
         the threshold under both goes to :meth:`field`; every other pair is 0.0, which
-        is what :meth:`field` returns for it.
+        is what :meth:`field` returns for it. A subclass with another :meth:`_gated`
+        gets the per-pair loop.
         """
+        lexical_gate = type(self)._gated is Similarity._gated     # the bounds are its bounds
+        if len(gold) * len(preds) < _LEXICAL_VECTOR_MIN_PAIRS or not lexical_gate:
+            fn = self.relation if relation else self.field
+            out = np.empty((len(gold), len(preds)))
+            for i, a in enumerate(gold):
+                for j, b in enumerate(preds):
+                    out[i, j] = fn(a, b)
+            return out
         left = [relation_text(s) for s in gold] if relation else list(gold)
         right = [relation_text(s) for s in preds] if relation else list(preds)
         rows, left_index = _distinct(left)
         cols, right_index = _distinct(right)
         distinct = np.zeros((len(rows), len(cols)))
-        if len(rows) * len(cols) < _LEXICAL_VECTOR_MIN_PAIRS:
-            for i, a in enumerate(rows):
-                for j, b in enumerate(cols):
-                    distinct[i, j] = self.field(a, b)
-        else:
-            for i, j in zip(*self._candidates(rows, cols)):
-                distinct[i, j] = self.field(rows[i], cols[j])
+        for i, j in zip(*self._candidates(rows, cols)):
+            distinct[i, j] = self.field(rows[i], cols[j])
         return distinct[np.ix_(left_index, right_index)]
 
     def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:

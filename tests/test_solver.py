@@ -159,6 +159,9 @@ def tied_matrix(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
 
 
 def test_padded_equals_reference_on_10000_tied_matrices(monkeypatch):
+    # every size through the rectangular solve + float check (small sizes would otherwise
+    # solve the padded square directly), numpy solver included
+    monkeypatch.setattr(ev, "_NUMPY_SOLVER_MIN_SIZE", 0)
     kept = []
     guard = ev._padding_rows_keep_assignment
     monkeypatch.setattr(ev, "_padding_rows_keep_assignment",
@@ -202,8 +205,17 @@ def test_padding_rows_leave_real_rows_and_potentials_unchanged():
         assert [r if r <= n else 0 for r in full.p[1:]] == rect.p[1:]
 
 
+def test_padded_default_small_sizes_equal_reference():
+    rng = np.random.default_rng(8)
+    for _ in range(2000):
+        n, m = (int(x) for x in rng.integers(0, 9, size=2))
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost)
+
+
 def test_padded_fallback_path_equals_reference(monkeypatch):
     # if the float check fails, the square is solved: same assignment
+    monkeypatch.setattr(ev, "_NUMPY_SOLVER_MIN_SIZE", 0)
     monkeypatch.setattr(ev, "_padding_rows_keep_assignment", lambda arr, state: False)
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -260,6 +272,7 @@ def test_padded_errors(cost, pad):
 @pytest.mark.parametrize("block_rows", [1, 3, 256])
 def test_zero_runs_give_the_scalar_state(monkeypatch, block_rows):
     monkeypatch.setattr(ev, "_TIE_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(ev, "_ZERO_RUN_MIN_STREAK", 0 if block_rows < 256 else 8)
     rng = np.random.default_rng(block_rows)
     for k in range(60):
         size = int(rng.integers(2, 40))
