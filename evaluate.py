@@ -34,13 +34,17 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import copy
 import dataclasses
 import difflib
 import functools
 import hashlib
+import importlib.metadata
 import json
+import logging
 import math
 import os
+import platform
 import re
 import sqlite3
 import string
@@ -53,12 +57,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import json_repair
 import numpy as np
 
 __version__ = "0.1.0"
+
+#: The product name (report evaluator name, cache folder, messages).
+PRODUCT = "kg-triplet-eval"
+
+#: Diagnostics (notes, warnings) of every section; the CLI sends them to stderr unless --quiet.
+log = logging.getLogger(PRODUCT)
 
 # ======================================================================================
 # Constants of the method (SPEC.md)
@@ -867,7 +877,6 @@ class EmbeddingSimilarity(Similarity):
 EMB_DEFAULT_MODEL = DEFAULT_EMBEDDING_MODEL
 #: The one-time command (run while online) that fetches a model; completed by the model name.
 EMB_FETCH_COMMAND = "uv run evaluate.py --download-model"
-EMB_APP_NAME = "kg-triplet-eval"
 #: Most texts per model call. Inputs are sorted by length first (1.55x: 455 -> 705 texts/s,
 #: best of 3, benchmarks/bench_embeddings.py); batch 64, 128 and 256 were within the noise of a
 #: shared 2-core box (705/679/600 in one run, 487/451/603 in another), 128 is the middle.
@@ -981,7 +990,7 @@ def default_embedding_cache_dir() -> Path:
     ``~/.cache/kg-triplet-eval`` on Linux. Not created here."""
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir(EMB_APP_NAME, appauthor=False))
+    return Path(platformdirs.user_cache_dir(PRODUCT, appauthor=False))
 
 
 def emb_download_dir(model_cache: str | os.PathLike | None = None) -> Path:
@@ -1239,7 +1248,7 @@ def _emb_load_fastembed(model: str, model_cache: str | os.PathLike | None) -> tu
     if path.is_dir():
         spec = _emb_local_dir_spec(path)
         fp = emb_fingerprint_dir(path)
-        reg_name = f"{EMB_APP_NAME}/local-{fp[:16]}-{spec['pooling'].lower()}"
+        reg_name = f"{PRODUCT}/local-{fp[:16]}-{spec['pooling'].lower()}"
         known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
         if reg_name.lower() not in known:
             TextEmbedding.add_custom_model(
@@ -1415,8 +1424,7 @@ class EmbeddingCache:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(str(self.path) + suffix)
             reason = " ".join(reason.split())  # quick_check reports span several lines
-            print(f"{EMB_APP_NAME}: embedding cache {self.path} was unreadable ({reason}); "
-                  "rebuilt it empty", file=sys.stderr)
+            log.warning("%s: embedding cache %s was unreadable (%s); rebuilt it empty", PRODUCT, self.path, reason)
             self.rebuilt = True
             return self._connect()
 
@@ -1607,8 +1615,8 @@ class Embedder:
     def _cache_failed(self, what: str, exc: Exception) -> None:
         self.stats.cache_errors += 1
         if self.stats.cache_errors == 1:
-            print(f"{EMB_APP_NAME}: embedding cache {what} failed ({exc}); continuing without "
-                  "it for these texts", file=sys.stderr)
+            log.warning("%s: embedding cache %s failed (%s); continuing without it for these texts",
+                        PRODUCT, what, exc)
 
     def close(self) -> None:
         """Close the cache connection (the model stays usable without cache)."""
@@ -1671,16 +1679,15 @@ def load_embedder(model: str = EMB_DEFAULT_MODEL, *,
         raise EmbeddingUnavailable(
             f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
     if reasons:
-        print(f"{EMB_APP_NAME}: fastembed cannot load {model!r} ({reasons['fastembed']}); "
-              f"using sentence-transformers", file=sys.stderr)
+        log.warning("%s: fastembed cannot load %r (%s); using sentence-transformers",
+                    PRODUCT, model, reasons["fastembed"])
     cache = None
     if cache_dir is not None:
         cdir = Path(cache_dir).expanduser()
         try:
             cache = EmbeddingCache(cdir / EMB_CACHE_FILENAME, max_entries=cache_max_entries)
         except (OSError, sqlite3.Error, TimeoutError) as exc:
-            print(f"{EMB_APP_NAME}: embedding cache in {cdir} unusable ({exc}); running "
-                  "without it", file=sys.stderr)
+            log.warning("%s: embedding cache in %s unusable (%s); running without it", PRODUCT, cdir, exc)
     try:
         emb = Embedder(backend, model_name=model, model_id=model_id, cache=cache,
                        progress=progress, batch_size=batch_size)
@@ -1813,14 +1820,56 @@ def f1_score(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
+@dataclass(frozen=True)
+class EntryMetrics:
+    """The per-entry numbers of SPEC.md section 8 (None = N/A), in report key order.
+
+    Counts: ``n_gold`` valid gold triplets, ``n_pred_raw_items`` every predicted item (the
+    precision denominator), ``n_pred_valid`` schema-valid predictions, ``entity_tp`` /
+    ``full_tp`` entity / full matches, ``hard_hallucinations`` = self-loops +
+    hallucinated relations + ungrounded, and the three classes of unmatched predictions.
+    Ratios in [0, 1]: see :func:`score_entry`.
+    """
+
+    n_gold: int
+    n_pred_raw_items: int
+    n_pred_valid: int
+    entity_tp: int
+    full_tp: int
+    hard_hallucinations: int
+    novel_grounded: int
+    hallucinated_relations: int
+    ungrounded: int
+    self_loops_removed: int
+    schema_score: float
+    entity_precision: float
+    entity_recall: float
+    entity_f1: float
+    triplet_precision: float
+    triplet_recall: float
+    triplet_f1: float
+    relation_accuracy: float | None
+    weight_score: float | None
+    type_agreement: float | None
+    hallucination_rate: float
+    grounding: float
+    composite: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
 @dataclass
 class EntryScore:
     """Per-entry result of :func:`score_entry` (metrics per SPEC.md section 8).
 
-    ``metrics`` holds the numbers (None = N/A); the other fields explain them.
+    ``values`` holds the numbers (``metrics`` is their JSON dict); the other fields
+    explain them: accepted pairs, unmatched predictions with their class, schema-invalid
+    items, and the normalised triplets that the metric families read.
     """
 
-    metrics: dict[str, Any]
+    values: EntryMetrics
     pairs: list[dict[str, Any]] = field(default_factory=list)
     unmatched_predictions: list[dict[str, Any]] = field(default_factory=list)
     invalid_items: list[str] = field(default_factory=list)
@@ -1830,6 +1879,11 @@ class EntryScore:
     gold: list[Triplet] = field(default_factory=list)
     preds: list[Triplet] = field(default_factory=list)
     n_items: int = 0
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The per-entry metrics as the report's JSON dict (None = N/A)."""
+        return self.values.as_dict()
 
 
 def composite_score(axes: Mapping[str, float | None]) -> float:
@@ -1845,6 +1899,104 @@ def composite_score(axes: Mapping[str, float | None]) -> float:
             total += weight * value
             weights += weight
     return total / weights if weights else 0.0
+
+
+@dataclass
+class _MatchTally:
+    """What the accepted pairs of one entry add up to (part of :func:`score_entry`)."""
+
+    entity_tp: int = 0
+    full_tp: int = 0
+    type_ok: int = 0
+    weight_scores: list[float] = field(default_factory=list)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    full_matches: list[tuple[Triplet, Triplet]] = field(default_factory=list)
+    entity_matches: list[tuple[Triplet, Triplet]] = field(default_factory=list)
+
+
+def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[Triplet],
+                 gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> _MatchTally:
+    """Classify every accepted pair (entity / relation / full match, type agreement,
+    weight agreement: SPEC.md section 6), with its report row."""
+    tally = _MatchTally()
+    for pair in result.pairs:
+        g, p = gold[pair.gold], preds[pair.pred]
+        entity = pair.source_sim > 0 and pair.target_sim > 0
+        relation_ok = pair.relation_sim > 0
+        full = entity and relation_ok
+        types = typed and g.source_type == p.source_type and g.target_type == p.target_type
+        w_score = weight_agreement(g.weight, p.weight) if (full and typed) else None
+        if entity:
+            tally.entity_tp += 1
+            tally.entity_matches.append((g, p))
+            tally.type_ok += types
+        if full:
+            tally.full_tp += 1
+            tally.full_matches.append((g, p))
+            if w_score is not None:
+                tally.weight_scores.append(w_score)
+        tally.pairs.append({
+            "gold_index": gold_positions[pair.gold],
+            "pred_index": pred_positions[pair.pred],
+            "source_sim": pair.source_sim, "target_sim": pair.target_sim,
+            "relation_sim": pair.relation_sim, "align_sim": pair.align_sim,
+            "exact": pair.exact, "entity_match": entity, "relation_match": relation_ok,
+            "full_match": full, "type_agree": types if typed else None, "weight_score": w_score,
+        })
+    return tally
+
+
+def _classify_unmatched(gold: Sequence[Triplet], unmatched: Sequence[int], preds: Sequence[Triplet],
+                        pred_positions: Sequence[int], self_loop_positions: Sequence[int],
+                        prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """Stage 5 for one entry: the class of every unmatched prediction (self-loops are
+    "self_loop"), as report rows in item order, and the class counts."""
+    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
+    context = PromptContext.from_prompt(prompt)
+    classes: Counter[str] = Counter(self_loop=len(self_loop_positions))
+    rows = [{"pred_index": position, "class": "self_loop"} for position in self_loop_positions]
+    for j in unmatched:
+        cls = final_hallucination_check(preds[j], gold_titles, context, vocabulary)
+        classes[cls] += 1
+        rows.append({"pred_index": pred_positions[j], "class": cls})
+    rows.sort(key=lambda row: row["pred_index"])
+    return rows, classes
+
+
+def _entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
+                   classes: Counter[str], typed: bool) -> EntryMetrics:
+    """The formulas of SPEC.md section 8 for one entry (see :func:`score_entry`)."""
+    entity_tp, full_tp = tally.entity_tp, tally.full_tp
+    hard = classes["self_loop"] + classes["hallucinated_relation"] + classes["ungrounded"]
+    entity_p, entity_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
+    triplet_p, triplet_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
+    schema_score = 0.0 if unparseable else (n_valid / n_items if n_items else 1.0)
+    relation_acc = full_tp / entity_tp if entity_tp else None
+    weight = sum(tally.weight_scores) / len(tally.weight_scores) if tally.weight_scores else None
+    rate = hard / n_items if n_items else 0.0
+    grounding = 1.0 - rate
+    entity_f1 = f1_score(entity_p, entity_r)
+    if n_gold == 0:
+        composite = 1.0 if n_items == 0 else 0.0
+    else:
+        composite = composite_score({
+            "schema": schema_score if n_items else None,
+            "entity_f1": entity_f1,
+            "relation_acc": relation_acc,
+            "weight": weight,
+            "grounding": grounding if n_items else None,
+        })
+    return EntryMetrics(
+        n_gold=n_gold, n_pred_raw_items=n_items, n_pred_valid=n_valid, entity_tp=entity_tp, full_tp=full_tp,
+        hard_hallucinations=hard, novel_grounded=classes["novel_grounded"],
+        hallucinated_relations=classes["hallucinated_relation"], ungrounded=classes["ungrounded"],
+        self_loops_removed=classes["self_loop"], schema_score=schema_score,
+        entity_precision=entity_p, entity_recall=entity_r, entity_f1=entity_f1,
+        triplet_precision=triplet_p, triplet_recall=triplet_r, triplet_f1=f1_score(triplet_p, triplet_r),
+        relation_accuracy=relation_acc, weight_score=weight,
+        type_agreement=(tally.type_ok / entity_tp if entity_tp else None) if typed else None,
+        hallucination_rate=rate, grounding=grounding, composite=composite,
+    )
 
 
 def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, prompt: Any, *,
@@ -1864,10 +2016,11 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         align_accept: acceptance gate of the matching.
 
     Returns:
-        An :class:`EntryScore`; ``metrics`` has n_gold, n_pred_raw_items, n_pred_valid,
-        entity_tp, full_tp, hard_hallucinations, novel_grounded, self_loops_removed,
-        schema_score, entity/triplet precision/recall/f1, relation_accuracy, weight_score,
-        type_agreement, hallucination_rate, grounding, composite; N/A values are None.
+        An :class:`EntryScore`; ``values`` (:class:`EntryMetrics`) has n_gold,
+        n_pred_raw_items, n_pred_valid, entity_tp, full_tp, hard_hallucinations,
+        novel_grounded, self_loops_removed, schema_score, entity/triplet
+        precision/recall/f1, relation_accuracy, weight_score, type_agreement,
+        hallucination_rate, grounding, composite; N/A values are None.
         Formulas: entity P = entity_tp / n_items, R = entity_tp / n_gold, F1 harmonic;
         triplet likewise from full_tp; relation_accuracy = full_tp / entity_tp;
         hallucination rate = hard / n_items; grounding = 1 - rate; composite per
@@ -1879,179 +2032,386 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
     unparseable = pred_items is None
     pred_schema = validate_schema(pred_items or [], profile)
     valid_preds = normalize_triplets((item for _, item in pred_schema.valid), profile)
-    pred_indices = [index for index, _ in pred_schema.valid]
-    n_items = pred_schema.n_items
+    valid_positions = [index for index, _ in pred_schema.valid]
     self_loops = [k for k, t in enumerate(valid_preds) if is_self_loop(t)]
     kept = [k for k, t in enumerate(valid_preds) if not is_self_loop(t)]
     preds = [valid_preds[k] for k in kept]
+    pred_positions = [valid_positions[k] for k in kept]
 
     result = match_triplets(gold, preds, similarity, align_accept)
-    score = EntryScore(metrics={}, gold=gold, preds=valid_preds, n_items=n_items)
-    entity_tp = full_tp = type_ok = 0
-    weight_scores: list[float] = []
     typed = profile == "hgr"
-    for pair in result.pairs:
-        g, p = gold[pair.gold], preds[pair.pred]
-        entity = pair.source_sim > 0 and pair.target_sim > 0
-        relation_ok = pair.relation_sim > 0
-        full = entity and relation_ok
-        types = typed and g.source_type == p.source_type and g.target_type == p.target_type
-        w_score = weight_agreement(g.weight, p.weight) if (full and typed) else None
-        if entity:
-            entity_tp += 1
-            score.entity_matches.append((g, p))
-            type_ok += types
-        if full:
-            full_tp += 1
-            score.full_matches.append((g, p))
-            if w_score is not None:
-                weight_scores.append(w_score)
-        score.pairs.append({
-            "gold_index": gold_schema.valid[pair.gold][0],
-            "pred_index": pred_indices[kept[pair.pred]],
-            "source_sim": pair.source_sim, "target_sim": pair.target_sim,
-            "relation_sim": pair.relation_sim, "align_sim": pair.align_sim,
-            "exact": pair.exact, "entity_match": entity, "relation_match": relation_ok,
-            "full_match": full, "type_agree": types if typed else None, "weight_score": w_score,
-        })
-
-    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
-    context = PromptContext.from_prompt(prompt)
-    classes: Counter[str] = Counter()
-    for k in self_loops:
-        score.unmatched_predictions.append({"pred_index": pred_indices[k], "class": "self_loop"})
-    for j in result.unmatched_pred:
-        cls = final_hallucination_check(preds[j], gold_titles, context, vocabulary)
-        classes[cls] += 1
-        score.unmatched_predictions.append({"pred_index": pred_indices[kept[j]], "class": cls})
-    score.unmatched_predictions.sort(key=lambda row: row["pred_index"])
-    hard = len(self_loops) + classes["hallucinated_relation"] + classes["ungrounded"]
-    score.invalid_items = [reason for _, reason in pred_schema.invalid]
-    score.invalid_gold_items = [reason for _, reason in gold_schema.invalid]
-
-    n_gold = len(gold)
-    entity_p, entity_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
-    triplet_p, triplet_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
-    schema_score = 0.0 if unparseable else (len(pred_schema.valid) / n_items if n_items else 1.0)
-    relation_acc = full_tp / entity_tp if entity_tp else None
-    weight = sum(weight_scores) / len(weight_scores) if weight_scores else None
-    rate = hard / n_items if n_items else 0.0
-    grounding = 1.0 - rate
-    entity_f1 = f1_score(entity_p, entity_r)
-    if n_gold == 0:
-        composite = 1.0 if n_items == 0 else 0.0
-    else:
-        composite = composite_score({
-            "schema": schema_score if n_items else None,
-            "entity_f1": entity_f1,
-            "relation_acc": relation_acc,
-            "weight": weight,
-            "grounding": grounding if n_items else None,
-        })
-    score.metrics = {
-        "n_gold": n_gold,
-        "n_pred_raw_items": n_items,
-        "n_pred_valid": len(valid_preds),
-        "entity_tp": entity_tp,
-        "full_tp": full_tp,
-        "hard_hallucinations": hard,
-        "novel_grounded": classes["novel_grounded"],
-        "hallucinated_relations": classes["hallucinated_relation"],
-        "ungrounded": classes["ungrounded"],
-        "self_loops_removed": len(self_loops),
-        "schema_score": schema_score,
-        "entity_precision": entity_p,
-        "entity_recall": entity_r,
-        "entity_f1": entity_f1,
-        "triplet_precision": triplet_p,
-        "triplet_recall": triplet_r,
-        "triplet_f1": f1_score(triplet_p, triplet_r),
-        "relation_accuracy": relation_acc,
-        "weight_score": weight,
-        "type_agreement": (type_ok / entity_tp if entity_tp else None) if typed else None,
-        "hallucination_rate": rate,
-        "grounding": grounding,
-        "composite": composite,
-    }
-    return score
+    tally = _tally_pairs(result, gold, preds, [i for i, _ in gold_schema.valid], pred_positions, typed)
+    unmatched, classes = _classify_unmatched(gold, result.unmatched_pred, preds, pred_positions,
+                                             [valid_positions[k] for k in self_loops], prompt, vocabulary)
+    return EntryScore(
+        values=_entry_metrics(len(gold), pred_schema.n_items, len(valid_preds), unparseable, tally, classes, typed),
+        pairs=tally.pairs, unmatched_predictions=unmatched,
+        invalid_items=[reason for _, reason in pred_schema.invalid],
+        invalid_gold_items=[reason for _, reason in gold_schema.invalid],
+        full_matches=tally.full_matches, entity_matches=tally.entity_matches,
+        gold=gold, preds=valid_preds, n_items=pred_schema.n_items)
 
 
-#: Per-entry metrics averaged by the macro summary, as (summary key, per-entry key).
-MACRO_KEYS: tuple[tuple[str, str], ...] = (
-    ("schema_score", "schema_score"),
-    ("entity_f1", "entity_f1"),
-    ("triplet_f1", "triplet_f1"),
-    ("relation_accuracy", "relation_accuracy"),
-    ("weight_score", "weight_score"),
-    ("type_agreement", "type_agreement"),
-    ("grounding", "grounding"),
-    ("composite", "composite"),
-)
+# ======================================================================================
+# Metric families: protocol, exact statistics, registry; hgr, strict, per-relation
+# ======================================================================================
+#
+# Every metric family (the default "hgr" method included) is one MetricFamily subclass:
+#
+#   entry_stats(entry, score, ctx) -> record   additive statistics of ONE scored entry
+#   merge(a, b) -> record                      exact, order-independent sum of two records
+#   finish(record) -> section                  the family's report section (floats rounded once)
+#   format(section, report) -> str             the section as summary text
+#
+# A record is plain data: dicts with string keys, ints (counts), floats or Fractions (exact
+# sums of floats), and lists of those (element-wise sums). Float sums never round while
+# records are merged: merge_additive adds them as exact fractions, and finish divides the
+# exact sum once and rounds once (exact_mean). Hence any split of the entries, merged in
+# any order, finishes to the same bytes, on every Python version. Each per-entry record is
+# stored in the report under per_entry[i]["stats"][family name] (records_to_json); the
+# section is recomputed from them by merging and finishing (issues: bootstrap, shards).
+
+Record = dict[str, Any]
 
 
-def mean_or_none(values: Iterable[float | None]) -> float | None:
-    """Arithmetic mean of the values that are not None; None if there are none."""
-    kept = [v for v in values if v is not None]
-    return sum(kept) / len(kept) if kept else None
+def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
+    if isinstance(a, dict):
+        return merge_additive(a, b, disjoint=disjoint, in_place=in_place)
+    if isinstance(a, list):
+        if not isinstance(b, list) or len(a) != len(b):
+            raise ValueError(f"cannot merge statistics lists of different shapes: {a!r} and {b!r}")
+        return [_exact_add(x, y, disjoint, in_place) for x, y in zip(a, b)]
+    if type(a) is int and type(b) is int:
+        return a + b
+    if isinstance(a, (int, float, Fraction)) and isinstance(b, (int, float, Fraction)) \
+            and not isinstance(a, bool) and not isinstance(b, bool):
+        return Fraction(a) + Fraction(b)
+    raise ValueError(f"cannot merge statistics values {a!r} and {b!r}")
+
+
+def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] = frozenset(),
+                   in_place: bool = False) -> Record:
+    """Key-by-key exact sum of two statistics records.
+
+    ints add as ints; floats and Fractions add exactly (the result is a Fraction); dicts
+    merge recursively (a key missing on one side counts as absent, not zero); lists add
+    element-wise. Under a key named in ``disjoint`` the two dicts are united instead and
+    must not share a key (rows of distinct entries). The result is exact, so
+    ``merge(merge(a, b), c) == merge(a, merge(b, c))`` and ``merge(a, b) == merge(b, a)``
+    as values. ``in_place`` updates and returns ``a`` (which must not share objects with
+    anything else) instead of building a new record. Raises ValueError on values that
+    cannot be added (strings, mismatched lists, an overlap under a ``disjoint`` key).
+    """
+    out = a if in_place else dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = copy.deepcopy(value) if in_place else value
+        elif key in disjoint:
+            clash = out[key].keys() & value.keys()
+            if clash:
+                raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
+            if in_place:
+                out[key].update(copy.deepcopy(value))
+            else:
+                out[key] = {**out[key], **value}
+        else:
+            out[key] = _exact_add(out[key], value, disjoint, in_place)
+    return out
+
+
+def exact_mean(total: int | float | Fraction, count: int) -> float:
+    """``total / count`` of an exact sum, rounded once to the nearest float (count > 0)."""
+    return float(Fraction(total) / count)
+
+
+def _stat_to_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stat_to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stat_to_json(v) for v in value]
+    if isinstance(value, Fraction):
+        as_float = float(value)
+        return as_float if Fraction(as_float) == value else f"{value.numerator}/{value.denominator}"
+    return value
+
+
+def _stat_from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stat_from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stat_from_json(v) for v in value]
+    if isinstance(value, str) and re.fullmatch(r"-?\d+/\d+", value):
+        return Fraction(value)
+    return value
+
+
+def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
+    """Statistics records as strict JSON, losslessly: an exact sum that is a float is
+    written as that float, any other one as the string ``"numerator/denominator"``."""
+    return _stat_to_json(dict(records))
+
+
+def records_from_json(data: Mapping[str, Any]) -> dict[str, Record]:
+    """Inverse of :func:`records_to_json` (``"n/d"`` strings back to Fractions)."""
+    return _stat_from_json(dict(data))
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What scoring one input file needs besides its entries.
+
+    ``group`` names the file's ontology in directory mode ("" for a single file);
+    ``ontology`` is the loaded Text2KGBench ontology (:func:`t2kg_load_ontology`) when
+    one was given, else None.
+    """
+
+    similarity: Similarity
+    profile: str = "hgr"
+    vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS)
+    align_accept: float = DEFAULT_ALIGN_ACCEPT
+    ontology: Mapping[str, Any] | None = None
+    group: str = ""
+
+
+class MetricFamily:
+    """One metric family (``--metrics NAME``): see the section comment above.
+
+    Class attributes: ``name`` (the ``--metrics`` name and the key under
+    ``per_entry[i].stats``), ``key`` (its report section; "summary" = merged into the
+    summary), ``default`` (in the default ``--metrics`` set), ``always`` (computed
+    whatever ``--metrics`` says), ``needs_nltk`` / ``needs_ontology`` (what ``--metrics
+    all`` checks before including it), ``grouped`` (its section already reports each
+    ontology, so it is not repeated under ``per_ontology``), ``disjoint_keys`` (record
+    keys holding rows of distinct entries, united when merged), ``input_errors`` (exception
+    types that mean bad input, not a bug: reported as :class:`InputError`).
+    Subclasses implement :meth:`entry_stats`, :meth:`finish` and :meth:`format`; the
+    default :meth:`merge` is :func:`merge_additive`. One instance serves one run (it may
+    keep caches).
+    """
+
+    name: ClassVar[str] = ""
+    key: ClassVar[str] = ""
+    default: ClassVar[bool] = False
+    always: ClassVar[bool] = False
+    needs_nltk: ClassVar[bool] = False
+    needs_ontology: ClassVar[bool] = False
+    grouped: ClassVar[bool] = False
+    disjoint_keys: ClassVar[frozenset[str]] = frozenset()
+    input_errors: ClassVar[tuple[type[Exception], ...]] = ()
+
+    def check_inputs(self, ctx: ScoringContext) -> None:
+        """Raise :class:`InputError` when ``ctx`` lacks what this family needs."""
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        """The additive statistics of one scored entry (JSON-able via records_to_json)."""
+        raise NotImplementedError
+
+    def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
+        """Exact sum of two records (:func:`merge_additive`, with ``disjoint_keys``)."""
+        return merge_additive(a, b, disjoint=self.disjoint_keys, in_place=in_place)
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        """The report section of a merged record (deterministic, floats rounded once)."""
+        raise NotImplementedError
+
+    def entry_view(self, record: Record) -> dict[str, Any] | None:
+        """What the per-entry row of the report shows under ``key`` (None = nothing)."""
+        return None
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        """The section as text for the printed summary."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn this family's input errors (and a missing NLTK) into :class:`InputError`."""
+        try:
+            yield
+        except InputError:
+            raise
+        except KeyError as exc:
+            if KeyError not in self.input_errors:
+                raise
+            raise InputError(f"{self.name}: the input lacks the field {exc}") from None
+        except ImportError:
+            if not self.needs_nltk:
+                raise
+            raise InputError(f"the {self.name} metrics need NLTK: {NLTK_HELP}") from None
+        except LookupError:
+            if not self.needs_nltk:
+                raise
+            raise InputError(f"the {self.name} metrics need NLTK's English Punkt tables: {NLTK_HELP}") from None
+        except self.input_errors as exc:
+            raise InputError(f"{self.name}: {exc}") from None
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+#: Per-entry metrics averaged by the macro summary (summary key = per-entry key), in order.
+MACRO_KEYS: tuple[str, ...] = ("schema_score", "entity_f1", "triplet_f1", "relation_accuracy",
+                               "weight_score", "type_agreement", "grounding", "composite")
+
+#: Macro rows of the printed summary: (key, label), in print order.
+_MACRO_LABELS = (("composite", "composite"), ("schema_score", "schema"), ("entity_f1", "entity F1"),
+                 ("triplet_f1", "triplet F1"), ("relation_accuracy", "relation accuracy"),
+                 ("weight_score", "weight score"), ("type_agreement", "type agreement"), ("grounding", "grounding"))
+
+
+class HgrFamily(MetricFamily):
+    """The published method's corpus numbers (SPEC.md section 8), in the summary.
+
+    Record: ``totals`` (the counts of ``summary.totals``: summed n_gold, n_items,
+    entity/full tp, hard hallucinations; entries with an empty / schema-invalid /
+    unparseable / missing prediction) and, per macro metric, ``macro_sum`` (sum of the
+    entry values that are not N/A) and ``macro_n`` (how many). Micro P/R/F1 from the
+    summed counts (P = tp / n_items, R = tp / n_gold), micro hallucination rate = hard /
+    n_items; macro = ``macro_sum / macro_n`` (None when every entry is N/A), an exact
+    mean rounded once.
+    """
+
+    name = "hgr"
+    key = "summary"
+    default = always = True
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        return self.record(score.values, entry.pred.status)
+
+    @staticmethod
+    def record(m: EntryMetrics, status: str) -> Record:
+        """The record of one entry's metrics and prediction status."""
+        macro = {key: getattr(m, key) for key in MACRO_KEYS if getattr(m, key) is not None}
+        return {"totals": {
+            "gold_triplets": m.n_gold,
+            "pred_triplet_items": m.n_pred_raw_items,
+            "entity_true_positives": m.entity_tp,
+            "full_triplet_true_positives": m.full_tp,
+            "hard_hallucinations": m.hard_hallucinations,
+            "empty_predictions": int(m.n_pred_raw_items == 0),
+            "schema_invalid_entries": int(m.n_pred_raw_items > m.n_pred_valid),
+            "unparseable_predictions": int(status == "unparseable"),
+            "missing_predictions": int(status == "missing"),
+        }, "macro_sum": macro, "macro_n": dict.fromkeys(macro, 1)}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        t = record.get("totals", {})
+        totals = {k: t.get(k, 0) for k in ("gold_triplets", "pred_triplet_items", "entity_true_positives",
+                                           "full_triplet_true_positives", "hard_hallucinations",
+                                           "empty_predictions", "schema_invalid_entries",
+                                           "unparseable_predictions", "missing_predictions")}
+        n_gold, n_items = totals["gold_triplets"], totals["pred_triplet_items"]
+        entity_tp, full_tp = totals["entity_true_positives"], totals["full_triplet_true_positives"]
+        e_p, e_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
+        t_p, t_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
+        sums, counts = record.get("macro_sum", {}), record.get("macro_n", {})
+        return {
+            "totals": totals,
+            "micro": {
+                "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
+                "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r),
+                "hallucination_rate": safe_ratio(totals["hard_hallucinations"], n_items),
+            },
+            "macro": {key: exact_mean(sums[key], counts[key]) if counts.get(key) else None for key in MACRO_KEYS},
+        }
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        s = section
+        t, mi, ma, n = s["totals"], s["micro"], s["macro"], s["n_entries"]
+        lines = [
+            f"{'micro':<22}{'precision':>10}{'recall':>10}{'F1':>10}",
+            f"{'  entity':<22}{_fmt(mi['entity_precision']):>10}{_fmt(mi['entity_recall']):>10}"
+            f"{_fmt(mi['entity_f1']):>10}"
+            f"   tp {t['entity_true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
+            f"{'  triplet':<22}{_fmt(mi['triplet_precision']):>10}{_fmt(mi['triplet_recall']):>10}"
+            f"{_fmt(mi['triplet_f1']):>10}   tp {t['full_triplet_true_positives']}",
+            f"{'  hallucination rate':<22}{_fmt(mi['hallucination_rate']):>10}"
+            f"   {t['hard_hallucinations']} hard of {t['pred_triplet_items']} predicted items",
+            "",
+            "macro (mean over entries, N/A skipped)",
+        ]
+        per = report.get("per_entry", [])
+        for key, label in _MACRO_LABELS:
+            counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
+            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
+        ps = s.get("parse_status", {})
+        lines += [
+            "",
+            "predictions  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PREDICTION_STATUSES),
+            f"empty predictions {t['empty_predictions']}   entries with schema-invalid items "
+            f"{t['schema_invalid_entries']}",
+        ]
+        reasons = s.get("invalid_item_reasons") or {}
+        if reasons:
+            top = "; ".join(f"{k} x{v}" for k, v in list(reasons.items())[:3])
+            lines.append(f"invalid items {sum(reasons.values())}: {top}" + (" ..." if len(reasons) > 3 else ""))
+        if s.get("invalid_gold_items"):
+            lines.append(f"invalid gold items excluded: {len(s['invalid_gold_items'])} (see report)")
+        return "\n".join(lines)
 
 
 def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
                  missing: int = 0) -> dict[str, Any]:
-    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts.
+    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts, through
+    :class:`HgrFamily` (exact macro means). Returns ``{"totals", "micro", "macro"}``;
+    ``unparseable``/``missing`` are added to the totals."""
+    family = HgrFamily()
+    record: Record = {"totals": {"unparseable_predictions": unparseable, "missing_predictions": missing}}
+    for m in metrics:
+        record = family.merge(record, family.record(EntryMetrics(**m), "ok"))
+    return family.finish(record)
 
-    Returns ``{"totals", "micro", "macro"}`` with the key names of the published method:
-    micro P/R/F1 from summed tp, n_items and n_gold, micro hallucination rate = sum(hard)
-    / sum(n_items); macro = mean over entries of each per-entry value, skipping N/A (None
-    when every entry is N/A). ``unparseable``/``missing`` are added to the totals.
+
+class StrictFamily(MetricFamily):
+    """Strict triplet match (``--metrics strict``): exact equality of the normalised
+    (source title, relation type, target title), one-to-one (multiset intersection).
+
+    Per entry: tp, n_pred (every predicted item, the method's precision denominator),
+    n_gold, and P = tp / n_pred, R = tp / n_gold (0.0 on a zero denominator), F1
+    harmonic. Corpus: micro from summed counts, macro = exact mean of the per-entry values
+    over all entries (0.0 for no entries).
     """
-    def total(key: str) -> int:
-        return sum(m[key] for m in metrics)
 
-    n_gold, n_items = total("n_gold"), total("n_pred_raw_items")
-    entity_tp, full_tp, hard = total("entity_tp"), total("full_tp"), total("hard_hallucinations")
-    totals = {
-        "gold_triplets": n_gold,
-        "pred_triplet_items": n_items,
-        "entity_true_positives": entity_tp,
-        "full_triplet_true_positives": full_tp,
-        "hard_hallucinations": hard,
-        "empty_predictions": sum(1 for m in metrics if m["n_pred_raw_items"] == 0),
-        "schema_invalid_entries": sum(1 for m in metrics if m["n_pred_raw_items"] > m["n_pred_valid"]),
-        "unparseable_predictions": unparseable,
-        "missing_predictions": missing,
-    }
-    e_p, e_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
-    t_p, t_r = safe_ratio(full_tp, n_items), safe_ratio(full_tp, n_gold)
-    micro = {
-        "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
-        "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r),
-        "hallucination_rate": safe_ratio(hard, n_items),
-    }
-    macro = {key: mean_or_none(m[src] for m in metrics) for key, src in MACRO_KEYS}
-    return {"totals": totals, "micro": micro, "macro": macro}
+    name = "strict"
+    key = "strict"
+    default = True
+    _VIEW = ("tp", "n_pred", "n_gold", "precision", "recall", "f1")
 
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        return {"entries": 1, **strict_entry(score.gold, score.preds, score.n_items)}
 
-# ======================================================================================
-# Extra metric families (--metrics): strict, per-relation
-# ======================================================================================
+    def entry_view(self, record: Record) -> dict[str, Any]:
+        return {k: record[k] for k in self._VIEW}
 
-#: Metric families of ``--metrics``; "hgr" is the default method of SPEC.md.
-METRIC_FAMILIES = ("hgr", "strict", "per-relation", "webnlg2020", "text2kgbench")
-DEFAULT_METRICS = ("hgr", "strict", "per-relation")
+    def finish(self, record: Record) -> dict[str, Any]:
+        tp, n_pred, n_gold = (record.get(k, 0) for k in ("tp", "n_pred", "n_gold"))
+        n = record.get("entries", 0)
+        p, r = safe_ratio(tp, n_pred), safe_ratio(tp, n_gold)
+        return {
+            "totals": {"true_positives": tp, "pred_triplet_items": n_pred, "gold_triplets": n_gold},
+            "micro": {"precision": p, "recall": r, "f1": f1_score(p, r)},
+            "macro": {k: exact_mean(record[k], n) if n else 0.0 for k in ("precision", "recall", "f1")},
+        }
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        mi, ma, t = section["micro"], section["macro"], section["totals"]
+        return "\n".join([
+            "strict (exact normalised source, relation, target; one-to-one)",
+            f"  micro  P {_fmt(mi['precision'])}  R {_fmt(mi['recall'])}  F1 {_fmt(mi['f1'])}"
+            f"   tp {t['true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
+            f"  macro  P {_fmt(ma['precision'])}  R {_fmt(ma['recall'])}  F1 {_fmt(ma['f1'])}",
+        ])
 
 
 def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int) -> dict[str, Any]:
-    """Strict triplet match of one entry: exact equality of the normalised (source title,
-    relation type, target title), one-to-one (multiset intersection: each gold triplet is
-    used at most once).
+    """Strict triplet match of one entry (see :class:`StrictFamily`).
 
     Args:
         gold: valid gold triplets; preds: valid predicted triplets (self-loops included);
         n_items: every item the model produced (the method's precision denominator).
 
     Returns:
-        ``{"tp", "n_pred", "n_gold", "precision", "recall", "f1"}`` with P = tp / n_items,
-        R = tp / n_gold (0.0 on a zero denominator), F1 harmonic.
+        ``{"tp", "n_pred", "n_gold", "precision", "recall", "f1"}``.
     """
     gold_keys = Counter((g.source, g.relation, g.target) for g in gold)
     pred_keys = Counter((p.source, p.relation, p.target) for p in preds)
@@ -2061,23 +2421,15 @@ def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int
             "recall": recall, "f1": f1_score(precision, recall)}
 
 
-def strict_corpus(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Micro (from summed tp, n_pred, n_gold) and macro (mean of per-entry values) strict
-    P/R/F1 over entries produced by :func:`strict_entry`."""
-    tp = sum(r["tp"] for r in rows)
-    n_pred = sum(r["n_pred"] for r in rows)
-    n_gold = sum(r["n_gold"] for r in rows)
-    p, r = safe_ratio(tp, n_pred), safe_ratio(tp, n_gold)
-    n = len(rows)
-    return {
-        "totals": {"true_positives": tp, "pred_triplet_items": n_pred, "gold_triplets": n_gold},
-        "micro": {"precision": p, "recall": r, "f1": f1_score(p, r)},
-        "macro": {key: (sum(row[key] for row in rows) / n if n else 0.0) for key in ("precision", "recall", "f1")},
-    }
+def _count_into(target: dict[str, Any], *path_and_key: str) -> None:
+    *path, key = path_and_key
+    for part in path:
+        target = target.setdefault(part, {})
+    target[key] = target.get(key, 0) + 1
 
 
-class PerRelationAccumulator:
-    """Per-relation view over a corpus (``--metrics per-relation``).
+class PerRelationFamily(MetricFamily):
+    """Per-relation view (``--metrics per-relation``).
 
     For each normalised gold relation type r: ``gold`` = gold triplets with r,
     ``predicted`` = valid predictions with r, ``tp_gold`` = full matches whose gold
@@ -2089,90 +2441,76 @@ class PerRelationAccumulator:
     ``relation_mismatches`` counts the entity-matched pairs whose relation did not match.
     ``swapped`` counts predictions that are not entity-matched but whose source and target
     match a gold triplet's target and source (field similarity > 0), i.e. the direction
-    is reversed. Accumulators can be fed several runs (directory mode: all ontologies).
+    is reversed. Record: those counts (``confusion[gold][pred]``).
     """
 
-    def __init__(self) -> None:
-        self.gold: Counter[str] = Counter()
-        self.predicted: Counter[str] = Counter()
-        self.tp_gold: Counter[str] = Counter()
-        self.tp_pred: Counter[str] = Counter()
-        self.confusion: Counter[tuple[str, str]] = Counter()
-        self.confusion_matched: Counter[tuple[str, str]] = Counter()
-        self.swapped = 0
-        self.swapped_same_relation = 0
+    name = "per-relation"
+    key = "per_relation"
+    default = True
 
-    def add(self, score: EntryScore, similarity: Similarity) -> None:
-        self.gold.update(g.relation for g in score.gold)
-        self.predicted.update(p.relation for p in score.preds)
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        rec: Record = {"gold": {}, "predicted": {}, "tp_gold": {}, "tp_pred": {}, "confusion": {},
+                       "confusion_matched": {}, "swapped": 0, "swapped_same_relation": 0}
+        for g in score.gold:
+            _count_into(rec, "gold", g.relation)
+        for p in score.preds:
+            _count_into(rec, "predicted", p.relation)
         for g, p in score.full_matches:
-            self.tp_gold[g.relation] += 1
-            self.tp_pred[p.relation] += 1
-            self.confusion_matched[(g.relation, p.relation)] += 1
+            _count_into(rec, "tp_gold", g.relation)
+            _count_into(rec, "tp_pred", p.relation)
+            _count_into(rec, "confusion_matched", g.relation, p.relation)
         for g, p in score.entity_matches:
-            self.confusion[(g.relation, p.relation)] += 1
+            _count_into(rec, "confusion", g.relation, p.relation)
         matched = {id(p) for _, p in score.entity_matches}
+        similarity = ctx.similarity
         for p in score.preds:
             if id(p) in matched or is_self_loop(p):
                 continue
             for g in score.gold:
                 if similarity.field(g.source, p.target) > 0 and similarity.field(g.target, p.source) > 0:
-                    self.swapped += 1
-                    self.swapped_same_relation += similarity.relation(g.relation, p.relation) > 0
+                    rec["swapped"] += 1
+                    rec["swapped_same_relation"] += similarity.relation(g.relation, p.relation) > 0
                     break
+        return rec
 
-    def merge(self, other: "PerRelationAccumulator") -> None:
-        """Add another accumulator's counts to this one."""
-        for name in ("gold", "predicted", "tp_gold", "tp_pred", "confusion", "confusion_matched"):
-            getattr(self, name).update(getattr(other, name))
-        self.swapped += other.swapped
-        self.swapped_same_relation += other.swapped_same_relation
-
-    def result(self) -> dict[str, Any]:
+    def finish(self, record: Record) -> dict[str, Any]:
+        gold, predicted = record.get("gold", {}), record.get("predicted", {})
+        tp_gold, tp_pred = record.get("tp_gold", {}), record.get("tp_pred", {})
         rows = []
-        for rel in sorted(self.gold, key=lambda r: (-self.gold[r], r)):
-            p = self.tp_pred[rel] / self.predicted[rel] if self.predicted[rel] else None
-            r = safe_ratio(self.tp_gold[rel], self.gold[rel])
-            rows.append({"relation": rel, "gold": self.gold[rel], "predicted": self.predicted[rel],
-                         "tp_gold": self.tp_gold[rel], "tp_pred": self.tp_pred[rel],
+        for rel in sorted(gold, key=lambda r: (-gold[r], r)):
+            p = tp_pred.get(rel, 0) / predicted[rel] if predicted.get(rel) else None
+            r = safe_ratio(tp_gold.get(rel, 0), gold[rel])
+            rows.append({"relation": rel, "gold": gold[rel], "predicted": predicted.get(rel, 0),
+                         "tp_gold": tp_gold.get(rel, 0), "tp_pred": tp_pred.get(rel, 0),
                          "precision": p, "recall": r, "f1": None if p is None else f1_score(p, r)})
-        confusion = [{"gold": g, "pred": p, "count": n, "relation_matched": self.confusion_matched[(g, p)]}
-                     for (g, p), n in sorted(self.confusion.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))]
+        matched = record.get("confusion_matched", {})
+        cells = [((g, p), n) for g, row in record.get("confusion", {}).items() for p, n in row.items()]
+        confusion = [{"gold": g, "pred": p, "count": n, "relation_matched": matched.get(g, {}).get(p, 0)}
+                     for (g, p), n in sorted(cells, key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))]
         return {"relations": rows, "confusion": confusion,
                 "relation_mismatches": sum(c["count"] - c["relation_matched"] for c in confusion),
-                "swapped_direction": self.swapped, "swapped_direction_same_relation": self.swapped_same_relation}
+                "swapped_direction": record.get("swapped", 0),
+                "swapped_direction_same_relation": record.get("swapped_same_relation", 0)}
 
-
-def format_strict(section: Mapping[str, Any]) -> str:
-    """Compact text block for the strict family."""
-    mi, ma, t = section["micro"], section["macro"], section["totals"]
-    return "\n".join([
-        "strict (exact normalised source, relation, target; one-to-one)",
-        f"  micro  P {_fmt(mi['precision'])}  R {_fmt(mi['recall'])}  F1 {_fmt(mi['f1'])}"
-        f"   tp {t['true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
-        f"  macro  P {_fmt(ma['precision'])}  R {_fmt(ma['recall'])}  F1 {_fmt(ma['f1'])}",
-    ])
-
-
-def format_per_relation(section: Mapping[str, Any], max_rows: int = 25) -> str:
-    """Compact per-relation table (the report has every row and the full confusion matrix)."""
-    lines = [f"per relation (full matches){'':14}{'gold':>6}{'pred':>6}{'P':>8}{'R':>8}{'F1':>8}"]
-    rows = section["relations"]
-    for row in rows[:max_rows]:
-        name = row["relation"] if len(row["relation"]) <= 38 else row["relation"][:35] + "..."
-        lines.append(f"  {name:<38}{row['gold']:>6}{row['predicted']:>6}{_fmt(row['precision'], 3):>8}"
-                     f"{_fmt(row['recall'], 3):>8}{_fmt(row['f1'], 3):>8}")
-    if len(rows) > max_rows:
-        lines.append(f"  ... {len(rows) - max_rows} more relations in the report")
-    top = [(c["count"] - c["relation_matched"], c["gold"], c["pred"]) for c in section["confusion"]
-           if c["count"] > c["relation_matched"]]
-    top.sort(key=lambda t: (-t[0], t[1], t[2]))
-    if top:
-        lines.append(f"  relation mismatches on entity-matched pairs: {section['relation_mismatches']}; most "
-                     "confused (gold -> predicted): " + "; ".join(f"{g} -> {p} x{n}" for n, g, p in top[:5]))
-    lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
-                 f" ({section['swapped_direction_same_relation']} with the gold relation)")
-    return "\n".join(lines)
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any], max_rows: int = 25) -> str:
+        """Compact per-relation table (the report has every row and the full confusion matrix)."""
+        lines = [f"per relation (full matches){'':14}{'gold':>6}{'pred':>6}{'P':>8}{'R':>8}{'F1':>8}"]
+        rows = section["relations"]
+        for row in rows[:max_rows]:
+            name = row["relation"] if len(row["relation"]) <= 38 else row["relation"][:35] + "..."
+            lines.append(f"  {name:<38}{row['gold']:>6}{row['predicted']:>6}{_fmt(row['precision'], 3):>8}"
+                         f"{_fmt(row['recall'], 3):>8}{_fmt(row['f1'], 3):>8}")
+        if len(rows) > max_rows:
+            lines.append(f"  ... {len(rows) - max_rows} more relations in the report")
+        top = [(c["count"] - c["relation_matched"], c["gold"], c["pred"]) for c in section["confusion"]
+               if c["count"] > c["relation_matched"]]
+        top.sort(key=lambda t: (-t[0], t[1], t[2]))
+        if top:
+            lines.append(f"  relation mismatches on entity-matched pairs: {section['relation_mismatches']}; most "
+                         "confused (gold -> predicted): " + "; ".join(f"{g} -> {p} x{n}" for n, g, p in top[:5]))
+        lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
+                     f" ({section['swapped_direction_same_relation']} with the gold relation)")
+        return "\n".join(lines)
 
 
 # ======================================================================================
@@ -2467,13 +2805,96 @@ def _t2kg_read_selected(selected_ids: str | os.PathLike | Iterable[str]) -> list
     return [str(i) for i in selected_ids]
 
 
+def _t2kg_sentence_record(sid: Any, line: int, metrics: Mapping[str, Any] | None) -> Record:
+    """The statistics of one ground-truth sentence (``metrics`` None = no response: it
+    adds 0 to every metric, as in run_eval.py)."""
+    if metrics is None:
+        return {"sentences": 1, "evaluated": 0, "sums": {}, "rows": {}}
+    return {"sentences": 1, "evaluated": 1, "sums": {k: metrics[k] for k in T2KG_METRIC_KEYS},
+            "rows": {str(line): {"id": sid, **metrics}}}
+
+
+def _t2kg_merge_group(a: Record, b: Record) -> Record:
+    return merge_additive(a, b, disjoint=frozenset({"rows"}), in_place=True)
+
+
+def _t2kg_averages(group: Mapping[str, Any]) -> dict[str, Fraction]:
+    """Exact per-metric averages of one ontology: sum over evaluated sentences / all
+    ground-truth sentences."""
+    n, sums = group["sentences"], group.get("sums", {})
+    return {k: Fraction(sums.get(k, 0)) / n for k in T2KG_METRIC_KEYS}
+
+
+def _t2kg_group_section(group: Mapping[str, Any]) -> dict[str, Any]:
+    """Report section of one ontology: averages (exact, rounded once), their ``%.2f``
+    forms, counts and the per-sentence rows in ground-truth order."""
+    averages = {k: float(v) for k, v in _t2kg_averages(group).items()}
+    rows = group.get("rows", {})
+    n, evaluated = group["sentences"], group.get("evaluated", 0)
+    return {
+        "averages": averages,
+        "averages_2dp": {k: f"{v:.2f}" for k, v in averages.items()},
+        "counts": {"gt_sentences": n, "evaluated_sentences": evaluated, "missing_responses": n - evaluated,
+                   "ignored_response_ids": 0, "selected_ids": None},
+        "per_sentence": [rows[k] for k in sorted(rows, key=int)],
+    }
+
+
+def _t2kg_key_order(key: str) -> tuple[int, str]:
+    num, _, name = key.partition("_")
+    return (int(num), name) if num.isdigit() else (-1, key)
+
+
+def _t2kg_global_rows(groups: Mapping[str, Mapping[str, Any]], onto_list: Sequence[str] | None) -> dict[str, Any]:
+    """run_eval.py's global rows over several ontologies (see :func:`t2kg_evaluate_run`),
+    exact: the mean of the exact per-ontology averages, rounded once."""
+    keys = sorted(groups, key=_t2kg_key_order)
+    if onto_list is None:
+        if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
+            onto_list = list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
+        else:
+            onto_list = list(keys)
+    onto_list = list(onto_list)
+    if not onto_list:
+        raise ValueError("onto_list is empty")
+    for key in onto_list:
+        if key not in groups:
+            raise KeyError(f"onto_list entry {key!r} is not an evaluated ontology")
+    exact = {key: _t2kg_averages(groups[key]) for key in keys}
+
+    def mean(names: Sequence[str]) -> dict[str, float]:
+        return {m: float(sum((exact[k][m] for k in names), Fraction(0)) / len(names)) for m in T2KG_METRIC_KEYS}
+
+    as_script, unique = mean(onto_list), mean(keys)
+    return {
+        "global_as_script": as_script,
+        "global_unique": unique,
+        "global_as_script_2dp": {k: f"{v:.2f}" for k, v in as_script.items()},
+        "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
+        "onto_list": onto_list,
+    }
+
+
 def t2kg_evaluate_ontology(
     ground_truth_path: str | os.PathLike,
     responses_path: str | os.PathLike,
     ontology_path: str | os.PathLike | Mapping[str, Any],
     selected_ids: str | os.PathLike | Iterable[str] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one ontology's responses as run_eval.py does.
+    """Evaluate one ontology's responses as run_eval.py does: see :func:`_t2kg_ontology_run`."""
+    return _t2kg_ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
+
+
+def _t2kg_ontology_run(
+    ground_truth_path: str | os.PathLike,
+    responses_path: str | os.PathLike,
+    ontology_path: str | os.PathLike | Mapping[str, Any],
+    selected_ids: str | os.PathLike | Iterable[str] | None = None,
+) -> tuple[dict[str, Any], Record]:
+    """Evaluate one ontology's responses as run_eval.py does (the benchmark's own file
+    handling: a repeated id keeps its last line, response ids without ground truth are
+    ignored). The command line reads files through the common input reader instead and
+    scores with :class:`Text2KGBenchFamily`; both share this arithmetic.
 
     Args:
         ground_truth_path: JSONL, one ``{"id", "sent", "triples": [{sub, rel, obj}]}`` a line.
@@ -2484,6 +2905,7 @@ def t2kg_evaluate_ontology(
             None for no "selected" row.
 
     Returns:
+        (result, the ontology's :class:`Text2KGBenchFamily` group record), the result being
         ``{"rows": [per-sentence dict with "id", "sent" + t2kg_sentence_metrics keys, in
         ground-truth order, only for ids that have a response],
         "averages": {"all_test_cases": {metric: float}, "selected_test_cases": {...} or absent},
@@ -2493,9 +2915,10 @@ def t2kg_evaluate_ontology(
 
     Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
     number of ground-truth sentences (unique ids, last line wins), so a sentence without a
-    response adds 0 to every metric (onto_conf included). Selected: sum over evaluated ids in
-    the list / number of listed ids. Raises ValueError (not ZeroDivisionError) when the ground
-    truth or the selected list is empty; OSError on unreadable files.
+    response adds 0 to every metric (onto_conf included); the sum is exact and the mean
+    rounded once. Selected: sum over evaluated ids in the list / number of listed ids.
+    Raises ValueError (not ZeroDivisionError) when the ground truth or the selected list is
+    empty; OSError on unreadable files.
     """
     gold = {row["id"]: row for row in _t2kg_read_jsonl(ground_truth_path)}
     if not gold:
@@ -2503,46 +2926,36 @@ def t2kg_evaluate_ontology(
     responses: dict[str, dict] = {}
     for row in _t2kg_read_jsonl(responses_path):
         responses[row["id"]] = row  # last line wins
-    if isinstance(ontology_path, Mapping):
-        ontology = ontology_path
-    else:
-        ontology = t2kg_load_ontology(ontology_path)
+    ontology = ontology_path if isinstance(ontology_path, Mapping) else t2kg_load_ontology(ontology_path)
     selected = None if selected_ids is None else _t2kg_read_selected(selected_ids)
     if selected is not None and not selected:
         raise ValueError("selected_ids is empty")
     selected_set = set(selected or ())
 
     rows = []
-    sums_all = dict.fromkeys(T2KG_METRIC_KEYS, 0.0)
-    sums_sel = dict.fromkeys(T2KG_METRIC_KEYS, 0.0)
-    for sid, g in gold.items():
+    group: Record = {}
+    chosen: Record = {}
+    for position, (sid, g) in enumerate(gold.items()):
         resp = responses.get(sid)
-        if resp is None:
-            continue
-        m = t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
-        rows.append({"id": sid, "sent": g["sent"], **m})
-        for k in T2KG_METRIC_KEYS:
-            sums_all[k] += m[k]
-            if sid in selected_set:
-                sums_sel[k] += m[k]
-
-    averages = {"all_test_cases": {k: v / len(gold) for k, v in sums_all.items()}}
+        m = None if resp is None else t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
+        record = _t2kg_sentence_record(sid, position, m)
+        group = _t2kg_merge_group(group, record)
+        if sid in selected_set:
+            chosen = _t2kg_merge_group(chosen, record)
+        if m is not None:
+            rows.append({"id": sid, "sent": g["sent"], **m})
+    section = _t2kg_group_section(group)
+    averages = {"all_test_cases": section["averages"]}
     if selected is not None:
-        averages["selected_test_cases"] = {k: v / len(selected) for k, v in sums_sel.items()}
+        averages["selected_test_cases"] = {k: float(v) for k, v in _t2kg_averages(
+            {**chosen, "sentences": len(selected)}).items()}
     return {
         "rows": rows,
         "averages": averages,
-        "averages_2dp": {
-            t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()
-        },
-        "counts": {
-            "gt_sentences": len(gold),
-            "evaluated_sentences": len(rows),
-            "missing_responses": len(gold) - len(rows),
-            "ignored_response_ids": len(set(responses) - set(gold)),
-            "selected_ids": None if selected is None else len(selected),
-        },
-    }
+        "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
+        "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
+                   "selected_ids": None if selected is None else len(selected)},
+    }, group
 
 
 # --- text2kgbench: per run ---
@@ -2562,15 +2975,6 @@ def _t2kg_find_response(responses_dir: Path, key: str) -> Path:
     return hits[0]
 
 
-def _t2kg_key_order(key: str) -> tuple[int, str]:
-    num, _, name = key.partition("_")
-    return (int(num), name)
-
-
-def _t2kg_mean(rows: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    return {k: sum(r[k] for r in rows) / len(rows) for k in T2KG_METRIC_KEYS}
-
-
 def t2kg_evaluate_run(
     ground_truth_dir: str | os.PathLike,
     ontologies_dir: str | os.PathLike,
@@ -2586,7 +2990,7 @@ def t2kg_evaluate_run(
     ``<key>_`` or ``ont_<key>_`` (covers all of the benchmark's naming schemes). With
     ``selected_dir``, ``selected_ont_<key>.txt`` there (if present) gives the selected ids.
 
-    Global rows (all test cases only, from unrounded per-ontology averages):
+    Global rows (all test cases only, from the exact per-ontology averages, rounded once):
         * ``global_as_script``: unweighted mean over the entries of ``onto_list``, duplicates
           counted as often as they appear, as run_eval.py's global row does.
         * ``global_unique``: unweighted mean with each evaluated ontology once.
@@ -2611,7 +3015,8 @@ def t2kg_evaluate_run(
     )
     if not keys:
         raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
-    per_ontology = {}
+    per_ontology: dict[str, Any] = {}
+    groups: dict[str, Record] = {}
     for key in keys:
         onto_path = onto_dir / f"{key}_ontology.json"
         if not onto_path.is_file():
@@ -2620,33 +3025,68 @@ def t2kg_evaluate_run(
         if selected_dir is not None:
             sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
             selected = sel_path if sel_path.is_file() else None
-        per_ontology[key] = t2kg_evaluate_ontology(
+        per_ontology[key], groups[key] = _t2kg_ontology_run(
             gt_dir / f"ont_{key}_ground_truth.jsonl",
             _t2kg_find_response(resp_dir, key),
             onto_path,
             selected,
         )
-    if onto_list is None:
-        if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
-            onto_list = list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
+    return {"per_ontology": per_ontology, **_t2kg_global_rows(groups, onto_list)}
+
+
+class Text2KGBenchFamily(MetricFamily):
+    """Text2KGBench's run_eval.py metrics (``--metrics text2kgbench``; needs an ontology).
+
+    Record: ``groups`` (ontology key, "" for a single file) -> ``sentences`` (ground-truth
+    sentences), ``evaluated`` (those with a prediction line), exact ``sums`` of the seven
+    per-sentence metrics (:func:`t2kg_sentence_metrics`) and ``rows`` (gold line -> the
+    sentence's metrics). A gold id without a prediction line adds 0 to every metric, as in
+    run_eval.py. One group gives the ontology's averages and per-sentence rows; several
+    (directory mode) give each ontology's and the benchmark's global rows.
+    """
+
+    name = "text2kgbench"
+    key = "text2kgbench"
+    needs_nltk = needs_ontology = grouped = True
+    disjoint_keys = frozenset({"rows"})
+    input_errors = (ValueError, KeyError)
+
+    def check_inputs(self, ctx: ScoringContext) -> None:
+        if ctx.ontology is None:
+            raise InputError("--metrics text2kgbench needs --ontology (the Text2KGBench ontology JSON, "
+                             "or a directory of them with directory inputs)")
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        metrics = None
+        if entry.pred.status != "missing":
+            metrics = t2kg_sentence_metrics(entry.gold.items, entry.pred.items or [], entry.gold.prompt,
+                                            ctx.ontology or {})
+        return {"groups": {ctx.group: _t2kg_sentence_record(entry.gold.id, entry.gold.line, metrics)}}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        groups = record.get("groups", {})
+        if set(groups) == {""}:
+            return _t2kg_group_section(groups[""])
+        keys = sorted(groups, key=_t2kg_key_order)
+        return {"per_ontology": {k: _t2kg_group_section(groups[k]) for k in keys},
+                **_t2kg_global_rows(groups, None)}
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        keys = T2KG_METRIC_KEYS
+        head = f"{'':<26}" + "".join(f"{k:>11}" for k in keys)
+        lines = ["text2kgbench (run_eval.py semantics: relation filter, set P/R, stemmed hallucination)", head]
+
+        def row(label: str, values: Mapping[str, float]) -> str:
+            return f"  {label:<24}" + "".join(f"{values[k]:>11.4f}" for k in keys)
+
+        if "per_ontology" in section:
+            for key, onto in section["per_ontology"].items():
+                lines.append(row(key, onto["averages"]))
+            lines.append(row("global (as published)", section["global_as_script"]))
+            lines.append(row("global (each once)", section["global_unique"]))
         else:
-            onto_list = list(keys)
-    onto_list = list(onto_list)
-    if not onto_list:
-        raise ValueError("onto_list is empty")
-    for key in onto_list:
-        if key not in per_ontology:
-            raise KeyError(f"onto_list entry {key!r} is not an evaluated ontology")
-    as_script = _t2kg_mean([per_ontology[k]["averages"]["all_test_cases"] for k in onto_list])
-    unique = _t2kg_mean([per_ontology[k]["averages"]["all_test_cases"] for k in keys])
-    return {
-        "per_ontology": per_ontology,
-        "global_as_script": as_script,
-        "global_unique": unique,
-        "global_as_script_2dp": {k: f"{v:.2f}" for k, v in as_script.items()},
-        "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
-        "onto_list": onto_list,
-    }
+            lines.append(row("average over sentences", section["averages"]))
+        return "\n".join(lines)
 
 
 # ======================================================================================
@@ -3359,7 +3799,12 @@ def _webnlg_best_assignment(f: Sequence[Sequence[float]]) -> tuple[int, ...]:
     return tuple(perm)
 
 
-# --- webnlg2020: Corpus score ---
+# --- webnlg2020: Corpus score (per-entry statistics, merged exactly) ---
+
+#: Slots of one block of statistics: the 7 summed counts, the exact sums of the per-pair
+#: Precision, Recall and F1, and how many of those per-pair values were floats (the
+#: official ``statistics.mean`` returns an int when every value is an int).
+_WEBNLG_COUNT_KEYS = ("Correct", "Incorrect", "Partial", "Missed", "Spurious", "Possible", "Actual")
 
 
 def _webnlg_mean(values: list) -> float | int:
@@ -3368,43 +3813,54 @@ def _webnlg_mean(values: list) -> float | int:
         raise ValueError("no triple pairs to average")
     cnt = Counter(values)
     total = sum((Fraction(v) * n for v, n in cnt.items()), Fraction(0))
-    mean = total / len(values)
-    if all(isinstance(v, int) for v in cnt):
+    return _webnlg_mean_of(total, len(values), all(isinstance(v, int) for v in cnt))
+
+
+def _webnlg_mean_of(total: Fraction | int | float, n: int, all_int: bool) -> float | int:
+    """The value ``statistics.mean`` returns for values summing exactly to ``total``."""
+    mean = Fraction(total) / n
+    if all_int:
         return int(mean) if mean.denominator == 1 else float(mean)
     return float(mean)
 
 
-def _webnlg_block(rows: list[tuple]) -> dict[str, float | int]:
-    keys = ("Correct", "Incorrect", "Partial", "Missed", "Spurious", "Possible", "Actual")
-    out: dict[str, float | int] = {k: sum(r[i] for r in rows) for i, k in enumerate(keys)}
-    out["Precision"] = _webnlg_mean([r[7] for r in rows])
-    out["Recall"] = _webnlg_mean([r[8] for r in rows])
-    out["F1"] = _webnlg_mean([r[9] for r in rows])
+def _webnlg_block_stats(rows: Iterable[tuple]) -> list:
+    """Additive statistics of the selected pairs' rows of one (tag, schema) block:
+    7 counts, exact P/R/F1 sums, and the number of non-int P/R/F1 values."""
+    out: list = [0] * 13
+    for r in rows:
+        for i in range(7):
+            out[i] += r[i]
+        for i in range(3):
+            v = r[7 + i]
+            out[7 + i] = out[7 + i] + Fraction(v) if isinstance(v, float) else out[7 + i] + v
+            out[10 + i] += not isinstance(v, int)
     return out
 
 
-def _webnlg_exact_match(references: Sequence[Sequence[str]], candidates: Sequence[Sequence[str]]) -> dict:
-    """sklearn macro P/R/F1 over a MultiLabelBinarizer of lower-cased raw triple strings."""
-    tp: Counter = Counter()
-    npred: Counter = Counter()
-    ntrue: Counter = Counter()
-    for ref, cand in zip(references, candidates):
-        rs = {t.lower() for t in ref}
-        cs = {t.lower() for t in cand}
-        ntrue.update(rs)
-        npred.update(cs)
-        tp.update(rs & cs)
+def _webnlg_block(stats: Sequence, n_pairs: int) -> dict[str, float | int]:
+    """The official block of one merged block of statistics over ``n_pairs`` pairs."""
+    out: dict[str, float | int] = {k: stats[i] for i, k in enumerate(_WEBNLG_COUNT_KEYS)}
+    for i, name in enumerate(("Precision", "Recall", "F1")):
+        out[name] = _webnlg_mean_of(stats[7 + i], n_pairs, stats[10 + i] == 0)
+    return out
+
+
+def _webnlg_exact_match(record: Mapping[str, Mapping[str, int]]) -> dict:
+    """sklearn macro P/R/F1 over a MultiLabelBinarizer of lower-cased raw triple strings,
+    from per-class counts ``{"true": {c: n}, "pred": {c: n}, "tp": {c: n}}``."""
+    ntrue, npred, tp = record.get("true", {}), record.get("pred", {}), record.get("tp", {})
     classes = set(ntrue) | set(npred)
-    ps, rs_, fs = [], [], []
-    for c in classes:
-        p = tp[c] / npred[c] if npred[c] else 0.0
-        r = tp[c] / ntrue[c] if ntrue[c] else 0.0
-        ps.append(p)
-        rs_.append(r)
-        fs.append(2 * p * r / (p + r) if (p + r) else 0.0)
     if not classes:
         return {"Precision": 0.0, "Recall": 0.0, "F1": 0.0}
-    return {"Precision": float(_webnlg_mean(ps)), "Recall": float(_webnlg_mean(rs_)), "F1": float(_webnlg_mean(fs))}
+    ps, rs, fs = [], [], []
+    for c in classes:
+        p = tp.get(c, 0) / npred[c] if npred.get(c) else 0.0
+        r = tp.get(c, 0) / ntrue[c] if ntrue.get(c) else 0.0
+        ps.append(p)
+        rs.append(r)
+        fs.append(2 * p * r / (p + r) if (p + r) else 0.0)
+    return {"Precision": float(_webnlg_mean(ps)), "Recall": float(_webnlg_mean(rs)), "F1": float(_webnlg_mean(fs))}
 
 
 def _webnlg_join(triple: Sequence[str] | str) -> str:
@@ -3413,6 +3869,102 @@ def _webnlg_join(triple: Sequence[str] | str) -> str:
     if len(triple) != 3 or not all(isinstance(x, str) for x in triple):
         raise ValueError(f"a triple must be 3 strings, got {triple!r}")
     return " | ".join(triple)
+
+
+class _WebNLGScorer:
+    """Scores entries one at a time into additive records, with the run's caches
+    (tokenisation, normalisation, pair scores). See :func:`webnlg2020_score`."""
+
+    def __init__(self, tokenize: Callable[[str], list[str]] | None = None, on_crash: str = "skip") -> None:
+        if on_crash not in ("skip", "raise"):
+            raise ValueError(f"on_crash must be 'skip' or 'raise', got {on_crash!r}")
+        self.on_crash = on_crash
+        self._tokenize = tokenize
+        self._tok: _WebNLGTokens | None = None
+        self._norm: dict[str, str] = {}
+        self._pairs: dict[tuple[str, str], tuple] = {}
+
+    def _normalised(self, s: str) -> str:
+        n = self._norm.get(s)
+        if n is None:
+            n = _webnlg_normalise(s)
+            if len(n.split(" | ")) != 3:
+                raise ValueError(f"triple does not split into 3 parts on ' | ' after normalisation: {s!r}")
+            self._norm[s] = n
+        return n
+
+    def _pair(self, r: str, c: str, eidx: int) -> tuple:
+        key = (r, c)
+        v = self._pairs.get(key)
+        if v is None:
+            if self._tok is None:
+                self._tok = _WebNLGTokens(self._tokenize or _webnlg_default_tokenizer())
+            try:
+                v = _webnlg_eval_pair(r, c, self._tok, self.on_crash)
+            except _WebNLGCrash as exc:
+                raise ValueError(f"entry {eidx}: official scorer crash case (bug 3) for reference {r!r} "
+                                 f"vs candidate {c!r}") from exc
+            self._pairs[key] = v
+        return v
+
+    def entry(self, reference: Sequence[Sequence[str] | str], candidate: Sequence[Sequence[str] | str],
+              eidx: int = 0) -> Record:
+        """The record of one entry: ``pairs`` (selected triple pairs, ``max(n_cand, n_ref)``),
+        ``over_exact_limit`` (1 when k > WEBNLG_EXACT_MAX_K), ``blocks`` ({"Total_scores":
+        {schema: stats}, "Scores_per_tag": {tag: {schema: stats}}}, see
+        :func:`_webnlg_block_stats`) and ``exact_match`` (per-class true/pred/tp counts)."""
+        rr = [_webnlg_join(t) for t in reference]
+        cc = [_webnlg_join(t) for t in candidate]
+        nref = [self._normalised(t) for t in rr]
+        ncand = [self._normalised(t) for t in cc]
+        k = max(len(nref), len(ncand))
+        nref += [""] * (k - len(nref))
+        ncand += [""] * (k - len(ncand))
+        res = [[self._pair(r, c, eidx) for r in nref] for c in ncand]
+        objective = [[_webnlg_pair_objective(v[0]) for v in row] for row in res]
+        over = 0
+        if k > WEBNLG_EXACT_MAX_K:
+            # Beyond the exact search: a maximal-sum assignment in exact arithmetic (the
+            # Hungarian method on -f); float near-ties may resolve differently than the
+            # official k! loop would (which could not finish for such k anyway).
+            perm = tuple(hungarian([[-x for x in row] for row in objective]))
+            over = 1
+        else:
+            perm = _webnlg_best_assignment(objective)
+        selected = [res[i][j] for i, j in enumerate(perm)]
+        order = {name: i for i, name in enumerate(_WEBNLG_SCHEMAS)}
+        rs, cs = {t.lower() for t in rr}, {t.lower() for t in cc}
+        return {
+            "pairs": len(selected),
+            "over_exact_limit": over,
+            "blocks": {
+                "Total_scores": {out: _webnlg_block_stats(p[0][order[s]] for p in selected)
+                                 for s, out in WEBNLG_SCHEMA_NAMES},
+                "Scores_per_tag": {
+                    WEBNLG_TAG_NAMES[tag]: {out: _webnlg_block_stats(p[1][ti][order[s]] for p in selected)
+                                            for s, out in WEBNLG_SCHEMA_NAMES}
+                    for ti, tag in enumerate(WEBNLG_TAGS)},
+            },
+            "exact_match": {"true": dict.fromkeys(sorted(rs), 1), "pred": dict.fromkeys(sorted(cs), 1),
+                            "tp": dict.fromkeys(sorted(rs & cs), 1)},
+        }
+
+
+def webnlg2020_finish(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The official output of a merged record (see :func:`webnlg2020_score`).
+    Raises ValueError when the record holds no triple pair."""
+    n = record.get("pairs", 0)
+    if not n:
+        raise ValueError("no triple pairs to score (all entries empty)")
+    blocks = record["blocks"]
+    return {
+        "Total_scores": {out: _webnlg_block(blocks["Total_scores"][out], n) for _, out in WEBNLG_SCHEMA_NAMES},
+        "Scores_per_tag": {
+            WEBNLG_TAG_NAMES[tag]: {out: _webnlg_block(blocks["Scores_per_tag"][WEBNLG_TAG_NAMES[tag]][out], n)
+                                    for _, out in WEBNLG_SCHEMA_NAMES}
+            for tag in WEBNLG_TAGS},
+        "Exact_match": _webnlg_exact_match(record.get("exact_match", {})),
+    }
 
 
 def webnlg2020_score(
@@ -3449,6 +4001,9 @@ def webnlg2020_score(
         per-pair ``P = correct/actual``, ``R = correct/possible`` (partial / ent_type:
         ``correct + 0.5 partial``), ``F1 = 2PR/(P+R)`` (0 on a zero denominator).
         Same keys and nesting as the official ``Evaluation_script_json.py`` output.
+        The means are exact (``statistics.mean``, as the official script computes
+        them), so scoring entry by entry (:class:`WebNLG2020Family`) and merging gives
+        the same bits.
     Raises:
         ValueError: different numbers of reference and candidate entries, a triple
             that is not 3 strings or whose normalised form does not split into 3 parts
@@ -3458,77 +4013,18 @@ def webnlg2020_score(
     nervaluate 0.1.7, as documented in ``shared/data/webnlg2020/README.md``; quirks
     and deviations listed in the module docstring.
     """
-    if on_crash not in ("skip", "raise"):
-        raise ValueError(f"on_crash must be 'skip' or 'raise', got {on_crash!r}")
+    scorer = _WebNLGScorer(tokenize, on_crash)
     if len(references) != len(candidates):
         raise ValueError(
             f"{len(references)} reference entries but {len(candidates)} candidate entries "
             "(entries are paired by position)"
         )
-    tok = _WebNLGTokens(tokenize or _webnlg_default_tokenizer())
-    raw_refs = [[_webnlg_join(t) for t in e] for e in references]
-    raw_cands = [[_webnlg_join(t) for t in e] for e in candidates]
-    norm_cache: dict[str, str] = {}
-
-    def norm(s: str) -> str:
-        n = norm_cache.get(s)
-        if n is None:
-            n = _webnlg_normalise(s)
-            if len(n.split(" | ")) != 3:
-                raise ValueError(f"triple does not split into 3 parts on ' | ' after normalisation: {s!r}")
-            norm_cache[s] = n
-        return n
-
-    pair_cache: dict[tuple[str, str], tuple] = {}
-    selected: list[tuple] = []
-    for eidx, (rr, cc) in enumerate(zip(raw_refs, raw_cands)):
-        nref = [norm(t) for t in rr]
-        ncand = [norm(t) for t in cc]
-        k = max(len(nref), len(ncand))
-        nref += [""] * (k - len(nref))
-        ncand += [""] * (k - len(ncand))
-        res = []
-        for c in ncand:
-            row = []
-            for r in nref:
-                key = (r, c)
-                v = pair_cache.get(key)
-                if v is None:
-                    try:
-                        v = _webnlg_eval_pair(r, c, tok, on_crash)
-                    except _WebNLGCrash as exc:
-                        raise ValueError(
-                            f"entry {eidx}: official scorer crash case (bug 3) for reference {r!r} "
-                            f"vs candidate {c!r}"
-                        ) from exc
-                    pair_cache[key] = v
-                row.append(v)
-            res.append(row)
-        objective = [[_webnlg_pair_objective(v[0]) for v in row] for row in res]
-        if k > WEBNLG_EXACT_MAX_K:
-            # Beyond the exact search: a maximal-sum assignment in exact arithmetic (the
-            # Hungarian method on -f); float near-ties may resolve differently than the
-            # official k! loop would (which could not finish for such k anyway).
-            perm = tuple(hungarian([[-x for x in row] for row in objective]))
-            if stats is not None:
-                stats["entries_over_exact_limit"] = stats.get("entries_over_exact_limit", 0) + 1
-        else:
-            perm = _webnlg_best_assignment(objective)
-        selected.extend(res[i][j] for i, j in enumerate(perm))
-    if not selected:
-        raise ValueError("no triple pairs to score (all entries empty)")
-
-    order = {name: i for i, name in enumerate(_WEBNLG_SCHEMAS)}
-    total = {out: _webnlg_block([p[0][order[s]] for p in selected]) for s, out in WEBNLG_SCHEMA_NAMES}
-    per_tag = {
-        WEBNLG_TAG_NAMES[tag]: {out: _webnlg_block([p[1][ti][order[s]] for p in selected]) for s, out in WEBNLG_SCHEMA_NAMES}
-        for ti, tag in enumerate(WEBNLG_TAGS)
-    }
-    return {
-        "Total_scores": total,
-        "Scores_per_tag": per_tag,
-        "Exact_match": _webnlg_exact_match(raw_refs, raw_cands),
-    }
+    total: Record = {}
+    for eidx, (rr, cc) in enumerate(zip(references, candidates)):
+        total = merge_additive(total, scorer.entry(rr, cc, eidx))
+    if stats is not None and total.get("over_exact_limit"):
+        stats["entries_over_exact_limit"] = stats.get("entries_over_exact_limit", 0) + total["over_exact_limit"]
+    return webnlg2020_finish(total)
 
 
 def webnlg_triples(items: Sequence[Any]) -> tuple[list[tuple[str, str, str]], int]:
@@ -3551,22 +4047,55 @@ def webnlg_triples(items: Sequence[Any]) -> tuple[list[tuple[str, str, str]], in
     return out, excluded
 
 
-def format_webnlg2020(section: Mapping[str, Any]) -> str:
-    """Compact table of the webnlg2020 family (Total_scores)."""
-    lines = ["webnlg2020 (official WebNLG+ 2020 Text-to-RDF scorer; P/R/F1 are means over triple pairs)",
-             f"  {'':<10}{'P':>9}{'R':>9}{'F1':>9}{'correct':>9}{'partial':>9}{'missed':>9}{'spurious':>9}"]
-    for name in ("Exact", "Ent_type", "Partial", "Strict"):
-        b = section["Total_scores"][name]
-        lines.append(f"  {name:<10}{b['Precision']:>9.4f}{b['Recall']:>9.4f}{b['F1']:>9.4f}"
-                     f"{b['Correct']:>9}{b['Partial']:>9}{b['Missed']:>9}{b['Spurious']:>9}")
-    ex = section.get("excluded_items", {})
-    if ex.get("reference") or ex.get("candidate"):
-        lines.append(f"  excluded items (not 3 strings): {ex.get('reference', 0)} reference, "
-                     f"{ex.get('candidate', 0)} candidate")
-    if section.get("entries_over_exact_limit"):
-        lines.append(f"  {section['entries_over_exact_limit']} entries with more than {WEBNLG_EXACT_MAX_K} "
-                     "triples used the Hungarian assignment (the official k! search cannot finish them)")
-    return "\n".join(lines)
+class WebNLG2020Family(MetricFamily):
+    """The official WebNLG+ 2020 Text-to-RDF scorer (``--metrics webnlg2020``).
+
+    Record per entry: the scorer's per-entry statistics (:meth:`_WebNLGScorer.entry`)
+    plus ``excluded`` items that are not three strings (reference / candidate). Exact
+    sums, so the section equals :func:`webnlg2020_score` on all entries at once, bit for
+    bit (the official means are exact rational means too).
+    """
+
+    name = "webnlg2020"
+    key = "webnlg2020"
+    needs_nltk = True
+    input_errors = (ValueError,)
+
+    def __init__(self) -> None:
+        self._scorer = _WebNLGScorer()
+        self._entries = 0
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        refs, bad_refs = webnlg_triples(entry.gold.items)
+        cands, bad_cands = webnlg_triples(entry.pred.items or [])
+        self._entries += 1
+        record = self._scorer.entry(refs, cands, self._entries - 1)
+        record["excluded"] = {"reference": bad_refs, "candidate": bad_cands}
+        return record
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        excluded = record.get("excluded", {})
+        return {
+            **webnlg2020_finish(record),
+            "excluded_items": {"reference": excluded.get("reference", 0), "candidate": excluded.get("candidate", 0)},
+            "entries_over_exact_limit": record.get("over_exact_limit", 0),
+        }
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        lines = ["webnlg2020 (official WebNLG+ 2020 Text-to-RDF scorer; P/R/F1 are means over triple pairs)",
+                 f"  {'':<10}{'P':>9}{'R':>9}{'F1':>9}{'correct':>9}{'partial':>9}{'missed':>9}{'spurious':>9}"]
+        for name in ("Exact", "Ent_type", "Partial", "Strict"):
+            b = section["Total_scores"][name]
+            lines.append(f"  {name:<10}{b['Precision']:>9.4f}{b['Recall']:>9.4f}{b['F1']:>9.4f}"
+                         f"{b['Correct']:>9}{b['Partial']:>9}{b['Missed']:>9}{b['Spurious']:>9}")
+        ex = section.get("excluded_items", {})
+        if ex.get("reference") or ex.get("candidate"):
+            lines.append(f"  excluded items (not 3 strings): {ex.get('reference', 0)} reference, "
+                         f"{ex.get('candidate', 0)} candidate")
+        if section.get("entries_over_exact_limit"):
+            lines.append(f"  {section['entries_over_exact_limit']} entries with more than {WEBNLG_EXACT_MAX_K} "
+                         "triples used the Hungarian assignment (the official k! search cannot finish them)")
+        return "\n".join(lines)
 
 
 # ======================================================================================
@@ -4192,8 +4721,14 @@ _JSONL_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _JSONL_NON_BRACKET = re.compile(rb"[^\[\]{}]++")
 
 
-class InputFormatError(ValueError):
-    """The file is not UTF-8 JSONL at all (UTF-16/32, binary, compressed)."""
+class InputError(ValueError):
+    """Bad usage or bad input (the one exception type for user errors): the message names
+    the file, line and field; the CLI prints it and exits with status 2."""
+
+
+#: Former name of :class:`InputError` for "not UTF-8 JSONL at all" (kept for the parser
+#: tests until they move to InputError).
+InputFormatError = InputError
 
 
 class JsonlLine(NamedTuple):
@@ -4211,13 +4746,13 @@ class JsonlLine(NamedTuple):
 
 
 def _jsonl_sniff(path: str | os.PathLike) -> None:
-    """Raise InputFormatError if the file start does not look like UTF-8 text."""
+    """Raise InputError if the file start does not look like UTF-8 text."""
     name = os.fspath(path)
     with open(path, "rb") as f:
         head = f.read(_JSONL_SNIFF_BYTES)
 
     def fail(why: str) -> None:
-        raise InputFormatError(f"{name}: not UTF-8 JSONL ({why})")
+        raise InputError(f"{name}: not UTF-8 JSONL ({why})")
 
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         fail("UTF-16/UTF-32 byte-order mark (BOM) " + head[:2].hex(" ").upper())
@@ -4309,7 +4844,7 @@ def read_jsonl(
 
     Raises:
         FileNotFoundError / OSError: at call time, if the file cannot be opened.
-        InputFormatError (a ValueError): at call time, if the first 8 KiB show a UTF-16/32
+        InputError (a ValueError): at call time, if the first 8 KiB show a UTF-16/32
             BOM, NUL bytes (UTF-16 without BOM, binary), compression magic bytes, or
             mostly non-text bytes. One-line message containing "not UTF-8 JSONL" and the
             path.
@@ -4362,10 +4897,6 @@ COMBINED_PRED_RAW_KEYS = ("pred_raw",)
 #: Every status a prediction can have: those of :func:`parse_model_output`, and
 #: "missing" = no prediction line for a gold id.
 PREDICTION_STATUSES = PARSE_STATUSES + ("missing",)
-
-
-class InputError(ValueError):
-    """Bad usage or bad input: the CLI prints the message and exits with status 2."""
 
 
 @dataclass
@@ -4532,24 +5063,46 @@ def read_records(path: Path) -> Iterable[JsonlLine]:
 
 @dataclass
 class LoadedInputs:
-    """Everything read from the input files, before scoring."""
+    """Everything read from the input files, before scoring.
 
-    entries: list[Entry]
-    problems: list[str]              # human-readable notes on bad lines, duplicates ...
+    ``problems`` is the one record of every line that was excluded, dropped or could not be
+    attributed (human-readable, naming file and line); ``duplicates_dropped`` counts the
+    lines dropped by ``--duplicate-ids first|last``. Readers report through
+    :meth:`problem` so that the summary shows every exclusion.
+    """
+
+    entries: list[Entry] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
     duplicates_dropped: int = 0
-    extra_prediction_lines: int = 0
+
+    def problem(self, message: str, *, duplicates: int = 0) -> None:
+        """Record one input problem (and the duplicate lines it dropped)."""
+        self.problems.append(message)
+        self.duplicates_dropped += duplicates
 
 
-def _dedupe(records: list[Any], policy: str, what: str, path: Path, problems: list[str]) -> tuple[list[Any], int]:
+class _GoldSlot(NamedTuple):
+    """A gold record and its position among all gold lines (excluded ones included)."""
+
+    position: int
+    record: GoldRecord
+
+    @property
+    def id(self) -> str | None:
+        return self.record.id
+
+
+def _dedupe(records: list[Any], policy: str, what: str, path: Path, log: LoadedInputs) -> list[Any]:
     """Apply ``--duplicate-ids`` to records that have ``.id`` (None ids are kept)."""
     seen: Counter[str] = Counter(r.id for r in records if r.id is not None)
     dups = sorted(k for k, n in seen.items() if n > 1)
     if not dups:
-        return records, 0
+        return records
     if policy == "error":
         shown = ", ".join(dups[:10]) + (f" ... ({len(dups)} ids)" if len(dups) > 10 else "")
-        raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last "
-                         "to keep one copy of each")
+        raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
+                         "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
+                         "the last line of a repeated id)")
     keep: dict[str, Any] = {}
     for r in records:
         if r.id is None:
@@ -4558,38 +5111,26 @@ def _dedupe(records: list[Any], policy: str, what: str, path: Path, problems: li
             keep[r.id] = r
     kept = [r for r in records if r.id is None or keep[r.id] is r]
     dropped = len(records) - len(kept)
-    problems.append(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
-                    f"{len(dups)} id(s) repeated)")
-    return kept, dropped
+    log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
+                f"{len(dups)} id(s) repeated)", duplicates=dropped)
+    return kept
 
 
-def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
-                skip_bad_gold: bool = False, duplicate_ids: str = "error",
-                limit: int | None = None) -> LoadedInputs:
-    """Read the gold and prediction files and join them into :class:`Entry` records.
+class _GoldLines(NamedTuple):
+    slots: list[_GoldSlot]
+    n_rows: int                      # gold lines read, excluded ones included
+    excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
+    combined_preds: list[Prediction]  # the predictions of a combined file, by gold slot
 
-    With ``gold_path`` None, ``pred_path`` is a combined file (``prompt``, ``gold_raw``/
-    ``gold_parsed``, ``pred_raw``/``pred_parsed`` per line). Otherwise: join by id when
-    every record on both sides has one, else by line order (equal counts required). A gold
-    id with no prediction is scored as an empty prediction (status "missing"); a
-    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
-    are reported and scored as unparseable (attributed by their ``"id"`` when it can be
-    read from the raw bytes, else by position); bad gold lines are an error unless
-    ``skip_bad_gold``.
 
-    Raises:
-        InputError: unreadable files, bad gold lines, unmatched prediction ids, duplicate
-            ids (unless ``duplicate_ids`` is "first"/"last"), count mismatch.
-    """
-    problems: list[str] = []
-    gold_file = gold_path or pred_path
-    golds: list[GoldRecord] = []
-    slot: dict[int, int] = {}          # id(gold record) -> position among the gold lines
-    excluded_ids: set[str] = set()     # ids of gold lines excluded by --skip-bad-gold
+def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs) -> _GoldLines:
+    """Read every gold line (and, from a combined file, its prediction)."""
+    slots: list[_GoldSlot] = []
+    excluded_ids: set[str] = set()
     combined_preds: list[Prediction] = []
-    n_gold_rows = 0
+    n_rows = 0
     for position, row in enumerate(read_records(gold_file)):
-        n_gold_rows = position + 1
+        n_rows = position + 1
         where = f"{gold_file}: line {row.line_no}"
         try:
             if row.error is not None:
@@ -4598,87 +5139,123 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
         except InputError as exc:
             if not skip_bad_gold:
                 raise InputError(f"{exc} (pass --skip-bad-gold to report and exclude such lines)") from None
-            problems.append(f"{exc} (excluded: --skip-bad-gold)")
+            log.problem(f"{exc} (excluded: --skip-bad-gold)")
             rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
             if rid is not None:
                 excluded_ids.add(rid)
             continue
-        golds.append(gold)
-        slot[id(gold)] = position
-        if gold_path is None:
+        slots.append(_GoldSlot(position, gold))
+        if combined:
             combined_preds.append(prediction_from_record(row.value, row.line_no, combined=True, reparse=reparse))
-    if not golds:
+    if not slots:
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
+    return _GoldLines(slots, n_rows, excluded_ids, combined_preds)
 
-    if gold_path is None:
-        golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_file, problems)
-        keep_lines = {g.line for g in golds}
-        combined_preds = [p for p in combined_preds if p.line in keep_lines]
-        entries = [Entry(g, p) for g, p in zip(golds, combined_preds)]
-        return LoadedInputs(entries[:limit] if limit is not None else entries, problems, dropped)
 
+def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs) -> list[Prediction]:
+    """Read every prediction line; an unreadable line is reported and kept as an
+    unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
     preds: list[Prediction] = []
     for row in read_records(pred_path):
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
-            problems.append(f"{pred_path}: {reason} ("
-                            + (f"scored as an unparseable prediction for id {rid!r})" if rid else
-                               "no readable id: scored as an unparseable prediction when records are paired "
-                               "by line order, else not attributable)"))
+            log.problem(f"{pred_path}: {reason} ("
+                        + (f"scored as an unparseable prediction for id {rid!r})" if rid else
+                           "no readable id: scored as an unparseable prediction when records are paired "
+                           "by line order, else not attributable)"))
             preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
             continue
         preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
-
     if not preds:
         raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
-    golds, dropped = _dedupe(golds, duplicate_ids, "gold", gold_path, problems)
-    gold_ids_complete = all(g.id is not None for g in golds)
-    if gold_ids_complete and any(p.id is not None for p in preds):
-        # Join by id. Lines whose id cannot be read cannot be attributed: reported, and
-        # their gold records (if any) count as missing predictions.
-        if excluded_ids:
-            gone = [p for p in preds if p.id in excluded_ids]
-            if gone:
-                preds = [p for p in preds if p.id not in excluded_ids]
-                problems.append(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
-                                f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})")
-        no_id = [p.line for p in preds if p.id is None]
-        if no_id:
-            problems.append(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
-                            f"{', '.join(map(str, no_id[:10]))}{' ...' if len(no_id) > 10 else ''}) cannot be "
-                            "attributed to a gold record and are not scored; those gold ids count as missing")
-        preds, d2 = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, problems)
-        dropped += d2
-        gold_ids = {g.id for g in golds}
-        extra = sorted({p.id for p in preds if p.id not in gold_ids})
-        if extra:
-            shown = ", ".join(extra[:10]) + (f" ... ({len(extra)} ids)" if len(extra) > 10 else "")
-            raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
-        pred_by_id = {p.id: p for p in preds}
-        entries = [Entry(g, pred_by_id.get(g.id) or Prediction(g.id, [], "missing", "no prediction line for this id", None))
-                   for g in golds]
+    return preds
+
+
+def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: set[str], pred_path: Path,
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> list[Entry]:
+    """Join by id. Lines whose id cannot be read cannot be attributed: reported, and their
+    gold records (if any) count as missing predictions."""
+    if excluded_ids:
+        gone = [p for p in preds if p.id in excluded_ids]
+        if gone:
+            preds = [p for p in preds if p.id not in excluded_ids]
+            log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
+                        f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})")
+    no_id = [p.line for p in preds if p.id is None]
+    if no_id:
+        log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
+                    f"{', '.join(map(str, no_id[:10]))}{' ...' if len(no_id) > 10 else ''}) cannot be "
+                    "attributed to a gold record and are not scored; those gold ids count as missing")
+    preds = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, log)
+    gold_ids = {s.id for s in slots}
+    extra = sorted({p.id for p in preds if p.id not in gold_ids})
+    if extra:
+        shown = ", ".join(extra[:10]) + (f" ... ({len(extra)} ids)" if len(extra) > 10 else "")
+        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
+    pred_by_id = {p.id: p for p in preds}
+    return [Entry(s.record, pred_by_id.get(s.id) or Prediction(s.id, [], "missing", "no prediction line for this id",
+                                                                 None))
+            for s in slots]
+
+
+def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, pred_path: Path, gold_path: Path,
+                  limit: int | None, log: LoadedInputs) -> list[Entry]:
+    """Join by line order: the k-th prediction line goes with the k-th gold line (excluded
+    gold lines included, so that the pairing does not shift)."""
+    if limit is not None:  # only the first `limit` gold records need their prediction line
+        slots = slots[:limit]
+        n_rows = min(n_rows, max(s.position for s in slots) + 1)
+        preds = preds[:n_rows]
+    if len(preds) != n_rows:
+        raise InputError(
+            f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
+            f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
+    kept = {s.position for s in slots}
+    skipped = [p.line for k, p in enumerate(preds) if k not in kept]
+    if skipped:
+        log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
+                    f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})")
+    return [Entry(s.record, preds[s.position]) for s in slots]
+
+
+def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
+                skip_bad_gold: bool = False, duplicate_ids: str = "error",
+                limit: int | None = None) -> LoadedInputs:
+    """Read the gold and prediction files and join them into :class:`Entry` records: the
+    one input path of every metric family.
+
+    With ``gold_path`` None, ``pred_path`` is a combined file (``prompt``, ``gold_raw``/
+    ``gold_parsed``, ``pred_raw``/``pred_parsed`` per line). Otherwise: join by id when
+    every record on both sides has one, else by line order (equal counts required). A gold
+    id with no prediction is scored as an empty prediction (status "missing"); a
+    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
+    are reported and scored as unparseable (attributed by their ``"id"`` when it can be
+    read from the raw bytes, else by position); bad gold lines are an error unless
+    ``skip_bad_gold``. ``limit`` keeps the first N gold entries.
+
+    Raises:
+        InputError: unreadable files, bad gold lines, unmatched prediction ids, duplicate
+            ids (unless ``duplicate_ids`` is "first"/"last"), count mismatch.
+    """
+    log = LoadedInputs()
+    gold_file = gold_path or pred_path
+    gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log)
+    if gold_path is None:
+        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_file, log)
+        keep = {s.position for s in slots}
+        preds = [p for s, p in zip(gold.slots, gold.combined_preds) if s.position in keep]
+        entries = [Entry(s.record, p) for s, p in zip(slots, preds)]
     else:
-        # Join by line order: the k-th prediction line goes with the k-th gold line
-        # (excluded gold lines included, so that the pairing does not shift).
-        if limit is not None:  # only the first `limit` gold records need their prediction line
-            golds = golds[:limit]
-            n_gold_rows = min(n_gold_rows, max(slot[id(g)] for g in golds) + 1)
-            preds = preds[:n_gold_rows]
-        if len(preds) != n_gold_rows:
-            raise InputError(
-                f"cannot join by line order: {gold_path} has {n_gold_rows} records, {pred_path} has "
-                f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
-        kept = {slot[id(g)] for g in golds}
-        skipped = [p.line for k, p in enumerate(preds) if k not in kept]
-        if skipped:
-            problems.append(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
-                            f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})")
-        entries = [Entry(g, preds[slot[id(g)]]) for g in golds]
-    if limit is not None:
-        entries = entries[:limit]
-    return LoadedInputs(entries, problems, dropped)
+        preds = _read_predictions(pred_path, reparse, log)
+        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_path, log)
+        if all(s.id is not None for s in slots) and any(p.id is not None for p in preds):
+            entries = _join_by_id(slots, preds, gold.excluded_ids, pred_path, gold_path, duplicate_ids, log)
+        else:
+            entries = _join_by_line(slots, preds, gold.n_rows, pred_path, gold_path, limit, log)
+    log.entries = entries[:limit] if limit is not None else entries
+    return log
 
 
 def _id_from_raw(raw: bytes) -> str | None:
@@ -4729,117 +5306,33 @@ def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:
 
 
 # ======================================================================================
-# Report: evaluation driver, summary text, atomic JSON output
+# Metric family registry
+# ======================================================================================
+
+#: The metric families by ``--metrics`` name, in report order. Adding a family: one
+#: MetricFamily subclass and one entry here (or :func:`register_family`).
+FAMILIES: dict[str, type[MetricFamily]] = {cls.name: cls for cls in (
+    HgrFamily, StrictFamily, PerRelationFamily, WebNLG2020Family, Text2KGBenchFamily)}
+
+#: The families of the default ``--metrics``.
+DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() if cls.default)
+
+
+def register_family(cls: type[MetricFamily]) -> type[MetricFamily]:
+    """Add a family to :data:`FAMILIES` (usable as a class decorator); returns it."""
+    if not cls.name or not cls.key:
+        raise ValueError("a metric family needs a name and a report key")
+    FAMILIES[cls.name] = cls
+    return cls
+
+
+# ======================================================================================
+# Engine: score entries into family statistics, build the report, summary text
 # ======================================================================================
 
 def _strip_index(reason: str) -> str:
     """``"[3].target: missing"`` -> ``"target: missing"`` (for grouping reasons)."""
     return re.sub(r"^\[\d+\]\.?", "", reason) or reason
-
-
-def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profile: str = "hgr",
-                     vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
-                     align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False,
-                     families: Sequence[str] = DEFAULT_METRICS,
-                     per_relation: PerRelationAccumulator | None = None) -> dict[str, Any]:
-    """Score every entry and aggregate: the whole method, without file I/O.
-
-    Args:
-        entries: joined gold/prediction records.
-        similarity: the similarity backend (its ``prepare`` receives every normalised
-            title and relation form first, so that embeddings are computed once, batched).
-        profile, vocabulary, align_accept: see :func:`score_entry`.
-        progress: show a tqdm bar on stderr.
-        families: extra metric families to compute besides the method's ("strict",
-            "per-relation"); each becomes its own top-level section of the report.
-        per_relation: an accumulator to add this run's per-relation counts to (directory
-            mode sums all ontologies); a fresh one by default.
-
-    Returns:
-        ``{"summary": {...}, "strict": {...}?, "per_relation": {...}?, "per_entry": [...]}``
-        (see README, "Report"); deterministic.
-    """
-    strict_rows: list[dict[str, Any]] = []
-    if "per-relation" not in families:
-        per_relation = None
-    elif per_relation is None:
-        per_relation = PerRelationAccumulator()
-    webnlg_refs: list[list[tuple[str, str, str]]] = []
-    webnlg_cands: list[list[tuple[str, str, str]]] = []
-    webnlg_excluded = Counter()
-    _prepare_similarity(entries, similarity, profile)
-    per_entry: list[dict[str, Any]] = []
-    metrics: list[dict[str, Any]] = []
-    status_counts: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
-    gold_reasons: list[str] = []
-    iterator: Iterable[Entry] = entries
-    if progress:
-        from tqdm import tqdm
-        iterator = tqdm(entries, desc="scoring", unit="entry", file=sys.stderr, leave=False)
-    for entry in iterator:
-        score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=similarity,
-                            profile=profile, vocabulary=vocabulary, align_accept=align_accept)
-        metrics.append(score.metrics)
-        extra: dict[str, Any] = {}
-        if "strict" in families:
-            extra["strict"] = strict_entry(score.gold, score.preds, score.n_items)
-            strict_rows.append(extra["strict"])
-        if per_relation is not None:
-            per_relation.add(score, similarity)
-        if "webnlg2020" in families:
-            refs, bad_refs = webnlg_triples(entry.gold.items)
-            cands, bad_cands = webnlg_triples(entry.pred.items or [])
-            webnlg_refs.append(refs)
-            webnlg_cands.append(cands)
-            webnlg_excluded["reference"] += bad_refs
-            webnlg_excluded["candidate"] += bad_cands
-        status_counts[entry.pred.status] += 1
-        reasons.update(_strip_index(r) for r in score.invalid_items)
-        gold_reasons.extend(f"line {entry.gold.line}: {r}" for r in score.invalid_gold_items)
-        per_entry.append({
-            "id": entry.gold.id,
-            "gold_line": entry.gold.line,
-            "pred_line": entry.pred.line,
-            "parse_status": entry.pred.status,
-            "parse_reason": entry.pred.reason,
-            "metrics": score.metrics,
-            "pairs": score.pairs,
-            "unmatched_predictions": score.unmatched_predictions,
-            "invalid_items": score.invalid_items,
-            "invalid_gold_items": score.invalid_gold_items,
-            **extra,
-        })
-    corpus = score_corpus(metrics, unparseable=status_counts["unparseable"], missing=status_counts["missing"])
-    summary: dict[str, Any] = {
-        "n_entries": len(entries),
-        "embedding_backend": similarity.backend,
-        "sim_threshold": similarity.threshold,
-        "align_accept": align_accept,
-        **corpus,
-        "embedding_model": similarity.model,
-        "embedding_model_id": getattr(similarity, "model_id", None),
-        "embedding_fallback_reason": similarity.fallback_reason,
-        "schema_profile": profile,
-        "parse_status": {s: status_counts[s] for s in PREDICTION_STATUSES},
-        "invalid_item_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "invalid_gold_items": gold_reasons,
-    }
-    report: dict[str, Any] = {"summary": summary}
-    if "strict" in families:
-        report["strict"] = strict_corpus(strict_rows)
-    if per_relation is not None:
-        report["per_relation"] = per_relation.result()
-    if "webnlg2020" in families:
-        stats: dict[str, int] = {}
-        scores = _nltk_guard("webnlg2020", webnlg2020_score, webnlg_refs, webnlg_cands, stats=stats)
-        report["webnlg2020"] = {
-            **scores,
-            "excluded_items": {"reference": webnlg_excluded["reference"], "candidate": webnlg_excluded["candidate"]},
-            "entries_over_exact_limit": stats.get("entries_over_exact_limit", 0),
-        }
-    report["per_entry"] = per_entry
-    return report
 
 
 def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profile: str) -> None:
@@ -4853,6 +5346,225 @@ def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profil
             for t in normalize_triplets((item for _, item in schema.valid), profile):
                 strings.update((t.source, t.target, relation_text(t.relation)))
     similarity.prepare(sorted(strings))
+
+
+def families_for(names: Iterable[str]) -> list[MetricFamily]:
+    """Fresh instances of the named families (plus every ``always`` one), in registry
+    order (the order of the report's sections). Raises KeyError on an unknown name."""
+    wanted = set(names)
+    unknown = wanted - set(FAMILIES)
+    if unknown:
+        raise KeyError(f"unknown metric family {', '.join(sorted(unknown))}")
+    return [cls() for name, cls in FAMILIES.items() if name in wanted or cls.always]
+
+
+@dataclass
+class ScoredFile:
+    """One input file scored: the report's per-entry rows, each family's merged record,
+    and what the summary says about the file (schema profile, relation vocabulary,
+    input problems, duplicates dropped, input checksums, gold file name)."""
+
+    rows: list[dict[str, Any]]
+    records: dict[str, Record]
+    profile: str = "hgr"
+    vocabulary: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    duplicates_dropped: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)
+    gold_name: str = ""
+
+
+def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
+                  progress: bool = False) -> ScoredFile:
+    """Score every entry (:func:`score_entry`) and let every family turn it into its
+    statistics record; records are merged in entry order (exactly, so the order does not
+    matter). Returns a :class:`ScoredFile` whose ``rows`` are the report's per-entry rows
+    (``stats``: family name -> record, as JSON). Raises :class:`InputError` when a family
+    lacks its inputs or meets input it cannot score."""
+    for family in families:
+        with family.guard():
+            family.check_inputs(ctx)
+    _prepare_similarity(entries, ctx.similarity, ctx.profile)
+    iterator: Iterable[Entry] = entries
+    if progress:
+        from tqdm import tqdm
+        iterator = tqdm(entries, desc="scoring", unit="entry", file=sys.stderr, leave=False)
+    rows: list[dict[str, Any]] = []
+    totals: dict[str, Record] = {}
+    for entry in iterator:
+        score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
+                            profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
+        stats: dict[str, Record] = {}
+        row: dict[str, Any] = {
+            "id": entry.gold.id,
+            "gold_line": entry.gold.line,
+            "pred_line": entry.pred.line,
+            "parse_status": entry.pred.status,
+            "parse_reason": entry.pred.reason,
+            "metrics": score.metrics,
+            "pairs": score.pairs,
+            "unmatched_predictions": score.unmatched_predictions,
+            "invalid_items": score.invalid_items,
+            "invalid_gold_items": score.invalid_gold_items,
+        }
+        for family in families:
+            with family.guard():
+                record = stats[family.name] = family.entry_stats(entry, score, ctx)
+            totals[family.name] = (family.merge(totals[family.name], record, in_place=True)
+                                   if family.name in totals else copy.deepcopy(record))
+            view = family.entry_view(record)
+            if view is not None:
+                row[family.key] = view
+        row["stats"] = records_to_json(stats)
+        rows.append(row)
+    return ScoredFile(rows, totals, profile=ctx.profile)
+
+
+def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str, Record]]) -> dict[str, Record]:
+    """Merge several ``{family name: record}`` maps (files, shards) family by family."""
+    out: dict[str, Record] = {}
+    for part in parts:
+        for family in families:
+            if family.name in part:
+                record = part[family.name]
+                out[family.name] = (family.merge(out[family.name], record) if family.name in out
+                                    else copy.deepcopy(record))
+    return out
+
+
+def _sections(families: Sequence[MetricFamily], records: Mapping[str, Record]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for family in families:
+        with family.guard():
+            out[family.name] = family.finish(records.get(family.name, {}))
+    return out
+
+
+@dataclass
+class ReportSource:
+    """What the summary says about where the entries came from: the scoring backend and
+    gate, the schema profile and relation vocabulary, input problems, input checksums,
+    and (directory mode) more summary fields (``extra``)."""
+
+    similarity: Similarity
+    align_accept: float
+    profile: str
+    vocabulary: Mapping[str, Any]
+    problems: Sequence[str] = ()
+    duplicates_dropped: int = 0
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], source: ReportSource, *,
+                 config: Mapping[str, Any] | None = None,
+                 per_ontology: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The report of one or more scored files (single-file and directory mode alike).
+
+    Layout: ``summary`` (run description, the summary families' sections (hgr: totals,
+    micro, macro), prediction statuses, invalid items, input problems, inputs, and
+    ``config`` when given), then one section per family in registry order (those whose
+    section already splits by ontology after ``per_ontology``), then ``per_entry``.
+    Every number comes from the families' merged records (:meth:`MetricFamily.finish`).
+    """
+    rows = [row for f in files for row in f.rows]
+    sections = _sections(families, merge_records(families, (f.records for f in files)))
+    status = Counter(row["parse_status"] for row in rows)
+    reasons = Counter(_strip_index(r) for row in rows for r in row["invalid_items"])
+    sim = source.similarity
+    summary: dict[str, Any] = {
+        "n_entries": len(rows),
+        "embedding_backend": sim.backend,
+        "sim_threshold": sim.threshold,
+        "align_accept": source.align_accept,
+    }
+    for family in families:
+        if family.key == "summary":
+            summary.update(sections[family.name])
+    summary.update({
+        "embedding_model": sim.model,
+        "embedding_model_id": getattr(sim, "model_id", None),
+        "embedding_fallback_reason": sim.fallback_reason,
+        "schema_profile": source.profile,
+        "parse_status": {s: status[s] for s in PREDICTION_STATUSES},
+        "invalid_item_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "invalid_gold_items": [f"{f.gold_name} line {row['gold_line']}: {r}"
+                               for f in files for row in f.rows for r in row["invalid_gold_items"]],
+        "relation_vocabulary": dict(source.vocabulary),
+        "input_problems": list(source.problems),
+        "duplicates_dropped": source.duplicates_dropped,
+        "evaluator": {"name": PRODUCT, "version": __version__},
+        "inputs": dict(source.inputs),
+        **source.extra,
+    })
+    if config is not None:
+        summary["config"] = dict(config)
+    report: dict[str, Any] = {"summary": summary}
+    for family in families:
+        if family.key != "summary" and not family.grouped:
+            report[family.key] = sections[family.name]
+    if per_ontology is not None:
+        report["per_ontology"] = dict(per_ontology)
+    for family in families:
+        if family.key != "summary" and family.grouped:
+            report[family.key] = sections[family.name]
+    report["per_entry"] = rows
+    return report
+
+
+def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profile: str = "hgr",
+                     vocabulary: frozenset[str] | None = frozenset(SPEC_RELATIONS),
+                     align_accept: float = DEFAULT_ALIGN_ACCEPT, progress: bool = False,
+                     families: Iterable[str] = DEFAULT_METRICS,
+                     ontology: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Score entries and build their report: the whole method, without file I/O.
+
+    Args:
+        entries: joined gold/prediction records.
+        similarity: the similarity backend (its ``prepare`` receives every normalised
+            title and relation form first, so that embeddings are computed once, batched).
+        profile, vocabulary, align_accept: see :func:`score_entry`.
+        progress: show a tqdm bar on stderr.
+        families: metric family names (:data:`FAMILIES`; "hgr" is always included).
+        ontology: a loaded Text2KGBench ontology (for ``text2kgbench``).
+
+    Returns:
+        The report (see :func:`build_report`); deterministic.
+    """
+    chosen = families_for(families)
+    ctx = ScoringContext(similarity, profile, vocabulary, align_accept, ontology)
+    scored = score_entries(entries, chosen, ctx, progress=progress)
+    source = ReportSource(similarity, align_accept, profile, vocabulary={})
+    return build_report([scored], chosen, source)
+
+
+def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
+    """Human-readable summary of a report (what the CLI prints to stdout): the run
+    description, then each family's section present in the report, in registry order."""
+    s = report["summary"]
+    n = s["n_entries"]
+    backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
+    fallback = s.get("embedding_fallback_reason")
+    vocabulary = s.get("relation_vocabulary", {}).get("description", "-")
+    lines = [
+        f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
+        f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
+        f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}",
+        *([f"  FALLBACK to lexical similarity (not comparable with embedding scores): {fallback}"] if fallback else []),
+    ]
+    families = [cls() for cls in FAMILIES.values()]
+    for family in families:
+        if family.key == "summary" and "totals" in s:
+            lines += ["", family.format(s, report)]
+    for family in families:
+        if family.key in report and family.key != "summary" and not family.grouped:
+            lines += ["", family.format(report[family.key], report)]
+    if "per_ontology" in report:
+        lines += ["", f"per ontology: {len(report['per_ontology'])} ontologies (summaries in the report)"]
+    for family in families:
+        if family.key in report and family.grouped:
+            lines += ["", family.format(report[family.key], report)]
+    return "\n".join(lines)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -4883,68 +5595,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def _fmt(value: float | None, digits: int = 4) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
-    """Human-readable summary of a report (what the CLI prints to stdout)."""
-    s = report["summary"]
-    t, mi, ma = s["totals"], s["micro"], s["macro"]
-    n = s["n_entries"]
-    backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
-    fallback = s.get("embedding_fallback_reason")
-    lines = [
-        f"kg-triplet-eval {__version__}" + (f"  {title}" if title else ""),
-        f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {s.get('relation_vocabulary', {}).get('description', '-')}",
-        f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}",
-        *([f"  FALLBACK to lexical similarity (not comparable with embedding scores): {fallback}"] if fallback else []),
-        "",
-        f"{'micro':<22}{'precision':>10}{'recall':>10}{'F1':>10}",
-        f"{'  entity':<22}{_fmt(mi['entity_precision']):>10}{_fmt(mi['entity_recall']):>10}{_fmt(mi['entity_f1']):>10}"
-        f"   tp {t['entity_true_positives']} / predicted {t['pred_triplet_items']} / gold {t['gold_triplets']}",
-        f"{'  triplet':<22}{_fmt(mi['triplet_precision']):>10}{_fmt(mi['triplet_recall']):>10}{_fmt(mi['triplet_f1']):>10}"
-        f"   tp {t['full_triplet_true_positives']}",
-        f"{'  hallucination rate':<22}{_fmt(mi['hallucination_rate']):>10}"
-        f"   {t['hard_hallucinations']} hard of {t['pred_triplet_items']} predicted items",
-        "",
-        "macro (mean over entries, N/A skipped)",
-    ]
-    names = (("composite", "composite"), ("schema_score", "schema"), ("entity_f1", "entity F1"),
-             ("triplet_f1", "triplet F1"), ("relation_accuracy", "relation accuracy"),
-             ("weight_score", "weight score"), ("type_agreement", "type agreement"), ("grounding", "grounding"))
-    per = report.get("per_entry", [])
-    for key, label in names:
-        counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
-        lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
-    ps = s.get("parse_status", {})
-    lines += [
-        "",
-        "predictions  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PREDICTION_STATUSES),
-        f"empty predictions {t['empty_predictions']}   entries with schema-invalid items {t['schema_invalid_entries']}",
-    ]
-    reasons = s.get("invalid_item_reasons") or {}
-    if reasons:
-        total = sum(reasons.values())
-        top = "; ".join(f"{k} x{v}" for k, v in list(reasons.items())[:3])
-        lines.append(f"invalid items {total}: {top}" + (" ..." if len(reasons) > 3 else ""))
-    if s.get("invalid_gold_items"):
-        lines.append(f"invalid gold items excluded: {len(s['invalid_gold_items'])} (see report)")
-    if "strict" in report:
-        lines += ["", format_strict(report["strict"])]
-    if "per_relation" in report:
-        lines += ["", format_per_relation(report["per_relation"])]
-    if "per_ontology" in report:
-        lines += ["", f"per ontology: {len(report['per_ontology'])} ontologies (summaries in the report)"]
-    if "webnlg2020" in report:
-        lines += ["", format_webnlg2020(report["webnlg2020"])]
-    if "text2kgbench" in report:
-        lines += ["", format_text2kgbench(report["text2kgbench"])]
-    return "\n".join(lines)
-
-
 # ======================================================================================
-# Command line
+# Command line: run configuration, file and directory runs, main
 # ======================================================================================
 
 def _unit_interval(text: str) -> float:
@@ -4968,26 +5620,31 @@ def _positive_int(text: str) -> int:
 
 
 def _metric_list(text: str) -> tuple[str, ...]:
+    """``--metrics``: family names from the registry, or "all" alone (returned as
+    ``("all", every name...)`` and resolved by :meth:`RunConfig.from_args`)."""
     names = [x.strip() for x in text.split(",") if x.strip()]
-    choices = f"choose from {', '.join(METRIC_FAMILIES)}, or all alone"
+    known = tuple(FAMILIES)
+    choices = f"choose from {', '.join(known)}, or all alone"
     if not names:
         raise argparse.ArgumentTypeError(f"empty metric list; {choices}")
     if names == ["all"]:
-        return ("all",) + METRIC_FAMILIES
-    unknown = [x for x in names if x not in METRIC_FAMILIES]
+        return ("all",) + known
+    unknown = [x for x in names if x not in FAMILIES]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown metric family {', '.join(unknown)}; {choices}")
-    if "hgr" not in names:
-        names.insert(0, "hgr")  # the method's summary is always computed and shown
-    return tuple(dict.fromkeys(names))
+    always = [name for name, cls in FAMILIES.items() if cls.always and name not in names]
+    return tuple(dict.fromkeys(always + names))  # the method's summary is always computed and shown
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line interface (see README)."""
+    """The command-line interface (see README). Abbreviated options are refused
+    (``allow_abbrev=False``), so a new option never changes what an old command means."""
+    defaults = ",".join(DEFAULT_METRICS)
     p = argparse.ArgumentParser(
         prog="evaluate.py",
         description="Score predicted knowledge-graph triplets against gold triplets (SPEC.md method).",
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
+        allow_abbrev=False,
     )
     io = p.add_argument_group("inputs and outputs")
     io.add_argument("--pred", type=Path, help="predictions JSONL (or a combined file with gold, used alone)")
@@ -5000,22 +5657,22 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--schema", choices=("auto",) + SCHEMA_PROFILES, default="auto",
                     help="schema profile: hgr = typed weighted triplets, triples = flat (s, r, o); "
                          "auto picks from the gold (default)")
-    io.add_argument("--limit", type=_positive_int, help="score only the first N gold entries")
+    io.add_argument("--limit", type=_positive_int, help="score only the first N gold entries (every family)")
     io.add_argument("--reparse", action="store_true",
                     help="parse raw model text even when a parsed list is present")
     io.add_argument("--skip-bad-gold", action="store_true",
                     help="report and exclude unreadable gold lines instead of failing")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
-                    help="what to do with repeated ids (default: error)")
+                    help="what to do with repeated ids (default: error; 'last' is Text2KGBench's rule)")
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
-                    help="comma-separated metric families: " + ", ".join(METRIC_FAMILIES)
-                         + f"; 'all' for every one (default {','.join(DEFAULT_METRICS)})")
+                    help="comma-separated metric families: " + ", ".join(FAMILIES)
+                         + f"; 'all' for every one (default {defaults})")
     sim = p.add_argument_group("similarity")
     sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
     sim.add_argument("--embedding-model", default=DEFAULT_EMBEDDING_MODEL,
                      help=f"fastembed model name or local model directory (default {DEFAULT_EMBEDDING_MODEL})")
     sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: FASTEMBED_CACHE_PATH, "
-                     "else ~/.cache/kg-triplet-eval/models, the Hugging Face cache, fastembed's temp cache)")
+                     f"else ~/.cache/{PRODUCT}/models, the Hugging Face cache, fastembed's temp cache)")
     sim.add_argument("--require-embeddings", action="store_true",
                      help="fail (exit 2) instead of falling back to lexical similarity")
     sim.add_argument("--no-embedding-cache", action="store_true", help="do not read or write the embedding cache")
@@ -5027,47 +5684,102 @@ def build_parser() -> argparse.ArgumentParser:
                      help="minimum align_sim of an accepted pair (default 0.50)")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
-    out.add_argument("--version", action="version", version=f"kg-triplet-eval {__version__}")
+    out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
     return p
 
 
-def _note(args: argparse.Namespace, message: str) -> None:
-    if not args.quiet:
-        print(message, file=sys.stderr)
+@dataclass(frozen=True)
+class RunConfig:
+    """One run's settings, built once from the command line (:meth:`from_args`); the
+    scoring code reads this, never argparse. ``metrics`` is resolved (``all`` expanded
+    to the families whose inputs and NLTK are present; the always-on families first)."""
+
+    pred: Path | None = None
+    gold: Path | None = None
+    report: Path | None = None
+    relations: Path | None = None
+    ontology: Path | None = None
+    schema: str = "auto"
+    limit: int | None = None
+    reparse: bool = False
+    skip_bad_gold: bool = False
+    duplicate_ids: str = "error"
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    no_embeddings: bool = False
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    model_cache: Path | None = None
+    require_embeddings: bool = False
+    no_embedding_cache: bool = False
+    download_model: str | None = None
+    embedding_threshold: float = DEFAULT_SIM_THRESHOLD
+    align_accept: float = DEFAULT_ALIGN_ACCEPT
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "RunConfig":
+        """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+        metrics = tuple(values["metrics"])
+        if metrics and metrics[0] == "all":  # 'all' = every family whose inputs are present
+            has_ontology = (values["ontology"] or values["relations"]) is not None
+            chosen = [n for n in metrics[1:] if has_ontology or not FAMILIES[n].needs_ontology]
+            why = nltk_missing() if any(FAMILIES[n].needs_nltk for n in chosen) else None
+            if why:
+                skipped = [n for n in chosen if FAMILIES[n].needs_nltk]
+                chosen = [n for n in chosen if not FAMILIES[n].needs_nltk]
+                log.info("note: --metrics all: %s skipped (%s; %s)", "/".join(skipped), why, NLTK_HELP)
+            metrics = tuple(chosen)
+        values["metrics"] = metrics
+        return cls(**values)
+
+    @property
+    def vocabulary_path(self) -> Path | None:
+        """The relation vocabulary file (or ontology file / directory), if one was given."""
+        return self.ontology or self.relations
+
+    @property
+    def vocabulary_flag(self) -> str:
+        return "--ontology" if self.ontology is not None else "--relations"
+
+    @property
+    def progress(self) -> bool:
+        return not self.quiet and sys.stderr.isatty()
 
 
-def build_similarity(args: argparse.Namespace) -> Similarity:
+def build_similarity(config: RunConfig) -> Similarity:
     """Choose the similarity backend: embeddings (fastembed, then sentence-transformers;
-    offline only) unless ``--no-embeddings``; lexical on failure, with one stderr line
-    saying why (or :class:`InputError` with ``--require-embeddings``)."""
-    if args.no_embeddings:
-        return Similarity(args.embedding_threshold)
-    if not args.embedding_model.strip():
+    offline only) unless ``no_embeddings``; lexical on failure, with one logged line
+    saying why (or :class:`InputError` with ``require_embeddings``)."""
+    if config.no_embeddings:
+        return Similarity(config.embedding_threshold)
+    if not config.embedding_model.strip():
         raise InputError("--embedding-model: empty model name (give a fastembed model name or a model directory)")
     try:
         embedder = load_embedder(
-            args.embedding_model,
-            model_cache=args.model_cache,
-            cache_dir=None if args.no_embedding_cache else default_embedding_cache_dir(),
-            progress=not args.quiet and sys.stderr.isatty(),
+            config.embedding_model,
+            model_cache=config.model_cache,
+            cache_dir=None if config.no_embedding_cache else default_embedding_cache_dir(),
+            progress=config.progress,
         )
     except EmbeddingUnavailable as exc:
-        if args.require_embeddings:
+        if config.require_embeddings:
             raise InputError(f"embeddings required but unavailable: {exc}") from None
         reason = str(exc).splitlines()[0]
-        _note(args, f"note: embeddings unavailable, using lexical similarity: {exc}")
-        return Similarity(args.embedding_threshold, fallback_reason=reason)
-    return EmbeddingSimilarity(embedder, args.embedding_threshold)
+        log.warning("note: embeddings unavailable, using lexical similarity: %s", exc)
+        return Similarity(config.embedding_threshold, fallback_reason=reason)
+    return EmbeddingSimilarity(embedder, config.embedding_threshold)
 
 
-def _file_info(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
+def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return {"name": path.name, "sha256": digest.hexdigest()}
+    return digest.hexdigest()
+
+
+def _file_info(path: Path | None) -> dict[str, Any] | None:
+    return None if path is None else {"name": path.name, "sha256": _sha256_file(path)}
 
 
 def _vocabulary(relations: Path | None, profile: str,
@@ -5084,100 +5796,110 @@ def _vocabulary(relations: Path | None, profile: str,
                   "description": "none: relation check skipped (flat benchmark without --relations)"}
 
 
-def evaluate_files(args: argparse.Namespace, pred: Path, gold: Path | None, relations: Path | None,
-                   similarity: Similarity, per_relation: PerRelationAccumulator | None = None) -> dict[str, Any]:
-    """Load one prediction file (and gold file) and evaluate it: the report of one run.
-
-    ``relations`` gives the vocabulary (and, for ``--metrics text2kgbench``, the ontology).
-    """
-    loaded = load_inputs(pred, gold, reparse=args.reparse, skip_bad_gold=args.skip_bad_gold,
-                         duplicate_ids=args.duplicate_ids, limit=args.limit)
-    for problem in loaded.problems:
-        _note(args, f"warning: {problem}")
-    profile = args.schema if args.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
-    flag = "--ontology" if getattr(args, "ontology", None) is not None else "--relations"
-    vocabulary, vocab_info = _vocabulary(relations, profile, flag)
-    report = evaluate_entries(loaded.entries, similarity=similarity, profile=profile, vocabulary=vocabulary,
-                              align_accept=args.align_accept, progress=not args.quiet and sys.stderr.isatty(),
-                              families=args.metrics, per_relation=per_relation)
-    summary = report["summary"]
-    gold_file = gold or pred
-    summary["invalid_gold_items"] = [f"{gold_file.name} {x}" for x in summary["invalid_gold_items"]]
-    if summary["invalid_gold_items"]:
-        shown = "; ".join(summary["invalid_gold_items"][:3])
-        _note(args, f"warning: {len(summary['invalid_gold_items'])} schema-invalid gold item(s) excluded from "
-                    f"scoring: {shown}{' ...' if len(summary['invalid_gold_items']) > 3 else ''}")
-    summary["relation_vocabulary"] = vocab_info
-    summary["input_problems"] = loaded.problems
-    summary["duplicates_dropped"] = loaded.duplicates_dropped
-    summary["evaluator"] = {"name": "kg-triplet-eval", "version": __version__}
-    summary["inputs"] = {"pred": _file_info(pred), "gold": _file_info(gold), "relations": _file_info(relations)}
-    if "text2kgbench" in args.metrics:
-        if gold is None or relations is None:
-            raise InputError("--metrics text2kgbench needs --gold (ground truth) and --ontology "
-                             "(the ontology JSON, or a directory of them with directory inputs)")
-        try:
-            t2kg_load_ontology(relations)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{flag} {relations}: not a Text2KGBench ontology JSON (expected 'concepts' and "
-                             f"'relations' lists of objects with a 'label'): {exc}") from None
-        report = _insert_section(report, "text2kgbench", _t2kg_section(_nltk_guard("text2kgbench", t2kg_evaluate_ontology, gold, pred, relations)))
-    return report
+def _vocabulary_hash(vocabulary: frozenset[str] | None) -> str | None:
+    """SHA-256 of the normalised vocabulary (sorted, one label a line); None = no check."""
+    if vocabulary is None:
+        return None
+    return hashlib.sha256("\n".join(sorted(vocabulary)).encode("utf-8")).hexdigest()
 
 
-def _nltk_guard(family: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a benchmark-family function, turning bad input and a missing NLTK into InputError."""
+def _load_ontology(path: Path | None, flag: str) -> dict[str, Any] | None:
+    if path is None:
+        return None
     try:
-        return fn(*args, **kwargs)
-    except ImportError:
-        raise InputError(f"the {family} metrics need NLTK: {NLTK_HELP}") from None
-    except KeyError as exc:  # before LookupError, its base class
-        raise InputError(f"{family}: the input lacks the field {exc} of the benchmark's files (Text2KGBench "
-                         "ground truth: id, sent, triples of {sub, rel, obj}; responses: id, triples)") from None
-    except LookupError:
-        raise InputError(f"the {family} metrics need NLTK's English Punkt tables: {NLTK_HELP}") from None
-    except (ValueError, FileNotFoundError) as exc:
-        raise InputError(f"{family}: {exc}") from None
+        return t2kg_load_ontology(path)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{flag} {path}: not a Text2KGBench ontology JSON (expected 'concepts' and "
+                         f"'relations' lists of objects with a 'label'): {exc}") from None
 
 
-def _insert_section(report: dict[str, Any], name: str, section: Any) -> dict[str, Any]:
-    """Return the report with ``section`` added before ``per_entry`` (stable key order)."""
-    out = {k: v for k, v in report.items() if k != "per_entry"}
-    out[name] = section
-    if "per_entry" in report:
-        out["per_entry"] = report["per_entry"]
-    return out
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
-def _t2kg_section(result: Mapping[str, Any]) -> dict[str, Any]:
-    """Report section of one Text2KGBench ontology evaluation."""
+#: Packages whose version can move a number, by what uses them.
+_NUMBER_PACKAGES = {
+    "parse": ("json-repair",),
+    "nltk": ("nltk",),
+    "fastembed": ("fastembed", "onnxruntime", "tokenizers"),
+    "sentence-transformers": ("sentence-transformers", "transformers", "torch"),
+}
+
+
+def config_record(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity,
+                  vocabulary_hash: str | None) -> dict[str, Any]:
+    """``summary.config``: every setting and version that can change a number of the
+    report, so that two reports of the same inputs whose numbers could differ never have
+    the same config. The inputs themselves are identified by ``summary.inputs``."""
+    packages = list(_NUMBER_PACKAGES["parse"])
+    if any(f.needs_nltk for f in families):
+        packages += _NUMBER_PACKAGES["nltk"]
+    packages += _NUMBER_PACKAGES.get(similarity.backend, ())
     return {
-        "averages": result["averages"]["all_test_cases"],
-        **({"averages_selected": result["averages"]["selected_test_cases"]}
-           if "selected_test_cases" in result["averages"] else {}),
-        "averages_2dp": result["averages_2dp"]["all_test_cases"],
-        "counts": result["counts"],
-        "per_sentence": [{k: v for k, v in row.items() if k != "sent"} for row in result["rows"]],
+        "metric_families": [f.name for f in families],
+        "schema_profile": config.schema,
+        "similarity": {"backend": similarity.backend, "model": similarity.model,
+                       "model_id": getattr(similarity, "model_id", None),
+                       "fallback_reason": similarity.fallback_reason},
+        "sim_threshold": config.embedding_threshold,
+        "align_accept": config.align_accept,
+        "relation_vocabulary": {"source": None if config.vocabulary_path is None else config.vocabulary_path.name,
+                                "sha256": vocabulary_hash},
+        "limit": config.limit,
+        "reparse": config.reparse,
+        "duplicate_ids": config.duplicate_ids,
+        "skip_bad_gold": config.skip_bad_gold,
+        "versions": {
+            PRODUCT: __version__,
+            "python": platform.python_version(),
+            "unicodedata": unicodedata.unidata_version,
+            **{name: _dist_version(name) for name in packages},
+        },
     }
 
 
-def format_text2kgbench(section: Mapping[str, Any]) -> str:
-    """Compact table of the text2kgbench family (benchmark key names, 4 decimals)."""
-    keys = T2KG_METRIC_KEYS
-    head = f"{'':<26}" + "".join(f"{k:>11}" for k in keys)
-    lines = ["text2kgbench (run_eval.py semantics: relation filter, set P/R, stemmed hallucination)", head]
+def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity, pred: Path,
+                gold: Path | None, relations: Path | None, group: str = "") -> tuple[ScoredFile, str | None]:
+    """Read, join and score one prediction file: its :class:`ScoredFile` and the hash of
+    its relation vocabulary."""
+    loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
+                         duplicate_ids=config.duplicate_ids, limit=config.limit)
+    for problem in loaded.problems:
+        log.warning("warning: %s", problem)
+    profile = config.schema if config.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
+    vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
+    ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
+    ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group)
+    scored = score_entries(loaded.entries, families, ctx, progress=config.progress)
+    scored.vocabulary = vocab_info
+    scored.problems = loaded.problems
+    scored.duplicates_dropped = loaded.duplicates_dropped
+    scored.inputs = {"pred": _file_info(pred), "gold": _file_info(gold), "relations": _file_info(relations)}
+    scored.gold_name = (gold or pred).name
+    invalid = [f"{scored.gold_name} line {row['gold_line']}: {r}" for row in scored.rows
+               for r in row["invalid_gold_items"]]
+    if invalid:
+        log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
+                    "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
+    return scored, _vocabulary_hash(vocabulary)
 
-    def row(label: str, values: Mapping[str, float]) -> str:
-        return f"  {label:<24}" + "".join(f"{values[k]:>11.4f}" for k in keys)
 
-    if "per_ontology" in section:
-        for key, onto in section["per_ontology"].items():
-            lines.append(row(key, onto["averages"]))
-        lines.append(row("global (as published)", section["global_as_script"]))
-        lines.append(row("global (each once)", section["global_unique"]))
-    else:
-        lines.append(row("average over sentences", section["averages"]))
-    return "\n".join(lines)
+def _file_source(scored: ScoredFile, similarity: Similarity, config: RunConfig) -> ReportSource:
+    return ReportSource(similarity, config.align_accept, scored.profile, scored.vocabulary, scored.problems,
+                        scored.duplicates_dropped, scored.inputs)
+
+
+def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: Path | None,
+                   relations: Path | None) -> dict[str, Any]:
+    """Single-file mode: the report of one prediction file (and gold file);
+    ``relations`` gives the vocabulary (and, for text2kgbench, the ontology)."""
+    families = families_for(config.metrics)
+    scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations)
+    return build_report([scored], families, _file_source(scored, similarity, config),
+                        config=config_record(config, families, similarity, vocab_hash))
 
 
 def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> list[tuple[str, Path, Path, Path]]:
@@ -5201,69 +5923,49 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
     return out
 
 
-def run_directory(args: argparse.Namespace, similarity: Similarity) -> dict[str, Any]:
+def _directory_digest(infos: Iterable[dict[str, Any] | None], name: str) -> dict[str, Any]:
+    """One checksum for the files of a directory run (SHA-256 of "name sha256" lines)."""
+    lines = "".join(f"{i['name']} {i['sha256']}\n" for i in infos if i is not None)
+    return {"name": name, "sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest()}
+
+
+def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     """Directory mode: evaluate every ontology of a benchmark run (``--pred DIR --gold DIR
-    --ontology DIR``), each against its own ontology's relations; the summary aggregates
-    all entries (micro over all, macro over all entries), ``per_ontology`` holds each
-    ontology's summary, and ``text2kgbench`` the benchmark's averages and global rows."""
-    onto_dir = args.ontology or args.relations
+    --ontology DIR``), each against its own ontology's relations. The summary and the
+    family sections cover all entries (micro over all, macro over all entries, exactly as
+    if the files were one); ``per_ontology`` holds each ontology's own report (without
+    ``per_entry``; a family whose section already splits by ontology is not repeated there)."""
+    assert config.pred is not None and config.gold is not None
+    onto_dir = config.vocabulary_path
     if onto_dir is None or not onto_dir.is_dir():
         raise InputError("directory inputs need --ontology DIR (the ontologies of the run)")
-    pairs = _pair_directory_files(args.pred, args.gold, onto_dir)
+    pairs = _pair_directory_files(config.pred, config.gold, onto_dir)
+    families = families_for(config.metrics)
+    files: list[ScoredFile] = []
     per_ontology: dict[str, Any] = {}
-    per_entry: list[dict[str, Any]] = []
-    strict_rows: list[dict[str, Any]] = []
-    families = tuple(f for f in args.metrics if f != "text2kgbench")
-    sub_args = argparse.Namespace(**{**vars(args), "metrics": families})
-    profiles = set()
-    relations_all = PerRelationAccumulator() if "per-relation" in families else None
+    hashes: list[str] = []
     for key, pred, gold, onto in pairs:
-        _note(args, f"{key}: {pred.name} vs {gold.name}")
-        accumulator = PerRelationAccumulator() if relations_all is not None else None
-        report = evaluate_files(sub_args, pred, gold, onto, similarity, accumulator)
-        if accumulator is not None and relations_all is not None:
-            relations_all.merge(accumulator)
-        per_ontology[key] = {k: v for k, v in report.items() if k != "per_entry"}
-        profiles.add(report["summary"]["schema_profile"])
-        for row in report["per_entry"]:
-            per_entry.append({"ontology": key, **row})
-            if "strict" in row:
-                strict_rows.append(row["strict"])
-    metrics = [row["metrics"] for row in per_entry]
-    status = Counter(row["parse_status"] for row in per_entry)
-    summary: dict[str, Any] = {
-        "n_entries": len(per_entry),
-        "embedding_backend": similarity.backend,
-        "sim_threshold": similarity.threshold,
-        "align_accept": args.align_accept,
-        **score_corpus(metrics, unparseable=status["unparseable"], missing=status["missing"]),
-        "embedding_model": similarity.model,
-        "embedding_fallback_reason": similarity.fallback_reason,
-        "schema_profile": "/".join(sorted(profiles)),
-        "relation_vocabulary": {"source": onto_dir.name, "size": None,
-                                "description": f"per ontology ({len(pairs)} ontologies in {onto_dir.name})"},
-        "parse_status": {s: status[s] for s in PREDICTION_STATUSES},
-        "evaluator": {"name": "kg-triplet-eval", "version": __version__},
-        "n_ontologies": len(pairs),
-    }
-    report: dict[str, Any] = {"summary": summary}
-    if "strict" in families:
-        report["strict"] = strict_corpus(strict_rows)
-    if relations_all is not None:
-        report["per_relation"] = relations_all.result()
-    report["per_ontology"] = per_ontology
-    if "text2kgbench" in args.metrics:
-        run_result = _nltk_guard("text2kgbench", t2kg_evaluate_run, args.gold, onto_dir, args.pred)
-        report["text2kgbench"] = {
-            "per_ontology": {k: _t2kg_section(v) for k, v in run_result["per_ontology"].items()},
-            "global_as_script": run_result["global_as_script"],
-            "global_unique": run_result["global_unique"],
-            "global_as_script_2dp": run_result["global_as_script_2dp"],
-            "global_unique_2dp": run_result["global_unique_2dp"],
-            "onto_list": run_result["onto_list"],
-        }
-    report["per_entry"] = per_entry
-    return report
+        log.info("%s: %s vs %s", key, pred.name, gold.name)
+        scored, vocab_hash = _score_file(config, families, similarity, pred, gold, onto, group=key)
+        scored.rows = [{"ontology": key, **row} for row in scored.rows]
+        files.append(scored)
+        hashes.append(f"{key} {vocab_hash}\n")
+        own = build_report([scored], [f for f in families if not f.grouped],
+                           _file_source(scored, similarity, config))
+        del own["per_entry"]
+        per_ontology[key] = own
+    source = ReportSource(
+        similarity, config.align_accept, "/".join(sorted({f.profile for f in files})),
+        {"source": onto_dir.name, "size": None,
+         "description": f"per ontology ({len(pairs)} ontologies in {onto_dir.name})"},
+        [p for f in files for p in f.problems], sum(f.duplicates_dropped for f in files),
+        {"pred": _directory_digest((f.inputs["pred"] for f in files), config.pred.name),
+         "gold": _directory_digest((f.inputs["gold"] for f in files), config.gold.name),
+         "relations": _directory_digest((f.inputs["relations"] for f in files), onto_dir.name)},
+        extra={"n_ontologies": len(pairs)})
+    vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
+    return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
+                        per_ontology=per_ontology)
 
 
 def _spool_stream(path: Path | None, folder: Path) -> Path | None:
@@ -5299,102 +6001,127 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
         raise InputError(f"--report {path}: {parent} is not writable")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run one evaluation from parsed arguments; returns the exit status."""
-    if args.download_model is not None:
-        if args.pred is not None or args.gold is not None:
+def _check_input_paths(config: RunConfig) -> bool:
+    """Validate the input paths; returns True for directory mode."""
+    if config.pred is None:
+        raise InputError("--pred is required (a predictions file, or a combined file used alone)")
+    if config.ontology is not None and config.relations is not None:
+        raise InputError("give either --ontology or --relations, not both")
+    if config.pred.is_dir():
+        if config.gold is None or not config.gold.is_dir():
+            raise InputError(f"--pred {config.pred} is a directory: --gold must be the ground-truth directory")
+        return True
+    for label, path in (("--pred", config.pred), ("--gold", config.gold),
+                        (config.vocabulary_flag, config.vocabulary_path)):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise InputError(f"{label} {path}: is a directory (directories are accepted only as "
+                             "--pred/--gold/--ontology together, for a whole benchmark run)")
+        if not path.exists():
+            raise InputError(f"{label} {path}: no such file")
+    return False
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced: the report and where it was written (None until written)."""
+
+    report: dict[str, Any] | None = None
+    written: Path | None = None
+
+
+def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
+    """Run one evaluation; returns the exit status. Prints the summary to stdout."""
+    outcome = outcome if outcome is not None else RunOutcome()
+    if config.download_model is not None:
+        if config.pred is not None or config.gold is not None:
             raise InputError("--download-model only downloads a model and exits: run it on its own, then evaluate")
         try:
-            path = download_embedding_model(args.download_model, args.model_cache)
+            path = download_embedding_model(config.download_model, config.model_cache)
         except EmbeddingUnavailable as exc:
-            raise InputError(f"--download-model {args.download_model}: {exc}") from None
-        print(f"downloaded {args.download_model} to {path}")
+            raise InputError(f"--download-model {config.download_model}: {exc}") from None
+        print(f"downloaded {config.download_model} to {path}")
         return 0
-    if args.pred is None:
-        raise InputError("--pred is required (a predictions file, or a combined file used alone)")
-    if args.ontology is not None and args.relations is not None:
-        raise InputError("give either --ontology or --relations, not both")
-    relations = args.ontology or args.relations
-    if args.metrics[0] == "all":  # 'all' = every family whose inputs are present
-        families = [f for f in args.metrics[1:] if f != "text2kgbench" or relations is not None]
-        why = nltk_missing()
-        if why:
-            families = [f for f in families if f not in ("webnlg2020", "text2kgbench")]
-            _note(args, f"note: --metrics all: webnlg2020/text2kgbench skipped ({why}; {NLTK_HELP})")
-        args.metrics = tuple(families)
-    directory = args.pred.is_dir()
+    directory = _check_input_paths(config)
+    assert config.pred is not None
+    report_path = config.report or Path("reports") / f"{config.pred.stem}.json"
+    _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+    similarity = build_similarity(config)
     if directory:
-        if args.gold is None or not args.gold.is_dir():
-            raise InputError(f"--pred {args.pred} is a directory: --gold must be the ground-truth directory")
+        report = run_directory(config, similarity)
     else:
-        labels = (("--pred", args.pred), ("--gold", args.gold),
-                  ("--ontology" if args.ontology is not None else "--relations", relations))
-        for label, path in labels:
-            if path is None:
-                continue
-            if path.is_dir():
-                raise InputError(f"{label} {path}: is a directory (directories are accepted only as "
-                                 "--pred/--gold/--ontology together, for a whole benchmark run)")
-            if not path.exists():
-                raise InputError(f"{label} {path}: no such file")
-    report_path = args.report or Path("reports") / f"{args.pred.stem}.json"
-    _check_report_path(report_path, (args.pred, args.gold, relations))
-    similarity = build_similarity(args)
-    if directory:
-        report = run_directory(args, similarity)
-    else:
-        with tempfile.TemporaryDirectory(prefix="kg-triplet-eval-") as spool:
-            pred = _spool_stream(args.pred, Path(spool))
-            gold = _spool_stream(args.gold, Path(spool))
-            relations = _spool_stream(relations, Path(spool))
-            report = evaluate_files(args, pred, gold, relations, similarity)
+        with tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-") as spool:
+            pred = _spool_stream(config.pred, Path(spool))
+            gold = _spool_stream(config.gold, Path(spool))
+            relations = _spool_stream(config.vocabulary_path, Path(spool))
+            assert pred is not None
+            report = evaluate_files(config, similarity, pred, gold, relations)
     embedder = getattr(similarity, "embedder", None)
     if embedder is not None:
         s = embedder.stats
-        _note(args, f"embeddings: {s.unique} unique strings, {s.cache_hits} from the cache, {s.embedded} embedded "
-                    f"in {s.embed_seconds:.1f} s (model load {s.load_seconds:.1f} s)")
+        log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
+                 s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
     try:
         write_json_atomic(report_path, report)
     except OSError as exc:
         raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
-    args.report_written = report_path
-    print(format_summary(report, title=f"{args.pred}" + (f" vs {args.gold}" if args.gold else "")))
+    outcome.report, outcome.written = report, report_path
+    print(format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")))
     print(f"\nreport written to {report_path}")
     return 0
 
 
+@contextlib.contextmanager
+def _cli_logging(quiet: bool) -> Iterator[None]:
+    """Send the logger's diagnostics to stderr (message only) for one CLI call; ``quiet``
+    keeps only errors."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    saved = (log.level, log.propagate)
+    log.addHandler(handler)
+    log.setLevel(logging.ERROR if quiet else logging.INFO)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (bug)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (InputError, InputFormatError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        written = getattr(args, "report_written", None)
-        print(f"interrupted (the report had been written to {written})" if written
-              else "interrupted: no report written", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 0
-    except OSError as exc:
-        if getattr(args, "report_written", None) is None:
+    args = build_parser().parse_args(argv)
+    outcome = RunOutcome()
+    with _cli_logging(args.quiet):
+        try:
+            return run(RunConfig.from_args(args), outcome)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"interrupted (the report had been written to {outcome.written})" if outcome.written
+                  else "interrupted: no report written", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 0
+        except OSError as exc:
+            if outcome.written is None:
+                return _internal_error()
+            print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "
+                  f"{outcome.written}", file=sys.stderr)
+            return 2
+        except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
             return _internal_error()
-        print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "
-              f"{args.report_written}", file=sys.stderr)
-        return 2
-    except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
-        return _internal_error()
 
 
 def _internal_error() -> int:
     """Print the traceback of the exception being handled as a bug report; exit status 1."""
     import traceback
     traceback.print_exc()
-    print("error: internal error (this is a bug in kg-triplet-eval; please report it with the traceback)",
+    print(f"error: internal error (this is a bug in {PRODUCT}; please report it with the traceback)",
           file=sys.stderr)
     return 1
 
