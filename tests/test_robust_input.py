@@ -623,18 +623,21 @@ def fuzz(n: int) -> settings:
     return settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
+@pytest.mark.slow
 @fuzz(4000)
 @given(st.text(max_size=80) | st.text(alphabet='[]{}"\',:<>/thinkjsonu` \n0123456789.-NaIfy', max_size=80))
 def test_fuzz_random_strings_as_raw_output(text):
     check_pipeline({"id": "x", "output": text})
 
 
+@pytest.mark.slow
 @fuzz(3000)
 @given(fuzz_values)
 def test_fuzz_random_json_serialised_as_raw_output(value):
     check_pipeline({"id": "x", "output": json.dumps(value)})
 
 
+@pytest.mark.slow
 @fuzz(3000)
 @given(fuzz_values)
 def test_fuzz_random_json_as_parsed_triplets(value):
