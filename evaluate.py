@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import copy
 import dataclasses
 import difflib
 import functools
@@ -88,7 +87,7 @@ __all__ = [
     "embedding_matching", "hungarian", "MatchedPair", "MatchResult", "match_triplets",
     "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
     "is_self_loop", "safe_ratio", "f1_score", "composite_score", "EntryMetrics", "EntryScore",
-    "score_entry", "NLTK_HELP", "nltk_missing", "Record", "merge_additive", "exact_mean",
+    "score_entry", "NLTK_HELP", "nltk_missing", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
     "records_to_json", "records_from_json", "ScoringContext", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
     "JsonlLine", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST",
@@ -1828,55 +1827,123 @@ def _t2kg_nltk() -> tuple[Any, Any]:
 #   finish(record) -> section                  the family's report section (floats rounded once)
 #   format(section, report) -> str             the section as summary text
 #
-# A record is plain data: dicts with string keys, ints (counts), floats or Fractions (exact
+# A record is plain data: dicts with string keys, ints (counts), floats or ExactSums (exact
 # sums of floats), and lists of those (element-wise sums). Float sums never round while
-# records are merged: merge_additive adds them as exact fractions, and finish divides the
+# records are merged: merge_additive adds them exactly (ExactSum), and finish divides the
 # exact sum once and rounds once (exact_mean). Hence any split of the entries, merged in
 # any order, finishes to the same bytes, on every Python version. Each per-entry record is
 # stored in the report under per_entry[i]["stats"][family name] (records_to_json); the
-# section is recomputed from them by merging and finishing (issues: bootstrap, shards).
+# section can be recomputed from them by merging and finishing (bootstrap, shards, compare).
 
 Record = dict[str, Any]
 
 
+class ExactSum:
+    """An exact sum of doubles (and ints): an integer number of units of 2**-1074, the
+    smallest positive double, so that adding is integer addition (exact, associative,
+    commutative) and the value is a :class:`fractions.Fraction` whenever needed
+    (:meth:`fraction`); ``float(s)`` and :func:`exact_mean` round once, correctly (CPython
+    divides integers with correct rounding). Infinite and NaN values are refused."""
+
+    __slots__ = ("units",)
+    _SHIFT = 1074
+
+    def __init__(self, units: int) -> None:
+        self.units = units
+
+    @classmethod
+    def of(cls, value: "ExactSum | int | float | Fraction") -> "ExactSum":
+        if isinstance(value, ExactSum):
+            return value
+        if isinstance(value, int):
+            return cls(value << cls._SHIFT)
+        if isinstance(value, Fraction):
+            if value.denominator & (value.denominator - 1) or value.denominator.bit_length() > cls._SHIFT + 1:
+                raise ValueError(f"not a sum of doubles: {value}")
+            return cls(value.numerator << (cls._SHIFT + 1 - value.denominator.bit_length()))
+        n, d = float(value).as_integer_ratio()  # ValueError / OverflowError for NaN / inf
+        return cls(n << (cls._SHIFT + 1 - d.bit_length()))
+
+    def __add__(self, other: "ExactSum | int | float") -> "ExactSum":
+        return ExactSum(self.units + ExactSum.of(other).units)
+
+    __radd__ = __add__
+
+    def fraction(self) -> Fraction:
+        """The exact value as a (reduced) Fraction."""
+        return Fraction(self.units, 1 << self._SHIFT)
+
+    def __float__(self) -> float:
+        return self.units / (1 << self._SHIFT)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ExactSum, int, float, Fraction)) and not isinstance(other, bool):
+            return self.units == ExactSum.of(other).units
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.fraction())
+
+    def __repr__(self) -> str:
+        return f"ExactSum({self.fraction()})"
+
+
+def as_fraction(value: ExactSum | int | float | Fraction) -> Fraction:
+    """The exact value of a statistic (count, float or exact sum) as a Fraction."""
+    return value.fraction() if isinstance(value, ExactSum) else Fraction(value)
+
+
 def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
-    if isinstance(a, dict):
+    ta, tb = type(a), type(b)
+    if ta is int and tb is int:
+        return a + b
+    if ta is dict:
         return merge_additive(a, b, disjoint=disjoint, in_place=in_place)
-    if isinstance(a, list):
-        if not isinstance(b, list) or len(a) != len(b):
+    if ta is list:
+        if tb is not list or len(a) != len(b):
             raise ValueError(f"cannot merge statistics lists of different shapes: {a!r} and {b!r}")
         return [_exact_add(x, y, disjoint, in_place) for x, y in zip(a, b)]
-    if type(a) is int and type(b) is int:
-        return a + b
-    if isinstance(a, (int, float, Fraction)) and isinstance(b, (int, float, Fraction)) \
-            and not isinstance(a, bool) and not isinstance(b, bool):
-        return Fraction(a) + Fraction(b)
+    if ta in _NUMBER_TYPES and tb in _NUMBER_TYPES:
+        return ExactSum.of(a) + b
     raise ValueError(f"cannot merge statistics values {a!r} and {b!r}")
+
+
+_NUMBER_TYPES = frozenset({int, float, ExactSum})
+
+
+def _copy_stats(value: Any) -> Any:
+    """A copy of a record that shares no dict or list with it (leaves are immutable)."""
+    if type(value) is dict:
+        return {k: _copy_stats(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copy_stats(v) for v in value]
+    return value
 
 
 def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] = frozenset(),
                    in_place: bool = False) -> Record:
     """Key-by-key exact sum of two statistics records.
 
-    ints add as ints; floats and Fractions add exactly (the result is a Fraction); dicts
-    merge recursively (a key missing on one side counts as absent, not zero); lists add
-    element-wise. Under a key named in ``disjoint`` the two dicts are united instead and
-    must not share a key (rows of distinct entries). The result is exact, so
-    ``merge(merge(a, b), c) == merge(a, merge(b, c))`` and ``merge(a, b) == merge(b, a)``
-    as values. ``in_place`` updates and returns ``a`` (which must not share objects with
-    anything else) instead of building a new record. Raises ValueError on values that
-    cannot be added (strings, mismatched lists, an overlap under a ``disjoint`` key).
+    ints add as ints; floats and exact sums add exactly (the result is an
+    :class:`ExactSum`); dicts merge recursively (a key missing on one side counts as
+    absent, not zero); lists add element-wise. Under a key named in ``disjoint`` the two
+    dicts are united instead and must not share a key (rows of distinct entries). The
+    result is exact, so ``merge(merge(a, b), c) == merge(a, merge(b, c))`` and
+    ``merge(a, b) == merge(b, a)`` as values. ``in_place`` updates and returns ``a`` (which
+    must not share objects with anything else) instead of building a new record. Raises
+    ValueError on values that cannot be added (strings, mismatched lists, an overlap under
+    a ``disjoint`` key).
     """
     out = a if in_place else dict(a)
     for key, value in b.items():
         if key not in out:
-            out[key] = copy.deepcopy(value) if in_place else value
+            out[key] = _copy_stats(value) if in_place else value
         elif key in disjoint:
             clash = out[key].keys() & value.keys()
             if clash:
                 raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
             if in_place:
-                out[key].update(copy.deepcopy(value))
+                out[key].update(_copy_stats(value))
             else:
                 out[key] = {**out[key], **value}
         else:
@@ -1884,20 +1951,28 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
     return out
 
 
-def exact_mean(total: int | float | Fraction, count: int) -> float:
+def exact_mean(total: int | float | ExactSum, count: int) -> float:
     """``total / count`` of an exact sum, rounded once to the nearest float (count > 0)."""
-    return float(Fraction(total) / count)
+    exact = ExactSum.of(total)
+    return exact.units / (count << ExactSum._SHIFT)
 
 
 def _stat_to_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stat_to_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_stat_to_json(v) for v in value]
-    if isinstance(value, Fraction):
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in _JSON_LEAVES else _stat_to_json(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _JSON_LEAVES else _stat_to_json(v) for v in value]
+    if t is ExactSum:
         as_float = float(value)
-        return as_float if Fraction(as_float) == value else f"{value.numerator}/{value.denominator}"
+        if ExactSum.of(as_float).units == value.units:
+            return as_float
+        exact = value.fraction()
+        return f"{exact.numerator}/{exact.denominator}"
     return value
+
+
+_JSON_LEAVES = frozenset({int, float, str, bool, type(None)})
 
 
 def _stat_from_json(value: Any) -> Any:
@@ -1906,7 +1981,7 @@ def _stat_from_json(value: Any) -> Any:
     if isinstance(value, list):
         return [_stat_from_json(v) for v in value]
     if isinstance(value, str) and re.fullmatch(r"-?\d+/\d+", value):
-        return Fraction(value)
+        return ExactSum.of(Fraction(value))
     return value
 
 
@@ -1917,7 +1992,7 @@ def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
 
 
 def records_from_json(data: Mapping[str, Any]) -> dict[str, Record]:
-    """Inverse of :func:`records_to_json` (``"n/d"`` strings back to Fractions)."""
+    """Inverse of :func:`records_to_json` (``"n/d"`` strings back to exact sums)."""
     return _stat_from_json(dict(data))
 
 
@@ -2718,7 +2793,7 @@ def _t2kg_averages(group: Mapping[str, Any]) -> dict[str, Fraction]:
     """Exact per-metric averages of one ontology: sum over evaluated sentences / all
     ground-truth sentences."""
     n, sums = group["sentences"], group.get("sums", {})
-    return {k: Fraction(sums.get(k, 0)) / n for k in T2KG_METRIC_KEYS}
+    return {k: as_fraction(sums.get(k, 0)) / n for k in T2KG_METRIC_KEYS}
 
 
 def _t2kg_group_section(group: Mapping[str, Any]) -> dict[str, Any]:
@@ -3714,7 +3789,7 @@ def _webnlg_mean(values: list) -> float | int:
 
 def _webnlg_mean_of(total: Fraction | int | float, n: int, all_int: bool) -> float | int:
     """The value ``statistics.mean`` returns for values summing exactly to ``total``."""
-    mean = Fraction(total) / n
+    mean = as_fraction(total) / n
     if all_int:
         return int(mean) if mean.denominator == 1 else float(mean)
     return float(mean)
@@ -3729,7 +3804,7 @@ def _webnlg_block_stats(rows: Iterable[tuple]) -> list:
             out[i] += r[i]
         for i in range(3):
             v = r[7 + i]
-            out[7 + i] = out[7 + i] + Fraction(v) if isinstance(v, float) else out[7 + i] + v
+            out[7 + i] = ExactSum.of(v) + out[7 + i] if isinstance(v, float) else out[7 + i] + v
             out[10 + i] += not isinstance(v, int)
     return out
 
@@ -4488,7 +4563,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             with family.guard():
                 record = stats[family.name] = family.entry_stats(entry, score, ctx)
             totals[family.name] = (family.merge(totals[family.name], record, in_place=True)
-                                   if family.name in totals else copy.deepcopy(record))
+                                   if family.name in totals else _copy_stats(record))
             view = family.entry_view(record)
             if view is not None:
                 row[family.key] = view
@@ -4505,7 +4580,7 @@ def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str,
             if family.name in part:
                 record = part[family.name]
                 out[family.name] = (family.merge(out[family.name], record) if family.name in out
-                                    else copy.deepcopy(record))
+                                    else _copy_stats(record))
     return out
 
 
