@@ -1084,6 +1084,11 @@ _WS_RE = re.compile(r"\s+")
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
+#: Distinct titles whose normalised form is kept (least recently used dropped first):
+#: corpora repeat titles ~25 times on average; 65,536 short strings take a few MB.
+NORMALIZE_CACHE_SIZE = 1 << 16
+
+
 def normalize_title(title: Any) -> str:
     """Normalise an entity title (or a prompt) exactly as SPEC.md section 3 says.
 
@@ -1092,9 +1097,15 @@ def normalize_title(title: Any) -> str:
     whitespace/commas before it, optional trailing dot); strip leading/trailing quotes,
     brackets and ``.,;:``; collapse whitespace and trim again.
     Example: ``"Foo Co., Ltd"`` -> ``"foo co."`` -> ``"foo"``. A non-string -> ``""``.
+    Results are memoised in a bounded LRU cache (:data:`NORMALIZE_CACHE_SIZE` titles).
     """
     if not isinstance(title, str):
         return ""
+    return _normalize_title_cached(title)
+
+
+@functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)
+def _normalize_title_cached(title: str) -> str:
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = _WS_RE.sub(" ", text).strip().lower()
     while True:
@@ -1181,12 +1192,32 @@ def lexical_similarity(a: str, b: str) -> float:
     return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
 
 
+#: Entries kept by each of the lexical backend's memos (pair similarities, token sets,
+#: character counts) before it is emptied: memory stays flat however long the run.
+LEXICAL_MEMO_MAX_ENTRIES = 200_000
+#: String pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
+#: (below, a plain loop is faster: the numpy set-up costs ~0.2 ms per matrix).
+_LEXICAL_VECTOR_MIN_PAIRS = 256
+#: Candidate pairs per numpy block in the character-count bound of :meth:`Similarity.matrix`.
+_LEXICAL_BLOCK_PAIRS = 1 << 16
+
+
+def _bounded_put(memo: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``memo[key] = value``, emptying ``memo`` first once it holds
+    :data:`LEXICAL_MEMO_MAX_ENTRIES` (the values are pure functions of the key)."""
+    if len(memo) >= LEXICAL_MEMO_MAX_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 class Similarity:
     """Field similarity of normalised strings (SPEC.md section 4): the lexical backend.
 
     ``field(a, b)`` = 1.0 on exact non-empty equality, else the similarity if it is
     ``>= threshold``, else 0.0. Subclasses replace :meth:`raw` (the similarity before the
-    gate) with embedding cosine. Results are memoised per pair within a run.
+    gate) with embedding cosine. Results are memoised per pair within a run (bounded:
+    :data:`LEXICAL_MEMO_MAX_ENTRIES`).
 
     Attributes:
         backend: "lexical", "fastembed" or "sentence-transformers".
@@ -1211,13 +1242,13 @@ class Similarity:
     def _token_set(self, text: str) -> frozenset[str]:
         tokens = self._tokens.get(text)
         if tokens is None:
-            tokens = self._tokens[text] = token_set(text)
+            tokens = _bounded_put(self._tokens, text, token_set(text))
         return tokens
 
     def _char_counts(self, text: str) -> Counter[str]:
         counts = self._chars.get(text)
         if counts is None:
-            counts = self._chars[text] = Counter(text)
+            counts = _bounded_put(self._chars, text, Counter(text))
         return counts
 
     def raw(self, a: str, b: str) -> float:
@@ -1231,7 +1262,7 @@ class Similarity:
         key = (a, b)
         cached = self._memo.get(key)
         if cached is None:
-            cached = self._memo[key] = self._gated(a, b)
+            cached = _bounded_put(self._memo, key, self._gated(a, b))
         return cached
 
     def _gated(self, a: str, b: str) -> float:
@@ -1266,14 +1297,86 @@ class Similarity:
     def matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool = False) -> np.ndarray:
         """Field (or relation) similarities of every gold x prediction string pair.
 
-        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1].
+        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1],
+        each exactly ``field(a, b)`` (``relation(a, b)`` with ``relation=True``, which for
+        this backend is ``field`` of the natural-language forms: equal types have equal
+        forms). Small matrices call :meth:`field` (:meth:`relation`) per pair. From
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, each distinct pair of
+        distinct strings is decided once: the two upper bounds of :meth:`_gated`
+        (length + Jaccard, shared characters + Jaccard) are computed for all of them in
+        numpy with the same float operations, and only an equal pair or one that reaches
+        the threshold under both goes to :meth:`field`; every other pair is 0.0, which
+        is what :meth:`field` returns for it. A subclass with another :meth:`_gated`
+        gets the per-pair loop.
         """
-        fn = self.relation if relation else self.field
-        out = np.empty((len(gold), len(preds)))
-        for i, a in enumerate(gold):
-            for j, b in enumerate(preds):
-                out[i, j] = fn(a, b)
-        return out
+        lexical_gate = type(self)._gated is Similarity._gated     # the bounds are its bounds
+        if len(gold) * len(preds) < _LEXICAL_VECTOR_MIN_PAIRS or not lexical_gate:
+            fn = self.relation if relation else self.field
+            out = np.empty((len(gold), len(preds)))
+            for i, a in enumerate(gold):
+                for j, b in enumerate(preds):
+                    out[i, j] = fn(a, b)
+            return out
+        left = [relation_text(s) for s in gold] if relation else list(gold)
+        right = [relation_text(s) for s in preds] if relation else list(preds)
+        rows, left_index = _distinct(left)
+        cols, right_index = _distinct(right)
+        distinct = np.zeros((len(rows), len(cols)))
+        for i, j in zip(*self._candidates(rows, cols)):
+            distinct[i, j] = self.field(rows[i], cols[j])
+        return distinct[np.ix_(left_index, right_index)]
+
+    def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
+        the two bounds of :meth:`_gated` cannot rule out (both in float64, as there)."""
+        n = len(rows)
+        strings = rows + cols
+        lengths = np.array([len(s) for s in strings], dtype=float)
+        tokens = _count_matrix([dict.fromkeys(self._token_set(s), 1) for s in strings])
+        inter = tokens[:n] @ tokens[n:].T                     # exact small integers
+        sizes = tokens.sum(axis=1)
+        union = sizes[:n, None] + sizes[None, n:] - inter
+        jac = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        total = lengths[:n, None] + lengths[None, n:]
+        shortest = np.minimum(lengths[:n, None], lengths[None, n:])
+        nonempty = (lengths[:n, None] > 0) & (lengths[None, n:] > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):   # 0/0: an empty string
+            first = 0.5 * (2.0 * shortest / total) + 0.5 * jac
+        ci, cj = np.nonzero(nonempty & (first >= self.threshold))
+        if ci.size:
+            chars = _count_matrix([self._char_counts(s) for s in strings])
+            keep = np.empty(ci.size, dtype=bool)
+            for start in range(0, ci.size, _LEXICAL_BLOCK_PAIRS):
+                i = ci[start:start + _LEXICAL_BLOCK_PAIRS]
+                j = cj[start:start + _LEXICAL_BLOCK_PAIRS]
+                shared = np.minimum(chars[i], chars[n + j]).sum(axis=1)
+                second = 0.5 * (2.0 * shared / total[i, j]) + 0.5 * jac[i, j]
+                keep[start:start + i.size] = second >= self.threshold
+            ci, cj = ci[keep], cj[keep]
+        position = {s: j for j, s in enumerate(cols)}
+        equal = [(i, position[s]) for i, s in enumerate(rows) if s in position]
+        if equal:
+            ei, ej = np.array(equal).T
+            ci, cj = np.concatenate([ci, ei]), np.concatenate([cj, ej])
+        return ci, cj
+
+
+def _distinct(strings: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(distinct strings in first-seen order, index of each input string among them)."""
+    position: dict[str, int] = {}
+    index = np.array([position.setdefault(s, len(position)) for s in strings], dtype=np.intp)
+    return list(position), index
+
+
+def _count_matrix(counts: Sequence[Mapping[str, int]]) -> np.ndarray:
+    """float64 matrix (one row per mapping, one column per key seen) of the counts."""
+    keys: dict[str, int] = {}
+    cells = [(r, keys.setdefault(key, len(keys)), k) for r, c in enumerate(counts) for key, k in c.items()]
+    out = np.zeros((len(counts), len(keys)))
+    if cells:
+        r, c, k = zip(*cells)
+        out[r, c] = k
+    return out
 
 
 def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
@@ -1296,6 +1399,11 @@ def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
 # ======================================================================================
 
 _NUMPY_SOLVER_MIN_SIZE = 48
+#: Rows scanned per numpy block in a run of zero-delta steps (bounds the block's memory).
+_TIE_BLOCK_ROWS = 256
+#: Zero-delta steps in a row before :func:`_solve_numpy` tries a block scan (short runs,
+#: often interrupted, are cheaper step by step).
+_ZERO_RUN_MIN_STREAK = 8
 
 
 def _augment(p: Any, way: Any, j0: int) -> None:
@@ -1317,7 +1425,16 @@ def _assignment_from_columns(p: Sequence[int], n: int, m: int) -> list[int]:
     return assignment
 
 
-def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+class _SolverState(NamedTuple):
+    """Final state of the row-by-row solver (1-based, index 0 = the virtual column/row):
+    ``p[j]`` = row of column j (0 = free), ``u`` row and ``v`` column potentials."""
+
+    p: Any
+    u: Any
+    v: Any
+
+
+def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverState:
     """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
     inf = math.inf
     u = [0.0] * (n + 1)
@@ -1355,16 +1472,75 @@ def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[i
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
 
 
-def _hungarian_numpy(cost: np.ndarray) -> list[int]:
-    """The same algorithm as :func:`_hungarian_python`, inner column loop vectorised.
+def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+    """Assignment of :func:`_solve_python` (the scalar reference of every other path)."""
+    return _assignment_from_columns(_solve_python(cost, n, m).p, n, m)
+
+
+def _scan_zero_run(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, way: np.ndarray,
+                   minv: np.ndarray, used: np.ndarray, ties: np.ndarray) -> int:
+    """Do a run of consecutive zero-delta steps of :func:`_solve_numpy` in numpy blocks.
+
+    ``ties`` = the unused columns whose ``minv`` is exactly 0 (the minimum), in index
+    order; ``ties[0]`` is the column just reached (assigned). Step by step, the algorithm
+    would scan the row of ``ties[0]``, then of ``ties[1]`` ... (each the first minimum,
+    delta 0: the potential updates add or subtract 0.0, which changes at most the sign
+    of a zero and therefore no comparison), until it reaches a free column of ``ties``
+    or a scanned row makes another unused column reach a value <= 0 (then the next first
+    minimum is no longer ``ties[t + 1]``). The block does the same scans: a column's
+    ``minv``/``way`` take the first row (in scan order) with the strictly smallest value,
+    exactly what the sequential strict ``<`` keeps.
+
+    Returns the free column that ends the search, or 0 if the run stopped early or used
+    up ``ties`` (the state is then the sequential one after the last scanned row, and the
+    caller continues with the ordinary step).
+    """
+    free_at = np.flatnonzero(p[ties] == 0)
+    stop_at = int(free_at[0]) if free_at.size else ties.size    # rows to scan: ties[:stop_at]
+    in_ties = np.zeros(used.shape[0], dtype=bool)
+    in_ties[ties] = True
+    outside = ~used & ~in_ties
+    start = 0
+    block_rows = 4          # doubled after each uninterrupted block: little wasted work
+    while start < stop_at:
+        end = min(stop_at, start + block_rows)
+        block_rows = min(2 * block_rows, _TIE_BLOCK_ROWS)
+        rows = p[ties[start:end]]
+        cur = c[rows] - u[rows][:, None] - v                 # the scalar step's arithmetic
+        interrupts = (cur[:, outside] <= 0.0).any(axis=1)
+        later = ties[start + 1:]
+        if later.size:
+            # tie column later[s] is still unused while row start + t is scanned iff s >= t
+            still_unused = np.arange(later.size)[None, :] >= np.arange(end - start)[:, None]
+            interrupts |= ((cur[:, later] < 0.0) & still_unused).any(axis=1)
+        hit = np.flatnonzero(interrupts)
+        last = end if not hit.size else start + int(hit[0]) + 1
+        used[ties[start:last]] = True
+        open_cols = np.flatnonzero(~used)
+        block = np.vstack([minv[open_cols][None, :], cur[:last - start][:, open_cols]])
+        best = np.argmin(block, axis=0)                     # first minimum, as strict <
+        better = best > 0
+        cols = open_cols[better]
+        minv[cols] = block[best[better], better]
+        way[cols] = ties[start + best[better] - 1]
+        if hit.size:
+            return 0
+        start = last
+    return int(ties[stop_at]) if stop_at < ties.size else 0
+
+
+def _solve_numpy(cost: np.ndarray) -> _SolverState:
+    """The same algorithm as :func:`_solve_python`, vectorised over columns.
 
     Every floating-point operation is the same as in the scalar version (same operands,
     same order), the strict ``<`` updates become boolean masks, and the first-minimum
     column choice is ``np.argmin`` (which returns the first index of the minimum), so the
-    two produce identical assignments, ties included.
+    two produce identical assignments, ties included. Runs of zero-delta steps (the long
+    walks through equal-cost columns that padding creates) are scanned in blocks by
+    :func:`_scan_zero_run`, so no step costs a Python iteration per column or per row.
     """
     n, m = cost.shape
     inf = np.inf
@@ -1372,34 +1548,66 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
     v = np.zeros(m + 1)
     p = np.zeros(m + 1, dtype=np.int64)
     way = np.zeros(m + 1, dtype=np.int64)
-    padded = np.empty((n + 1, m + 1))
-    padded[0, :] = 0.0
-    padded[1:, 0] = 0.0
-    padded[1:, 1:] = cost
+    c = np.zeros((n + 1, m + 1))
+    c[1:, 1:] = cost
     for i in range(1, n + 1):
         p[0] = i
         j0 = 0
         minv = np.full(m + 1, inf)
         used = np.zeros(m + 1, dtype=bool)
+        streak = 0          # consecutive zero-delta steps: a long walk is likely under way
         while True:
-            used[j0] = True
-            i0 = p[j0]
-            cur = padded[i0] - u[i0] - v
+            ties = np.flatnonzero((minv == 0.0) & ~used) if streak >= _ZERO_RUN_MIN_STREAK else ()
+            if len(ties) > 1:
+                end = _scan_zero_run(c, u, v, p, way, minv, used, ties)
+                if end:
+                    j0 = end
+                    break
+            else:
+                used[j0] = True
+                i0 = p[j0]
+                cur = c[i0] - u[i0] - v
+                better = ~used & (cur < minv)
+                minv[better] = cur[better]
+                way[better] = j0
             free = ~used
-            better = free & (cur < minv)
-            minv[better] = cur[better]
-            way[better] = j0
             masked = np.where(free, minv, inf)
             j1 = int(np.argmin(masked))
             delta = masked[j1]
             u[p[used]] += delta
             v[used] -= delta
             minv[free] -= delta
+            streak = streak + 1 if delta == 0.0 else 0
             j0 = j1
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
+
+
+def _hungarian_numpy(cost: np.ndarray) -> list[int]:
+    """Assignment of :func:`_solve_numpy` (identical to :func:`_hungarian_python`)."""
+    n, m = cost.shape
+    return _assignment_from_columns(_solve_numpy(cost).p, n, m)
+
+
+def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """``cost`` as a finite float64 matrix (a 1-D empty input -> shape (0, 0))."""
+    arr = np.asarray(cost, dtype=float)
+    if arr.size == 0 and arr.ndim < 2:
+        return np.zeros((0, 0))
+    if arr.ndim != 2:
+        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("cost must contain only finite numbers")
+    return arr
+
+
+def _solve(arr: np.ndarray) -> _SolverState:
+    n, m = arr.shape
+    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
+        return _solve_numpy(arr)
+    return _solve_python(arr.tolist(), n, m)
 
 
 def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
@@ -1407,7 +1615,7 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
 
     Args:
         cost: an n x m matrix of finite floats with n <= m (rows = gold, columns =
-            predictions; SPEC.md pads to a square matrix).
+            predictions; :func:`hungarian_padded` handles SPEC.md's square padding).
 
     Returns:
         ``assignment`` of length n: ``assignment[i]`` is the column given to row i; the
@@ -1423,21 +1631,80 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
     Raises:
         ValueError: n > m, a ragged matrix, or a non-finite cost.
     """
-    arr = np.asarray(cost, dtype=float)
-    if arr.size == 0 and arr.ndim < 2:
-        return []
-    if arr.ndim != 2:
-        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    arr = _cost_array(cost)
     n, m = arr.shape
     if n > m:
         raise ValueError(f"cost must have no more rows than columns, found {n} x {m}")
     if n == 0:
         return []
-    if not np.isfinite(arr).all():
-        raise ValueError("cost must contain only finite numbers")
-    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
-        return _hungarian_numpy(arr)
-    return _hungarian_python(arr.tolist(), n, m)
+    return _assignment_from_columns(_solve(arr).p, n, m)
+
+
+def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
+    """True when appending constant padding rows cannot move a real row (see
+    :func:`hungarian_padded`): every column potential is <= 0 and every reduced cost
+    ``(cost[k][j] - u[k]) - v[j]`` of a real row is >= 0, both as computed in floats."""
+    n = arr.shape[0]
+    u = np.asarray(state.u, dtype=float)[1:n + 1]
+    v = np.asarray(state.v, dtype=float)[1:]
+    return bool((v <= 0.0).all() and ((arr - u[:, None]) - v >= 0.0).all())
+
+
+def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
+    """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
+
+    The result is exactly that of :func:`hungarian` on the max(n, m) square whose extra
+    rows or columns are all ``pad`` (ties included), restricted to the real rows.
+
+    Args:
+        cost: an n x m matrix of finite floats (any n, m >= 0; rows = gold).
+        pad: the finite cost of every padding cell (SPEC.md: 1.0 = ``1 - align_sim`` of 0).
+
+    Returns:
+        A list of length n: the column of row i, or -1 when row i got a padding column.
+
+    n <= m (no more gold than predictions): the square adds rows n+1..m, all ``pad``,
+    after the real rows. The solver has then run exactly the rectangular n x m solve; the
+    real rows are final if that state satisfies, in floating point, (a) every column
+    potential v[j] <= 0 and (b) every reduced cost (cost[k][j] - u[k]) - v[j] >= 0 of a
+    real row k, because then each padding row i goes as follows. Its first scan gives
+    ``(pad - 0) - v[j] >= pad`` everywhere and exactly ``pad`` at every free column
+    (free columns were never scanned, so v = 0): delta = pad, only u[i] and the virtual
+    v[0] change, and every unused minv becomes ``(pad - v[j]) - pad >= 0``, exactly 0 at
+    the free columns. Every later scan, from a real row (reduced cost >= 0 by (b)) or an
+    earlier padding row k (u[k] = pad, so ``(pad - pad) - v[j] = -v[j] >= 0`` by (a)),
+    is never strictly below a free column's 0, so delta stays 0 (no potential moves,
+    (a) and (b) persist) and the free column that ends the search keeps way = 0: the
+    augmenting path is the padding row alone and no real row moves. The test is O(n m)
+    and, when it fails (not seen on tie-heavy random matrices), the square is solved.
+    n > m: padding columns come last, and transposing would change the tie-breaking
+    (SPEC.md ties are defined row by row), so the padded square is solved as it is; its
+    long zero-delta walks through the equal padding columns are scanned in numpy blocks.
+
+    Raises:
+        ValueError: a ragged or non-2-D matrix, a non-finite cost or pad.
+    """
+    arr = _cost_array(cost)
+    n, m = arr.shape
+    if not math.isfinite(pad):
+        raise ValueError(f"pad must be a finite number, found {pad!r}")
+    if n == 0:
+        return []
+    if max(n, m) < _NUMPY_SOLVER_MIN_SIZE:     # small: the padded square itself is cheap
+        size = max(n, m)
+        square = np.full((size, size), float(pad))
+        square[:n, :m] = arr
+        return [j if j < m else -1 for j in _hungarian_python(square.tolist(), size, size)[:n]]
+    if n <= m:
+        state = _solve(arr)
+        if _padding_rows_keep_assignment(arr, state):
+            return _assignment_from_columns(state.p, n, m)
+        square = np.full((m, m), float(pad))
+        square[:n] = arr
+        return hungarian(square)[:n]
+    square = np.full((n, n), float(pad))
+    square[:, :m] = arr
+    return [j if j < m else -1 for j in hungarian(square)]
 
 
 @dataclass(frozen=True)
@@ -1471,7 +1738,8 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     ``similarity`` (:func:`embedding_matching`); ``align_sim`` is
     ``0.45 src + 0.45 tgt + 0.10 rel``. The square cost matrix of size
     max(n_gold, n_pred) holds ``1 - align_sim`` (padding = 1) and is solved exactly with
-    :func:`hungarian`; an assigned pair is accepted iff ``align_sim >= align_accept``.
+    :func:`hungarian_padded` (which leaves the padding rows out when n_gold <= n_pred);
+    an assigned pair is accepted iff ``align_sim >= align_accept``.
 
     Args:
         gold: the entry's valid gold triplets (normalised).
@@ -1485,16 +1753,13 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     src, tgt, rel = embedding_matching(gold, preds, similarity)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
-    size = max(n_gold, n_pred)
-    cost = np.ones((size, size))
-    cost[:n_gold, :n_pred] = 1.0 - align
-    assignment = hungarian(cost)
+    assignment = hungarian_padded(1.0 - align, pad=1.0)
     pairs: list[MatchedPair] = []
     matched_gold: set[int] = set()
     matched_pred: set[int] = set()
     for i in range(n_gold):
         j = assignment[i]
-        if j < n_pred and align[i, j] >= align_accept:
+        if j >= 0 and align[i, j] >= align_accept:
             g, p = gold[i], preds[j]
             exact = g.source == p.source and g.target == p.target and g.relation == p.relation
             pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
