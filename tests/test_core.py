@@ -446,12 +446,6 @@ def test_gate_after_assignment():
     assert sorted((p.gold, p.pred) for p in res.pairs) == [(0, 1), (1, 0)]
 
 
-def test_align_similarity():
-    assert ev.align_similarity(1.0, 1.0, 1.0) == 1.0
-    assert ev.align_similarity(1.0, 0.0, 0.0) == 0.45
-    assert ev.align_similarity(0.0, 0.0, 1.0) == 0.1
-
-
 # ======================================================================================
 # Stage 6 - scoring (SPEC.md section 8)
 # ======================================================================================

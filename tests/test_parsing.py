@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from evaluate import InputFormatError, JsonlLine, read_jsonl
+from evaluate import InputError, JsonlLine, read_jsonl
 
 
 # ------------------------------------------------------------------ read_jsonl
@@ -48,7 +48,7 @@ def test_jsonl_invalid_json_message(tmp_path):
 def test_jsonl_not_utf8_raises(tmp_path, data, why):
     p = tmp_path / "bad.jsonl"
     p.write_bytes(data)
-    with pytest.raises(InputFormatError) as ei:
+    with pytest.raises(InputError) as ei:
         read_jsonl(p)
     msg = str(ei.value)
     assert "not UTF-8 JSONL" in msg and "bad.jsonl" in msg and why in msg

@@ -1,0 +1,285 @@
+"""The engine section: metric-family protocol and registry, exact merging of per-entry
+statistics, one report builder for single-file and directory mode, the run configuration
+(summary.config), --limit for every family, the logger."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+NLTK_DATA = SHARED / "nltk_data"
+PARITY = SHARED / "data" / "parity-sample" / "combined.jsonl"
+if NLTK_DATA.is_dir():  # before nltk is first imported
+    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
+
+import evaluate as ev  # noqa: E402
+
+needs_nltk = pytest.mark.skipif(ev.nltk_missing() is not None, reason=f"NLTK: {ev.nltk_missing()}")
+
+ONTOLOGY = {"id": "o", "title": "t", "concepts": [{"label": "City"}, {"label": "Country"}],
+            "relations": [{"label": "capital"}, {"label": "country"}, {"label": "leader"}]}
+SENTENCES = [  # (id, sentence, gold [s, r, o], predicted)
+    ("s1", "Paris is the capital of France.", [["France", "capital", "Paris"]], [["France", "capital", "Paris"]]),
+    ("s2", "Rome is in Italy.", [["Rome", "country", "Italy"]], [["Rome", "country", "Italy"], ["Rome", "mayor", "X"]]),
+    ("s3", "Berlin is led by Kai.", [["Berlin", "leader", "Kai"]], []),
+    ("s4", "Oslo is in Norway.", [["Oslo", "country", "Norway"]], [["Norway", "country", "Oslo"]]),
+    ("s5", "Bern is the capital.", [["Switzerland", "capital", "Bern"]], [["Bern", "capital", "Bern"]]),
+]
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def t2kg_files(folder: Path, key: str = "1_city", sentences=SENTENCES) -> tuple[Path, Path, Path]:
+    """A Text2KGBench-style ontology: (gold, predictions, ontology) files in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    gold = write_jsonl(folder / f"ont_{key}_ground_truth.jsonl", [
+        {"id": f"{key}_{sid}", "sent": sent, "triples": [dict(zip(("sub", "rel", "obj"), t)) for t in g]}
+        for sid, sent, g, _ in sentences])
+    pred = write_jsonl(folder / f"{key}_responses.jsonl",
+                       [{"id": f"{key}_{sid}", "triples": p} for sid, _, _, p in sentences])
+    onto = folder / f"{key}_ontology.json"
+    onto.write_text(json.dumps(ONTOLOGY), encoding="utf-8")
+    return gold, pred, onto
+
+
+def t2kg_directory(root: Path) -> tuple[Path, Path, Path]:
+    """A two-ontology run laid out as --pred DIR --gold DIR --ontology DIR."""
+    dirs = [root / name for name in ("pred", "gold", "onto")]
+    for d in dirs:
+        d.mkdir(parents=True)
+    for key, rows in (("1_city", SENTENCES[:3]), ("2_place", SENTENCES[2:])):
+        gold, pred, onto = t2kg_files(root / "tmp", key, rows)
+        for path, target in ((pred, dirs[0]), (gold, dirs[1]), (onto, dirs[2])):
+            path.rename(target / path.name)
+    return dirs[0], dirs[1], dirs[2]
+
+
+def run_cli(tmp_path: Path, *args: str, name: str = "r.json") -> dict:
+    report = tmp_path / name
+    assert ev.main([*args, "--no-embeddings", "--quiet", "--report", str(report)]) == 0
+    return json.loads(report.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------ an extra family, < 40 lines
+class PredictedItems(ev.MetricFamily):
+    """Mean number of predicted items per entry (exact), and how many entries had none."""
+
+    name = key = "predicted-items"
+
+    def entry_stats(self, entry, score, ctx):
+        return {"entries": 1, "items": float(score.n_items), "empty": int(score.n_items == 0)}
+
+    def finish(self, record):
+        n = record.get("entries", 0)
+        return {"mean_items": ev.exact_mean(record["items"], n) if n else None, "empty": record.get("empty", 0)}
+
+    def format(self, section, report):
+        return f"predicted items: mean {section['mean_items']:.3f}, {section['empty']} empty"
+
+
+@pytest.fixture
+def extra_family(monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, PredictedItems.name, PredictedItems)
+    return PredictedItems
+
+
+@needs_nltk
+def test_a_registered_family_appears_in_summary_report_and_directory_mode(tmp_path, capsys, extra_family):
+    gold, pred, onto = t2kg_files(tmp_path / "one")
+    report = run_cli(tmp_path, "--pred", str(pred), "--gold", str(gold), "--metrics", "strict,predicted-items")
+    # items per entry: 1, 2, 0, 1, 1 -> mean 5/5 = 1.0; one empty
+    assert report["predicted-items"] == {"mean_items": 1.0, "empty": 1}
+    assert [row["stats"]["predicted-items"]["items"] for row in report["per_entry"]] == [1.0, 2.0, 0.0, 1.0, 1.0]
+    assert "predicted items: mean 1.000, 1 empty" in capsys.readouterr().out
+    pred_dir, gold_dir, onto_dir = t2kg_directory(tmp_path / "run")
+    report = run_cli(tmp_path, "--pred", str(pred_dir), "--gold", str(gold_dir), "--ontology", str(onto_dir),
+                     "--metrics", "predicted-items", name="dir.json")
+    # 1_city: s1-s3 (1, 2, 0 items); 2_place: s3-s5 (0, 1, 1): mean over all 6 entries = 5/6
+    assert report["predicted-items"] == {"mean_items": 5 / 6, "empty": 2}
+    assert report["per_ontology"]["1_city"]["predicted-items"] == {"mean_items": 1.0, "empty": 1}
+    assert "predicted items: mean 0.833, 2 empty" in capsys.readouterr().out
+
+
+def test_unknown_family_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        ev.build_parser().parse_args(["--metrics", "hgr,nope"])
+    assert exc.value.code == 2
+    assert "unknown metric family nope" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ exact merging
+def _datasets(tmp_path):
+    """(entries, context, family names) that exercise every family: the parity sample (typed
+    triplets) for all but text2kgbench, and a Text2KGBench-style ontology for all."""
+    gold, pred, onto = t2kg_files(tmp_path)
+    t2kg = ev.load_inputs(pred, gold).entries
+    ctx = ev.ScoringContext(ev.Similarity(), "triples", None, 0.5, ev.t2kg_load_ontology(onto))
+    out = [(t2kg, ctx, list(ev.FAMILIES))]
+    if PARITY.is_file():
+        entries = ev.load_inputs(PARITY, None).entries[:60]
+        out.append((entries, ev.ScoringContext(ev.Similarity(), "hgr"),
+                    [n for n in ev.FAMILIES if n != "text2kgbench"]))
+    return out
+
+
+def _section_bytes(families, records):
+    return json.dumps({f.name: f.finish(records[f.name]) for f in families}, sort_keys=True)
+
+
+@needs_nltk
+def test_two_halves_merged_equal_all_at_once_for_every_family(tmp_path):
+    rng = random.Random(7)
+    for entries, ctx, names in _datasets(tmp_path):
+        families = ev.families_for(names)
+        whole = ev.score_entries(entries, ev.families_for(names), ctx)
+        for cut in sorted({1, len(entries) // 3, len(entries) - 1}):
+            a = ev.score_entries(entries[:cut], ev.families_for(names), ctx)
+            b = ev.score_entries(entries[cut:], ev.families_for(names), ctx)
+            for first, second in ((a, b), (b, a)):  # order-independent
+                merged = ev.merge_records(families, [first.records, second.records])
+                assert _section_bytes(families, merged) == _section_bytes(families, whole.records)
+                assert ev.records_to_json(merged) == ev.records_to_json(whole.records)
+        # the per-entry records stored in the report rebuild the same sections, in any order
+        stored = [ev.records_from_json(row["stats"]) for row in whole.rows]
+        rng.shuffle(stored)
+        assert _section_bytes(families, ev.merge_records(families, stored)) == _section_bytes(families, whole.records)
+    assert {n for _, _, names in _datasets(tmp_path / "again") for n in names} == set(ev.FAMILIES)
+
+
+def test_merge_additive_is_exact_where_float_addition_is_not():
+    a, b, c = {"s": 0.1, "n": 1}, {"s": 0.2, "n": 1}, {"s": 0.3, "n": 1}
+    assert (0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)  # 0.6000000000000001 vs 0.6
+    left = ev.merge_additive(ev.merge_additive(a, b), c)
+    right = ev.merge_additive(a, ev.merge_additive(b, c))
+    assert left == right and left["n"] == 3 and type(left["n"]) is int
+    from fractions import Fraction
+    # exact sum of the three doubles (2^-55 * 21617278211378381), divided by 3, rounded once
+    assert ev.exact_mean(left["s"], 3) == float((Fraction(0.1) + Fraction(0.2) + Fraction(0.3)) / 3)
+    assert ev.as_fraction(left["s"]) == Fraction(0.1) + Fraction(0.2) + Fraction(0.3)
+    assert ev.records_to_json({"x": left})["x"]["s"] == "21617278211378381/36028797018963968"
+    with pytest.raises(ValueError, match="both sides"):
+        ev.merge_additive({"rows": {"1": {}}}, {"rows": {"1": {}}}, disjoint=frozenset({"rows"}))
+    assert ev.records_from_json(json.loads(json.dumps(ev.records_to_json({"x": left})))) == {"x": left}
+
+
+# ------------------------------------------------------------------ one input path: --limit
+@needs_nltk
+def test_limit_applies_to_every_family(tmp_path):
+    gold, pred, onto = t2kg_files(tmp_path / "full")
+    first3 = t2kg_files(tmp_path / "first3", sentences=SENTENCES[:3])
+    limited = run_cli(tmp_path, "--pred", str(pred), "--gold", str(gold), "--ontology", str(onto),
+                      "--metrics", "all", "--limit", "3", name="limited.json")
+    cut = run_cli(tmp_path, "--pred", str(first3[1]), "--gold", str(first3[0]), "--ontology", str(first3[2]),
+                  "--metrics", "all", name="cut.json")
+    assert limited["summary"]["n_entries"] == 3
+    assert limited["text2kgbench"]["counts"]["gt_sentences"] == 3
+    assert len(limited["text2kgbench"]["per_sentence"]) == 3
+    for key in ("strict", "per_relation", "webnlg2020", "text2kgbench", "per_entry"):
+        assert limited[key] == cut[key], key
+    for key in ("totals", "micro", "macro"):
+        assert limited["summary"][key] == cut["summary"][key]
+    assert limited["summary"]["config"]["limit"] == 3
+
+
+def test_repeated_ids_error_names_the_benchmark_rule(tmp_path, capsys):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triples": []}] * 2)
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triples": []}])
+    assert ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate gold ids: 1" in err and "--duplicate-ids last reproduces Text2KGBench's rule" in err
+
+
+# ------------------------------------------------------------------ one report builder
+@needs_nltk
+def test_directory_mode_has_every_key_of_single_mode(tmp_path):
+    pred_dir, gold_dir, onto_dir = t2kg_directory(tmp_path / "run")
+    directory = run_cli(tmp_path, "--pred", str(pred_dir), "--gold", str(gold_dir), "--ontology", str(onto_dir),
+                        "--metrics", "all", name="dir.json")
+    single = run_cli(tmp_path, "--pred", str(pred_dir / "1_city_responses.jsonl"),
+                     "--gold", str(gold_dir / "ont_1_city_ground_truth.jsonl"),
+                     "--ontology", str(onto_dir / "1_city_ontology.json"), "--metrics", "all", name="one.json")
+    assert set(single) <= set(directory)
+    assert set(single["summary"]) <= set(directory["summary"])
+    assert set(single["summary"]["config"]) == set(directory["summary"]["config"])
+    assert set(single["per_entry"][0]) | {"ontology"} == set(directory["per_entry"][0])
+    # directory numbers = the files' entries scored as one corpus (s3 appears in both ontologies)
+    assert directory["summary"]["n_entries"] == 6 and directory["summary"]["n_ontologies"] == 2
+    assert directory["per_ontology"]["1_city"]["summary"]["n_entries"] == 3
+    assert directory["per_ontology"]["1_city"]["strict"] == single["strict"]
+    assert directory["text2kgbench"]["per_ontology"]["1_city"] == single["text2kgbench"]
+    assert "text2kgbench" not in directory["per_ontology"]["1_city"]  # not repeated
+
+
+# ------------------------------------------------------------------ run configuration
+def test_config_changes_with_every_number_changing_option(tmp_path):
+    gold, pred, onto = t2kg_files(tmp_path / "in")
+    gold_dup = write_jsonl(tmp_path / "dup.jsonl", [json.loads(x) for x in gold.read_text().splitlines()]
+                           + [json.loads(gold.read_text().splitlines()[0])])
+    base = ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr"]
+    variants = {
+        "base": base,
+        "metrics": base[:-1] + ["strict"],
+        "schema": base + ["--schema", "triples"],
+        "threshold": base + ["--embedding-threshold", "0.7"],
+        "align": base + ["--align-accept", "0.6"],
+        "relations": base + ["--relations", str(onto)],
+        "limit": base + ["--limit", "2"],
+        "reparse": base + ["--reparse"],
+        "skip-bad-gold": base + ["--skip-bad-gold"],
+        "dup-first": ["--pred", str(pred), "--gold", str(gold_dup), "--metrics", "hgr", "--duplicate-ids", "first"],
+        "dup-last": ["--pred", str(pred), "--gold", str(gold_dup), "--metrics", "hgr", "--duplicate-ids", "last"],
+    }
+    configs = {name: json.dumps(run_cli(tmp_path, *argv, name=f"{name}.json")["summary"]["config"], sort_keys=True)
+               for name, argv in variants.items()}
+    assert len(set(configs.values())) == len(configs), configs
+    config = json.loads(configs["base"])
+    assert config["versions"]["python"] and config["versions"]["unicodedata"]
+    assert config["relation_vocabulary"] == {"source": None, "sha256": None}  # flat triples: no check
+    assert json.loads(configs["relations"])["relation_vocabulary"]["sha256"] is not None
+
+
+def test_config_records_backend_model_and_versions(monkeypatch):
+    config = ev.RunConfig(metrics=("hgr", "webnlg2020"))
+    families = ev.families_for(config.metrics)
+    lexical = ev.config_record(config, families, ev.Similarity(), None)
+    assert "nltk" in lexical["versions"] and "onnxruntime" not in lexical["versions"]
+
+    class FakeEmbedding(ev.Similarity):
+        backend = "fastembed"
+        model_id = "m@0123456789ab"
+
+    embedded = ev.config_record(config, families, FakeEmbedding(), None)
+    assert embedded["similarity"]["model_id"] == "m@0123456789ab"
+    assert {"fastembed", "onnxruntime"} <= set(embedded["versions"])
+    monkeypatch.setattr(ev, "_dist_version", lambda name: "9.9" if name == "nltk" else None)
+    assert ev.config_record(config, families, ev.Similarity(), None) != lexical
+
+
+def test_abbreviated_options_are_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        ev.build_parser().parse_args(["--pred", "x", "--no-emb"])
+    assert exc.value.code == 2
+
+
+# ------------------------------------------------------------------ logging
+def test_quiet_silences_diagnostics_and_errors_still_reach_stderr(tmp_path, capsys):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triples": []},
+                                              {"id": "1", "prompt": "p", "triples": []}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triples": []}])
+    args = ["--pred", str(pred), "--gold", str(gold), "--duplicate-ids", "first", "--no-embeddings",
+            "--report", str(tmp_path / "r.json")]
+    assert ev.main(args) == 0
+    assert "warning: " in capsys.readouterr().err
+    assert ev.main(args + ["--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert ev.main(args[:4] + ["--duplicate-ids", "error", "--quiet", "--report", str(tmp_path / "r.json")]) == 2
+    assert "error: " in capsys.readouterr().err
