@@ -95,10 +95,10 @@ __all__ = [
     "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
     "records_to_json", "records_from_json", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
-    "JsonlLine", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST",
+    "JsonlLine", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
     "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
     "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
-    "WEBNLG_SCHEMA_NAMES", "WEBNLG_EXACT_MAX_K", "webnlg_read_jsonl", "webnlg_read_xml",
+    "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
     "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
     "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
@@ -1097,6 +1097,11 @@ _WS_RE = re.compile(r"\s+")
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
+#: Distinct titles whose normalised form is kept (least recently used dropped first):
+#: corpora repeat titles ~25 times on average; 65,536 short strings take a few MB.
+NORMALIZE_CACHE_SIZE = 1 << 16
+
+
 def normalize_title(title: Any) -> str:
     """Normalise an entity title (or a prompt) exactly as SPEC.md section 3 says.
 
@@ -1105,9 +1110,15 @@ def normalize_title(title: Any) -> str:
     whitespace/commas before it, optional trailing dot); strip leading/trailing quotes,
     brackets and ``.,;:``; collapse whitespace and trim again.
     Example: ``"Foo Co., Ltd"`` -> ``"foo co."`` -> ``"foo"``. A non-string -> ``""``.
+    Results are memoised in a bounded LRU cache (:data:`NORMALIZE_CACHE_SIZE` titles).
     """
     if not isinstance(title, str):
         return ""
+    return _normalize_title_cached(title)
+
+
+@functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)
+def _normalize_title_cached(title: str) -> str:
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = _WS_RE.sub(" ", text).strip().lower()
     while True:
@@ -1194,12 +1205,32 @@ def lexical_similarity(a: str, b: str) -> float:
     return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
 
 
+#: Entries kept by each of the lexical backend's memos (pair similarities, token sets,
+#: character counts) before it is emptied: memory stays flat however long the run.
+LEXICAL_MEMO_MAX_ENTRIES = 200_000
+#: String pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
+#: (below, a plain loop is faster: the numpy set-up costs ~0.2 ms per matrix).
+_LEXICAL_VECTOR_MIN_PAIRS = 256
+#: Candidate pairs per numpy block in the character-count bound of :meth:`Similarity.matrix`.
+_LEXICAL_BLOCK_PAIRS = 1 << 16
+
+
+def _bounded_put(memo: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``memo[key] = value``, emptying ``memo`` first once it holds
+    :data:`LEXICAL_MEMO_MAX_ENTRIES` (the values are pure functions of the key)."""
+    if len(memo) >= LEXICAL_MEMO_MAX_ENTRIES:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
 class Similarity:
     """Field similarity of normalised strings (SPEC.md section 4): the lexical backend.
 
     ``field(a, b)`` = 1.0 on exact non-empty equality, else the similarity if it is
     ``>= threshold``, else 0.0. Subclasses replace :meth:`raw` (the similarity before the
-    gate) with embedding cosine. Results are memoised per pair within a run.
+    gate) with embedding cosine. Results are memoised per pair within a run (bounded:
+    :data:`LEXICAL_MEMO_MAX_ENTRIES`).
 
     Attributes:
         backend: "lexical", "fastembed" or "sentence-transformers".
@@ -1224,13 +1255,13 @@ class Similarity:
     def _token_set(self, text: str) -> frozenset[str]:
         tokens = self._tokens.get(text)
         if tokens is None:
-            tokens = self._tokens[text] = token_set(text)
+            tokens = _bounded_put(self._tokens, text, token_set(text))
         return tokens
 
     def _char_counts(self, text: str) -> Counter[str]:
         counts = self._chars.get(text)
         if counts is None:
-            counts = self._chars[text] = Counter(text)
+            counts = _bounded_put(self._chars, text, Counter(text))
         return counts
 
     def raw(self, a: str, b: str) -> float:
@@ -1244,7 +1275,7 @@ class Similarity:
         key = (a, b)
         cached = self._memo.get(key)
         if cached is None:
-            cached = self._memo[key] = self._gated(a, b)
+            cached = _bounded_put(self._memo, key, self._gated(a, b))
         return cached
 
     def _gated(self, a: str, b: str) -> float:
@@ -1279,14 +1310,86 @@ class Similarity:
     def matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool = False) -> np.ndarray:
         """Field (or relation) similarities of every gold x prediction string pair.
 
-        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1].
+        Returns a float64 array of shape (len(gold), len(preds)), values in {0} U [t, 1],
+        each exactly ``field(a, b)`` (``relation(a, b)`` with ``relation=True``, which for
+        this backend is ``field`` of the natural-language forms: equal types have equal
+        forms). Small matrices call :meth:`field` (:meth:`relation`) per pair. From
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, each distinct pair of
+        distinct strings is decided once: the two upper bounds of :meth:`_gated`
+        (length + Jaccard, shared characters + Jaccard) are computed for all of them in
+        numpy with the same float operations, and only an equal pair or one that reaches
+        the threshold under both goes to :meth:`field`; every other pair is 0.0, which
+        is what :meth:`field` returns for it. A subclass with another :meth:`_gated`
+        gets the per-pair loop.
         """
-        fn = self.relation if relation else self.field
-        out = np.empty((len(gold), len(preds)))
-        for i, a in enumerate(gold):
-            for j, b in enumerate(preds):
-                out[i, j] = fn(a, b)
-        return out
+        lexical_gate = type(self)._gated is Similarity._gated     # the bounds are its bounds
+        if len(gold) * len(preds) < _LEXICAL_VECTOR_MIN_PAIRS or not lexical_gate:
+            fn = self.relation if relation else self.field
+            out = np.empty((len(gold), len(preds)))
+            for i, a in enumerate(gold):
+                for j, b in enumerate(preds):
+                    out[i, j] = fn(a, b)
+            return out
+        left = [relation_text(s) for s in gold] if relation else list(gold)
+        right = [relation_text(s) for s in preds] if relation else list(preds)
+        rows, left_index = _distinct(left)
+        cols, right_index = _distinct(right)
+        distinct = np.zeros((len(rows), len(cols)))
+        for i, j in zip(*self._candidates(rows, cols)):
+            distinct[i, j] = self.field(rows[i], cols[j])
+        return distinct[np.ix_(left_index, right_index)]
+
+    def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
+        the two bounds of :meth:`_gated` cannot rule out (both in float64, as there)."""
+        n = len(rows)
+        strings = rows + cols
+        lengths = np.array([len(s) for s in strings], dtype=float)
+        tokens = _count_matrix([dict.fromkeys(self._token_set(s), 1) for s in strings])
+        inter = tokens[:n] @ tokens[n:].T                     # exact small integers
+        sizes = tokens.sum(axis=1)
+        union = sizes[:n, None] + sizes[None, n:] - inter
+        jac = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        total = lengths[:n, None] + lengths[None, n:]
+        shortest = np.minimum(lengths[:n, None], lengths[None, n:])
+        nonempty = (lengths[:n, None] > 0) & (lengths[None, n:] > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):   # 0/0: an empty string
+            first = 0.5 * (2.0 * shortest / total) + 0.5 * jac
+        ci, cj = np.nonzero(nonempty & (first >= self.threshold))
+        if ci.size:
+            chars = _count_matrix([self._char_counts(s) for s in strings])
+            keep = np.empty(ci.size, dtype=bool)
+            for start in range(0, ci.size, _LEXICAL_BLOCK_PAIRS):
+                i = ci[start:start + _LEXICAL_BLOCK_PAIRS]
+                j = cj[start:start + _LEXICAL_BLOCK_PAIRS]
+                shared = np.minimum(chars[i], chars[n + j]).sum(axis=1)
+                second = 0.5 * (2.0 * shared / total[i, j]) + 0.5 * jac[i, j]
+                keep[start:start + i.size] = second >= self.threshold
+            ci, cj = ci[keep], cj[keep]
+        position = {s: j for j, s in enumerate(cols)}
+        equal = [(i, position[s]) for i, s in enumerate(rows) if s in position]
+        if equal:
+            ei, ej = np.array(equal).T
+            ci, cj = np.concatenate([ci, ei]), np.concatenate([cj, ej])
+        return ci, cj
+
+
+def _distinct(strings: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(distinct strings in first-seen order, index of each input string among them)."""
+    position: dict[str, int] = {}
+    index = np.array([position.setdefault(s, len(position)) for s in strings], dtype=np.intp)
+    return list(position), index
+
+
+def _count_matrix(counts: Sequence[Mapping[str, int]]) -> np.ndarray:
+    """float64 matrix (one row per mapping, one column per key seen) of the counts."""
+    keys: dict[str, int] = {}
+    cells = [(r, keys.setdefault(key, len(keys)), k) for r, c in enumerate(counts) for key, k in c.items()]
+    out = np.zeros((len(counts), len(keys)))
+    if cells:
+        r, c, k = zip(*cells)
+        out[r, c] = k
+    return out
 
 
 def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
@@ -1309,6 +1412,11 @@ def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
 # ======================================================================================
 
 _NUMPY_SOLVER_MIN_SIZE = 48
+#: Rows scanned per numpy block in a run of zero-delta steps (bounds the block's memory).
+_TIE_BLOCK_ROWS = 256
+#: Zero-delta steps in a row before :func:`_solve_numpy` tries a block scan (short runs,
+#: often interrupted, are cheaper step by step).
+_ZERO_RUN_MIN_STREAK = 8
 
 
 def _augment(p: Any, way: Any, j0: int) -> None:
@@ -1330,7 +1438,16 @@ def _assignment_from_columns(p: Sequence[int], n: int, m: int) -> list[int]:
     return assignment
 
 
-def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+class _SolverState(NamedTuple):
+    """Final state of the row-by-row solver (1-based, index 0 = the virtual column/row):
+    ``p[j]`` = row of column j (0 = free), ``u`` row and ``v`` column potentials."""
+
+    p: Any
+    u: Any
+    v: Any
+
+
+def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverState:
     """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
     inf = math.inf
     u = [0.0] * (n + 1)
@@ -1368,16 +1485,75 @@ def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[i
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
 
 
-def _hungarian_numpy(cost: np.ndarray) -> list[int]:
-    """The same algorithm as :func:`_hungarian_python`, inner column loop vectorised.
+def _hungarian_python(cost: Sequence[Sequence[float]], n: int, m: int) -> list[int]:
+    """Assignment of :func:`_solve_python` (the scalar reference of every other path)."""
+    return _assignment_from_columns(_solve_python(cost, n, m).p, n, m)
+
+
+def _scan_zero_run(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, way: np.ndarray,
+                   minv: np.ndarray, used: np.ndarray, ties: np.ndarray) -> int:
+    """Do a run of consecutive zero-delta steps of :func:`_solve_numpy` in numpy blocks.
+
+    ``ties`` = the unused columns whose ``minv`` is exactly 0 (the minimum), in index
+    order; ``ties[0]`` is the column just reached (assigned). Step by step, the algorithm
+    would scan the row of ``ties[0]``, then of ``ties[1]`` ... (each the first minimum,
+    delta 0: the potential updates add or subtract 0.0, which changes at most the sign
+    of a zero and therefore no comparison), until it reaches a free column of ``ties``
+    or a scanned row makes another unused column reach a value <= 0 (then the next first
+    minimum is no longer ``ties[t + 1]``). The block does the same scans: a column's
+    ``minv``/``way`` take the first row (in scan order) with the strictly smallest value,
+    exactly what the sequential strict ``<`` keeps.
+
+    Returns the free column that ends the search, or 0 if the run stopped early or used
+    up ``ties`` (the state is then the sequential one after the last scanned row, and the
+    caller continues with the ordinary step).
+    """
+    free_at = np.flatnonzero(p[ties] == 0)
+    stop_at = int(free_at[0]) if free_at.size else ties.size    # rows to scan: ties[:stop_at]
+    in_ties = np.zeros(used.shape[0], dtype=bool)
+    in_ties[ties] = True
+    outside = ~used & ~in_ties
+    start = 0
+    block_rows = 4          # doubled after each uninterrupted block: little wasted work
+    while start < stop_at:
+        end = min(stop_at, start + block_rows)
+        block_rows = min(2 * block_rows, _TIE_BLOCK_ROWS)
+        rows = p[ties[start:end]]
+        cur = c[rows] - u[rows][:, None] - v                 # the scalar step's arithmetic
+        interrupts = (cur[:, outside] <= 0.0).any(axis=1)
+        later = ties[start + 1:]
+        if later.size:
+            # tie column later[s] is still unused while row start + t is scanned iff s >= t
+            still_unused = np.arange(later.size)[None, :] >= np.arange(end - start)[:, None]
+            interrupts |= ((cur[:, later] < 0.0) & still_unused).any(axis=1)
+        hit = np.flatnonzero(interrupts)
+        last = end if not hit.size else start + int(hit[0]) + 1
+        used[ties[start:last]] = True
+        open_cols = np.flatnonzero(~used)
+        block = np.vstack([minv[open_cols][None, :], cur[:last - start][:, open_cols]])
+        best = np.argmin(block, axis=0)                     # first minimum, as strict <
+        better = best > 0
+        cols = open_cols[better]
+        minv[cols] = block[best[better], better]
+        way[cols] = ties[start + best[better] - 1]
+        if hit.size:
+            return 0
+        start = last
+    return int(ties[stop_at]) if stop_at < ties.size else 0
+
+
+def _solve_numpy(cost: np.ndarray) -> _SolverState:
+    """The same algorithm as :func:`_solve_python`, vectorised over columns.
 
     Every floating-point operation is the same as in the scalar version (same operands,
     same order), the strict ``<`` updates become boolean masks, and the first-minimum
     column choice is ``np.argmin`` (which returns the first index of the minimum), so the
-    two produce identical assignments, ties included.
+    two produce identical assignments, ties included. Runs of zero-delta steps (the long
+    walks through equal-cost columns that padding creates) are scanned in blocks by
+    :func:`_scan_zero_run`, so no step costs a Python iteration per column or per row.
     """
     n, m = cost.shape
     inf = np.inf
@@ -1385,34 +1561,66 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
     v = np.zeros(m + 1)
     p = np.zeros(m + 1, dtype=np.int64)
     way = np.zeros(m + 1, dtype=np.int64)
-    padded = np.empty((n + 1, m + 1))
-    padded[0, :] = 0.0
-    padded[1:, 0] = 0.0
-    padded[1:, 1:] = cost
+    c = np.zeros((n + 1, m + 1))
+    c[1:, 1:] = cost
     for i in range(1, n + 1):
         p[0] = i
         j0 = 0
         minv = np.full(m + 1, inf)
         used = np.zeros(m + 1, dtype=bool)
+        streak = 0          # consecutive zero-delta steps: a long walk is likely under way
         while True:
-            used[j0] = True
-            i0 = p[j0]
-            cur = padded[i0] - u[i0] - v
+            ties = np.flatnonzero((minv == 0.0) & ~used) if streak >= _ZERO_RUN_MIN_STREAK else ()
+            if len(ties) > 1:
+                end = _scan_zero_run(c, u, v, p, way, minv, used, ties)
+                if end:
+                    j0 = end
+                    break
+            else:
+                used[j0] = True
+                i0 = p[j0]
+                cur = c[i0] - u[i0] - v
+                better = ~used & (cur < minv)
+                minv[better] = cur[better]
+                way[better] = j0
             free = ~used
-            better = free & (cur < minv)
-            minv[better] = cur[better]
-            way[better] = j0
             masked = np.where(free, minv, inf)
             j1 = int(np.argmin(masked))
             delta = masked[j1]
             u[p[used]] += delta
             v[used] -= delta
             minv[free] -= delta
+            streak = streak + 1 if delta == 0.0 else 0
             j0 = j1
             if p[j0] == 0:
                 break
         _augment(p, way, j0)
-    return _assignment_from_columns(p, n, m)
+    return _SolverState(p, u, v)
+
+
+def _hungarian_numpy(cost: np.ndarray) -> list[int]:
+    """Assignment of :func:`_solve_numpy` (identical to :func:`_hungarian_python`)."""
+    n, m = cost.shape
+    return _assignment_from_columns(_solve_numpy(cost).p, n, m)
+
+
+def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """``cost`` as a finite float64 matrix (a 1-D empty input -> shape (0, 0))."""
+    arr = np.asarray(cost, dtype=float)
+    if arr.size == 0 and arr.ndim < 2:
+        return np.zeros((0, 0))
+    if arr.ndim != 2:
+        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("cost must contain only finite numbers")
+    return arr
+
+
+def _solve(arr: np.ndarray) -> _SolverState:
+    n, m = arr.shape
+    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
+        return _solve_numpy(arr)
+    return _solve_python(arr.tolist(), n, m)
 
 
 def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
@@ -1420,7 +1628,7 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
 
     Args:
         cost: an n x m matrix of finite floats with n <= m (rows = gold, columns =
-            predictions; SPEC.md pads to a square matrix).
+            predictions; :func:`hungarian_padded` handles SPEC.md's square padding).
 
     Returns:
         ``assignment`` of length n: ``assignment[i]`` is the column given to row i; the
@@ -1436,21 +1644,80 @@ def hungarian(cost: Sequence[Sequence[float]] | np.ndarray) -> list[int]:
     Raises:
         ValueError: n > m, a ragged matrix, or a non-finite cost.
     """
-    arr = np.asarray(cost, dtype=float)
-    if arr.size == 0 and arr.ndim < 2:
-        return []
-    if arr.ndim != 2:
-        raise ValueError(f"cost must be a 2-D matrix, found shape {arr.shape}")
+    arr = _cost_array(cost)
     n, m = arr.shape
     if n > m:
         raise ValueError(f"cost must have no more rows than columns, found {n} x {m}")
     if n == 0:
         return []
-    if not np.isfinite(arr).all():
-        raise ValueError("cost must contain only finite numbers")
-    if max(n, m) >= _NUMPY_SOLVER_MIN_SIZE:
-        return _hungarian_numpy(arr)
-    return _hungarian_python(arr.tolist(), n, m)
+    return _assignment_from_columns(_solve(arr).p, n, m)
+
+
+def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
+    """True when appending constant padding rows cannot move a real row (see
+    :func:`hungarian_padded`): every column potential is <= 0 and every reduced cost
+    ``(cost[k][j] - u[k]) - v[j]`` of a real row is >= 0, both as computed in floats."""
+    n = arr.shape[0]
+    u = np.asarray(state.u, dtype=float)[1:n + 1]
+    v = np.asarray(state.v, dtype=float)[1:]
+    return bool((v <= 0.0).all() and ((arr - u[:, None]) - v >= 0.0).all())
+
+
+def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
+    """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
+
+    The result is exactly that of :func:`hungarian` on the max(n, m) square whose extra
+    rows or columns are all ``pad`` (ties included), restricted to the real rows.
+
+    Args:
+        cost: an n x m matrix of finite floats (any n, m >= 0; rows = gold).
+        pad: the finite cost of every padding cell (SPEC.md: 1.0 = ``1 - align_sim`` of 0).
+
+    Returns:
+        A list of length n: the column of row i, or -1 when row i got a padding column.
+
+    n <= m (no more gold than predictions): the square adds rows n+1..m, all ``pad``,
+    after the real rows. The solver has then run exactly the rectangular n x m solve; the
+    real rows are final if that state satisfies, in floating point, (a) every column
+    potential v[j] <= 0 and (b) every reduced cost (cost[k][j] - u[k]) - v[j] >= 0 of a
+    real row k, because then each padding row i goes as follows. Its first scan gives
+    ``(pad - 0) - v[j] >= pad`` everywhere and exactly ``pad`` at every free column
+    (free columns were never scanned, so v = 0): delta = pad, only u[i] and the virtual
+    v[0] change, and every unused minv becomes ``(pad - v[j]) - pad >= 0``, exactly 0 at
+    the free columns. Every later scan, from a real row (reduced cost >= 0 by (b)) or an
+    earlier padding row k (u[k] = pad, so ``(pad - pad) - v[j] = -v[j] >= 0`` by (a)),
+    is never strictly below a free column's 0, so delta stays 0 (no potential moves,
+    (a) and (b) persist) and the free column that ends the search keeps way = 0: the
+    augmenting path is the padding row alone and no real row moves. The test is O(n m)
+    and, when it fails (not seen on tie-heavy random matrices), the square is solved.
+    n > m: padding columns come last, and transposing would change the tie-breaking
+    (SPEC.md ties are defined row by row), so the padded square is solved as it is; its
+    long zero-delta walks through the equal padding columns are scanned in numpy blocks.
+
+    Raises:
+        ValueError: a ragged or non-2-D matrix, a non-finite cost or pad.
+    """
+    arr = _cost_array(cost)
+    n, m = arr.shape
+    if not math.isfinite(pad):
+        raise ValueError(f"pad must be a finite number, found {pad!r}")
+    if n == 0:
+        return []
+    if max(n, m) < _NUMPY_SOLVER_MIN_SIZE:     # small: the padded square itself is cheap
+        size = max(n, m)
+        square = np.full((size, size), float(pad))
+        square[:n, :m] = arr
+        return [j if j < m else -1 for j in _hungarian_python(square.tolist(), size, size)[:n]]
+    if n <= m:
+        state = _solve(arr)
+        if _padding_rows_keep_assignment(arr, state):
+            return _assignment_from_columns(state.p, n, m)
+        square = np.full((m, m), float(pad))
+        square[:n] = arr
+        return hungarian(square)[:n]
+    square = np.full((n, n), float(pad))
+    square[:, :m] = arr
+    return [j if j < m else -1 for j in hungarian(square)]
 
 
 @dataclass(frozen=True)
@@ -1484,7 +1751,8 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     ``similarity`` (:func:`embedding_matching`); ``align_sim`` is
     ``0.45 src + 0.45 tgt + 0.10 rel``. The square cost matrix of size
     max(n_gold, n_pred) holds ``1 - align_sim`` (padding = 1) and is solved exactly with
-    :func:`hungarian`; an assigned pair is accepted iff ``align_sim >= align_accept``.
+    :func:`hungarian_padded` (which leaves the padding rows out when n_gold <= n_pred);
+    an assigned pair is accepted iff ``align_sim >= align_accept``.
 
     Args:
         gold: the entry's valid gold triplets (normalised).
@@ -1498,16 +1766,13 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     src, tgt, rel = embedding_matching(gold, preds, similarity)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
-    size = max(n_gold, n_pred)
-    cost = np.ones((size, size))
-    cost[:n_gold, :n_pred] = 1.0 - align
-    assignment = hungarian(cost)
+    assignment = hungarian_padded(1.0 - align, pad=1.0)
     pairs: list[MatchedPair] = []
     matched_gold: set[int] = set()
     matched_pred: set[int] = set()
     for i in range(n_gold):
         j = assignment[i]
-        if j < n_pred and align[i, j] >= align_accept:
+        if j >= 0 and align[i, j] >= align_accept:
             g, p = gold[i], preds[j]
             exact = g.source == p.source and g.target == p.target and g.relation == p.relation
             pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
@@ -1920,7 +2185,7 @@ def nltk_word_tokenize(text: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _t2kg_nltk() -> tuple[Any, Any]:
+def _nltk_tokenize_and_stem() -> tuple[Any, Any]:
     """Lazily import NLTK; return (:func:`nltk_word_tokenize`, cached Porter stem function).
 
     Raises ImportError if nltk is missing; the tokenizer raises PunktTablesMissing (a
@@ -2718,68 +2983,240 @@ T2KG_DBPEDIA_WEBNLG_ONTO_LIST: tuple[str, ...] = (
 """The ``onto_list`` of the shipped dbpedia_webnlg configs (20 entries: ``1_university``
 appears twice, so the published global row gives it weight 2/20)."""
 
-_T2KG_WS_UNDERSCORE = re.compile(r"_|\s+")
-_T2KG_GT_FILE = re.compile(r"^ont_(\d+_.+)_ground_truth\.jsonl$")
+# --- text2kgbench: the benchmark's rules ---
 
 
-# --- text2kgbench: helpers ---
+class Text2KGBench:
+    """run_eval.py's rules, reproduced (a namespace): triple shapes, the matching key and the
+    stemmed hallucination text, the benchmark's own file handling (a repeated id keeps its last
+    line), and the exact per-ontology and global averages. Used by the ``t2kg_*`` functions
+    and by :class:`Text2KGBenchFamily`."""
 
+    WS_UNDERSCORE = re.compile(r"_|\s+")
 
-def _t2kg_triple_parts(triple: Any) -> tuple[str, str, str]:
-    """Return (subject, relation, object) of a ``[s, r, o]`` sequence or a
-    ``{"sub", "rel", "obj"}`` mapping. Raises ValueError on any other shape."""
-    if isinstance(triple, Mapping):
+    GT_FILE = re.compile(r"^ont_(\d+_.+)_ground_truth\.jsonl$")
+
+    @staticmethod
+    def triple_parts(triple: Any) -> tuple[str, str, str]:
+        """Return (subject, relation, object) of a ``[s, r, o]`` sequence or a
+        ``{"sub", "rel", "obj"}`` mapping. Raises ValueError on any other shape."""
+        if isinstance(triple, Mapping):
+            try:
+                return triple["sub"], triple["rel"], triple["obj"]
+            except KeyError as exc:
+                raise ValueError(f"triple dict needs keys sub/rel/obj: {triple!r}") from exc
+        if isinstance(triple, (list, tuple)) and len(triple) == 3:
+            return triple[0], triple[1], triple[2]
+        raise ValueError(f"triple must be [s, r, o] or {{sub, rel, obj}}: {triple!r}")
+
+    @staticmethod
+    def squash(text: str) -> str:
+        """Delete every underscore and whitespace run, then lowercase."""
+        return Text2KGBench.WS_UNDERSCORE.sub("", text).lower()
+
+    @staticmethod
+    def key(s: str, r: str, o: str) -> str:
+        """P/R matching key: each part squashed (no ``_``, no whitespace, lowercase),
+        the three joined with no separator."""
+        return Text2KGBench.squash(s) + Text2KGBench.squash(r) + Text2KGBench.squash(o)
+
+    @staticmethod
+    def onto_labels(ontology: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+        """(concept labels, relation labels) from either the raw ontology JSON
+        (``concepts`` / ``relations`` lists of dicts with ``label``) or the dict
+        returned by ``t2kg_load_ontology``."""
+        if "concept_labels" in ontology and "relation_labels" in ontology:
+            return list(ontology["concept_labels"]), list(ontology["relation_labels"])
         try:
-            return triple["sub"], triple["rel"], triple["obj"]
-        except KeyError as exc:
-            raise ValueError(f"triple dict needs keys sub/rel/obj: {triple!r}") from exc
-    if isinstance(triple, (list, tuple)) and len(triple) == 3:
-        return triple[0], triple[1], triple[2]
-    raise ValueError(f"triple must be [s, r, o] or {{sub, rel, obj}}: {triple!r}")
+            concepts = [c["label"] for c in ontology["concepts"]]
+            relations = [r["label"] for r in ontology["relations"]]
+        except (KeyError, TypeError) as exc:
+            raise ValueError("ontology needs concepts/relations with labels") from exc
+        return concepts, relations
 
+    @staticmethod
+    def stem_squash(text: str) -> str:
+        """run_eval.py's hallucination normalisation: word_tokenize, Porter-stem each
+        token, join the stems with no separator, delete ``_`` and whitespace, lowercase."""
+        word_tokenize, stem = _nltk_tokenize_and_stem()
+        return Text2KGBench.squash("".join(stem(tok) for tok in word_tokenize(text)))
 
-def _t2kg_squash(text: str) -> str:
-    """Delete every underscore and whitespace run, then lowercase."""
-    return _T2KG_WS_UNDERSCORE.sub("", text).lower()
+    @staticmethod
+    def read_jsonl(path: str | os.PathLike) -> list[dict]:
+        """Read a benchmark JSONL file with :func:`read_jsonl`; a bad line is an InputError."""
+        rows = []
+        for line in read_jsonl(path):
+            if line.error is not None:
+                raise InputError(f"{os.fspath(path)}: {line.error}")
+            if not isinstance(line.value, Mapping) or "id" not in line.value:
+                raise InputError(f"{os.fspath(path)}: line {line.line_no}: expected an object with an 'id'")
+            rows.append(line.value)
+        return rows
 
+    @staticmethod
+    def read_selected(selected_ids: str | os.PathLike | Iterable[str]) -> list[str]:
+        """Selected ids from a path (one id per line, blank lines dropped) or an iterable."""
+        if isinstance(selected_ids, (str, os.PathLike)):
+            with open(selected_ids, encoding="utf-8") as fh:
+                return [line.strip() for line in fh if line.strip()]
+        return [str(i) for i in selected_ids]
 
-def _t2kg_key(s: str, r: str, o: str) -> str:
-    """P/R matching key: each part squashed (no ``_``, no whitespace, lowercase),
-    the three joined with no separator."""
-    return _t2kg_squash(s) + _t2kg_squash(r) + _t2kg_squash(o)
+    @staticmethod
+    def sentence_record(sid: Any, line: int, metrics: Mapping[str, Any] | None) -> Record:
+        """The statistics of one ground-truth sentence (``metrics`` None = no response: it
+        adds 0 to every metric, as in run_eval.py)."""
+        if metrics is None:
+            return {"sentences": 1, "evaluated": 0, "sums": {}, "rows": {}}
+        return {"sentences": 1, "evaluated": 1, "sums": {k: metrics[k] for k in T2KG_METRIC_KEYS},
+                "rows": {str(line): {"id": sid, **metrics}}}
 
+    @staticmethod
+    def merge_group(a: Record, b: Record) -> Record:
+        return merge_additive(a, b, disjoint=frozenset({"rows"}), in_place=True)
 
-def _t2kg_onto_labels(ontology: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(concept labels, relation labels) from either the raw ontology JSON
-    (``concepts`` / ``relations`` lists of dicts with ``label``) or the dict
-    returned by ``t2kg_load_ontology``."""
-    if "concept_labels" in ontology and "relation_labels" in ontology:
-        return list(ontology["concept_labels"]), list(ontology["relation_labels"])
-    try:
-        concepts = [c["label"] for c in ontology["concepts"]]
-        relations = [r["label"] for r in ontology["relations"]]
-    except (KeyError, TypeError) as exc:
-        raise ValueError("ontology needs concepts/relations with labels") from exc
-    return concepts, relations
+    @staticmethod
+    def averages(group: Mapping[str, Any]) -> dict[str, Fraction]:
+        """Exact per-metric averages of one ontology: sum over evaluated sentences / all
+        ground-truth sentences."""
+        n, sums = group["sentences"], group.get("sums", {})
+        return {k: as_fraction(sums.get(k, 0)) / n for k in T2KG_METRIC_KEYS}
 
+    @staticmethod
+    def group_section(group: Mapping[str, Any]) -> dict[str, Any]:
+        """Report section of one ontology: averages (exact, rounded once), their ``%.2f``
+        forms, counts and the per-sentence rows in ground-truth order."""
+        averages = {k: float(v) for k, v in Text2KGBench.averages(group).items()}
+        rows = group.get("rows", {})
+        n, evaluated = group["sentences"], group.get("evaluated", 0)
+        return {
+            "averages": averages,
+            "averages_2dp": {k: f"{v:.2f}" for k, v in averages.items()},
+            "counts": {"gt_sentences": n, "evaluated_sentences": evaluated, "missing_responses": n - evaluated,
+                       "ignored_response_ids": 0, "selected_ids": None},
+            "per_sentence": [rows[k] for k in sorted(rows, key=int)],
+        }
 
-def _t2kg_stem_squash(text: str) -> str:
-    """run_eval.py's hallucination normalisation: word_tokenize, Porter-stem each
-    token, join the stems with no separator, delete ``_`` and whitespace, lowercase."""
-    word_tokenize, stem = _t2kg_nltk()
-    return _t2kg_squash("".join(stem(tok) for tok in word_tokenize(text)))
+    @staticmethod
+    def key_order(key: str) -> tuple[int, str]:
+        num, _, name = key.partition("_")
+        return (int(num), name) if num.isdigit() else (-1, key)
 
+    @staticmethod
+    def global_rows(groups: Mapping[str, Mapping[str, Any]], onto_list: Sequence[str] | None) -> dict[str, Any]:
+        """run_eval.py's global rows over several ontologies (see :func:`t2kg_evaluate_run`),
+        exact: the mean of the exact per-ontology averages, rounded once."""
+        keys = sorted(groups, key=Text2KGBench.key_order)
+        if onto_list is None:
+            if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
+                onto_list = list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
+            else:
+                onto_list = list(keys)
+        onto_list = list(onto_list)
+        if not onto_list:
+            raise ValueError("onto_list is empty")
+        for key in onto_list:
+            if key not in groups:
+                raise KeyError(f"onto_list entry {key!r} is not an evaluated ontology")
+        exact = {key: Text2KGBench.averages(groups[key]) for key in keys}
 
-def _t2kg_read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read a benchmark JSONL file with :func:`read_jsonl`; a bad line is an InputError."""
-    rows = []
-    for line in read_jsonl(path):
-        if line.error is not None:
-            raise InputError(f"{os.fspath(path)}: {line.error}")
-        if not isinstance(line.value, Mapping) or "id" not in line.value:
-            raise InputError(f"{os.fspath(path)}: line {line.line_no}: expected an object with an 'id'")
-        rows.append(line.value)
-    return rows
+        def mean(names: Sequence[str]) -> dict[str, float]:
+            return {m: float(sum((exact[k][m] for k in names), Fraction(0)) / len(names)) for m in T2KG_METRIC_KEYS}
+
+        as_script, unique = mean(onto_list), mean(keys)
+        return {
+            "global_as_script": as_script,
+            "global_unique": unique,
+            "global_as_script_2dp": {k: f"{v:.2f}" for k, v in as_script.items()},
+            "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
+            "onto_list": onto_list,
+        }
+
+    @staticmethod
+    def ontology_run(
+        ground_truth_path: str | os.PathLike,
+        responses_path: str | os.PathLike,
+        ontology_path: str | os.PathLike | Mapping[str, Any],
+        selected_ids: str | os.PathLike | Iterable[str] | None = None,
+    ) -> tuple[dict[str, Any], Record]:
+        """Evaluate one ontology's responses as run_eval.py does (the benchmark's own file
+        handling: a repeated id keeps its last line, response ids without ground truth are
+        ignored). The command line reads files through the common input reader instead and
+        scores with :class:`Text2KGBenchFamily`; both share this arithmetic.
+
+        Args:
+            ground_truth_path: JSONL, one ``{"id", "sent", "triples": [{sub, rel, obj}]}`` a line.
+            responses_path: JSONL, one ``{"id", "triples": [[s, r, o], ...], ...}`` a line. When an
+                id repeats, the last line wins; ids not in the ground truth are ignored.
+            ontology_path: ontology JSON path, or an already loaded ontology dict.
+            selected_ids: manually verified ids (path to a one-id-a-line file, or an iterable), or
+                None for no "selected" row.
+
+        Returns:
+            (result, the ontology's :class:`Text2KGBenchFamily` group record), the result being
+            ``{"rows": [per-sentence dict with "id", "sent" + t2kg_sentence_metrics keys, in
+            ground-truth order, only for ids that have a response],
+            "averages": {"all_test_cases": {metric: float}, "selected_test_cases": {...} or absent},
+            "averages_2dp": the same formatted ``"%.2f"`` as run_eval.py writes them,
+            "counts": {"gt_sentences", "evaluated_sentences", "missing_responses",
+            "ignored_response_ids", "selected_ids"}}``.
+
+        Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
+        number of ground-truth sentences (unique ids, last line wins), so a sentence without a
+        response adds 0 to every metric (onto_conf included); the sum is exact and the mean
+        rounded once. Selected: sum over evaluated ids in the list / number of listed ids.
+        Raises ValueError (not ZeroDivisionError) when the ground truth or the selected list is
+        empty; OSError on unreadable files.
+        """
+        gold = {row["id"]: row for row in Text2KGBench.read_jsonl(ground_truth_path)}
+        if not gold:
+            raise ValueError(f"empty ground truth: {ground_truth_path}")
+        responses: dict[str, dict] = {}
+        for row in Text2KGBench.read_jsonl(responses_path):
+            responses[row["id"]] = row  # last line wins
+        ontology = ontology_path if isinstance(ontology_path, Mapping) else t2kg_load_ontology(ontology_path)
+        selected = None if selected_ids is None else Text2KGBench.read_selected(selected_ids)
+        if selected is not None and not selected:
+            raise ValueError("selected_ids is empty")
+        selected_set = set(selected or ())
+
+        rows = []
+        group: Record = {}
+        chosen: Record = {}
+        for position, (sid, g) in enumerate(gold.items()):
+            resp = responses.get(sid)
+            m = None if resp is None else t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
+            record = Text2KGBench.sentence_record(sid, position, m)
+            group = Text2KGBench.merge_group(group, record)
+            if sid in selected_set:
+                chosen = Text2KGBench.merge_group(chosen, record)
+            if m is not None:
+                rows.append({"id": sid, "sent": g["sent"], **m})
+        section = Text2KGBench.group_section(group)
+        averages = {"all_test_cases": section["averages"]}
+        if selected is not None:
+            averages["selected_test_cases"] = {k: float(v) for k, v in Text2KGBench.averages(
+                {**chosen, "sentences": len(selected)}).items()}
+        return {
+            "rows": rows,
+            "averages": averages,
+            "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
+            "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
+                       "selected_ids": None if selected is None else len(selected)},
+        }, group
+
+    @staticmethod
+    def find_response(responses_dir: Path, key: str) -> Path:
+        """The one ``*.jsonl`` in responses_dir named ``<key>_...`` or ``ont_<key>_...``."""
+        hits = sorted(
+            p
+            for p in responses_dir.glob("*.jsonl")
+            if p.name.startswith(key + "_") or p.name.startswith("ont_" + key + "_")
+        )
+        if not hits:
+            raise FileNotFoundError(f"no response file for ontology {key} in {responses_dir}")
+        if len(hits) > 1:
+            raise ValueError(f"several response files for ontology {key}: {[p.name for p in hits]}")
+        return hits[0]
 
 
 # --- text2kgbench: per sentence ---
@@ -2831,14 +3268,14 @@ def t2kg_sentence_metrics(
             a possible sentence break needs (:func:`nltk_word_tokenize`), are missing (only
             reached when the prediction is non-empty).
     """
-    gold = [_t2kg_triple_parts(t) for t in gold_triples]
-    pred = [_t2kg_triple_parts(t) for t in pred_triples]
-    concepts, relations = _t2kg_onto_labels(ontology)
+    gold = [Text2KGBench.triple_parts(t) for t in gold_triples]
+    pred = [Text2KGBench.triple_parts(t) for t in pred_triples]
+    concepts, relations = Text2KGBench.onto_labels(ontology)
 
     gold_rels = {r.replace(" ", "_") for _, r, _ in gold}
     filtered = [t for t in pred if t[1] in gold_rels]
-    gold_keys = {_t2kg_key(*t) for t in gold}
-    pred_keys = {_t2kg_key(*t) for t in filtered}
+    gold_keys = {Text2KGBench.key(*t) for t in gold}
+    pred_keys = {Text2KGBench.key(*t) for t in filtered}
     if pred_keys:
         hits = len(gold_keys & pred_keys)
         precision = hits / len(pred_keys)
@@ -2852,12 +3289,12 @@ def t2kg_sentence_metrics(
         n_conf = sum(1 for t in pred if t[1] in onto_rels)
         onto_conf = n_conf / len(pred)
         rel_halluc = 1 - onto_conf
-        context = _t2kg_stem_squash(sentence + " ".join(concepts))
+        context = Text2KGBench.stem_squash(sentence + " ".join(concepts))
         n_sub = n_obj = 0
         for s, _, o in pred:
-            if _t2kg_stem_squash(s).replace("01januari", "") not in context:
+            if Text2KGBench.stem_squash(s).replace("01januari", "") not in context:
                 n_sub += 1
-            if _t2kg_stem_squash(o).replace("01januari", "") not in context:
+            if Text2KGBench.stem_squash(o).replace("01januari", "") not in context:
                 n_obj += 1
         sub_halluc = n_sub / len(pred)
         obj_halluc = n_obj / len(pred)
@@ -2891,90 +3328,12 @@ def t2kg_load_ontology(path: str | os.PathLike) -> dict[str, Any]:
     """
     with open(path, encoding="utf-8") as fh:
         raw = json.load(fh)
-    concepts, relations = _t2kg_onto_labels(raw)
+    concepts, relations = Text2KGBench.onto_labels(raw)
     return {
         "id": raw.get("id"),
         "title": raw.get("title"),
         "concept_labels": concepts,
         "relation_labels": relations,
-    }
-
-
-def _t2kg_read_selected(selected_ids: str | os.PathLike | Iterable[str]) -> list[str]:
-    """Selected ids from a path (one id per line, blank lines dropped) or an iterable."""
-    if isinstance(selected_ids, (str, os.PathLike)):
-        with open(selected_ids, encoding="utf-8") as fh:
-            return [line.strip() for line in fh if line.strip()]
-    return [str(i) for i in selected_ids]
-
-
-def _t2kg_sentence_record(sid: Any, line: int, metrics: Mapping[str, Any] | None) -> Record:
-    """The statistics of one ground-truth sentence (``metrics`` None = no response: it
-    adds 0 to every metric, as in run_eval.py)."""
-    if metrics is None:
-        return {"sentences": 1, "evaluated": 0, "sums": {}, "rows": {}}
-    return {"sentences": 1, "evaluated": 1, "sums": {k: metrics[k] for k in T2KG_METRIC_KEYS},
-            "rows": {str(line): {"id": sid, **metrics}}}
-
-
-def _t2kg_merge_group(a: Record, b: Record) -> Record:
-    return merge_additive(a, b, disjoint=frozenset({"rows"}), in_place=True)
-
-
-def _t2kg_averages(group: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Exact per-metric averages of one ontology: sum over evaluated sentences / all
-    ground-truth sentences."""
-    n, sums = group["sentences"], group.get("sums", {})
-    return {k: as_fraction(sums.get(k, 0)) / n for k in T2KG_METRIC_KEYS}
-
-
-def _t2kg_group_section(group: Mapping[str, Any]) -> dict[str, Any]:
-    """Report section of one ontology: averages (exact, rounded once), their ``%.2f``
-    forms, counts and the per-sentence rows in ground-truth order."""
-    averages = {k: float(v) for k, v in _t2kg_averages(group).items()}
-    rows = group.get("rows", {})
-    n, evaluated = group["sentences"], group.get("evaluated", 0)
-    return {
-        "averages": averages,
-        "averages_2dp": {k: f"{v:.2f}" for k, v in averages.items()},
-        "counts": {"gt_sentences": n, "evaluated_sentences": evaluated, "missing_responses": n - evaluated,
-                   "ignored_response_ids": 0, "selected_ids": None},
-        "per_sentence": [rows[k] for k in sorted(rows, key=int)],
-    }
-
-
-def _t2kg_key_order(key: str) -> tuple[int, str]:
-    num, _, name = key.partition("_")
-    return (int(num), name) if num.isdigit() else (-1, key)
-
-
-def _t2kg_global_rows(groups: Mapping[str, Mapping[str, Any]], onto_list: Sequence[str] | None) -> dict[str, Any]:
-    """run_eval.py's global rows over several ontologies (see :func:`t2kg_evaluate_run`),
-    exact: the mean of the exact per-ontology averages, rounded once."""
-    keys = sorted(groups, key=_t2kg_key_order)
-    if onto_list is None:
-        if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
-            onto_list = list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
-        else:
-            onto_list = list(keys)
-    onto_list = list(onto_list)
-    if not onto_list:
-        raise ValueError("onto_list is empty")
-    for key in onto_list:
-        if key not in groups:
-            raise KeyError(f"onto_list entry {key!r} is not an evaluated ontology")
-    exact = {key: _t2kg_averages(groups[key]) for key in keys}
-
-    def mean(names: Sequence[str]) -> dict[str, float]:
-        return {m: float(sum((exact[k][m] for k in names), Fraction(0)) / len(names)) for m in T2KG_METRIC_KEYS}
-
-    as_script, unique = mean(onto_list), mean(keys)
-    return {
-        "global_as_script": as_script,
-        "global_unique": unique,
-        "global_as_script_2dp": {k: f"{v:.2f}" for k, v in as_script.items()},
-        "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
-        "onto_list": onto_list,
     }
 
 
@@ -2984,98 +3343,11 @@ def t2kg_evaluate_ontology(
     ontology_path: str | os.PathLike | Mapping[str, Any],
     selected_ids: str | os.PathLike | Iterable[str] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate one ontology's responses as run_eval.py does: see :func:`_t2kg_ontology_run`."""
-    return _t2kg_ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
-
-
-def _t2kg_ontology_run(
-    ground_truth_path: str | os.PathLike,
-    responses_path: str | os.PathLike,
-    ontology_path: str | os.PathLike | Mapping[str, Any],
-    selected_ids: str | os.PathLike | Iterable[str] | None = None,
-) -> tuple[dict[str, Any], Record]:
-    """Evaluate one ontology's responses as run_eval.py does (the benchmark's own file
-    handling: a repeated id keeps its last line, response ids without ground truth are
-    ignored). The command line reads files through the common input reader instead and
-    scores with :class:`Text2KGBenchFamily`; both share this arithmetic.
-
-    Args:
-        ground_truth_path: JSONL, one ``{"id", "sent", "triples": [{sub, rel, obj}]}`` a line.
-        responses_path: JSONL, one ``{"id", "triples": [[s, r, o], ...], ...}`` a line. When an
-            id repeats, the last line wins; ids not in the ground truth are ignored.
-        ontology_path: ontology JSON path, or an already loaded ontology dict.
-        selected_ids: manually verified ids (path to a one-id-a-line file, or an iterable), or
-            None for no "selected" row.
-
-    Returns:
-        (result, the ontology's :class:`Text2KGBenchFamily` group record), the result being
-        ``{"rows": [per-sentence dict with "id", "sent" + t2kg_sentence_metrics keys, in
-        ground-truth order, only for ids that have a response],
-        "averages": {"all_test_cases": {metric: float}, "selected_test_cases": {...} or absent},
-        "averages_2dp": the same formatted ``"%.2f"`` as run_eval.py writes them,
-        "counts": {"gt_sentences", "evaluated_sentences", "missing_responses",
-        "ignored_response_ids", "selected_ids"}}``.
-
-    Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
-    number of ground-truth sentences (unique ids, last line wins), so a sentence without a
-    response adds 0 to every metric (onto_conf included); the sum is exact and the mean
-    rounded once. Selected: sum over evaluated ids in the list / number of listed ids.
-    Raises ValueError (not ZeroDivisionError) when the ground truth or the selected list is
-    empty; OSError on unreadable files.
-    """
-    gold = {row["id"]: row for row in _t2kg_read_jsonl(ground_truth_path)}
-    if not gold:
-        raise ValueError(f"empty ground truth: {ground_truth_path}")
-    responses: dict[str, dict] = {}
-    for row in _t2kg_read_jsonl(responses_path):
-        responses[row["id"]] = row  # last line wins
-    ontology = ontology_path if isinstance(ontology_path, Mapping) else t2kg_load_ontology(ontology_path)
-    selected = None if selected_ids is None else _t2kg_read_selected(selected_ids)
-    if selected is not None and not selected:
-        raise ValueError("selected_ids is empty")
-    selected_set = set(selected or ())
-
-    rows = []
-    group: Record = {}
-    chosen: Record = {}
-    for position, (sid, g) in enumerate(gold.items()):
-        resp = responses.get(sid)
-        m = None if resp is None else t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
-        record = _t2kg_sentence_record(sid, position, m)
-        group = _t2kg_merge_group(group, record)
-        if sid in selected_set:
-            chosen = _t2kg_merge_group(chosen, record)
-        if m is not None:
-            rows.append({"id": sid, "sent": g["sent"], **m})
-    section = _t2kg_group_section(group)
-    averages = {"all_test_cases": section["averages"]}
-    if selected is not None:
-        averages["selected_test_cases"] = {k: float(v) for k, v in _t2kg_averages(
-            {**chosen, "sentences": len(selected)}).items()}
-    return {
-        "rows": rows,
-        "averages": averages,
-        "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
-        "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
-                   "selected_ids": None if selected is None else len(selected)},
-    }, group
+    """Evaluate one ontology's responses as run_eval.py does: see :func:`Text2KGBench.ontology_run`."""
+    return Text2KGBench.ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
 
 
 # --- text2kgbench: per run ---
-
-
-def _t2kg_find_response(responses_dir: Path, key: str) -> Path:
-    """The one ``*.jsonl`` in responses_dir named ``<key>_...`` or ``ont_<key>_...``."""
-    hits = sorted(
-        p
-        for p in responses_dir.glob("*.jsonl")
-        if p.name.startswith(key + "_") or p.name.startswith("ont_" + key + "_")
-    )
-    if not hits:
-        raise FileNotFoundError(f"no response file for ontology {key} in {responses_dir}")
-    if len(hits) > 1:
-        raise ValueError(f"several response files for ontology {key}: {[p.name for p in hits]}")
-    return hits[0]
 
 
 def t2kg_evaluate_run(
@@ -3113,8 +3385,8 @@ def t2kg_evaluate_run(
     """
     gt_dir, onto_dir, resp_dir = Path(ground_truth_dir), Path(ontologies_dir), Path(responses_dir)
     keys = sorted(
-        (m.group(1) for p in gt_dir.iterdir() if (m := _T2KG_GT_FILE.match(p.name))),
-        key=_t2kg_key_order,
+        (m.group(1) for p in gt_dir.iterdir() if (m := Text2KGBench.GT_FILE.match(p.name))),
+        key=Text2KGBench.key_order,
     )
     if not keys:
         raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
@@ -3128,13 +3400,13 @@ def t2kg_evaluate_run(
         if selected_dir is not None:
             sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
             selected = sel_path if sel_path.is_file() else None
-        per_ontology[key], groups[key] = _t2kg_ontology_run(
+        per_ontology[key], groups[key] = Text2KGBench.ontology_run(
             gt_dir / f"ont_{key}_ground_truth.jsonl",
-            _t2kg_find_response(resp_dir, key),
+            Text2KGBench.find_response(resp_dir, key),
             onto_path,
             selected,
         )
-    return {"per_ontology": per_ontology, **_t2kg_global_rows(groups, onto_list)}
+    return {"per_ontology": per_ontology, **Text2KGBench.global_rows(groups, onto_list)}
 
 
 class Text2KGBenchFamily(MetricFamily):
@@ -3164,15 +3436,15 @@ class Text2KGBenchFamily(MetricFamily):
         if entry.pred.status != "missing":
             metrics = t2kg_sentence_metrics(entry.gold.items, entry.pred.items or [], entry.gold.prompt,
                                             ctx.ontology or {})
-        return {"groups": {ctx.group: _t2kg_sentence_record(entry.gold.id, entry.gold.line, metrics)}}
+        return {"groups": {ctx.group: Text2KGBench.sentence_record(entry.gold.id, entry.gold.line, metrics)}}
 
     def finish(self, record: Record) -> dict[str, Any]:
         groups = record.get("groups", {})
         if set(groups) == {""}:
-            return _t2kg_group_section(groups[""])
-        keys = sorted(groups, key=_t2kg_key_order)
-        return {"per_ontology": {k: _t2kg_group_section(groups[k]) for k in keys},
-                **_t2kg_global_rows(groups, None)}
+            return Text2KGBench.group_section(groups[""])
+        keys = sorted(groups, key=Text2KGBench.key_order)
+        return {"per_ontology": {k: Text2KGBench.group_section(groups[k]) for k in keys},
+                **Text2KGBench.global_rows(groups, None)}
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         keys = T2KG_METRIC_KEYS
@@ -3222,7 +3494,7 @@ class Text2KGBenchFamily(MetricFamily):
 # 3. Choose the one-to-one assignment candidate ``i`` -> reference ``perm[i]``
 #    maximising the float sum ``((0 + f[0][perm[0]]) + f[1][perm[1]]) + ...`` where
 #    ``f = statistics.mean([F1_ent_type, F1_partial, F1_strict, F1_exact])``; ties go to
-#    the lexicographically first ``perm`` (see :func:`_webnlg_best_assignment`, which
+#    the lexicographically first ``perm`` (see :func:`WebNLGScorer.best_assignment`, which
 #    does this in O(k^2 2^k) instead of the official O(k! k) without changing the result).
 # 4. Counts are summed over the selected pairs; Precision / Recall / F1 are the
 #    unweighted means over all selected pairs of the per-pair values (macro over triple
@@ -3314,682 +3586,686 @@ WEBNLG_SCHEMA_NAMES: tuple[tuple[str, str], ...] = (
 )
 """(nervaluate schema, output name), in the official output order."""
 
-_WEBNLG_SCHEMAS = ("strict", "ent_type", "partial", "exact")  # internal index order
-_WEBNLG_S_ENT, _WEBNLG_S_PARTIAL = _WEBNLG_SCHEMAS.index("ent_type"), _WEBNLG_SCHEMAS.index("partial")
-# count slots: correct, incorrect, partial, missed, spurious
-_WEBNLG_COR, _WEBNLG_INC, _WEBNLG_PAR, _WEBNLG_MIS, _WEBNLG_SPU = range(5)
-
-_WEBNLG_CAMEL_RE = re.compile(r"([a-z])([A-Z])")
-_WEBNLG_WS_RE = re.compile(r"\s+")
-_WEBNLG_OBJ_SUFFIX_RE = re.compile(r"^(.*?)(\s\((.*?)\))$")
-_WEBNLG_P = re.escape(string.punctuation)
-_WEBNLG_ALLPUNCT_RE = re.compile(r"^[" + _WEBNLG_P + r"]+$")  # reference-side filter
-_WEBNLG_ONEPUNCT_RE = re.compile(r"^[" + _WEBNLG_P + r"]$")  # candidate-side filter
-_WEBNLG_ANYPUNCT_RE = re.compile(r"[" + _WEBNLG_P + r"]")  # swap comparisons, both sides
-_WEBNLG_FIRSTCAND_RE = re.compile(r"^(FOUNDCAND-\d+)-")
-_WEBNLG_CURCAN_RE = re.compile(r"^((.*?)-\d+)")
-
-
-class _WebNLGCrash(Exception):
-    """The official scorer would raise TypeError here (README bug 3)."""
-
 
 # --- webnlg2020: Reading ---
 
 
-def webnlg_read_jsonl(path: str | Path) -> list[list[tuple[str, str, str]]]:
-    """Read a WebNLG JSONL file (the shared ``refs_*.jsonl`` / ``<team>_*.jsonl`` format).
+class WebNLGReader:
+    """The official scorer's input files (a namespace): its JSON layout and the WebNLG XML
+    benchmark files (references or candidates), read into per-entry lists of triple strings."""
 
-    Args:
-        path: JSONL file, one JSON object per entry with a ``"triples"`` key holding a
-            list of ``[subject, predicate, object]`` string lists (references: the
-            ``<modifiedtripleset>``; candidates: the ``<generatedtripleset>``).
-    Returns:
-        One list per entry (file order; the scorer pairs entries by position) of
-        ``(s, p, o)`` string tuples, duplicates kept.
-    Raises:
-        ValueError: a line is not a JSON object with a ``triples`` list of 3-string lists.
-    Source: format described in ``shared/data/webnlg2020/README.md`` ("Format").
-    """
-    out: list[list[tuple[str, str, str]]] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            obj = json.loads(line)
-            if not isinstance(obj, dict) or not isinstance(obj.get("triples"), list):
-                raise ValueError(f"{path}:{lineno}: expected an object with a 'triples' list")
-            entry = []
-            for t in obj["triples"]:
-                if not (isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) for x in t)):
-                    raise ValueError(f"{path}:{lineno}: triple is not 3 strings: {t!r}")
-                entry.append((t[0], t[1], t[2]))
-            out.append(entry)
-    return out
+    @staticmethod
+    def read_jsonl(path: str | Path) -> list[list[tuple[str, str, str]]]:
+        """Read a WebNLG JSONL file (the shared ``refs_*.jsonl`` / ``<team>_*.jsonl`` format).
 
+        Args:
+            path: JSONL file, one JSON object per entry with a ``"triples"`` key holding a
+                list of ``[subject, predicate, object]`` string lists (references: the
+                ``<modifiedtripleset>``; candidates: the ``<generatedtripleset>``).
+        Returns:
+            One list per entry (file order; the scorer pairs entries by position) of
+            ``(s, p, o)`` string tuples, duplicates kept.
+        Raises:
+            ValueError: a line is not a JSON object with a ``triples`` list of 3-string lists.
+        Source: format described in ``shared/data/webnlg2020/README.md`` ("Format").
+        """
+        out: list[list[tuple[str, str, str]]] = []
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or not isinstance(obj.get("triples"), list):
+                    raise ValueError(f"{path}:{lineno}: expected an object with a 'triples' list")
+                entry = []
+                for t in obj["triples"]:
+                    if not (isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) for x in t)):
+                        raise ValueError(f"{path}:{lineno}: triple is not 3 strings: {t!r}")
+                    entry.append((t[0], t[1], t[2]))
+                out.append(entry)
+        return out
 
-_WEBNLG_REF_OK_RE = re.compile(r"&(?:#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+    REF_OK_RE = re.compile(r"&(?:#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
 
+    @staticmethod
+    def escape_bare_amp(text: str) -> str:
+        """Escape every ``&`` that does not start a known ``&name;`` or a ``&#n;`` reference.
 
-def _webnlg_escape_bare_amp(text: str) -> str:
-    """Escape every ``&`` that does not start a known ``&name;`` or a ``&#n;`` reference.
+        libxml2's HTML parser (behind ``BeautifulSoup(..., 'lxml')``) keeps such ``&`` as
+        text; escaping them first makes ``html.unescape`` (which would otherwise decode
+        legacy names without ``;``, e.g. ``&amp`` or ``&notit;``) leave them alone.
+        """
+        from html.entities import html5
 
-    libxml2's HTML parser (behind ``BeautifulSoup(..., 'lxml')``) keeps such ``&`` as
-    text; escaping them first makes ``html.unescape`` (which would otherwise decode
-    legacy names without ``;``, e.g. ``&amp`` or ``&notit;``) leave them alone.
-    """
-    from html.entities import html5
+        out = []
+        pos = 0
+        for i in (m.start() for m in re.finditer("&", text)):
+            out.append(text[pos:i])
+            m = WebNLGReader.REF_OK_RE.match(text, i)
+            ok = m is not None and (m.group()[1] == "#" or m.group()[1:] in html5)
+            out.append("&" if ok else "&amp;")
+            pos = i + 1
+        out.append(text[pos:])
+        return "".join(out)
 
-    out = []
-    pos = 0
-    for i in (m.start() for m in re.finditer("&", text)):
-        out.append(text[pos:i])
-        m = _WEBNLG_REF_OK_RE.match(text, i)
-        ok = m is not None and (m.group()[1] == "#" or m.group()[1:] in html5)
-        out.append("&" if ok else "&amp;")
-        pos = i + 1
-    out.append(text[pos:])
-    return "".join(out)
+    @staticmethod
+    def read_xml(path: str | Path, kind: str = "auto") -> list[list[tuple[str, str, str]]]:
+        """Read a WebNLG XML file the way the official scorer does (lenient HTML parse).
 
+        The official scorer parses with ``BeautifulSoup(fp, 'lxml')`` (an HTML parser), so a
+        file that is not well-formed XML (the Amazon/CycleGT ``primary.xml`` files contain
+        unescaped ``&`` as in ``College_of_William_&_Mary``) is still read, keeping the
+        bare ``&``.  This reader uses the stdlib ``html.parser`` after escaping bare ``&``;
+        well-formed references (``&amp;``, ``&quot;``, ``&#233;``, ...) are decoded
+        (``html.unescape``).  Tag names are case-insensitive.
 
-def webnlg_read_xml(path: str | Path, kind: str = "auto") -> list[list[tuple[str, str, str]]]:
-    """Read a WebNLG XML file the way the official scorer does (lenient HTML parse).
+        Args:
+            path: XML file with ``<entry>`` elements.
+            kind: ``"reference"``: per entry the ``<mtriple>`` texts of the FIRST
+                ``<modifiedtripleset>``; ``"candidate"``: the ``<gtriple>`` texts of the
+                first ``<generatedtripleset>``; ``"auto"`` (default): ``"reference"`` if the
+                file contains any ``<modifiedtripleset>``, else ``"candidate"``.
+        Returns:
+            One list of ``(s, p, o)`` tuples per ``<entry>`` in document order (triple text
+            split on ``" | "``).  An entry without the triple-set tag gives ``[]`` (the
+            official script crashes on it; see the module docstring).
+        Raises:
+            ValueError: unknown ``kind``, or a triple text that does not split into exactly
+                3 parts on ``" | "`` (official bug 4).
+        Source: ``getRefs`` / ``getCands`` of Evaluation_script_json.py @ 6a40950 as
+        described in the shared README, section 1.
+        """
+        from html.parser import HTMLParser
 
-    The official scorer parses with ``BeautifulSoup(fp, 'lxml')`` (an HTML parser), so a
-    file that is not well-formed XML (the Amazon/CycleGT ``primary.xml`` files contain
-    unescaped ``&`` as in ``College_of_William_&_Mary``) is still read, keeping the
-    bare ``&``.  This reader uses the stdlib ``html.parser`` after escaping bare ``&``;
-    well-formed references (``&amp;``, ``&quot;``, ``&#233;``, ...) are decoded
-    (``html.unescape``).  Tag names are case-insensitive.
+        if kind not in ("auto", "reference", "candidate"):
+            raise ValueError(f"kind must be 'auto', 'reference' or 'candidate', got {kind!r}")
+        text = Path(path).read_text(encoding="utf-8")
 
-    Args:
-        path: XML file with ``<entry>`` elements.
-        kind: ``"reference"``: per entry the ``<mtriple>`` texts of the FIRST
-            ``<modifiedtripleset>``; ``"candidate"``: the ``<gtriple>`` texts of the
-            first ``<generatedtripleset>``; ``"auto"`` (default): ``"reference"`` if the
-            file contains any ``<modifiedtripleset>``, else ``"candidate"``.
-    Returns:
-        One list of ``(s, p, o)`` tuples per ``<entry>`` in document order (triple text
-        split on ``" | "``).  An entry without the triple-set tag gives ``[]`` (the
-        official script crashes on it; see the module docstring).
-    Raises:
-        ValueError: unknown ``kind``, or a triple text that does not split into exactly
-            3 parts on ``" | "`` (official bug 4).
-    Source: ``getRefs`` / ``getCands`` of Evaluation_script_json.py @ 6a40950 as
-    described in the shared README, section 1.
-    """
-    from html.parser import HTMLParser
+        class _P(HTMLParser):
+            def __init__(self) -> None:
+                super().__init__(convert_charrefs=True)
+                self.stack: list[str] = []
+                # per entry: {"modifiedtripleset": [[texts]] | None, "generatedtripleset": ...}
+                self.entries: list[dict[str, list[str] | None]] = []
+                self.cur: dict[str, Any] | None = None
+                self.set_tag: str | None = None  # triple-set tag we are collecting inside
+                self.triple_buf: list[str] | None = None
+                self.seen_mod = False
 
-    if kind not in ("auto", "reference", "candidate"):
-        raise ValueError(f"kind must be 'auto', 'reference' or 'candidate', got {kind!r}")
-    text = Path(path).read_text(encoding="utf-8")
+            def handle_starttag(self, tag: str, attrs: Any) -> None:
+                self.stack.append(tag)
+                if tag == "entry":
+                    self.cur = {"modifiedtripleset": None, "generatedtripleset": None}
+                    self.entries.append(self.cur)
+                elif tag in ("modifiedtripleset", "generatedtripleset") and self.cur is not None:
+                    self.seen_mod |= tag == "modifiedtripleset"
+                    if self.cur[tag] is None and self.set_tag is None:  # only the first set
+                        self.cur[tag] = []
+                        self.set_tag = tag
+                elif tag in ("mtriple", "gtriple") and self.set_tag is not None:
+                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset") and self.triple_buf is None:
+                        self.triple_buf = []
 
-    class _P(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__(convert_charrefs=True)
-            self.stack: list[str] = []
-            # per entry: {"modifiedtripleset": [[texts]] | None, "generatedtripleset": ...}
-            self.entries: list[dict[str, list[str] | None]] = []
-            self.cur: dict[str, Any] | None = None
-            self.set_tag: str | None = None  # triple-set tag we are collecting inside
-            self.triple_buf: list[str] | None = None
-            self.seen_mod = False
+            def handle_startendtag(self, tag: str, attrs: Any) -> None:
+                self.handle_starttag(tag, attrs)
+                self.handle_endtag(tag)
 
-        def handle_starttag(self, tag: str, attrs: Any) -> None:
-            self.stack.append(tag)
-            if tag == "entry":
-                self.cur = {"modifiedtripleset": None, "generatedtripleset": None}
-                self.entries.append(self.cur)
-            elif tag in ("modifiedtripleset", "generatedtripleset") and self.cur is not None:
-                self.seen_mod |= tag == "modifiedtripleset"
-                if self.cur[tag] is None and self.set_tag is None:  # only the first set
-                    self.cur[tag] = []
-                    self.set_tag = tag
-            elif tag in ("mtriple", "gtriple") and self.set_tag is not None:
-                if (tag == "mtriple") == (self.set_tag == "modifiedtripleset") and self.triple_buf is None:
-                    self.triple_buf = []
+            def handle_endtag(self, tag: str) -> None:
+                if tag not in self.stack:
+                    return  # stray end tag: ignored, as a lenient HTML parser does
+                while self.stack:
+                    t = self.stack.pop()
+                    self._close(t)
+                    if t == tag:
+                        break
 
-        def handle_startendtag(self, tag: str, attrs: Any) -> None:
-            self.handle_starttag(tag, attrs)
-            self.handle_endtag(tag)
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag not in self.stack:
-                return  # stray end tag: ignored, as a lenient HTML parser does
-            while self.stack:
-                t = self.stack.pop()
-                self._close(t)
-                if t == tag:
-                    break
-
-        def _close(self, tag: str) -> None:
-            if tag in ("mtriple", "gtriple") and self.triple_buf is not None:
-                if (tag == "mtriple") == (self.set_tag == "modifiedtripleset"):
-                    assert self.cur is not None and self.set_tag is not None
-                    self.cur[self.set_tag].append("".join(self.triple_buf))
+            def _close(self, tag: str) -> None:
+                if tag in ("mtriple", "gtriple") and self.triple_buf is not None:
+                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset"):
+                        assert self.cur is not None and self.set_tag is not None
+                        self.cur[self.set_tag].append("".join(self.triple_buf))
+                        self.triple_buf = None
+                elif tag == self.set_tag:
+                    self.set_tag = None
                     self.triple_buf = None
-            elif tag == self.set_tag:
-                self.set_tag = None
-                self.triple_buf = None
-            elif tag == "entry":
-                self.cur = None
-                self.set_tag = None
-                self.triple_buf = None
+                elif tag == "entry":
+                    self.cur = None
+                    self.set_tag = None
+                    self.triple_buf = None
 
-        def handle_data(self, data: str) -> None:
-            if self.triple_buf is not None:
-                self.triple_buf.append(data)
+            def handle_data(self, data: str) -> None:
+                if self.triple_buf is not None:
+                    self.triple_buf.append(data)
 
-    parser = _P()
-    parser.feed(_webnlg_escape_bare_amp(text))
-    parser.close()
-    if kind == "auto":
-        kind = "reference" if parser.seen_mod else "candidate"
-    key = "modifiedtripleset" if kind == "reference" else "generatedtripleset"
-    out: list[list[tuple[str, str, str]]] = []
-    for ent in parser.entries:
-        triples = []
-        for s in ent[key] or []:
-            parts = s.split(" | ")
-            if len(parts) != 3:
-                raise ValueError(f"{path}: triple does not split into 3 parts on ' | ': {s!r}")
-            triples.append((parts[0], parts[1], parts[2]))
-        out.append(triples)
-    return out
-
-
-# --- webnlg2020: Normalisation and tokenisation ---
-
-
-def _webnlg_normalise(triple: str) -> str:
-    """Official triple-string normalisation (getRefs/getCands), on ``"s | p | o"``."""
-    t = _WEBNLG_CAMEL_RE.sub(r"\g<1> \g<2>", triple).lower()
-    t = t.replace("_", " ")
-    t = _WEBNLG_WS_RE.sub(" ", t)
-    parts = t.split(" | ")
-    m = _WEBNLG_OBJ_SUFFIX_RE.search(parts[-1])
-    if m:
-        parts[-1] = m.group(1)
-        t = " | ".join(parts)
-    return t
-
-
-class _WebNLGTokens:
-    """Per-call cache of ``nltk.word_tokenize`` and of the three token filters: lower-cased
-    tokens without those that the filter's pattern finds punctuation in (reference side:
-    all-punctuation tokens; candidate side: one-character punctuation; swap comparisons:
-    any punctuation)."""
-
-    def __init__(self, tokenize: Callable[[str], list[str]]) -> None:
-        self._tok = tokenize
-        self._raw: dict[str, list[str]] = {}
-        self._filtered: dict[tuple[re.Pattern[str], str], list[str]] = {}
-
-    def raw(self, s: str) -> list[str]:
-        r = self._raw.get(s)
-        if r is None:
-            r = self._raw[s] = list(self._tok(s))
-        return r
-
-    def _filter(self, pattern: re.Pattern[str], s: str) -> list[str]:
-        key = (pattern, s)
-        r = self._filtered.get(key)
-        if r is None:
-            r = self._filtered[key] = [x.lower() for x in self.raw(s) if pattern.search(x) is None]
-        return r
-
-    def ref(self, s: str) -> list[str]:
-        return self._filter(_WEBNLG_ALLPUNCT_RE, s)
-
-    def cand(self, s: str) -> list[str]:
-        return self._filter(_WEBNLG_ONEPUNCT_RE, s)
-
-    def swap(self, s: str) -> list[str]:
-        return self._filter(_WEBNLG_ANYPUNCT_RE, s)
-
-
-def _webnlg_default_tokenizer() -> Callable[[str], list[str]]:
-    _nltk_tokenizer_parts()  # optional extra, imported lazily: ImportError with the install hint
-    return nltk_word_tokenize
+        parser = _P()
+        parser.feed(WebNLGReader.escape_bare_amp(text))
+        parser.close()
+        if kind == "auto":
+            kind = "reference" if parser.seen_mod else "candidate"
+        key = "modifiedtripleset" if kind == "reference" else "generatedtripleset"
+        out: list[list[tuple[str, str, str]]] = []
+        for ent in parser.entries:
+            triples = []
+            for s in ent[key] or []:
+                parts = s.split(" | ")
+                if len(parts) != 3:
+                    raise ValueError(f"{path}: triple does not split into 3 parts on ' | ': {s!r}")
+                triples.append((parts[0], parts[1], parts[2]))
+            out.append(triples)
+        return out
 
 
 # --- webnlg2020: One candidate triple vs one reference triple (evaluaterefcand) ---
 
 
-def _webnlg_find_sub_list(sl: list[str], lst: list[str]) -> tuple[int, int] | None:
-    """First occurrence of ``sl`` in ``lst`` as (start, end inclusive), else None."""
-    n = len(sl)
-    first = sl[0]
-    for i, e in enumerate(lst):
-        if e == first and lst[i : i + n] == sl:
-            return i, i + n - 1
-    return None
+class WebNLGPair:
+    """One candidate triple against one reference triple, as the official scorer's
+    ``evaluaterefcand`` does (a namespace): normalisation, NLTK tokens, the greedy n-gram
+    alignment, span building and nervaluate's SemEval counting, with its quirks (see the
+    section comment)."""
 
+    SCHEMAS = ("strict", "ent_type", "partial", "exact")  # internal index order
+    S_ENT, S_PARTIAL = SCHEMAS.index("ent_type"), SCHEMAS.index("partial")
+    # count slots: correct, incorrect, partial, missed, spurious
+    COR, INC, PAR, MIS, SPU = range(5)
 
-def _webnlg_nonrefwords(ref: list[str], cand: list[str], foundnum: int, n: int, on_crash: str) -> None:
-    """Greedy longest-n-gram alignment; marks ``ref``/``cand`` in place (official ``nonrefwords``).
+    CAMEL_RE = re.compile(r"([a-z])([A-Z])")
+    WS_RE = re.compile(r"\s+")
+    OBJ_SUFFIX_RE = re.compile(r"^(.*?)(\s\((.*?)\))$")
+    P = re.escape(string.punctuation)
+    ALLPUNCT_RE = re.compile(r"^[" + P + r"]+$")  # reference-side filter
+    ONEPUNCT_RE = re.compile(r"^[" + P + r"]$")  # candidate-side filter
+    ANYPUNCT_RE = re.compile(r"[" + P + r"]")  # swap comparisons, both sides
+    FIRSTCAND_RE = re.compile(r"^(FOUNDCAND-\d+)-")
+    CURCAN_RE = re.compile(r"^((.*?)-\d+)")
 
-    Matched reference tokens become ``FOUNDREF-<foundnum>-<refidx>``, the candidate
-    tokens ``FOUNDCAND-<foundnum>-<refidx>``.  Faithful to the recursion, including the
-    stale n-gram list scanned after each recursive call and the local ``foundnum``.
-    """
-    while n > 0:
-        grams = [cand[i : i + n] for i in range(len(cand) - n + 1)]
-        for gram in grams:
-            fr = _webnlg_find_sub_list(gram, ref)
-            if fr is None:
-                continue
-            fc = _webnlg_find_sub_list(gram, cand)
-            if fc is None:  # official: marks ref, then TypeError on None[0]
-                if on_crash == "raise":
-                    raise _WebNLGCrash(gram)
-                continue
-            refidx = range(fr[0], fr[1] + 1)
-            for idx in refidx:
-                ref[idx] = f"FOUNDREF-{foundnum}-{idx}"
-            for j, val in enumerate(range(fc[0], fc[1] + 1)):
-                cand[val] = f"FOUNDCAND-{foundnum}-{refidx[j]}"
-            foundnum += 1
-            _webnlg_nonrefwords(ref, cand, foundnum, n, on_crash)
-        n -= 1
+    class Crash(Exception):
+        """The official scorer would raise TypeError here (README bug 3)."""
 
+    @staticmethod
+    def normalise(triple: str) -> str:
+        """Official triple-string normalisation (getRefs/getCands), on ``"s | p | o"``."""
+        t = WebNLGPair.CAMEL_RE.sub(r"\g<1> \g<2>", triple).lower()
+        t = t.replace("_", " ")
+        t = WebNLGPair.WS_RE.sub(" ", t)
+        parts = t.split(" | ")
+        m = WebNLGPair.OBJ_SUFFIX_RE.search(parts[-1])
+        if m:
+            parts[-1] = m.group(1)
+            t = " | ".join(parts)
+        return t
 
-def _webnlg_getrefdict(
-    newreflist: list[str], newcandlist: list[str], tagref: str, tagcand: str, baseidx: int
-) -> tuple[bool, list[tuple[str, int, int]], list[tuple[str, int, int]], int]:
-    """Spans of one element comparison (official ``getrefdict``).
+    class Tokens:
+        """Per-call cache of ``nltk.word_tokenize`` and of the three token filters: lower-cased
+        tokens without those that the filter's pattern finds punctuation in (reference side:
+        all-punctuation tokens; candidate side: one-character punctuation; swap comparisons:
+        any punctuation)."""
 
-    Returns (candidate found, reference spans, candidate spans, length of the element's
-    token block).  Spans are ``(label, start, end)`` with ``end`` inclusive as written
-    by the official code (nervaluate later uses ``range(start, end)``).  Mutates
-    ``newcandlist`` (``-LINKED`` markers) exactly like the official code.
-    """
-    firstfoundidx = -1
-    for i, tok in enumerate(newcandlist):
-        if tok.startswith("FOUNDCAND"):
-            firstfoundidx = i
-            break
-    if firstfoundidx < 0:
-        nr, nc = len(newreflist), len(newcandlist)
-        if nr == 0:
-            return False, [], [(tagcand, baseidx, baseidx + nc - 1)], nc
-        if nc == 0:
-            # official: ``totallist = refdictlist`` -> block length 1 (quirk)
-            return False, [(tagref, baseidx, baseidx + nr - 1)], [], 1
-        tot = nr + nc
-        return False, [(tagref, baseidx, baseidx + nr - 1)], [(tagcand, baseidx + tot - nc, baseidx + tot - 1)], tot
+        def __init__(self, tokenize: Callable[[str], list[str]]) -> None:
+            self._tok = tokenize
+            self._raw: dict[str, list[str]] = {}
+            self._filtered: dict[tuple[re.Pattern[str], str], list[str]] = {}
 
-    unlinked: list[str] = []
-    before: list[str] = []
-    after: list[str] = []
-    firstcand = ""
-    beforelinked = newcandlist[firstfoundidx].endswith("-0")
-    if beforelinked:
-        firstcand = _WEBNLG_FIRSTCAND_RE.search(newcandlist[firstfoundidx]).group(1)  # type: ignore[union-attr]
-    lastfoundidx = None
-    afterlinked = False
-    lastcand = ""
-    if newreflist[-1].startswith("FOUNDREF") and not newcandlist[-1].startswith("FOUNDCAND"):
-        lastfound = [x for x in newcandlist if x.startswith("FOUNDCAND")][-1]
-        if lastfound == newreflist[-1].replace("FOUNDREF", "FOUNDCAND"):
-            lastfoundidx = newcandlist.index(lastfound)
-            afterlinked = True
-            lastcand = _WEBNLG_FIRSTCAND_RE.search(lastfound).group(1)  # type: ignore[union-attr]
-    unlinknumber = 1
-    for idx, can in enumerate(newcandlist):
-        if not can.startswith("FOUNDCAND"):
-            if idx < firstfoundidx and beforelinked:
-                newcandlist[idx] = firstcand + "-LINKED"
-                before.append(firstcand + "-LINKED")
-            elif lastfoundidx is not None and afterlinked and idx > lastfoundidx:
-                newcandlist[idx] = lastcand + "-LINKED"
-                after.append(lastcand + "-LINKED")
-            else:
-                unlinked.append(f"NOTFOUND-{unlinknumber}")
-        else:
-            unlinknumber += 1
+        def raw(self, s: str) -> list[str]:
+            r = self._raw.get(s)
+            if r is None:
+                r = self._raw[s] = list(self._tok(s))
+            return r
 
-    totallist = before + newreflist + after + unlinked
-    refstart = len(before)
-    refend = len(before) + len(newreflist) - 1
-    refspans = [(tagref, baseidx + refstart, baseidx + refend)]
+        def _filter(self, pattern: re.Pattern[str], s: str) -> list[str]:
+            key = (pattern, s)
+            r = self._filtered.get(key)
+            if r is None:
+                r = self._filtered[key] = [x.lower() for x in self.raw(s) if pattern.search(x) is None]
+            return r
 
-    candspans: list[tuple[str, int, int]] = []
-    current = ""
-    beginidx = 0
-    collecting = False
-    last = len(totallist) - 1
-    for idx, tok in enumerate(totallist):
-        tok = tok.replace("FOUNDREF", "FOUNDCAND")
-        if tok.startswith("FOUNDCAND") or tok.startswith("NOTFOUND"):
-            collecting = True
-            curcan = _WEBNLG_CURCAN_RE.search(tok).group(1)  # type: ignore[union-attr]
-            if curcan != current:
-                if current != "":
-                    candspans.append((tagcand, baseidx + beginidx, baseidx + idx - 1))
-                current = curcan
-                beginidx = idx
-            if idx == last:
-                candspans.append((tagcand, baseidx + beginidx, baseidx + idx))
-        elif collecting:  # unmatched reference word: glitch, no reset (quirk 7)
-            candspans.append((tagcand, baseidx + beginidx, baseidx + idx - 1))
-    return True, refspans, candspans, len(totallist)
+        def ref(self, s: str) -> list[str]:
+            return self._filter(WebNLGPair.ALLPUNCT_RE, s)
 
+        def cand(self, s: str) -> list[str]:
+            return self._filter(WebNLGPair.ONEPUNCT_RE, s)
 
-def _webnlg_nervaluate(true: list[tuple[str, int, int]], pred: list[tuple[str, int, int]]) -> tuple:
-    """nervaluate 0.1.7 ``compute_metrics`` + P/R/F1 for one document.
+        def swap(self, s: str) -> list[str]:
+            return self._filter(WebNLGPair.ANYPUNCT_RE, s)
 
-    Returns ``(overall, per_tag)``: ``overall[schema]`` and ``per_tag[tag][schema]`` are
-    tuples ``(correct, incorrect, partial, missed, spurious, possible, actual,
-    precision, recall, f1)`` with schema in ``_WEBNLG_SCHEMAS`` order.
-    """
-    ov = [[0, 0, 0, 0, 0] for _ in range(4)]
-    tg = {t: [[0, 0, 0, 0, 0] for _ in range(4)] for t in WEBNLG_TAGS}
-    overlapped: list[tuple[str, int, int]] = []
-    for p in pred:
-        if p in true:
-            overlapped.append(p)
-            a = tg[p[0]]
-            for s in range(4):
-                ov[s][_WEBNLG_COR] += 1
-                a[s][_WEBNLG_COR] += 1
-            continue
-        found = False
-        pl, ps, pe = p
-        for t in true:
-            tl, ts, te = t
-            if ts == ps and pe == te and tl != pl:
-                res = (_WEBNLG_INC, _WEBNLG_INC, _WEBNLG_COR, _WEBNLG_COR)
-            elif max(ts, ps) < min(te, pe):  # range(ts,te) & range(ps,pe) non-empty
-                if pl == tl:
-                    res = (_WEBNLG_INC, _WEBNLG_COR, _WEBNLG_PAR, _WEBNLG_INC)
+    @staticmethod
+    def default_tokenizer() -> Callable[[str], list[str]]:
+        _nltk_tokenizer_parts()  # optional extra, imported lazily: ImportError with the install hint
+        return nltk_word_tokenize
+
+    @staticmethod
+    def find_sub_list(sl: list[str], lst: list[str]) -> tuple[int, int] | None:
+        """First occurrence of ``sl`` in ``lst`` as (start, end inclusive), else None."""
+        n = len(sl)
+        first = sl[0]
+        for i, e in enumerate(lst):
+            if e == first and lst[i : i + n] == sl:
+                return i, i + n - 1
+        return None
+
+    @staticmethod
+    def nonrefwords(ref: list[str], cand: list[str], foundnum: int, n: int, on_crash: str) -> None:
+        """Greedy longest-n-gram alignment; marks ``ref``/``cand`` in place (official ``nonrefwords``).
+
+        Matched reference tokens become ``FOUNDREF-<foundnum>-<refidx>``, the candidate
+        tokens ``FOUNDCAND-<foundnum>-<refidx>``.  Faithful to the recursion, including the
+        stale n-gram list scanned after each recursive call and the local ``foundnum``.
+        """
+        while n > 0:
+            grams = [cand[i : i + n] for i in range(len(cand) - n + 1)]
+            for gram in grams:
+                fr = WebNLGPair.find_sub_list(gram, ref)
+                if fr is None:
+                    continue
+                fc = WebNLGPair.find_sub_list(gram, cand)
+                if fc is None:  # official: marks ref, then TypeError on None[0]
+                    if on_crash == "raise":
+                        raise WebNLGPair.Crash(gram)
+                    continue
+                refidx = range(fr[0], fr[1] + 1)
+                for idx in refidx:
+                    ref[idx] = f"FOUNDREF-{foundnum}-{idx}"
+                for j, val in enumerate(range(fc[0], fc[1] + 1)):
+                    cand[val] = f"FOUNDCAND-{foundnum}-{refidx[j]}"
+                foundnum += 1
+                WebNLGPair.nonrefwords(ref, cand, foundnum, n, on_crash)
+            n -= 1
+
+    @staticmethod
+    def getrefdict(
+        newreflist: list[str], newcandlist: list[str], tagref: str, tagcand: str, baseidx: int
+    ) -> tuple[bool, list[tuple[str, int, int]], list[tuple[str, int, int]], int]:
+        """Spans of one element comparison (official ``getrefdict``).
+
+        Returns (candidate found, reference spans, candidate spans, length of the element's
+        token block).  Spans are ``(label, start, end)`` with ``end`` inclusive as written
+        by the official code (nervaluate later uses ``range(start, end)``).  Mutates
+        ``newcandlist`` (``-LINKED`` markers) exactly like the official code.
+        """
+        firstfoundidx = -1
+        for i, tok in enumerate(newcandlist):
+            if tok.startswith("FOUNDCAND"):
+                firstfoundidx = i
+                break
+        if firstfoundidx < 0:
+            nr, nc = len(newreflist), len(newcandlist)
+            if nr == 0:
+                return False, [], [(tagcand, baseidx, baseidx + nc - 1)], nc
+            if nc == 0:
+                # official: ``totallist = refdictlist`` -> block length 1 (quirk)
+                return False, [(tagref, baseidx, baseidx + nr - 1)], [], 1
+            tot = nr + nc
+            return False, [(tagref, baseidx, baseidx + nr - 1)], [(tagcand, baseidx + tot - nc, baseidx + tot - 1)], tot
+
+        unlinked: list[str] = []
+        before: list[str] = []
+        after: list[str] = []
+        firstcand = ""
+        beforelinked = newcandlist[firstfoundidx].endswith("-0")
+        if beforelinked:
+            firstcand = WebNLGPair.FIRSTCAND_RE.search(newcandlist[firstfoundidx]).group(1)  # type: ignore[union-attr]
+        lastfoundidx = None
+        afterlinked = False
+        lastcand = ""
+        if newreflist[-1].startswith("FOUNDREF") and not newcandlist[-1].startswith("FOUNDCAND"):
+            lastfound = [x for x in newcandlist if x.startswith("FOUNDCAND")][-1]
+            if lastfound == newreflist[-1].replace("FOUNDREF", "FOUNDCAND"):
+                lastfoundidx = newcandlist.index(lastfound)
+                afterlinked = True
+                lastcand = WebNLGPair.FIRSTCAND_RE.search(lastfound).group(1)  # type: ignore[union-attr]
+        unlinknumber = 1
+        for idx, can in enumerate(newcandlist):
+            if not can.startswith("FOUNDCAND"):
+                if idx < firstfoundidx and beforelinked:
+                    newcandlist[idx] = firstcand + "-LINKED"
+                    before.append(firstcand + "-LINKED")
+                elif lastfoundidx is not None and afterlinked and idx > lastfoundidx:
+                    newcandlist[idx] = lastcand + "-LINKED"
+                    after.append(lastcand + "-LINKED")
                 else:
-                    res = (_WEBNLG_INC, _WEBNLG_INC, _WEBNLG_PAR, _WEBNLG_INC)
+                    unlinked.append(f"NOTFOUND-{unlinknumber}")
             else:
-                continue
-            a = tg[tl]
-            for s in range(4):
-                ov[s][res[s]] += 1
-                a[s][res[s]] += 1
-            overlapped.append(t)
-            found = True
-            break
-        if not found:
-            for s in range(4):
-                ov[s][_WEBNLG_SPU] += 1
-            for t in WEBNLG_TAGS:
+                unlinknumber += 1
+
+        totallist = before + newreflist + after + unlinked
+        refstart = len(before)
+        refend = len(before) + len(newreflist) - 1
+        refspans = [(tagref, baseidx + refstart, baseidx + refend)]
+
+        candspans: list[tuple[str, int, int]] = []
+        current = ""
+        beginidx = 0
+        collecting = False
+        last = len(totallist) - 1
+        for idx, tok in enumerate(totallist):
+            tok = tok.replace("FOUNDREF", "FOUNDCAND")
+            if tok.startswith("FOUNDCAND") or tok.startswith("NOTFOUND"):
+                collecting = True
+                curcan = WebNLGPair.CURCAN_RE.search(tok).group(1)  # type: ignore[union-attr]
+                if curcan != current:
+                    if current != "":
+                        candspans.append((tagcand, baseidx + beginidx, baseidx + idx - 1))
+                    current = curcan
+                    beginidx = idx
+                if idx == last:
+                    candspans.append((tagcand, baseidx + beginidx, baseidx + idx))
+            elif collecting:  # unmatched reference word: glitch, no reset (quirk 7)
+                candspans.append((tagcand, baseidx + beginidx, baseidx + idx - 1))
+        return True, refspans, candspans, len(totallist)
+
+    @staticmethod
+    def nervaluate(true: list[tuple[str, int, int]], pred: list[tuple[str, int, int]]) -> tuple:
+        """nervaluate 0.1.7 ``compute_metrics`` + P/R/F1 for one document.
+
+        Returns ``(overall, per_tag)``: ``overall[schema]`` and ``per_tag[tag][schema]`` are
+        tuples ``(correct, incorrect, partial, missed, spurious, possible, actual,
+        precision, recall, f1)`` with schema in ``WebNLGPair.SCHEMAS`` order.
+        """
+        ov = [[0, 0, 0, 0, 0] for _ in range(4)]
+        tg = {t: [[0, 0, 0, 0, 0] for _ in range(4)] for t in WEBNLG_TAGS}
+        overlapped: list[tuple[str, int, int]] = []
+        for p in pred:
+            if p in true:
+                overlapped.append(p)
+                a = tg[p[0]]
                 for s in range(4):
-                    tg[t][s][_WEBNLG_SPU] += 1
-    for t in true:
-        if t not in overlapped:
-            a = tg[t[0]]
-            for s in range(4):
-                ov[s][_WEBNLG_MIS] += 1
-                a[s][_WEBNLG_MIS] += 1
-    overall = tuple(_webnlg_prf(c, s) for s, c in enumerate(ov))
-    per_tag = tuple(tuple(_webnlg_prf(c, s) for s, c in enumerate(tg[t])) for t in WEBNLG_TAGS)
-    return overall, per_tag
+                    ov[s][WebNLGPair.COR] += 1
+                    a[s][WebNLGPair.COR] += 1
+                continue
+            found = False
+            pl, ps, pe = p
+            for t in true:
+                tl, ts, te = t
+                if ts == ps and pe == te and tl != pl:
+                    res = (WebNLGPair.INC, WebNLGPair.INC, WebNLGPair.COR, WebNLGPair.COR)
+                elif max(ts, ps) < min(te, pe):  # range(ts,te) & range(ps,pe) non-empty
+                    if pl == tl:
+                        res = (WebNLGPair.INC, WebNLGPair.COR, WebNLGPair.PAR, WebNLGPair.INC)
+                    else:
+                        res = (WebNLGPair.INC, WebNLGPair.INC, WebNLGPair.PAR, WebNLGPair.INC)
+                else:
+                    continue
+                a = tg[tl]
+                for s in range(4):
+                    ov[s][res[s]] += 1
+                    a[s][res[s]] += 1
+                overlapped.append(t)
+                found = True
+                break
+            if not found:
+                for s in range(4):
+                    ov[s][WebNLGPair.SPU] += 1
+                for t in WEBNLG_TAGS:
+                    for s in range(4):
+                        tg[t][s][WebNLGPair.SPU] += 1
+        for t in true:
+            if t not in overlapped:
+                a = tg[t[0]]
+                for s in range(4):
+                    ov[s][WebNLGPair.MIS] += 1
+                    a[s][WebNLGPair.MIS] += 1
+        overall = tuple(WebNLGPair.prf(c, s) for s, c in enumerate(ov))
+        per_tag = tuple(tuple(WebNLGPair.prf(c, s) for s, c in enumerate(tg[t])) for t in WEBNLG_TAGS)
+        return overall, per_tag
 
-
-def _webnlg_prf(c: list[int], schema: int) -> tuple:
-    """nervaluate ``compute_actual_possible`` + ``compute_precision_recall`` (same float ops)."""
-    cor, inc, par, mis, spu = c
-    possible = cor + inc + par + mis
-    actual = cor + inc + par + spu
-    if schema in (_WEBNLG_S_PARTIAL, _WEBNLG_S_ENT):
-        precision = (cor + 0.5 * par) / actual if actual > 0 else 0
-        recall = (cor + 0.5 * par) / possible if possible > 0 else 0
-    else:
-        precision = cor / actual if actual > 0 else 0
-        recall = cor / possible if possible > 0 else 0
-    f1 = 2 * precision * recall / (precision + recall) if (precision + recall) > 0 else 0
-    return (cor, inc, par, mis, spu, possible, actual, precision, recall, f1)
-
-
-def _webnlg_eval_pair(reference: str, candidate: str, tok: _WebNLGTokens, on_crash: str) -> tuple:
-    """Official ``evaluaterefcand`` on two normalised triple strings (``''`` = padding)."""
-    newreference = reference.split(" | ")
-    newcandidate = candidate.split(" | ")
-    if len(newreference) > 1 and len(newcandidate) > 1:
-        pass
-    elif len(newreference) == 1:
-        newreference = ["", "", ""]
-    else:
-        newcandidate = ["", "", ""]
-
-    def compare(ri: int, ci: int, swap: bool) -> tuple[list[str], list[str]]:
-        if swap:
-            r, c = list(tok.swap(newreference[ri])), list(tok.swap(newcandidate[ci]))
+    @staticmethod
+    def prf(c: list[int], schema: int) -> tuple:
+        """nervaluate ``compute_actual_possible`` + ``compute_precision_recall`` (same float ops)."""
+        cor, inc, par, mis, spu = c
+        possible = cor + inc + par + mis
+        actual = cor + inc + par + spu
+        if schema in (WebNLGPair.S_PARTIAL, WebNLGPair.S_ENT):
+            precision = (cor + 0.5 * par) / actual if actual > 0 else 0
+            recall = (cor + 0.5 * par) / possible if possible > 0 else 0
         else:
-            r, c = list(tok.ref(newreference[ri])), list(tok.cand(newcandidate[ci]))
-        _webnlg_nonrefwords(r, c, 1, len(c), on_crash)
-        return r, c
+            precision = cor / actual if actual > 0 else 0
+            recall = cor / possible if possible > 0 else 0
+        f1 = 2 * precision * recall / (precision + recall) if (precision + recall) > 0 else 0
+        return (cor, inc, par, mis, spu, possible, actual, precision, recall, f1)
 
-    r, c = compare(0, 0, False)
-    sf, sref, scand, stot = _webnlg_getrefdict(r, c, "SUB", "SUB", 0)
-    r, c = compare(1, 1, False)
-    pf, pref, pcand, ptot = _webnlg_getrefdict(r, c, "PRED", "PRED", stot)
-    r, c = compare(2, 2, False)
-    of, oref, ocand, otot = _webnlg_getrefdict(r, c, "OBJ", "OBJ", stot + ptot)
+    @staticmethod
+    def eval_pair(reference: str, candidate: str, tok: WebNLGPair.Tokens, on_crash: str) -> tuple:
+        """Official ``evaluaterefcand`` on two normalised triple strings (``''`` = padding)."""
+        newreference = reference.split(" | ")
+        newcandidate = candidate.split(" | ")
+        if len(newreference) > 1 and len(newcandidate) > 1:
+            pass
+        elif len(newreference) == 1:
+            newreference = ["", "", ""]
+        else:
+            newcandidate = ["", "", ""]
 
-    switched = False
-    if not sf and not of:  # subject <-> object
-        r, c = compare(0, 2, True)
-        f1_, rd1, cd1, tl1 = _webnlg_getrefdict(r, c, "SUB", "OBJ", 0)
-        r2, c2 = compare(2, 0, True)
-        f2_, rd2, cd2, tl2 = _webnlg_getrefdict(r2, c2, "OBJ", "SUB", tl1 + ptot)
-        if f1_ or f2_:
-            sf, sref, scand, stot = f1_, rd1, cd1, tl1
-            of, oref, ocand, _otot = f2_, rd2, cd2, tl2
-            # quirk 2: predicate rebuilt from the ref-object / cand-subject lists
-            pf, pref, pcand, ptot = _webnlg_getrefdict(r2, c2, "PRED", "PRED", stot)
-            switched = True
-    if not sf and not pf and not switched:  # subject <-> predicate
-        r, c = compare(0, 1, True)
-        f1_, rd1, cd1, tl1 = _webnlg_getrefdict(r, c, "SUB", "PRED", 0)
-        r2, c2 = compare(1, 0, True)
-        f2_, rd2, cd2, tl2 = _webnlg_getrefdict(r2, c2, "PRED", "SUB", tl1)
-        if f1_ or f2_:
-            sf, sref, scand, stot = f1_, rd1, cd1, tl1
-            pf, pref, pcand, ptot = f2_, rd2, cd2, tl2
-            switched = True
-    if not pf and not of and not switched:  # predicate <-> object
-        r, c = compare(1, 2, True)
-        f1_, rd1, cd1, tl1 = _webnlg_getrefdict(r, c, "PRED", "OBJ", stot)
-        r2, c2 = compare(2, 1, True)
-        f2_, rd2, cd2, tl2 = _webnlg_getrefdict(r2, c2, "OBJ", "PRED", stot + tl1)
-        if f1_ or f2_:
-            pf, pref, pcand, ptot = f1_, rd1, cd1, tl1
-            of, oref, ocand, _otot = f2_, rd2, cd2, tl2
-            switched = True
+        def compare(ri: int, ci: int, swap: bool) -> tuple[list[str], list[str]]:
+            if swap:
+                r, c = list(tok.swap(newreference[ri])), list(tok.swap(newcandidate[ci]))
+            else:
+                r, c = list(tok.ref(newreference[ri])), list(tok.cand(newcandidate[ci]))
+            WebNLGPair.nonrefwords(r, c, 1, len(c), on_crash)
+            return r, c
 
-    return _webnlg_nervaluate(sref + pref + oref, scand + pcand + ocand)
+        r, c = compare(0, 0, False)
+        sf, sref, scand, stot = WebNLGPair.getrefdict(r, c, "SUB", "SUB", 0)
+        r, c = compare(1, 1, False)
+        pf, pref, pcand, ptot = WebNLGPair.getrefdict(r, c, "PRED", "PRED", stot)
+        r, c = compare(2, 2, False)
+        of, oref, ocand, otot = WebNLGPair.getrefdict(r, c, "OBJ", "OBJ", stot + ptot)
 
+        switched = False
+        if not sf and not of:  # subject <-> object
+            r, c = compare(0, 2, True)
+            f1_, rd1, cd1, tl1 = WebNLGPair.getrefdict(r, c, "SUB", "OBJ", 0)
+            r2, c2 = compare(2, 0, True)
+            f2_, rd2, cd2, tl2 = WebNLGPair.getrefdict(r2, c2, "OBJ", "SUB", tl1 + ptot)
+            if f1_ or f2_:
+                sf, sref, scand, stot = f1_, rd1, cd1, tl1
+                of, oref, ocand, _otot = f2_, rd2, cd2, tl2
+                # quirk 2: predicate rebuilt from the ref-object / cand-subject lists
+                pf, pref, pcand, ptot = WebNLGPair.getrefdict(r2, c2, "PRED", "PRED", stot)
+                switched = True
+        if not sf and not pf and not switched:  # subject <-> predicate
+            r, c = compare(0, 1, True)
+            f1_, rd1, cd1, tl1 = WebNLGPair.getrefdict(r, c, "SUB", "PRED", 0)
+            r2, c2 = compare(1, 0, True)
+            f2_, rd2, cd2, tl2 = WebNLGPair.getrefdict(r2, c2, "PRED", "SUB", tl1)
+            if f1_ or f2_:
+                sf, sref, scand, stot = f1_, rd1, cd1, tl1
+                pf, pref, pcand, ptot = f2_, rd2, cd2, tl2
+                switched = True
+        if not pf and not of and not switched:  # predicate <-> object
+            r, c = compare(1, 2, True)
+            f1_, rd1, cd1, tl1 = WebNLGPair.getrefdict(r, c, "PRED", "OBJ", stot)
+            r2, c2 = compare(2, 1, True)
+            f2_, rd2, cd2, tl2 = WebNLGPair.getrefdict(r2, c2, "OBJ", "PRED", stot + tl1)
+            if f1_ or f2_:
+                pf, pref, pcand, ptot = f1_, rd1, cd1, tl1
+                of, oref, ocand, _otot = f2_, rd2, cd2, tl2
+                switched = True
 
-# --- webnlg2020: Assignment search (replaces the k! permutation loop) ---
-
-
-def _webnlg_pair_objective(overall: tuple) -> float:
-    """``statistics.mean([F1_ent_type, F1_partial, F1_strict, F1_exact])`` of one pair.
-
-    statistics.mean returns the correctly rounded exact mean.  ``math.fsum`` returns the
-    correctly rounded exact sum and dividing by 4 is exact for these values (a power of
-    two; the sum is 0 or >= 1e-3, far from subnormals), so ``fsum(xs) / 4`` is the
-    same float.
-    """
-    return math.fsum(overall[s][9] for s in range(4)) / 4
+        return WebNLGPair.nervaluate(sref + pref + oref, scand + pcand + ocand)
 
 
 #: Largest k searched exactly (O(k^2 2^k)); the official k! loop cannot finish beyond ~11.
 WEBNLG_EXACT_MAX_K = 12
 
 
-def _webnlg_best_assignment(f: Sequence[Sequence[float]]) -> tuple[int, ...]:
-    """Lexicographically first permutation maximising the official left-fold float sum.
-
-    Args:
-        f: ``k x k`` matrix, ``f[i][j]`` = objective of candidate ``i`` with reference ``j``.
-    Returns:
-        ``perm`` (candidate ``i`` -> reference ``perm[i]``) that the official loop keeps:
-        over ``itertools.permutations(range(k))`` in order, the score is
-        ``s = 0; for i: s = s + f[i][perm[i]]`` (IEEE doubles), and a permutation
-        replaces the kept one only if its score is strictly greater, so the result is
-        the FIRST permutation attaining the maximal float score ``V*``.
-
-    Why this is exact (not just "equal up to rounding"):
-
-    * IEEE-754 round-to-nearest addition is monotone: ``x <= y`` implies
-      ``fl(x + z) <= fl(y + z)``.  Hence for a fixed set ``M`` of references used by
-      candidates ``0..|M|-1``, the largest float prefix sum over all orderings of ``M``,
-      ``D[M]``, satisfies ``D[M] = max_{j in M} fl(D[M - j] + f[|M|-1][j])`` and every
-      prefix sum reaching ``M`` is ``<= D[M]``.  So ``V* = D[all]`` exactly, computed in
-      the official summation order (left fold, candidate order), with O(k 2^k) adds.
-    * The same argument from an arbitrary start value gives ``C(a, M)``, the maximal
-      final float score over all completions of a prefix with value ``a`` that used
-      ``M``.  The lexicographically first optimal permutation is then built greedily:
-      at step ``i`` take the smallest free ``j`` with
-      ``C(fl(a + f[i][j]), M + j) == V*`` (one exists, as the current prefix is optimal-
-      completable).  Comparisons are float ``==`` on values computed with exactly the
-      official additions, so near-ties are resolved exactly as the official loop does.
-      Cost O(k^2 2^k) float additions in the worst case instead of O(k! k).
-    * Exact rational arithmetic would NOT be equivalent: on the shared 'all' files, 10
-      Amazon and 60 baseline entries have a different lexicographically-first argmax
-      under exact sums than under the official float sums (float near-ties such as
-      ``0.1 + 0.2 > 0.3 + 0.0``), and resolving them with a tolerance changes the
-      reproduced numbers; hence the float-exact search.
-    """
-    k = len(f)
-    if k <= 1:
-        return tuple(range(k))
-    full = (1 << k) - 1
-    pc = [bin(m).count("1") for m in range(1 << k)]
-
-    def complete(a: float, used: int) -> float:
-        best = {used: a}
-        for _ in range(k - pc[used]):
-            nb: dict[int, float] = {}
-            for mask, v in best.items():
-                row = f[pc[mask]]
-                for j in range(k):
-                    bit = 1 << j
-                    if not mask & bit:
-                        w = v + row[j]
-                        nm = mask | bit
-                        o = nb.get(nm)
-                        if o is None or w > o:
-                            nb[nm] = w
-            best = nb
-        return best[full]
-
-    vstar = complete(0, 0)
-    perm: list[int] = []
-    a: float = 0
-    used = 0
-    for i in range(k):
-        row = f[i]
-        for j in range(k):
-            bit = 1 << j
-            if used & bit:
-                continue
-            na = a + row[j]
-            if complete(na, used | bit) == vstar:
-                perm.append(j)
-                a, used = na, used | bit
-                break
-        else:  # pragma: no cover - impossible by the argument above
-            raise AssertionError("no optimal completion")
-    return tuple(perm)
+# --- webnlg2020: Assignment search and corpus score (per-entry statistics, merged exactly) ---
 
 
-# --- webnlg2020: Corpus score (per-entry statistics, merged exactly) ---
-
-#: Slots of one block of statistics: the 7 summed counts, the exact sums of the per-pair
-#: Precision, Recall and F1, and how many of those per-pair values were floats (the
-#: official ``statistics.mean`` returns an int when every value is an int).
-_WEBNLG_COUNT_KEYS = ("Correct", "Incorrect", "Partial", "Missed", "Spurious", "Possible", "Actual")
-
-
-def _webnlg_mean(values: list) -> float | int:
-    """``statistics.mean`` (exact rational mean, correctly rounded), grouped for speed."""
-    if not values:
-        raise ValueError("no triple pairs to average")
-    cnt = Counter(values)
-    total = sum((Fraction(v) * n for v, n in cnt.items()), Fraction(0))
-    return _webnlg_mean_of(total, len(values), all(isinstance(v, int) for v in cnt))
-
-
-def _webnlg_mean_of(total: Fraction | int | float, n: int, all_int: bool) -> float | int:
-    """The value ``statistics.mean`` returns for values summing exactly to ``total``."""
-    mean = as_fraction(total) / n
-    if all_int:
-        return int(mean) if mean.denominator == 1 else float(mean)
-    return float(mean)
-
-
-def _webnlg_block_stats(rows: Iterable[tuple]) -> list:
-    """Additive statistics of the selected pairs' rows of one (tag, schema) block:
-    7 counts, exact P/R/F1 sums, and the number of non-int P/R/F1 values."""
-    out: list = [0] * 13
-    for r in rows:
-        for i in range(7):
-            out[i] += r[i]
-        for i in range(3):
-            v = r[7 + i]
-            out[7 + i] = ExactSum.of(v) + out[7 + i] if isinstance(v, float) else out[7 + i] + v
-            out[10 + i] += not isinstance(v, int)
-    return out
-
-
-def _webnlg_block(stats: Sequence, n_pairs: int) -> dict[str, float | int]:
-    """The official block of one merged block of statistics over ``n_pairs`` pairs."""
-    out: dict[str, float | int] = {k: stats[i] for i, k in enumerate(_WEBNLG_COUNT_KEYS)}
-    for i, name in enumerate(("Precision", "Recall", "F1")):
-        out[name] = _webnlg_mean_of(stats[7 + i], n_pairs, stats[10 + i] == 0)
-    return out
-
-
-def _webnlg_exact_match(record: Mapping[str, Mapping[str, int]]) -> dict:
-    """sklearn macro P/R/F1 over a MultiLabelBinarizer of lower-cased raw triple strings,
-    from per-class counts ``{"true": {c: n}, "pred": {c: n}, "tp": {c: n}}``."""
-    ntrue, npred, tp = record.get("true", {}), record.get("pred", {}), record.get("tp", {})
-    classes = set(ntrue) | set(npred)
-    if not classes:
-        return {"Precision": 0.0, "Recall": 0.0, "F1": 0.0}
-    ps, rs, fs = [], [], []
-    for c in classes:
-        p = tp.get(c, 0) / npred[c] if npred.get(c) else 0.0
-        r = tp.get(c, 0) / ntrue[c] if ntrue.get(c) else 0.0
-        ps.append(p)
-        rs.append(r)
-        fs.append(2 * p * r / (p + r) if (p + r) else 0.0)
-    return {"Precision": float(_webnlg_mean(ps)), "Recall": float(_webnlg_mean(rs)), "F1": float(_webnlg_mean(fs))}
-
-
-def _webnlg_join(triple: Sequence[str] | str) -> str:
-    if isinstance(triple, str):
-        return triple
-    if len(triple) != 3 or not all(isinstance(x, str) for x in triple):
-        raise ValueError(f"a triple must be 3 strings, got {triple!r}")
-    return " | ".join(triple)
-
-
-class _WebNLGScorer:
+class WebNLGScorer:
     """Scores entries one at a time into additive records, with the run's caches
     (tokenisation, normalisation, pair scores). See :func:`webnlg2020_score`."""
+
+    @staticmethod
+    def pair_objective(overall: tuple) -> float:
+        """``statistics.mean([F1_ent_type, F1_partial, F1_strict, F1_exact])`` of one pair.
+
+        statistics.mean returns the correctly rounded exact mean.  ``math.fsum`` returns the
+        correctly rounded exact sum and dividing by 4 is exact for these values (a power of
+        two; the sum is 0 or >= 1e-3, far from subnormals), so ``fsum(xs) / 4`` is the
+        same float.
+        """
+        return math.fsum(overall[s][9] for s in range(4)) / 4
+
+    @staticmethod
+    def best_assignment(f: Sequence[Sequence[float]]) -> tuple[int, ...]:
+        """Lexicographically first permutation maximising the official left-fold float sum.
+
+        Args:
+            f: ``k x k`` matrix, ``f[i][j]`` = objective of candidate ``i`` with reference ``j``.
+        Returns:
+            ``perm`` (candidate ``i`` -> reference ``perm[i]``) that the official loop keeps:
+            over ``itertools.permutations(range(k))`` in order, the score is
+            ``s = 0; for i: s = s + f[i][perm[i]]`` (IEEE doubles), and a permutation
+            replaces the kept one only if its score is strictly greater, so the result is
+            the FIRST permutation attaining the maximal float score ``V*``.
+
+        Why this is exact (not just "equal up to rounding"):
+
+        * IEEE-754 round-to-nearest addition is monotone: ``x <= y`` implies
+          ``fl(x + z) <= fl(y + z)``.  Hence for a fixed set ``M`` of references used by
+          candidates ``0..|M|-1``, the largest float prefix sum over all orderings of ``M``,
+          ``D[M]``, satisfies ``D[M] = max_{j in M} fl(D[M - j] + f[|M|-1][j])`` and every
+          prefix sum reaching ``M`` is ``<= D[M]``.  So ``V* = D[all]`` exactly, computed in
+          the official summation order (left fold, candidate order), with O(k 2^k) adds.
+        * The same argument from an arbitrary start value gives ``C(a, M)``, the maximal
+          final float score over all completions of a prefix with value ``a`` that used
+          ``M``.  The lexicographically first optimal permutation is then built greedily:
+          at step ``i`` take the smallest free ``j`` with
+          ``C(fl(a + f[i][j]), M + j) == V*`` (one exists, as the current prefix is optimal-
+          completable).  Comparisons are float ``==`` on values computed with exactly the
+          official additions, so near-ties are resolved exactly as the official loop does.
+          Cost O(k^2 2^k) float additions in the worst case instead of O(k! k).
+        * Exact rational arithmetic would NOT be equivalent: on the shared 'all' files, 10
+          Amazon and 60 baseline entries have a different lexicographically-first argmax
+          under exact sums than under the official float sums (float near-ties such as
+          ``0.1 + 0.2 > 0.3 + 0.0``), and resolving them with a tolerance changes the
+          reproduced numbers; hence the float-exact search.
+        """
+        k = len(f)
+        if k <= 1:
+            return tuple(range(k))
+        full = (1 << k) - 1
+        pc = [bin(m).count("1") for m in range(1 << k)]
+
+        def complete(a: float, used: int) -> float:
+            best = {used: a}
+            for _ in range(k - pc[used]):
+                nb: dict[int, float] = {}
+                for mask, v in best.items():
+                    row = f[pc[mask]]
+                    for j in range(k):
+                        bit = 1 << j
+                        if not mask & bit:
+                            w = v + row[j]
+                            nm = mask | bit
+                            o = nb.get(nm)
+                            if o is None or w > o:
+                                nb[nm] = w
+                best = nb
+            return best[full]
+
+        vstar = complete(0, 0)
+        perm: list[int] = []
+        a: float = 0
+        used = 0
+        for i in range(k):
+            row = f[i]
+            for j in range(k):
+                bit = 1 << j
+                if used & bit:
+                    continue
+                na = a + row[j]
+                if complete(na, used | bit) == vstar:
+                    perm.append(j)
+                    a, used = na, used | bit
+                    break
+            else:  # pragma: no cover - impossible by the argument above
+                raise AssertionError("no optimal completion")
+        return tuple(perm)
+
+    #: Slots of one block of statistics: the 7 summed counts, the exact sums of the per-pair
+    #: Precision, Recall and F1, and how many of those per-pair values were floats (the
+    #: official ``statistics.mean`` returns an int when every value is an int).
+    COUNT_KEYS = ("Correct", "Incorrect", "Partial", "Missed", "Spurious", "Possible", "Actual")
+
+    @staticmethod
+    def mean(values: list) -> float | int:
+        """``statistics.mean`` (exact rational mean, correctly rounded), grouped for speed."""
+        if not values:
+            raise ValueError("no triple pairs to average")
+        cnt = Counter(values)
+        total = sum((Fraction(v) * n for v, n in cnt.items()), Fraction(0))
+        return WebNLGScorer.mean_of(total, len(values), all(isinstance(v, int) for v in cnt))
+
+    @staticmethod
+    def mean_of(total: Fraction | int | float, n: int, all_int: bool) -> float | int:
+        """The value ``statistics.mean`` returns for values summing exactly to ``total``."""
+        mean = as_fraction(total) / n
+        if all_int:
+            return int(mean) if mean.denominator == 1 else float(mean)
+        return float(mean)
+
+    @staticmethod
+    def block_stats(rows: Iterable[tuple]) -> list:
+        """Additive statistics of the selected pairs' rows of one (tag, schema) block:
+        7 counts, exact P/R/F1 sums, and the number of non-int P/R/F1 values."""
+        out: list = [0] * 13
+        for r in rows:
+            for i in range(7):
+                out[i] += r[i]
+            for i in range(3):
+                v = r[7 + i]
+                out[7 + i] = ExactSum.of(v) + out[7 + i] if isinstance(v, float) else out[7 + i] + v
+                out[10 + i] += not isinstance(v, int)
+        return out
+
+    @staticmethod
+    def block(stats: Sequence, n_pairs: int) -> dict[str, float | int]:
+        """The official block of one merged block of statistics over ``n_pairs`` pairs."""
+        out: dict[str, float | int] = {k: stats[i] for i, k in enumerate(WebNLGScorer.COUNT_KEYS)}
+        for i, name in enumerate(("Precision", "Recall", "F1")):
+            out[name] = WebNLGScorer.mean_of(stats[7 + i], n_pairs, stats[10 + i] == 0)
+        return out
+
+    @staticmethod
+    def exact_match(record: Mapping[str, Mapping[str, int]]) -> dict:
+        """sklearn macro P/R/F1 over a MultiLabelBinarizer of lower-cased raw triple strings,
+        from per-class counts ``{"true": {c: n}, "pred": {c: n}, "tp": {c: n}}``."""
+        ntrue, npred, tp = record.get("true", {}), record.get("pred", {}), record.get("tp", {})
+        classes = set(ntrue) | set(npred)
+        if not classes:
+            return {"Precision": 0.0, "Recall": 0.0, "F1": 0.0}
+        ps, rs, fs = [], [], []
+        for c in classes:
+            p = tp.get(c, 0) / npred[c] if npred.get(c) else 0.0
+            r = tp.get(c, 0) / ntrue[c] if ntrue.get(c) else 0.0
+            ps.append(p)
+            rs.append(r)
+            fs.append(2 * p * r / (p + r) if (p + r) else 0.0)
+        return {"Precision": float(WebNLGScorer.mean(ps)), "Recall": float(WebNLGScorer.mean(rs)), "F1": float(WebNLGScorer.mean(fs))}
+
+    @staticmethod
+    def join(triple: Sequence[str] | str) -> str:
+        if isinstance(triple, str):
+            return triple
+        if len(triple) != 3 or not all(isinstance(x, str) for x in triple):
+            raise ValueError(f"a triple must be 3 strings, got {triple!r}")
+        return " | ".join(triple)
+
 
     def __init__(self, tokenize: Callable[[str], list[str]] | None = None, on_crash: str = "skip") -> None:
         if on_crash not in ("skip", "raise"):
             raise ValueError(f"on_crash must be 'skip' or 'raise', got {on_crash!r}")
         self.on_crash = on_crash
         self._tokenize = tokenize
-        self._tok: _WebNLGTokens | None = None
+        self._tok: WebNLGPair.Tokens | None = None
         self._norm: dict[str, str] = {}
         self._pairs: dict[tuple[str, str], tuple] = {}
 
     def _normalised(self, s: str) -> str:
         n = self._norm.get(s)
         if n is None:
-            n = _webnlg_normalise(s)
+            n = WebNLGPair.normalise(s)
             if len(n.split(" | ")) != 3:
                 raise ValueError(f"triple does not split into 3 parts on ' | ' after normalisation: {s!r}")
             self._norm[s] = n
@@ -4000,10 +4276,10 @@ class _WebNLGScorer:
         v = self._pairs.get(key)
         if v is None:
             if self._tok is None:
-                self._tok = _WebNLGTokens(self._tokenize or _webnlg_default_tokenizer())
+                self._tok = WebNLGPair.Tokens(self._tokenize or WebNLGPair.default_tokenizer())
             try:
-                v = _webnlg_eval_pair(r, c, self._tok, self.on_crash)
-            except _WebNLGCrash as exc:
+                v = WebNLGPair.eval_pair(r, c, self._tok, self.on_crash)
+            except WebNLGPair.Crash as exc:
                 raise ValueError(f"entry {eidx}: official scorer crash case (bug 3) for reference {r!r} "
                                  f"vs candidate {c!r}") from exc
             self._pairs[key] = v
@@ -4014,16 +4290,16 @@ class _WebNLGScorer:
         """The record of one entry: ``pairs`` (selected triple pairs, ``max(n_cand, n_ref)``),
         ``over_exact_limit`` (1 when k > WEBNLG_EXACT_MAX_K), ``blocks`` ({"Total_scores":
         {schema: stats}, "Scores_per_tag": {tag: {schema: stats}}}, see
-        :func:`_webnlg_block_stats`) and ``exact_match`` (per-class true/pred/tp counts)."""
-        rr = [_webnlg_join(t) for t in reference]
-        cc = [_webnlg_join(t) for t in candidate]
+        :func:`WebNLGScorer.block_stats`) and ``exact_match`` (per-class true/pred/tp counts)."""
+        rr = [WebNLGScorer.join(t) for t in reference]
+        cc = [WebNLGScorer.join(t) for t in candidate]
         nref = [self._normalised(t) for t in rr]
         ncand = [self._normalised(t) for t in cc]
         k = max(len(nref), len(ncand))
         nref += [""] * (k - len(nref))
         ncand += [""] * (k - len(ncand))
         res = [[self._pair(r, c, eidx) for r in nref] for c in ncand]
-        objective = [[_webnlg_pair_objective(v[0]) for v in row] for row in res]
+        objective = [[WebNLGScorer.pair_objective(v[0]) for v in row] for row in res]
         over = 0
         if k > WEBNLG_EXACT_MAX_K:
             # Beyond the exact search: a maximal-sum assignment in exact arithmetic (the
@@ -4032,18 +4308,18 @@ class _WebNLGScorer:
             perm = tuple(hungarian([[-x for x in row] for row in objective]))
             over = 1
         else:
-            perm = _webnlg_best_assignment(objective)
+            perm = WebNLGScorer.best_assignment(objective)
         selected = [res[i][j] for i, j in enumerate(perm)]
-        order = {name: i for i, name in enumerate(_WEBNLG_SCHEMAS)}
+        order = {name: i for i, name in enumerate(WebNLGPair.SCHEMAS)}
         rs, cs = {t.lower() for t in rr}, {t.lower() for t in cc}
         return {
             "pairs": len(selected),
             "over_exact_limit": over,
             "blocks": {
-                "Total_scores": {out: _webnlg_block_stats(p[0][order[s]] for p in selected)
+                "Total_scores": {out: WebNLGScorer.block_stats(p[0][order[s]] for p in selected)
                                  for s, out in WEBNLG_SCHEMA_NAMES},
                 "Scores_per_tag": {
-                    WEBNLG_TAG_NAMES[tag]: {out: _webnlg_block_stats(p[1][ti][order[s]] for p in selected)
+                    WEBNLG_TAG_NAMES[tag]: {out: WebNLGScorer.block_stats(p[1][ti][order[s]] for p in selected)
                                             for s, out in WEBNLG_SCHEMA_NAMES}
                     for ti, tag in enumerate(WEBNLG_TAGS)},
             },
@@ -4060,12 +4336,12 @@ def webnlg2020_finish(record: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError("no triple pairs to score (all entries empty)")
     blocks = record["blocks"]
     return {
-        "Total_scores": {out: _webnlg_block(blocks["Total_scores"][out], n) for _, out in WEBNLG_SCHEMA_NAMES},
+        "Total_scores": {out: WebNLGScorer.block(blocks["Total_scores"][out], n) for _, out in WEBNLG_SCHEMA_NAMES},
         "Scores_per_tag": {
-            WEBNLG_TAG_NAMES[tag]: {out: _webnlg_block(blocks["Scores_per_tag"][WEBNLG_TAG_NAMES[tag]][out], n)
+            WEBNLG_TAG_NAMES[tag]: {out: WebNLGScorer.block(blocks["Scores_per_tag"][WEBNLG_TAG_NAMES[tag]][out], n)
                                     for _, out in WEBNLG_SCHEMA_NAMES}
             for tag in WEBNLG_TAGS},
-        "Exact_match": _webnlg_exact_match(record.get("exact_match", {})),
+        "Exact_match": WebNLGScorer.exact_match(record.get("exact_match", {})),
     }
 
 
@@ -4081,7 +4357,7 @@ def webnlg2020_score(
 
     Args:
         references: one list per entry of reference triples ``(s, p, o)`` (3 strings,
-            e.g. from :func:`webnlg_read_jsonl`; a raw ``"s | p | o"`` string is accepted
+            e.g. from :func:`WebNLGReader.read_jsonl`; a raw ``"s | p | o"`` string is accepted
             too).  Entries are paired with ``candidates`` BY POSITION.
         candidates: same shape; an entry may be empty (no predicted triple).
         on_crash: ``"skip"`` (default) or ``"raise"`` for the official crash case
@@ -4115,7 +4391,7 @@ def webnlg2020_score(
     nervaluate 0.1.7, as documented in ``shared/data/webnlg2020/README.md``; quirks
     and deviations listed in the module docstring.
     """
-    scorer = _WebNLGScorer(tokenize, on_crash)
+    scorer = WebNLGScorer(tokenize, on_crash)
     if len(references) != len(candidates):
         raise ValueError(
             f"{len(references)} reference entries but {len(candidates)} candidate entries "
@@ -4142,7 +4418,7 @@ def webnlg_triples(items: Sequence[Any]) -> tuple[list[tuple[str, str, str]], in
     for item in items:
         fields = flat_fields(item)
         if (fields is None or not all(isinstance(x, str) and x.strip() for x in fields)
-                or len(_webnlg_normalise(" | ".join(fields)).split(" | ")) != 3):
+                or len(WebNLGPair.normalise(" | ".join(fields)).split(" | ")) != 3):
             excluded += 1
             continue
         out.append((fields[0], fields[1], fields[2]))
@@ -4152,7 +4428,7 @@ def webnlg_triples(items: Sequence[Any]) -> tuple[list[tuple[str, str, str]], in
 class WebNLG2020Family(MetricFamily):
     """The official WebNLG+ 2020 Text-to-RDF scorer (``--metrics webnlg2020``).
 
-    Record per entry: the scorer's per-entry statistics (:meth:`_WebNLGScorer.entry`)
+    Record per entry: the scorer's per-entry statistics (:meth:`WebNLGScorer.entry`)
     plus ``excluded`` items that are not three strings (reference / candidate). Exact
     sums, so the section equals :func:`webnlg2020_score` on all entries at once, bit for
     bit (the official means are exact rational means too).
@@ -4164,7 +4440,7 @@ class WebNLG2020Family(MetricFamily):
     input_errors = (ValueError,)
 
     def __init__(self) -> None:
-        self._scorer = _WebNLGScorer()
+        self._scorer = WebNLGScorer()
         self._entries = 0
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
@@ -4408,12 +4684,12 @@ _ID_IN_TEXT_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
 def read_records(path: Path) -> Iterable[JsonlLine]:
     """The records of an input file: :func:`read_jsonl` rows, or, for a ``.xml`` file in the
     WebNLG format, one row per ``<entry>`` (``{"triples": [[s, p, o], ...]}``, line =
-    1-based entry position) read by :func:`webnlg_read_xml` (first modified/generated
+    1-based entry position) read by :func:`WebNLGReader.read_xml` (first modified/generated
     triple set, lenient like the official scorer)."""
     if path.suffix.lower() != ".xml":
         return read_jsonl(path)
     try:
-        entries = webnlg_read_xml(path)
+        entries = WebNLGReader.read_xml(path)
     except (ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read WebNLG XML: {exc}") from None
     if not entries:
@@ -6458,8 +6734,8 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
     """Pair a Text2KGBench-style run: ``gold_dir/ont_<key>_ground_truth.jsonl``,
     ``onto_dir/<key>_ontology.json`` and the one ``pred_dir/*.jsonl`` named ``<key>_...``
     or ``ont_<key>_...``. Returns (key, pred, gold, ontology) in numeric key order."""
-    keys = sorted((m.group(1) for p in gold_dir.iterdir() if (m := _T2KG_GT_FILE.match(p.name))),
-                  key=_t2kg_key_order)
+    keys = sorted((m.group(1) for p in gold_dir.iterdir() if (m := Text2KGBench.GT_FILE.match(p.name))),
+                  key=Text2KGBench.key_order)
     if not keys:
         raise InputError(f"--gold {gold_dir}: no ont_<k>_<name>_ground_truth.jsonl files")
     out = []
@@ -6468,7 +6744,7 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
         if not onto.is_file():
             raise InputError(f"--ontology {onto_dir}: missing {onto.name}")
         try:
-            pred = _t2kg_find_response(pred_dir, key)
+            pred = Text2KGBench.find_response(pred_dir, key)
         except (FileNotFoundError, ValueError) as exc:
             raise InputError(f"--pred {pred_dir}: {exc}") from None
         out.append((key, pred, gold_dir / f"ont_{key}_ground_truth.jsonl", onto))

@@ -15,6 +15,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import evaluate as ev  # noqa: E402
@@ -48,7 +49,9 @@ def _perturb(rng: random.Random, title: str) -> str:
     return title
 
 
-def generate(n_entries: int, seed: int) -> list[ev.Entry]:
+def generate(n_entries: int, seed: int, module: Any = ev) -> list[Any]:
+    """``n_entries`` seeded entries, built with ``module``'s record classes (another
+    loaded copy of evaluate.py can be given, for side-by-side runs)."""
     rng = random.Random(seed)
     entries = []
     for k in range(n_entries):
@@ -68,8 +71,8 @@ def generate(n_entries: int, seed: int) -> list[ev.Entry]:
         if rng.random() < 0.05:
             preds.append({"source": {"title": "x"}})
         rng.shuffle(preds)
-        entries.append(ev.Entry(ev.GoldRecord(f"e{k}", prompt, gold, k + 1),
-                                ev.Prediction(f"e{k}", preds, "ok", "", k + 1)))
+        entries.append(module.Entry(module.GoldRecord(f"e{k}", prompt, gold, k + 1),
+                                    module.Prediction(f"e{k}", preds, "ok", "", k + 1)))
     return entries
 
 

@@ -66,7 +66,7 @@ def main() -> int:
     t0 = time.perf_counter()
     import nltk
 
-    from evaluate import webnlg2020_score, webnlg_read_jsonl
+    from evaluate import WebNLGReader, webnlg2020_score
 
     try:
         nltk.word_tokenize("Warm up the Punkt model.")
@@ -77,9 +77,9 @@ def main() -> int:
     expected = json.loads((DATA / "expected.json").read_text())["results"]
     print(f"{'system':9} {'split':18} {'wall s':>7} {'CPU s':>7} {'official':>20} {'speed-up':>18}  identical")
     for split in args.splits:
-        refs = webnlg_read_jsonl(DATA / f"refs_{split}.jsonl")
+        refs = WebNLGReader.read_jsonl(DATA / f"refs_{split}.jsonl")
         for system in ("amazon", "baseline"):
-            cands = webnlg_read_jsonl(DATA / f"{system}_{split}.jsonl")
+            cands = WebNLGReader.read_jsonl(DATA / f"{system}_{split}.jsonl")
             best_wall = best_cpu = float("inf")
             out = None
             for _ in range(max(1, args.repeat)):

@@ -97,9 +97,9 @@ def _webnlg_strings() -> set[str]:
         pytest.skip(f"shared WebNLG 2020 data not found at {folder}")
     out = {""}  # the padding element of a missing triple
     for path in sorted(folder.glob("*_*.jsonl")):
-        for entry in ev.webnlg_read_jsonl(path):
+        for entry in ev.WebNLGReader.read_jsonl(path):
             for triple in entry:
-                out.update(ev._webnlg_normalise(ev._webnlg_join(triple)).split(" | "))
+                out.update(ev.WebNLGPair.normalise(ev.WebNLGScorer.join(triple)).split(" | "))
     return out
 
 
@@ -121,7 +121,7 @@ def _t2kg_strings() -> set[str]:
     for resp in (folder / "baselines").glob("*/llm_responses/*.jsonl"):
         for line in resp.read_text(encoding="utf-8").splitlines():
             for t in json.loads(line).get("triples") or []:
-                parts = ev._t2kg_triple_parts(t)
+                parts = ev.Text2KGBench.triple_parts(t)
                 out.update((parts[0], parts[2]))
     return out
 

@@ -104,7 +104,7 @@ def test_wheel_entry_point_and_metadata(dist):
     assert meta["Version"] == project["version"] == ev.__version__
     assert meta["Requires-Python"] == ">=3.11"
     assert meta["License-Expression"] == "MIT"
-    assert sorted(meta.get_all("Provides-Extra")) == sorted(project["optional-dependencies"]) == ["benchmarks", "st"]
+    assert sorted(meta.get_all("Provides-Extra")) == sorted(project["optional-dependencies"]) == ["benchmarks", "notebook", "st"]
     requires = meta.get_all("Requires-Dist")
     assert sorted(r for r in requires if "extra ==" not in r) == sorted(project["dependencies"])
     assert "nltk==3.9.2; extra == 'benchmarks'" in requires

@@ -1,5 +1,6 @@
-"""ev.hungarian against scipy.optimize.linear_sum_assignment (test-only oracle), and the
-pure-Python and numpy code paths against each other (SPEC.md section 5)."""
+"""Stage 3 solver (SPEC.md section 5): ev.hungarian and ev.hungarian_padded against
+scipy.optimize.linear_sum_assignment (test-only oracle) for optimal cost, against the padded
+pure-Python solver for the exact tie-breaking, and the numpy paths against the scalar one."""
 
 from __future__ import annotations
 
@@ -125,3 +126,163 @@ def test_empty_matrices():
 def test_hungarian_errors(cost):
     with pytest.raises(ValueError):
         ev.hungarian(cost)
+
+
+# --------------------------------------------------------------------------------------
+# hungarian_padded: SPEC.md section 5's square padding, against the padded scalar solver
+# --------------------------------------------------------------------------------------
+
+def padded_reference(cost: np.ndarray, pad: float = 1.0) -> list[int]:
+    """The definition: pad to the max(n, m) square with ``pad`` and run the scalar
+    row-by-row solver on all of it; padding columns -> -1."""
+    n, m = cost.shape
+    size = max(n, m)
+    if n == 0:
+        return []
+    square = np.full((size, size), pad)
+    square[:n, :m] = cost
+    assignment = ev._hungarian_python(square.tolist(), size, size)[:n]
+    return [j if j < m else -1 for j in assignment]
+
+
+def tied_matrix(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    kind = rng.integers(0, 4)
+    if kind == 0:   # align values reachable with exact-only fields: many exact ties
+        return 1.0 - rng.choice(SPEC_ALIGNS, size=(n, m))
+    if kind == 1:   # realistic lexical fields: 0 or in [0.8, 1], 1 - align as match_triplets
+        def field():
+            return np.where(rng.random((n, m)) < 0.6, 0.0, rng.choice([0.8, 0.84, 0.9, 1.0], size=(n, m)))
+        return 1.0 - (0.45 * field() + 0.45 * field() + 0.1 * field())
+    if kind == 2:
+        return rng.integers(0, 3, size=(n, m)) / 2.0
+    return np.ones((n, m))
+
+
+def test_padded_equals_reference_on_10000_tied_matrices(monkeypatch):
+    # every size through the rectangular solve + float check (small sizes would otherwise
+    # solve the padded square directly), numpy solver included
+    monkeypatch.setattr(ev, "_NUMPY_SOLVER_MIN_SIZE", 0)
+    kept = []
+    guard = ev._padding_rows_keep_assignment
+    monkeypatch.setattr(ev, "_padding_rows_keep_assignment",
+                        lambda arr, state: kept.append(guard(arr, state)) or kept[-1])
+    rng = np.random.default_rng(20250611)
+    shapes = set()
+    for _ in range(10_000):
+        n, m = (int(x) for x in rng.integers(0, 9, size=2))
+        shapes.add((n, m))
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost), cost.tolist()
+    assert shapes == {(n, m) for n in range(9) for m in range(9)}   # 0 x k ... k x 0 included
+    # the shortcut (padding rows left out) was taken every time it applied
+    assert len(kept) > 3000 and all(kept)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_padded_equals_reference_numpy_sizes(seed):
+    # sizes >= 48 take the numpy solver (with zero-run blocks) on both sides of the square
+    rng = np.random.default_rng(seed)
+    for n, m in [(1, 60), (5, 70), (48, 50), (60, 3), (55, 48), (70, 1)]:
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost), (seed, n, m)
+
+
+def test_padding_rows_leave_real_rows_and_potentials_unchanged():
+    # The docstring's argument, checked on the scalar solver's full state: solving the
+    # square (padding rows appended) ends with the same real-row columns, the same real-row
+    # potentials u and the same column potentials v as the rectangular solve.
+    rng = np.random.default_rng(11)
+    for _ in range(2000):
+        m = int(rng.integers(1, 10))
+        n = int(rng.integers(1, m + 1))
+        cost = tied_matrix(rng, n, m)
+        rect = ev._solve_python(cost.tolist(), n, m)
+        square = np.ones((m, m))
+        square[:n] = cost
+        full = ev._solve_python(square.tolist(), m, m)
+        assert full.u[1:n + 1] == rect.u[1:]
+        assert full.v[1:] == rect.v[1:]
+        assert [r if r <= n else 0 for r in full.p[1:]] == rect.p[1:]
+
+
+def test_padded_default_small_sizes_equal_reference():
+    rng = np.random.default_rng(8)
+    for _ in range(2000):
+        n, m = (int(x) for x in rng.integers(0, 9, size=2))
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost)
+
+
+def test_padded_fallback_path_equals_reference(monkeypatch):
+    # if the float check fails, the square is solved: same assignment
+    monkeypatch.setattr(ev, "_NUMPY_SOLVER_MIN_SIZE", 0)
+    monkeypatch.setattr(ev, "_padding_rows_keep_assignment", lambda arr, state: False)
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, m = (int(x) for x in rng.integers(0, 7, size=2))
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost)
+
+
+def test_padded_optimal_against_scipy():
+    rng = np.random.default_rng(5)
+    for k in range(600):
+        n, m = (int(x) for x in rng.integers(0, 30 if k % 10 else 70, size=2))
+        cost = tied_matrix(rng, n, m) if k % 2 else rng.random((n, m))
+        size = max(n, m)
+        square = np.ones((size, size))
+        square[:n, :m] = cost
+        rows, cols = scipy_optimize.linear_sum_assignment(square)
+        assignment = ev.hungarian_padded(cost)
+        real = [j for j in assignment if j >= 0]
+        assert len(set(real)) == len(real)
+        total = sum(cost[i, j] if j >= 0 else 1.0 for i, j in enumerate(assignment)) + (size - n) * 1.0
+        assert math.isclose(total, float(square[rows, cols].sum()), rel_tol=0, abs_tol=1e-9)
+
+
+def test_padded_hand_cases():
+    # 1 gold x 4 identical predictions (align 1 -> cost 0): the first column (strict <).
+    assert ev.hungarian_padded(np.zeros((1, 4))) == [0]
+    # 3 gold x 1 prediction, all cost 0: row 1 takes column 0; rows 2, 3 take padding.
+    assert ev.hungarian_padded(np.zeros((3, 1))) == [0, -1, -1]
+    # 2 gold x 1: row 2 is cheaper (0 < 0.5), the augmenting path moves row 1 to padding:
+    # row 2 scan: cur = [0 (col 0, way 0), 1 (pad)] -> delta 0 at col 0 (row 1), scan row 1:
+    # pad cur = 1 - 0.5 - 0 = 0.5 < 1 -> way = col 0; delta 0.5 at the padding column.
+    assert ev.hungarian_padded([[0.5], [0.0]]) == [-1, 0]
+    assert ev.hungarian_padded(np.zeros((0, 3))) == []
+    assert ev.hungarian_padded(np.zeros((2, 0))) == [-1, -1]
+    assert ev.hungarian_padded([]) == []
+
+
+@pytest.mark.parametrize("cost, pad", [
+    ([[0.0, float("nan")]], 1.0),
+    ([[0.0, 1.0], [1.0]], 1.0),
+    ([1.0, 2.0], 1.0),
+    ([[0.0]], float("inf")),
+])
+def test_padded_errors(cost, pad):
+    with pytest.raises(ValueError):
+        ev.hungarian_padded(cost, pad=pad)
+
+
+# --------------------------------------------------------------------------------------
+# numpy solver: zero-delta runs scanned in blocks (full state identical to the scalar one)
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("block_rows", [1, 3, 256])
+def test_zero_runs_give_the_scalar_state(monkeypatch, block_rows):
+    monkeypatch.setattr(ev, "_TIE_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(ev, "_ZERO_RUN_MIN_STREAK", 0 if block_rows < 256 else 8)
+    rng = np.random.default_rng(block_rows)
+    for k in range(60):
+        size = int(rng.integers(2, 40))
+        n = int(rng.integers(1, size + 1))
+        square = np.ones((size, size))
+        if k % 2:   # n gold x size predictions padded by rows
+            square[:n] = tied_matrix(rng, n, size)
+        else:       # size gold x n predictions padded by columns
+            square[:, :n] = tied_matrix(rng, size, n)
+        ref = ev._solve_python(square.tolist(), size, size)
+        vec = ev._solve_numpy(square)
+        assert vec.p.tolist() == ref.p
+        assert vec.u.tolist() == ref.u and vec.v.tolist() == ref.v

@@ -30,13 +30,7 @@ nltk = pytest.importorskip("nltk")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from evaluate import (  # noqa: E402
-    _webnlg_best_assignment,
-    _webnlg_pair_objective,
-    webnlg2020_score,
-    webnlg_read_jsonl,
-    webnlg_read_xml,
-)
+from evaluate import WebNLGReader, WebNLGScorer, webnlg2020_score  # noqa: E402
 
 
 def _line_tok(s: str) -> list[str]:
@@ -87,8 +81,8 @@ def _walk(got, exp, path=""):
 @pytest.mark.parametrize("system", SYSTEMS)
 @pytest.mark.parametrize("split", SPLITS)
 def test_expected_json_every_field(expected, system, split):
-    refs = webnlg_read_jsonl(DATA / f"refs_{split}.jsonl")
-    cands = webnlg_read_jsonl(DATA / f"{system}_{split}.jsonl")
+    refs = WebNLGReader.read_jsonl(DATA / f"refs_{split}.jsonl")
+    cands = WebNLGReader.read_jsonl(DATA / f"{system}_{split}.jsonl")
     got = webnlg2020_score(refs, cands)  # default tokenizer: nltk.word_tokenize
     exp = expected[system]["splits"][split]["reproduced"]
     n = 0
@@ -107,13 +101,13 @@ def test_expected_json_every_field(expected, system, split):
 def test_jsonl_reader_shapes():
     if not DATA.is_dir():
         pytest.skip(f"shared WebNLG 2020 data not found at {DATA}")
-    refs = webnlg_read_jsonl(DATA / "refs_all.jsonl")
-    base = webnlg_read_jsonl(DATA / "baseline_all.jsonl")
+    refs = WebNLGReader.read_jsonl(DATA / "refs_all.jsonl")
+    base = WebNLGReader.read_jsonl(DATA / "baseline_all.jsonl")
     # README: 2,155 entries / 6,945 reference triples; baseline has 157 empty entries
     assert len(refs) == 2155 and sum(map(len, refs)) == 6945
     assert len(base) == 2155 and sum(1 for e in base if not e) == 157
     assert len(refs[0]) == 3 and refs[0][0] == ("Turn_Me_On_(album)", "runtime", "35.1")
-    amazon = webnlg_read_jsonl(DATA / "amazon_all.jsonl")
+    amazon = WebNLGReader.read_jsonl(DATA / "amazon_all.jsonl")
     assert any(("&" in x) for e in amazon for t in e for x in t)  # unescaped & kept
 
 
@@ -315,10 +309,10 @@ def test_assignment_float_near_tie():
     f = [[0.3, 0.1], [0.2, 0.0]]
     assert 0.1 + 0.2 > 0.3 + 0.0
     assert _official_loop(f) == (1, 0)
-    assert _webnlg_best_assignment(f) == (1, 0)
+    assert WebNLGScorer.best_assignment(f) == (1, 0)
     # exact tie: lexicographically first
-    assert _webnlg_best_assignment([[1.0, 1.0], [1.0, 1.0]]) == (0, 1)
-    assert _webnlg_best_assignment([[0.5]]) == (0,)
+    assert WebNLGScorer.best_assignment([[1.0, 1.0], [1.0, 1.0]]) == (0, 1)
+    assert WebNLGScorer.best_assignment([[0.5]]) == (0,)
 
 
 _TIE_VALUES = [0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5, 0.25, 0.7, 0.6, 5 / 6, 0.75]
@@ -328,15 +322,15 @@ _TIE_VALUES = [0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5, 0.25, 0.7, 0.6, 5 / 6
 @given(st.integers(1, 6).flatmap(lambda k: st.lists(
     st.lists(st.sampled_from(_TIE_VALUES), min_size=k, max_size=k), min_size=k, max_size=k)))
 def test_assignment_matches_official_loop(f):
-    assert _webnlg_best_assignment(f) == _official_loop(f)
+    assert WebNLGScorer.best_assignment(f) == _official_loop(f)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1.0)), min_size=4, max_size=4))
 def test_pair_objective_equals_statistics_mean(f1s):
-    # _webnlg_pair_objective reads overall[s][9] (the F1 slot) of the 4 schemas.
+    # WebNLGScorer.pair_objective reads overall[s][9] (the F1 slot) of the 4 schemas.
     overall = tuple((0,) * 9 + (x,) for x in f1s)
-    assert _webnlg_pair_objective(overall) == statistics.mean(f1s)
+    assert WebNLGScorer.pair_objective(overall) == statistics.mean(f1s)
 
 
 # ======================================================================================
@@ -413,11 +407,11 @@ def test_read_xml_lenient(tmp_path):
     rp, cp = tmp_path / "refs.xml", tmp_path / "cands.xml"
     rp.write_text(_REF_XML, encoding="utf-8")
     cp.write_text(_CAND_XML, encoding="utf-8")
-    assert webnlg_read_xml(rp) == _REF_EXPECTED  # auto -> reference (has modifiedtripleset)
-    assert webnlg_read_xml(cp) == _CAND_EXPECTED  # auto -> candidate
-    assert webnlg_read_xml(cp, kind="reference") == [[], [], []]
+    assert WebNLGReader.read_xml(rp) == _REF_EXPECTED  # auto -> reference (has modifiedtripleset)
+    assert WebNLGReader.read_xml(cp) == _CAND_EXPECTED  # auto -> candidate
+    assert WebNLGReader.read_xml(cp, kind="reference") == [[], [], []]
     with pytest.raises(ValueError, match="kind"):
-        webnlg_read_xml(cp, kind="gold")
+        WebNLGReader.read_xml(cp, kind="gold")
 
 
 def test_xml_and_jsonl_give_the_same_scores(tmp_path):
@@ -427,9 +421,9 @@ def test_xml_and_jsonl_give_the_same_scores(tmp_path):
     rj, cj = tmp_path / "refs.jsonl", tmp_path / "cands.jsonl"
     rj.write_text("".join(json.dumps({"triples": [list(t) for t in e]}) + "\n" for e in _REF_EXPECTED))
     cj.write_text("".join(json.dumps({"triples": [list(t) for t in e]}) + "\n" for e in _CAND_EXPECTED))
-    from_xml = _score(webnlg_read_xml(rp), webnlg_read_xml(cp))
-    from_jsonl = _score(webnlg_read_jsonl(rj), webnlg_read_jsonl(cj))
+    from_xml = _score(WebNLGReader.read_xml(rp), WebNLGReader.read_xml(cp))
+    from_jsonl = _score(WebNLGReader.read_jsonl(rj), WebNLGReader.read_jsonl(cj))
     assert from_xml == from_jsonl
     # the entry without generatedtripleset scores like an empty prediction: 3 missed
-    alone = _score(webnlg_read_xml(rp)[1:2], webnlg_read_xml(cp)[1:2])
+    alone = _score(WebNLGReader.read_xml(rp)[1:2], WebNLGReader.read_xml(cp)[1:2])
     assert alone["Total_scores"]["Exact"]["Missed"] == 3 and alone["Total_scores"]["Exact"]["F1"] == 0

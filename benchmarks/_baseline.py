@@ -1,0 +1,49 @@
+"""Load ``evaluate.py`` as it was at a git revision, by path, for side-by-side benchmarks.
+
+``load_evaluate(ref)`` writes ``git show REF:evaluate.py`` to a temporary file and imports
+it under a private module name (never ``evaluate``: that import name belongs to Hugging
+Face's package), so one benchmark run can time the old and the new code on the same input.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The revision before issue 11's solver and similarity speed-ups (branch point of `solver`).
+DEFAULT_BASELINE = "eae578e"
+
+
+def load_current() -> ModuleType:
+    """This checkout's evaluate.py, loaded by path."""
+    return _load(ROOT / "evaluate.py", "kg_eval_current")
+
+
+def load_evaluate(ref: str) -> ModuleType:
+    """evaluate.py at git revision ``ref``, loaded by path.
+
+    Raises:
+        RuntimeError: git failed (not a repository, unknown revision), with git's message.
+    """
+    done = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:evaluate.py"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot read evaluate.py at {ref!r}: {done.stderr.strip()}")
+    folder = Path(tempfile.mkdtemp(prefix="kg-eval-baseline-"))
+    path = folder / "evaluate_baseline.py"
+    path.write_text(done.stdout, encoding="utf-8")
+    return _load(path, f"kg_eval_baseline_{abs(hash(ref))}")
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module          # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,594 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Generate predictions for `evaluate.py`
+#
+# Runs a (fine-tuned) chat model over the prompts of a JSONL file and writes one **combined**
+# line per prompt: `id`, the prompt, the input's gold unchanged (`gold_parsed`, or `gold_raw`
+# for text such as a chat assistant turn), the model's verbatim text (`pred_raw`),
+# `finish_reason`, the parse status given by `evaluate.py`'s own parser, the generation
+# settings and timing. Grade it as it is: `uv run evaluate.py --pred OUTPUT`.
+#
+# * **Where**: a laptop CPU, a local GPU or Google Colab, unchanged. Device `auto` picks CUDA
+#   when present, in bfloat16 on GPUs that support it natively and float32 on the others
+#   (Colab's T4: Qwen overflows in float16); CPU runs in float32.
+# * **Resumable**: every batch is appended, flushed and fsynced; a rerun cuts a partial last
+#   line left by a crash and skips the ids already written. Rerun the notebook to continue.
+# * **Prompts** are rendered with the tokenizer's own chat template (`enable_thinking` is
+#   passed to the template), left-padded, never truncated (a prompt that does not fit the
+#   model's context is reported, skipped and counted), and batched by length.
+#
+# Set the parameters in the next cell, or pass them with papermill:
+# `papermill generate_predictions.ipynb run.ipynb -p model_id ... -p output_path ...`.
+# This file has a plain-text twin, `generate_predictions.py` (jupytext `py:percent`);
+# `jupytext --sync generate_predictions.ipynb` updates one from the other.
+
+# %% tags=["parameters"]
+# Model: a Hugging Face id, a local model directory, or a local .gguf file.
+model_id = "mohar07/qwen3-0.6b-kg-triplets"
+adapter = ""                      # optional LoRA adapter (Hugging Face id or directory; needs peft)
+input_path = "gold/gold.jsonl"    # prompt/text/sent (+ id, gold) lines, or chat "messages" lines
+output_path = "predictions/generated.jsonl"
+evaluator_path = "evaluate.py"    # loaded by file path (the name `evaluate` is Hugging Face's)
+evaluator_url = ""                # Colab only: fetch evaluate.py from here when it is missing
+system_prompt = ""                # system turn for inputs that have none (empty: no system turn)
+user_template = "{prompt}"        # user turn of prompt/text/sent inputs: {prompt} is replaced by the text
+batch_size = 8
+max_new_tokens = 1024
+do_sample = False                 # False: greedy decoding
+temperature = 0.7                 # used only with do_sample
+top_p = 0.8                       # used only with do_sample
+top_k = 20                        # used only with do_sample
+seed = 0
+enable_thinking = False           # passed to the chat template (Qwen3: empty <think> block when False)
+limit = None                      # only the first N input records in input order (None: all)
+resume = True                     # continue an existing output file (False: refuse to touch it)
+device = "auto"                   # auto | cpu | cuda | cuda:N | mps
+dtype = "auto"                    # auto | float32 | bfloat16 | float16
+max_prompt_tokens = None          # None: the model's context length minus max_new_tokens
+backend = "transformers"          # transformers | vllm | auto (vllm when installed and on CUDA)
+
+# %% [markdown]
+# ## Setup
+# On Colab this installs what the notebook needs (torch is preinstalled there) and fetches
+# `evaluate.py`; elsewhere it uses the project's environment (`uv sync --extra notebook`
+# plus a torch build for your hardware, see the README).
+
+# %%
+import importlib.util
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+IN_COLAB = "google.colab" in sys.modules
+
+if IN_COLAB:
+    _packages = ["transformers>=4.51", "json-repair>=0.30", "numpy>=1.26"]
+    if adapter:
+        _packages.append("peft")
+    if str(model_id).endswith(".gguf"):
+        _packages.append("gguf")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *_packages])
+    if str(output_path).startswith("/content/drive"):
+        from google.colab import drive  # keeps the output across Colab sessions
+
+        drive.mount("/content/drive")
+    if not Path(evaluator_path).is_file():
+        if evaluator_url:
+            import urllib.request
+
+            urllib.request.urlretrieve(evaluator_url, evaluator_path)
+        else:
+            from google.colab import files
+
+            print("Upload evaluate.py (or set evaluator_url in the parameters cell).")
+            for _name, _data in files.upload().items():
+                Path(evaluator_path).write_bytes(_data)
+
+evaluator_file = Path(evaluator_path).resolve()
+if not evaluator_file.is_file():
+    raise FileNotFoundError(
+        f"evaluator_path: {evaluator_file} does not exist; set evaluator_path to the project's "
+        "evaluate.py (on Colab: evaluator_url, or upload it when asked)")
+# Loaded under another module name: `import evaluate` would find Hugging Face's package.
+_spec = importlib.util.spec_from_file_location("kg_triplet_evaluate", evaluator_file)
+ev = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = ev
+_spec.loader.exec_module(ev)
+print(f"evaluate.py {ev.__version__} from {evaluator_file}")
+
+# %% [markdown]
+# ## Helpers
+# Plain functions (no torch at import): input records, resume state, device choice, the
+# end-of-sequence cut, batching and the grading command.
+
+# %% tags=["helpers"]
+import json
+import os
+import shlex
+from pathlib import Path
+
+#: Output fields, in order. Gold goes under gold_parsed (a parsed value) or gold_raw (text).
+#: Never "messages" (the evaluator would read the line as a chat gold line) and never a
+#: parsed prediction list (lossy; the evaluator parses pred_raw itself).
+RESUME_SETTINGS = ("model", "adapter", "max_new_tokens", "do_sample", "temperature", "top_p",
+                   "top_k", "seed", "enable_thinking", "system_prompt", "user_template")
+
+
+class InputProblem(ValueError):
+    """A bad input record or output file: the message names the file, line and field."""
+
+
+def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prompt}",
+                  prompt_keys=("prompt", "text", "sent"),
+                  gold_keys=("triplets", "gold", "gold_parsed", "triples", "gold_raw")):
+    """One input record -> dict(id, key, own_id, prompt, chat, gold_field,
+    gold, line).
+
+    Accepted like the evaluator's gold side: ``{"id"?, "prompt"|"text"|"sent", gold?}`` or a
+    chat line ``{"id"?, "messages": [system?, user, assistant?]}``. Chat: every turn before a
+    final assistant turn is the prompt (system and user turns, few-shot turns included), the
+    first user turn's content is ``prompt`` (what the evaluator checks grounding against) and
+    the final assistant content is the gold text (``gold_raw``). Flat: the chat is
+    ``[system_prompt?, user_template with {prompt} replaced]``; the gold value of the first
+    present gold key (not null) is kept unchanged: a string under ``gold_raw``, anything else
+    under ``gold_parsed``. ``id`` is the input's id, else the 1-based line number; ``key``
+    is ``str(id)`` (what the evaluator joins on).
+
+    Raises:
+        InputProblem: naming ``where`` (file: line), the field, expected vs found.
+    """
+    if not isinstance(obj, dict):
+        raise InputProblem(f"{where}: expected a JSON object, found {type(obj).__name__}")
+    rid = obj.get("id")
+    own_id = rid is not None
+    if rid is None:
+        rid = line_no
+    elif isinstance(rid, (dict, list, bool)):
+        raise InputProblem(f"{where}: field 'id': expected a string or number, found {json.dumps(rid)[:60]}")
+    gold_field, gold = None, None
+    if "messages" in obj and not any(k in obj for k in prompt_keys):
+        messages = obj["messages"]
+        if not isinstance(messages, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise InputProblem(f"{where}: field 'messages': expected a list of {{role, content}} objects "
+                               "with string values")
+        chat = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if chat and chat[-1]["role"] == "assistant":
+            gold_field, gold = "gold_raw", chat.pop()["content"]
+        user = next((m["content"] for m in chat if m["role"] == "user"), None)
+        if user is None:
+            raise InputProblem(f"{where}: field 'messages': no user turn before the final assistant turn")
+        prompt = user
+    else:
+        key = next((k for k in prompt_keys if k in obj), None)
+        if key is None:
+            raise InputProblem(f"{where}: no prompt: expected one of the fields "
+                               f"{', '.join(prompt_keys)} or 'messages', found {sorted(obj)}")
+        prompt = obj[key]
+        if not isinstance(prompt, str):
+            raise InputProblem(f"{where}: field '{key}': expected a string, found {json.dumps(prompt)[:60]}")
+        chat = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+            {"role": "user", "content": user_template.replace("{prompt}", prompt)}]
+        gkey = next((k for k in gold_keys if obj.get(k) is not None), None) or next(
+            (k for k in gold_keys if k in obj), None)
+        if gkey is not None:
+            gold = obj[gkey]
+            gold_field = "gold_raw" if isinstance(gold, str) else "gold_parsed"
+    return {"id": rid, "key": str(rid), "own_id": own_id, "prompt": prompt, "chat": chat,
+            "gold_field": gold_field, "gold": gold, "line": line_no}
+
+
+def read_prompt_records(path, read_jsonl, *, limit=None, **options):
+    """Read every record of ``path`` with the evaluator's robust ``read_jsonl``.
+
+    Returns ``(records, problems)``: the first ``limit`` good records in input order, and one
+    message per bad line (unreadable JSON, missing prompt ...), never silently dropped.
+
+    Raises:
+        InputProblem: two records with the same id (resuming and grading join on ids).
+    """
+    records, problems, seen = [], [], {}
+    for row in read_jsonl(path):
+        where = f"{path}: line {row.line_no}"
+        if row.error is not None:
+            problems.append(f"{path}: {row.error}")
+            continue
+        try:
+            rec = prompt_record(row.value, row.line_no, where, **options)
+        except InputProblem as exc:
+            problems.append(str(exc))
+            continue
+        if rec["key"] in seen:
+            raise InputProblem(f"{where}: id {rec['key']!r} repeats line {seen[rec['key']]}; ids must be "
+                               "unique (an input without ids gets its line numbers)")
+        seen[rec["key"]] = row.line_no
+        records.append(rec)
+        if limit is not None and len(records) >= limit:
+            break
+    return records, problems
+
+
+def prepare_output(path):
+    """Make ``path`` ready for appending and return what it already holds.
+
+    A last line without its newline (left by a crash mid-write) is cut off. Every complete
+    line must be a JSON object with an ``id``.
+
+    Returns:
+        ``(lines, cut_bytes)``: the decoded existing lines in file order, and how many bytes
+        of a partial last line were removed (0 when none).
+
+    Raises:
+        InputProblem: a complete line that is not a JSON object with an id, or a repeated id
+            (the file was edited or is not this notebook's output).
+    """
+    path = Path(path)
+    if not path.exists():
+        return [], 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    cut = len(data) - keep
+    if cut:
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+    lines, seen = [], {}
+    for no, raw in enumerate(data[:keep].splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise InputProblem(f"{path}: line {no}: not JSON ({exc}); this file is not resumable: "
+                               "move it away or fix the line") from None
+        if not isinstance(obj, dict) or obj.get("id") is None:
+            raise InputProblem(f"{path}: line {no}: expected a JSON object with an 'id', found "
+                               f"{raw[:60].decode('utf-8', 'replace')}")
+        key = str(obj["id"])
+        if key in seen:
+            raise InputProblem(f"{path}: line {no}: id {key!r} repeats line {seen[key]}")
+        seen[key] = no
+        lines.append(obj)
+    return lines, cut
+
+
+def resume_conflicts(existing_lines, settings):
+    """Settings (names in RESUME_SETTINGS) whose value in the existing output differs from
+    this run's, as ``"name: file X, now Y"`` strings; empty when the run may continue."""
+    out = []
+    for obj in existing_lines[:1]:
+        old = obj.get("generation") or {}
+        for name in RESUME_SETTINGS:
+            if name in old and old[name] != settings.get(name):
+                out.append(f"{name}: file {old[name]!r}, now {settings.get(name)!r}")
+    return out
+
+
+def choose_device_dtype(device, dtype, *, cuda_available, cuda_capability=None, mps_available=False):
+    """Resolve the ``device`` and ``dtype`` parameters.
+
+    ``auto`` device: ``cuda`` when available, else ``cpu``. ``auto`` dtype: ``bfloat16`` on a
+    CUDA device of compute capability >= 8.0 (native bf16: Ampere and later), ``float32`` on
+    older GPUs such as the T4 (7.5; Qwen overflows in float16) and on CPU/MPS.
+
+    Returns ``(device, dtype)`` as strings. Raises ValueError for an unavailable device or an
+    unknown dtype.
+    """
+    if device == "auto":
+        device = "cuda" if cuda_available else "cpu"
+    if device.startswith("cuda") and not cuda_available:
+        raise ValueError(f"device={device!r}: CUDA is not available (torch sees no GPU)")
+    if device == "mps" and not mps_available:
+        raise ValueError("device='mps': MPS is not available")
+    if dtype == "auto":
+        native_bf16 = cuda_capability is not None and tuple(cuda_capability) >= (8, 0)
+        dtype = "bfloat16" if device.startswith("cuda") and native_bf16 else "float32"
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype={dtype!r}: expected auto, float32, bfloat16 or float16")
+    return device, dtype
+
+
+def cut_at_eos(token_ids, eos_ids):
+    """Generated token ids up to (not including) the first end-of-sequence id.
+
+    Returns ``(ids, finish_reason)``: "stop" when an end-of-sequence id was generated,
+    "length" when generation ran out of new tokens."""
+    for i, tok in enumerate(token_ids):
+        if tok in eos_ids:
+            return list(token_ids[:i]), "stop"
+    return list(token_ids), "length"
+
+
+def length_batches(items, size, length):
+    """Batches of at most ``size`` items, longest first (little padding; an out-of-memory
+    error shows up in the first batch)."""
+    ordered = sorted(items, key=length, reverse=True)
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+
+
+def grading_command(evaluator_file, output_file, *, colab=False, cwd=None):
+    """The shell command that grades the combined output with the evaluator."""
+    cwd = Path(cwd or os.getcwd()).resolve()
+    evaluator_file, output_file = Path(evaluator_file).resolve(), Path(output_file).resolve()
+
+    def rel(p):
+        try:
+            return p.relative_to(cwd).as_posix()
+        except ValueError:
+            return str(p)
+
+    args = f"{shlex.quote(rel(evaluator_file))} --pred {shlex.quote(rel(output_file))}"
+    project = evaluator_file.parent
+    if colab or not (project / "pyproject.toml").is_file():
+        return f"python {args}"
+    if project == cwd:
+        return f"uv run {args}"
+    return f"uv run --project {shlex.quote(str(project))} {args}"
+
+
+# %% [markdown]
+# ## Inputs and resume state
+
+# %%
+settings = {
+    "model": str(model_id), "adapter": adapter or None, "max_new_tokens": int(max_new_tokens),
+    "do_sample": bool(do_sample),
+    "temperature": float(temperature) if do_sample else None,
+    "top_p": float(top_p) if do_sample else None,
+    "top_k": int(top_k) if do_sample else None,
+    "seed": int(seed), "enable_thinking": bool(enable_thinking),
+    "system_prompt": system_prompt or None, "user_template": user_template,
+}
+records, input_problems = read_prompt_records(
+    input_path, ev.read_jsonl, limit=limit, system_prompt=system_prompt, user_template=user_template,
+    prompt_keys=ev.PROMPT_KEYS, gold_keys=ev.GOLD_KEYS + ev.GOLD_RAW_KEYS)
+for msg in input_problems:
+    print("skipped input line:", msg)
+
+out_file = Path(output_path)
+if out_file.exists() and out_file.stat().st_size and not resume:
+    raise FileExistsError(f"{out_file} exists and resume=False: move it away, choose another "
+                          "output_path, or set resume=True to continue it")
+out_file.parent.mkdir(parents=True, exist_ok=True)
+existing, cut_bytes = prepare_output(out_file)
+if cut_bytes:
+    print(f"resume: removed a partial last line ({cut_bytes} bytes) left by an interrupted run")
+conflicts = resume_conflicts(existing, settings)
+if conflicts:
+    raise InputProblem(f"{out_file} was written with other settings ({'; '.join(conflicts)}): "
+                       "choose another output_path, or move the file away to start over")
+done = {str(obj["id"]) for obj in existing}
+input_keys = {r["key"] for r in records}
+foreign = sorted(done - input_keys)
+if foreign and limit is None:
+    print(f"note: {len(foreign)} id(s) in {out_file} are not in {input_path} "
+          f"(e.g. {', '.join(foreign[:5])}); the evaluator grades every line of the file")
+pending = [r for r in records if r["key"] not in done]
+print(f"{len(records)} input records ({len(input_problems)} bad input line(s) skipped); "
+      f"{len(records) - len(pending)} already in {out_file}; {len(pending)} to generate")
+
+# %% [markdown]
+# ## Tokenizer and prompts
+# The tokenizer's own chat template renders each prompt; nothing is ever truncated.
+
+# %%
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+model_path = Path(str(model_id)).expanduser()
+if model_path.suffix == ".gguf":
+    load_from, gguf_kw = str(model_path.parent), {"gguf_file": model_path.name}
+else:
+    load_from, gguf_kw = str(model_id), {}
+# An adapter saved with its own tokenizer (added tokens, another chat template) brings it along.
+adapter_tokenizer = bool(adapter) and (Path(adapter) / "tokenizer_config.json").is_file()
+tokenizer_source = adapter if adapter_tokenizer else load_from
+tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **({} if adapter_tokenizer else gguf_kw))
+tokenizer.padding_side = "left"
+if tokenizer.pad_token is None:
+    tokenizer.pad_token = tokenizer.eos_token
+if not tokenizer.chat_template:
+    raise ValueError(f"{tokenizer_source}: the tokenizer has no chat template; this notebook renders "
+                     "prompts with the model's own template (use an instruct/chat model)")
+if "enable_thinking" not in tokenizer.chat_template:
+    print("note: this chat template does not read enable_thinking; the parameter has no effect")
+
+config = AutoConfig.from_pretrained(load_from, **gguf_kw)
+context_length = getattr(config, "max_position_embeddings", None)
+if max_prompt_tokens is None and context_length:
+    max_prompt_tokens = int(context_length) - int(max_new_tokens)
+
+too_long = []
+for rec in pending:
+    rec["rendered"] = tokenizer.apply_chat_template(
+        rec["chat"], tokenize=False, add_generation_prompt=True, enable_thinking=bool(enable_thinking))
+    # The template already holds every special token the model needs (no BOS added twice).
+    rec["input_ids"] = tokenizer(rec["rendered"], add_special_tokens=False)["input_ids"]
+    if max_prompt_tokens is not None and len(rec["input_ids"]) > max_prompt_tokens:
+        too_long.append(rec)
+for rec in too_long:
+    print(f"too long, skipped: id {rec['key']} (line {rec['line']}): {len(rec['input_ids'])} prompt "
+          f"tokens > {max_prompt_tokens} (context {context_length} - max_new_tokens {max_new_tokens})")
+_too_long_keys = {r["key"] for r in too_long}
+pending = [r for r in pending if r["key"] not in _too_long_keys]
+if pending:
+    print("first rendered prompt:", json.dumps(pending[0]["rendered"][-200:], ensure_ascii=False))
+
+# %% [markdown]
+# ## Model
+# `device`/`dtype` `auto`: CUDA in bfloat16 where the GPU supports it natively, float32 on
+# older GPUs (T4) and on CPU. `backend="vllm"` (or `auto` with vLLM installed on CUDA) uses
+# vLLM with the same rendered prompts (token ids), else plain transformers.
+
+# %%
+cuda_ok = torch.cuda.is_available()
+device, dtype = choose_device_dtype(
+    device, dtype, cuda_available=cuda_ok,
+    cuda_capability=torch.cuda.get_device_capability(0) if cuda_ok else None,
+    mps_available=getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available())
+torch_dtype = getattr(torch, dtype)
+if backend == "auto":
+    backend = "vllm" if device.startswith("cuda") and importlib.util.find_spec("vllm") else "transformers"
+if backend not in ("transformers", "vllm"):
+    raise ValueError(f"backend={backend!r}: expected transformers, vllm or auto")
+# End of sequence: the tokenizer's eos token and the generation config's (Qwen3: <|im_end|>
+# and <|endoftext|>).
+eos_ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+try:
+    _gen_eos = transformers.GenerationConfig.from_pretrained(load_from, **gguf_kw).eos_token_id
+except (OSError, ValueError):
+    _gen_eos = None
+eos_ids.update(_gen_eos if isinstance(_gen_eos, list) else [] if _gen_eos is None else [_gen_eos])
+
+model = llm = None
+if pending and backend == "transformers":
+    dtype_kw = "dtype" if tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 56) else "torch_dtype"
+    model = AutoModelForCausalLM.from_pretrained(load_from, **{dtype_kw: torch_dtype}, **gguf_kw)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    model.to(device).eval()
+    generation_config = transformers.GenerationConfig(
+        max_new_tokens=int(max_new_tokens), do_sample=bool(do_sample),
+        eos_token_id=sorted(eos_ids), pad_token_id=tokenizer.pad_token_id,
+        **({"temperature": float(temperature), "top_p": float(top_p), "top_k": int(top_k)} if do_sample
+           else {"temperature": 1.0, "top_p": 1.0, "top_k": 50}))
+elif pending and backend == "vllm":
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    # vLLM gets the prompt token ids rendered above and returns token ids, which are decoded
+    # below by the same tokenizer: both backends see and write exactly the same text.
+    llm = LLM(model=str(model_path) if gguf_kw else str(model_id), skip_tokenizer_init=True,
+              dtype=dtype, seed=int(seed), enable_lora=bool(adapter),
+              **({"max_model_len": int(context_length)} if context_length else {}))
+    lora_request = LoRARequest("adapter", 1, adapter) if adapter else None
+    sampling = SamplingParams(
+        max_tokens=int(max_new_tokens), seed=int(seed), stop_token_ids=sorted(eos_ids), detokenize=False,
+        **({"temperature": float(temperature), "top_p": float(top_p), "top_k": int(top_k)} if do_sample
+           else {"temperature": 0.0}))
+print(f"backend {backend}, device {device}, dtype {dtype}, end-of-sequence ids {sorted(eos_ids)}")
+
+# %% [markdown]
+# ## Generate
+# One batch at a time, longest prompts first; each batch is appended to the output, flushed
+# and fsynced before the next starts.
+
+# %%
+import warnings
+
+with warnings.catch_warnings():  # no ipywidgets outside Jupyter/Colab: plain text bars
+    warnings.simplefilter("ignore")
+    from tqdm.auto import tqdm
+
+run_settings = dict(settings, backend=backend, device=device, dtype=dtype, batch_size=int(batch_size),
+                    transformers=transformers.__version__, torch=torch.__version__)
+
+
+def generate_transformers(batch):
+    """Token ids generated for each prompt of ``batch`` (left padding; on CUDA out of memory
+    the batch is split in two and retried)."""
+    enc = tokenizer.pad({"input_ids": [r["input_ids"] for r in batch]}, return_tensors="pt").to(device)
+    try:
+        with torch.inference_mode():
+            out = model.generate(**enc, generation_config=generation_config)
+    except torch.OutOfMemoryError:
+        if len(batch) == 1:
+            raise
+        torch.cuda.empty_cache()
+        half = len(batch) // 2
+        return generate_transformers(batch[:half]) + generate_transformers(batch[half:])
+    width = enc["input_ids"].shape[1]
+    return [(row[width:].tolist(), None) for row in out.cpu()]
+
+
+def generate_vllm(batch):
+    """Token ids and finish reason per prompt, from vLLM with the same prompt token ids."""
+    outs = llm.generate([{"prompt_token_ids": r["input_ids"]} for r in batch], sampling,
+                        use_tqdm=False, lora_request=lora_request)
+    return [(list(o.outputs[0].token_ids), o.outputs[0].finish_reason) for o in outs]
+
+
+batches = length_batches(pending, int(batch_size), lambda r: len(r["input_ids"]))
+run_tokens, run_seconds, written = 0, 0.0, 0
+if batches and do_sample:
+    transformers.set_seed(int(seed))
+with open(out_file, "a", encoding="utf-8") as sink:
+    for index, batch in enumerate(tqdm(batches, desc="batches", unit="batch")):
+        start = time.perf_counter()
+        results = generate_transformers(batch) if backend == "transformers" else generate_vllm(batch)
+        seconds = time.perf_counter() - start
+        lines = []
+        for rec, (ids, engine_reason) in zip(batch, results):
+            ids, finish_reason = cut_at_eos(ids, eos_ids)
+            finish_reason = engine_reason or finish_reason
+            pred_raw = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            parsed = ev.parse_model_output(pred_raw)
+            run_tokens += len(ids)
+            line = {"id": rec["id"], "prompt": rec["prompt"]}
+            if rec["gold_field"]:
+                line[rec["gold_field"]] = rec["gold"]
+            line.update({
+                "pred_raw": pred_raw, "finish_reason": finish_reason,
+                "parse_status": parsed.status, "parse_reason": parsed.reason,
+                "prompt_messages": rec["chat"], "prompt_rendered": rec["rendered"],
+                "n_prompt_tokens": len(rec["input_ids"]), "n_generated_tokens": len(ids),
+                "input_line": rec["line"], "generation": run_settings,
+                "timing": {"batch": index, "batch_size": len(batch), "batch_seconds": round(seconds, 4),
+                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+            })
+            lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+        sink.write("".join(lines))
+        sink.flush()
+        os.fsync(sink.fileno())
+        run_seconds += seconds
+        written += len(lines)
+
+# %% [markdown]
+# ## Summary
+
+# %%
+final_lines, _ = prepare_output(out_file)
+status_counts = Counter(obj.get("parse_status", "?") for obj in final_lines)
+finish_counts = Counter(obj.get("finish_reason", "?") for obj in final_lines)
+missing = [r["key"] for r in records if r["key"] not in {str(o["id"]) for o in final_lines}]
+print(f"output: {out_file} ({len(final_lines)} lines; {written} written by this run)")
+print("parse status:", ", ".join(f"{k} {v}" for k, v in sorted(status_counts.items())) or "-")
+print("finish reason:", ", ".join(f"{k} {v}" for k, v in sorted(finish_counts.items())) or "-")
+if run_seconds:
+    print(f"this run: {run_tokens} generated tokens in {run_seconds:.1f} s = "
+          f"{run_tokens / run_seconds:.1f} tokens/s ({backend}, {device}, {dtype})")
+print(f"bad input lines skipped: {len(input_problems)}; prompts too long, skipped: {len(too_long)}"
+      + (f" (ids {', '.join(r['key'] for r in too_long[:10])})" if too_long else ""))
+if missing:
+    print(f"WARNING: {len(missing)} input record(s) have no output line (e.g. {', '.join(missing[:5])}); "
+          "grading the output alone scores only the lines it has")
+grading = grading_command(evaluator_file, out_file, colab=IN_COLAB)
+if not any(r["gold_field"] for r in records):
+    grading += " --gold YOUR_GOLD.jsonl"
+    print("note: the input has no gold answers; pass the gold file to the evaluator")
+print("grade with:", grading)
+if (missing and limit is None and not input_problems
+        and all(r["own_id"] and r["gold_field"] for r in records)):
+    print("to count the records without an output line as missing predictions:",
+          grading.split(" --pred ")[0], "--pred", shlex.quote(str(out_file)), "--gold", shlex.quote(str(input_path)))

