@@ -5313,6 +5313,10 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
     return build_report([scored], chosen, source)
 
 
+#: The printed summary shows at most this many notices (the report holds all of them).
+SUMMARY_NOTICES_SHOWN = 50
+
+
 def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     """Human-readable summary of a report (what the CLI prints to stdout): the run
     description and its notices (one line each), then each family's section present in the
@@ -5329,7 +5333,9 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     notices = s.get("notices", [])
     if notices:  # every exclusion, skip and fallback that changed a number, one line each
         lines += [f"notices ({len(notices)}): what changed the numbers below",
-                  *(f"  {n['kind']}: {n['message']}" for n in notices)]
+                  *(f"  {n['kind']}: {n['message']}" for n in notices[:SUMMARY_NOTICES_SHOWN])]
+        if len(notices) > SUMMARY_NOTICES_SHOWN:
+            lines.append(f"  ... {len(notices) - SUMMARY_NOTICES_SHOWN} more (summary.notices in the report)")
     families = [cls() for cls in FAMILIES.values()]
     for family in families:
         if family.key == "summary" and "totals" in s:
@@ -6388,7 +6394,7 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = ",".join(DEFAULT_METRICS)
     p = argparse.ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
-        description="Score predicted knowledge-graph triplets against gold triplets (SPEC.md method).",
+        description="Score predicted knowledge-graph triplets against gold triplets (the method defined in the README, 'The method').",
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
         allow_abbrev=False,
     )
@@ -6401,7 +6407,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "of another --pred")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
-                    "or Text2KGBench ontology JSON (default: the 20 types of SPEC.md)")
+                    "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
     io.add_argument("--ontology", type=Path, help="Text2KGBench ontology JSON (relations + concepts; also the "
                     "relation vocabulary), or a directory of them when --pred/--gold are directories")
     io.add_argument("--schema", choices=("auto",) + SCHEMA_PROFILES, default="auto",
@@ -6427,7 +6433,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated metric families: " + ", ".join(FAMILIES)
                          + f"; 'all' for every one (default {defaults})")
     sim = p.add_argument_group("similarity")
-    sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
+    sim.add_argument("--no-embeddings", action="store_true",
+                     help="force the lexical similarity (the method's lexical score: difflib ratio + token Jaccard)")
     sim.add_argument("--embedding-model", default=None,
                      help=f"fastembed model name or local model directory (default {DEFAULT_EMBEDDING_MODEL})")
     sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: FASTEMBED_CACHE_PATH, "

@@ -160,3 +160,14 @@ def test_no_report_writes_nothing_and_contradicts_report(tmp_path, two_runs):
     rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--no-report", "--report", "x.json",
                             cwd=tmp_path)
     assert rc == 2 and "--no-report contradicts --report x.json" in err
+
+
+def test_printed_notices_are_capped_with_a_pointer_to_the_report():
+    report = ev.evaluate_entries([], similarity=ev.Similarity())
+    report["summary"]["notices"] = [ev.notice("bad_prediction_line", f"p.jsonl: line {k}: invalid JSON")
+                                    for k in range(1, ev.SUMMARY_NOTICES_SHOWN + 4)]
+    text = ev.format_summary(report)
+    assert f"notices ({ev.SUMMARY_NOTICES_SHOWN + 3}): what changed the numbers below" in text
+    assert "  ... 3 more (summary.notices in the report)" in text
+    assert f"line {ev.SUMMARY_NOTICES_SHOWN}: invalid JSON" in text
+    assert f"line {ev.SUMMARY_NOTICES_SHOWN + 1}: invalid JSON" not in text
