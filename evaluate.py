@@ -95,7 +95,7 @@ __all__ = [
     "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
     "records_to_json", "records_from_json", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
-    "JsonlLine", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
+    "JsonlLine", "JsonlReader", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
     "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
     "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
     "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
@@ -104,9 +104,10 @@ __all__ = [
     "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
-    "evaluate_entries", "format_summary", "report_json", "write_json_atomic", "EmbeddingUnavailable",
-    "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
-    "EmbeddingCache", "Embedder", "load_embedder", "download_embedding_model",
+    "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
+    "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
+    "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
     "evaluate_files", "run_directory", "RunOutcome", "run", "Terminated", "main",
 ]
@@ -2759,12 +2760,6 @@ class PerRelationFamily(MetricFamily):
 JSONL_MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Default cap on JSON nesting depth per line (a triplet record needs ~5 levels).
 JSONL_MAX_DEPTH = 100
-_JSONL_SNIFF_BYTES = 8192
-_JSONL_SKIP_CHUNK = 1024 * 1024
-#: Bytes of an unreadable line kept in ``JsonlLine.raw_head`` (to recover its ``"id"``).
-_JSONL_RAW_HEAD = 4096
-_JSONL_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
-_JSONL_NON_BRACKET = re.compile(rb"[^\[\]{}]++")
 
 
 class JsonlLine(NamedTuple):
@@ -2781,76 +2776,116 @@ class JsonlLine(NamedTuple):
     raw_head: bytes = b""
 
 
-def _jsonl_sniff(path: str | os.PathLike) -> None:
-    """Raise InputError if the file start does not look like UTF-8 text."""
-    name = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(_JSONL_SNIFF_BYTES)
+class JsonlReader:
+    """The parts of :func:`read_jsonl` (a namespace): the up-front format check (UTF-8 JSONL,
+    not a JSON array, not another encoding, not CR-only), the bounded line splitter, the
+    nesting-depth check and the decoder of one line."""
 
-    def fail(why: str) -> None:
-        raise InputError(f"{name}: not UTF-8 JSONL ({why})")
+    SNIFF_BYTES = 8192
+    SKIP_CHUNK = 1024 * 1024
+    #: Bytes of an unreadable line kept in ``JsonlLine.raw_head`` (to recover its ``"id"``).
+    RAW_HEAD = 4096
+    STRING_RE = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+    NON_BRACKET_RE = re.compile(rb"[^\[\]{}]++")
 
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        fail("UTF-16/UTF-32 byte-order mark (BOM) " + head[:2].hex(" ").upper())
-    if head.startswith(b"\x00\x00\xfe\xff"):
-        fail("UTF-32 byte-order mark")
-    if head.startswith(b"\x1f\x8b"):
-        fail("gzip-compressed data; decompress it first")
-    if head.startswith((b"PK\x03\x04", b"\x28\xb5\x2f\xfd", b"BZh", b"\xfd7zXZ")):
-        fail("compressed/archive data")
-    nul = head.count(b"\x00")
-    if nul:
-        even = head[0::2].count(b"\x00")
-        odd = head[1::2].count(b"\x00")
-        if nul >= len(head) // 4 and (even == 0 or odd == 0):
-            fail("NUL bytes every other byte: looks like UTF-16 without BOM")
-        fail(f"binary data: {nul} NUL byte(s) in the first {len(head)} bytes")
-    if b"\r" in head and b"\n" not in head and head.count(b"\r") > 1:
-        fail("old Mac CR-only line endings; convert them to LF or CRLF")
-    if head:
-        text = head.decode("utf-8", errors="replace")
-        # a cut multi-byte char at the sniff boundary gives at most one U+FFFD
-        bad = text.count("\ufffd") - head.decode("utf-8", errors="ignore").count("\ufffd")
-        ctrl = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\b")
-        if len(head) >= 64 and (bad + ctrl) > 0.3 * len(text):
-            fail("binary data: over 30% of the first bytes are not UTF-8 text")
+    @staticmethod
+    def sniff(path: str | os.PathLike) -> None:
+        """Raise InputError if the file start does not look like UTF-8 text."""
+        name = os.fspath(path)
+        with open(path, "rb") as f:
+            head = f.read(JsonlReader.SNIFF_BYTES)
 
+        def fail(why: str) -> None:
+            raise InputError(f"{name}: not UTF-8 JSONL ({why})")
 
-def _jsonl_depth_exceeds(raw: bytes, max_depth: int) -> bool:
-    """True if the (valid JSON) line nests brackets deeper than ``max_depth``."""
-    if raw.count(b"[") + raw.count(b"{") <= max_depth:
-        return False
-    brackets = _JSONL_NON_BRACKET.sub(b"", _JSONL_STRING.sub(b"", raw))
-    if not brackets:
-        return False
-    arr = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
-    return int(np.cumsum(steps).max()) > max_depth
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            fail("UTF-16/UTF-32 byte-order mark (BOM) " + head[:2].hex(" ").upper())
+        if head.startswith(b"\x00\x00\xfe\xff"):
+            fail("UTF-32 byte-order mark")
+        if head.startswith(b"\x1f\x8b"):
+            fail("gzip-compressed data; decompress it first")
+        if head.startswith((b"PK\x03\x04", b"\x28\xb5\x2f\xfd", b"BZh", b"\xfd7zXZ")):
+            fail("compressed/archive data")
+        nul = head.count(b"\x00")
+        if nul:
+            even = head[0::2].count(b"\x00")
+            odd = head[1::2].count(b"\x00")
+            if nul >= len(head) // 4 and (even == 0 or odd == 0):
+                fail("NUL bytes every other byte: looks like UTF-16 without BOM")
+            fail(f"binary data: {nul} NUL byte(s) in the first {len(head)} bytes")
+        if b"\r" in head and b"\n" not in head and head.count(b"\r") > 1:
+            fail("old Mac CR-only line endings; convert them to LF or CRLF")
+        if head:
+            text = head.decode("utf-8", errors="replace")
+            # a cut multi-byte char at the sniff boundary gives at most one U+FFFD
+            bad = text.count("\ufffd") - head.decode("utf-8", errors="ignore").count("\ufffd")
+            ctrl = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\b")
+            if len(head) >= 64 and (bad + ctrl) > 0.3 * len(text):
+                fail("binary data: over 30% of the first bytes are not UTF-8 text")
 
+    @staticmethod
+    def depth_exceeds(raw: bytes, max_depth: int) -> bool:
+        """True if the (valid JSON) line nests brackets deeper than ``max_depth``."""
+        if raw.count(b"[") + raw.count(b"{") <= max_depth:
+            return False
+        brackets = JsonlReader.NON_BRACKET_RE.sub(b"", JsonlReader.STRING_RE.sub(b"", raw))
+        if not brackets:
+            return False
+        arr = np.frombuffer(brackets, dtype=np.uint8)
+        steps = np.where((arr == ord("[")) | (arr == ord("{")), 1, -1)
+        return int(np.cumsum(steps).max()) > max_depth
 
-def _jsonl_decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
-    try:
-        s = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return JsonlLine(line_no, None,
-                         f"line {line_no}: invalid UTF-8 at byte {e.start} of the line (0-based)",
-                         raw[:_JSONL_RAW_HEAD])
-    if not s.strip():
-        return None
-    s = s.rstrip("\r\n")  # error columns then count within the line
-    try:
-        value = json.loads(s)
-    except RecursionError:
-        return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than "
-                                        f"{max_depth} levels (exceeds the decoder's recursion limit)",
-                         raw[:_JSONL_RAW_HEAD])
-    except json.JSONDecodeError as e:
-        return JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} (column {e.colno})",
-                         raw[:_JSONL_RAW_HEAD])
-    if _jsonl_depth_exceeds(raw, max_depth):
-        return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
-                         raw[:_JSONL_RAW_HEAD])
-    return JsonlLine(line_no, value, None)
+    @staticmethod
+    def decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        try:
+            s = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return JsonlLine(line_no, None,
+                             f"line {line_no}: invalid UTF-8 at byte {e.start} of the line (0-based)",
+                             raw[:JsonlReader.RAW_HEAD])
+        if not s.strip():
+            return None
+        s = s.rstrip("\r\n")  # error columns then count within the line
+        try:
+            value = json.loads(s)
+        except RecursionError:
+            return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than "
+                                            f"{max_depth} levels (exceeds the decoder's recursion limit)",
+                             raw[:JsonlReader.RAW_HEAD])
+        except json.JSONDecodeError as e:
+            return JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} (column {e.colno})",
+                             raw[:JsonlReader.RAW_HEAD])
+        if JsonlReader.depth_exceeds(raw, max_depth):
+            return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
+                             raw[:JsonlReader.RAW_HEAD])
+        return JsonlLine(line_no, value, None)
+
+    @staticmethod
+    def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
+        with open(path, "rb") as f:
+            line_no = 0
+            while True:
+                raw = f.readline(max_line_bytes + 1)
+                if not raw:
+                    return
+                line_no += 1
+                if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                    total = len(raw)
+                    head = raw[:JsonlReader.RAW_HEAD]
+                    while not raw.endswith(b"\n"):
+                        raw = f.readline(JsonlReader.SKIP_CHUNK)
+                        if not raw:
+                            break
+                        total += len(raw)
+                    yield JsonlLine(line_no, None,
+                                    f"line {line_no}: line longer than {max_line_bytes} bytes "
+                                    f"({total} bytes); skipped", head)
+                    continue
+                rec = JsonlReader.decode_line(raw, line_no, max_depth)
+                if rec is not None:
+                    yield rec
 
 
 def read_jsonl(
@@ -2887,35 +2922,8 @@ def read_jsonl(
 
     Source: JSON Lines spec (https://jsonlines.org), RFC 8259; project spec.
     """
-    _jsonl_sniff(path)
-    return _jsonl_iter(path, max_line_bytes, max_depth)
-
-
-def _jsonl_iter(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
-    with open(path, "rb") as f:
-        line_no = 0
-        while True:
-            raw = f.readline(max_line_bytes + 1)
-            if not raw:
-                return
-            line_no += 1
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
-                total = len(raw)
-                head = raw[:_JSONL_RAW_HEAD]
-                while not raw.endswith(b"\n"):
-                    raw = f.readline(_JSONL_SKIP_CHUNK)
-                    if not raw:
-                        break
-                    total += len(raw)
-                yield JsonlLine(line_no, None,
-                                f"line {line_no}: line longer than {max_line_bytes} bytes "
-                                f"({total} bytes); skipped", head)
-                continue
-            rec = _jsonl_decode_line(raw, line_no, max_depth)
-            if rec is not None:
-                yield rec
+    JsonlReader.sniff(path)
+    return JsonlReader.lines(path, max_line_bytes, max_depth)
 
 
 # ======================================================================================
@@ -4093,7 +4101,9 @@ WEBNLG_EXACT_MAX_K = 12
 
 class WebNLGScorer:
     """Scores entries one at a time into additive records, with the run's caches
-    (tokenisation, normalisation, pair scores). See :func:`webnlg2020_score`."""
+    (tokenisation, normalisation, pair scores). See :func:`webnlg2020_score`. Its static
+    methods are the scorer's corpus arithmetic: the assignment search that replaces the
+    official k! permutation loop, the exact means and the ``Exact_match`` step."""
 
     @staticmethod
     def pair_objective(overall: tuple) -> float:
@@ -4251,7 +4261,6 @@ class WebNLGScorer:
         if len(triple) != 3 or not all(isinstance(x, str) for x in triple):
             raise ValueError(f"a triple must be 3 strings, got {triple!r}")
         return " | ".join(triple)
-
 
     def __init__(self, tokenize: Callable[[str], list[str]] | None = None, on_crash: str = "skip") -> None:
         if on_crash not in ("skip", "raise"):
@@ -5409,34 +5418,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # to import fastembed); without it fastembed retries 3 times with 3 s + 9 s + 27 s sleeps
 # (39.0 s measured with DNS failing; longer or a hang when connections time out).
 
-#: The one-time command (run while online) that fetches a model; completed by the model name.
-EMB_FETCH_COMMAND = f"{CLI_COMMAND} --download-model"
-#: Most texts per model call. Inputs are sorted by length first (1.55x: 455 -> 705 texts/s,
-#: best of 3, benchmarks/bench_embeddings.py); batch 64, 128 and 256 were within the noise of a
-#: shared 2-core box (705/679/600 in one run, 487/451/603 in another), 128 is the middle.
-EMB_BATCH_SIZE = 128
-#: A batch also holds at most this many characters counted as (texts x longest text), which
-#: bounds the activations (attention is batch x heads x tokens^2) when long texts come along:
-#: titles up to 128 chars get full batches, 500-char descriptions batches of 32.
-EMB_BATCH_CHAR_BUDGET = 16_384
-#: Default cap on cached vectors (all models together). Measured 2.1 kB per 384-d row incl.
-#: the text index (106 MB for 50k rows), so ~210 MB at the cap for bge-small / MiniLM;
-#: eviction is least-recently-used.
-EMB_CACHE_MAX_ENTRIES = 100_000
-EMB_CACHE_FILENAME = "embeddings-v1.sqlite3"
-#: New vectors are written to the cache every this many texts, so an interrupted run keeps them.
-EMB_CACHE_WRITE_CHUNK = 1024
-#: In-process memo bound (vectors); cleared when exceeded (~150 MB at 384-d float32).
-EMB_MEMO_MAX_ENTRIES = 100_000
-_EMB_CACHE_SCHEMA = "2"
-# Files bigger than this are hashed by content too, but they are the only ones whose hashing
-# costs anything (sha256 runs at ~1.7 GB/s here: 15 ms for a 23 MB int8 MiniLM, 80 ms for
-# bge-small's 133 MB, ~0.8 s for a 1.3 GB model).
-_EMB_HASH_CHUNK = 1 << 20
-# Files in a model directory that do not influence the vectors.
-_EMB_FINGERPRINT_SKIP = {"files_metadata.json", "README.md", ".gitattributes"}
-
-
 class EmbeddingUnavailable(RuntimeError):
     """No embedding backend could load the requested model (offline).
 
@@ -5449,7 +5430,7 @@ class EmbeddingUnavailable(RuntimeError):
         self.reasons = dict(reasons or {})
 
 
-class _EmbBackendFailed(Exception):
+class _BackendFailed(Exception):
     """Internal: one backend could not load the model; the message is the reason."""
 
 
@@ -5502,19 +5483,19 @@ def cosine_similarity_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise ValueError(f"dimension mismatch: {a.shape[1]} vs {b.shape[1]}")
     if a.shape[0] == 0 or b.shape[0] == 0:
         return np.zeros((a.shape[0], b.shape[0]), dtype=np.float32)
-    a = _emb_l2_normalise(a)
-    b = _emb_l2_normalise(b)
+    a = _l2_normalise(a)
+    b = _l2_normalise(b)
     return np.clip(a @ b.T, 0.0, 1.0).astype(np.float32, copy=False)
 
 
-def _emb_l2_normalise(x: np.ndarray) -> np.ndarray:
+def _l2_normalise(x: np.ndarray) -> np.ndarray:
     """Rows of ``x`` (float32, (n, d)) divided by their L2 norm; all-zero rows stay zero."""
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return (x / np.where(norms > 0.0, norms, 1.0)).astype(np.float32, copy=False)
 
 
 # --------------------------------------------------------------------------------------
-# Locations
+# Locations, offline guard, model identity
 # --------------------------------------------------------------------------------------
 def default_embedding_cache_dir() -> Path:
     """Directory of the embedding cache: the platform user cache dir (platformdirs), e.g.
@@ -5524,167 +5505,156 @@ def default_embedding_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir(PRODUCT, appauthor=False))
 
 
-def emb_download_dir(model_cache: str | os.PathLike | None = None) -> Path:
-    """Where ``download_embedding_model`` stores models: ``model_cache`` if given, else
-    ``$FASTEMBED_CACHE_PATH``, else ``<user cache dir>/kg-triplet-eval/models`` (fastembed's own
-    default, ``$TMPDIR/fastembed_cache``, is wiped on reboot, so it is not used for downloads)."""
-    if model_cache:
-        return Path(model_cache).expanduser()
-    env = os.environ.get("FASTEMBED_CACHE_PATH")
-    if env:
-        return Path(env).expanduser()
-    return default_embedding_cache_dir() / "models"
+class ModelStore:
+    """Where embedding models live and how one is named (a namespace): the download folder,
+    the model caches searched offline, the one-time fetch command, the offline switch of the
+    Hugging Face libraries, and the content fingerprint of a model directory (its model id)."""
 
+    #: The one-time command (run while online) that fetches a model; completed by the model name.
+    FETCH_COMMAND = f"{CLI_COMMAND} --download-model"
 
-def emb_model_cache_candidates(model_cache: str | os.PathLike | None = None) -> list[Path]:
-    """Directories searched (in order) for a named model at load time.
+    # Files bigger than this are hashed by content too, but they are the only ones whose hashing
+    # costs anything (sha256 runs at ~1.7 GB/s here: 15 ms for a 23 MB int8 MiniLM, 80 ms for
+    # bge-small's 133 MB, ~0.8 s for a 1.3 GB model).
+    HASH_CHUNK = 1 << 20
 
-    An explicit ``model_cache`` is the only candidate. Otherwise: ``$FASTEMBED_CACHE_PATH``,
-    the download default (``<user cache>/kg-triplet-eval/models``), the Hugging Face hub cache
-    (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``; fastembed
-    stores models in the same layout) and fastembed's default ``$TMPDIR/fastembed_cache``.
-    Only existing directories are returned, without duplicates.
-    """
-    if model_cache:
-        return [Path(model_cache).expanduser()]
-    cands: list[Path] = []
-    if os.environ.get("FASTEMBED_CACHE_PATH"):
-        cands.append(Path(os.environ["FASTEMBED_CACHE_PATH"]).expanduser())
-    cands.append(default_embedding_cache_dir() / "models")
-    if os.environ.get("HF_HUB_CACHE"):
-        cands.append(Path(os.environ["HF_HUB_CACHE"]).expanduser())
-    elif os.environ.get("HF_HOME"):
-        cands.append(Path(os.environ["HF_HOME"]).expanduser() / "hub")
-    else:
-        cands.append(Path.home() / ".cache" / "huggingface" / "hub")
-    cands.append(Path(tempfile.gettempdir()) / "fastembed_cache")
-    out: list[Path] = []
-    for c in cands:
-        if c.is_dir() and c not in out:
-            out.append(c)
-    return out
+    #: Files in a model directory that do not influence the vectors.
+    FINGERPRINT_SKIP = {"files_metadata.json", "README.md", ".gitattributes"}
 
+    OFFLINE_ENV = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
 
-def emb_fetch_command(model: str, model_cache: str | os.PathLike | None = None) -> str:
-    """The exact one-time command that downloads ``model`` (into ``model_cache`` if given)."""
-    cmd = f"{EMB_FETCH_COMMAND} {model}"
-    if model_cache:
-        cmd += f" --model-cache {os.fspath(model_cache)}"
-    return cmd
+    @staticmethod
+    def download_dir(model_cache: str | os.PathLike | None = None) -> Path:
+        """Where ``download_embedding_model`` stores models: ``model_cache`` if given, else
+        ``$FASTEMBED_CACHE_PATH``, else ``<user cache dir>/kg-triplet-eval/models`` (fastembed's own
+        default, ``$TMPDIR/fastembed_cache``, is wiped on reboot, so it is not used for downloads)."""
+        if model_cache:
+            return Path(model_cache).expanduser()
+        env = os.environ.get("FASTEMBED_CACHE_PATH")
+        if env:
+            return Path(env).expanduser()
+        return default_embedding_cache_dir() / "models"
 
+    @staticmethod
+    def cache_candidates(model_cache: str | os.PathLike | None = None) -> list[Path]:
+        """Directories searched (in order) for a named model at load time.
 
-# --------------------------------------------------------------------------------------
-# Offline guard
-# --------------------------------------------------------------------------------------
-_EMB_OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "HF_HUB_DISABLE_TELEMETRY": "1",
-}
+        An explicit ``model_cache`` is the only candidate. Otherwise: ``$FASTEMBED_CACHE_PATH``,
+        the download default (``<user cache>/kg-triplet-eval/models``), the Hugging Face hub cache
+        (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``; fastembed
+        stores models in the same layout) and fastembed's default ``$TMPDIR/fastembed_cache``.
+        Only existing directories are returned, without duplicates.
+        """
+        if model_cache:
+            return [Path(model_cache).expanduser()]
+        cands: list[Path] = []
+        if os.environ.get("FASTEMBED_CACHE_PATH"):
+            cands.append(Path(os.environ["FASTEMBED_CACHE_PATH"]).expanduser())
+        cands.append(default_embedding_cache_dir() / "models")
+        if os.environ.get("HF_HUB_CACHE"):
+            cands.append(Path(os.environ["HF_HUB_CACHE"]).expanduser())
+        elif os.environ.get("HF_HOME"):
+            cands.append(Path(os.environ["HF_HOME"]).expanduser() / "hub")
+        else:
+            cands.append(Path.home() / ".cache" / "huggingface" / "hub")
+        cands.append(Path(tempfile.gettempdir()) / "fastembed_cache")
+        out: list[Path] = []
+        for c in cands:
+            if c.is_dir() and c not in out:
+                out.append(c)
+        return out
 
+    @staticmethod
+    def fetch_command(model: str, model_cache: str | os.PathLike | None = None) -> str:
+        """The exact one-time command that downloads ``model`` (into ``model_cache`` if given)."""
+        cmd = f"{ModelStore.FETCH_COMMAND} {model}"
+        if model_cache:
+            cmd += f" --model-cache {os.fspath(model_cache)}"
+        return cmd
 
-@contextlib.contextmanager
-def _emb_offline() -> Iterator[None]:
-    """Force Hugging Face libraries offline for the duration of a model LOAD, then restore.
+    @staticmethod
+    @contextlib.contextmanager
+    def offline() -> Iterator[None]:
+        """Force Hugging Face libraries offline for the duration of a model LOAD, then restore.
 
-    Sets the HF offline variables in ``os.environ`` (fastembed and transformers read them at
-    call time) and, if huggingface_hub is already imported, its ``constants.HF_HUB_OFFLINE``
-    (read once at import). Previous values are restored afterwards so that a later
-    ``download_embedding_model`` in the same process can still go online. Not thread-safe
-    (process-wide state), which is fine for the single-threaded CLI.
-    """
-    saved = {k: os.environ.get(k) for k in _EMB_OFFLINE_ENV}
-    os.environ.update(_EMB_OFFLINE_ENV)
-    hub_constants = sys.modules.get("huggingface_hub.constants")
-    saved_const = getattr(hub_constants, "HF_HUB_OFFLINE", None) if hub_constants else None
-    if hub_constants is not None:
-        hub_constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        Sets the HF offline variables in ``os.environ`` (fastembed and transformers read them at
+        call time) and, if huggingface_hub is already imported, its ``constants.HF_HUB_OFFLINE``
+        (read once at import). Previous values are restored afterwards so that a later
+        ``download_embedding_model`` in the same process can still go online. Not thread-safe
+        (process-wide state), which is fine for the single-threaded CLI.
+        """
+        saved = {k: os.environ.get(k) for k in ModelStore.OFFLINE_ENV}
+        os.environ.update(ModelStore.OFFLINE_ENV)
         hub_constants = sys.modules.get("huggingface_hub.constants")
+        saved_const = getattr(hub_constants, "HF_HUB_OFFLINE", None) if hub_constants else None
         if hub_constants is not None:
-            hub_constants.HF_HUB_OFFLINE = bool(saved_const) if saved_const is not None else (
-                (saved["HF_HUB_OFFLINE"] or "").strip().upper() in {"1", "TRUE", "YES", "ON"}
-            )
+            hub_constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            hub_constants = sys.modules.get("huggingface_hub.constants")
+            if hub_constants is not None:
+                hub_constants.HF_HUB_OFFLINE = bool(saved_const) if saved_const is not None else (
+                    (saved["HF_HUB_OFFLINE"] or "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+                )
 
+    @staticmethod
+    def file_digest(path: Path) -> str:
+        """Content hash of one model file.
 
-@contextlib.contextmanager
-def _emb_quiet_fastembed() -> Iterator[None]:
-    """Silence fastembed's loguru error lines during an offline probe (we print ONE line)."""
-    try:
-        from loguru import logger
-    except ImportError:  # pragma: no cover - loguru is a fastembed dependency
-        yield
-        return
-    logger.disable("fastembed")
-    try:
-        yield
-    finally:
-        logger.enable("fastembed")
+        Hugging Face cache snapshots are symlinks into a content-addressed ``blobs/`` directory
+        whose names are the files' hashes (sha256 for LFS files), so for those the blob name is
+        used and nothing is read. Other files are hashed in full with sha256 (~1.7 GB/s measured):
+        content hashing, unlike size+mtime, survives copies and catches same-size edits, and it
+        costs 15 ms for the 23 MB int8 MiniLM and ~80 ms for bge-small, paid once per load.
+        """
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target.parent.name == "blobs" and len(target.name) >= 40:
+                return "blob:" + target.name
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(ModelStore.HASH_CHUNK), b""):
+                h.update(chunk)
+        return h.hexdigest()
 
-
-def _emb_import_fastembed() -> Any:
-    """Import fastembed lazily. ``ORT_DISABLE_TELEMETRY=1`` must be set before onnxruntime is
-    imported and cannot be undone afterwards, so it is set process-wide (setdefault: a user
-    value wins)."""
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import fastembed  # noqa: F401  (heavy: ~1.1 s, imports onnxruntime)
-
-    return fastembed
-
-
-# --------------------------------------------------------------------------------------
-# Model identity
-# --------------------------------------------------------------------------------------
-def _emb_file_digest(path: Path) -> str:
-    """Content hash of one model file.
-
-    Hugging Face cache snapshots are symlinks into a content-addressed ``blobs/`` directory
-    whose names are the files' hashes (sha256 for LFS files), so for those the blob name is
-    used and nothing is read. Other files are hashed in full with sha256 (~1.7 GB/s measured):
-    content hashing, unlike size+mtime, survives copies and catches same-size edits, and it
-    costs 15 ms for the 23 MB int8 MiniLM and ~80 ms for bge-small, paid once per load.
-    """
-    if path.is_symlink():
-        target = Path(os.path.realpath(path))
-        if target.parent.name == "blobs" and len(target.name) >= 40:
-            return "blob:" + target.name
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_EMB_HASH_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def emb_fingerprint_dir(model_dir: Path) -> str:
-    """sha256 over (relative path, size, content digest) of every file in ``model_dir``
-    (recursive, following symlinks; hidden files, README.md and fastembed's
-    files_metadata.json skipped). Returns 64 hex chars. Raises OSError if unreadable."""
-    model_dir = Path(model_dir)
-    h = hashlib.sha256()
-    for p in sorted(model_dir.rglob("*")):
-        rel = p.relative_to(model_dir)
-        if any(part.startswith(".") for part in rel.parts) or p.name in _EMB_FINGERPRINT_SKIP:
-            continue
-        if not p.is_file():
-            continue
-        h.update(rel.as_posix().encode() + b"\0")
-        h.update(str(p.stat().st_size).encode() + b"\0")
-        h.update(_emb_file_digest(p).encode() + b"\n")
-    return h.hexdigest()
+    @staticmethod
+    def fingerprint_dir(model_dir: Path) -> str:
+        """sha256 over (relative path, size, content digest) of every file in ``model_dir``
+        (recursive, following symlinks; hidden files, README.md and fastembed's
+        files_metadata.json skipped). Returns 64 hex chars. Raises OSError if unreadable."""
+        model_dir = Path(model_dir)
+        h = hashlib.sha256()
+        for p in sorted(model_dir.rglob("*")):
+            rel = p.relative_to(model_dir)
+            if any(part.startswith(".") for part in rel.parts) or p.name in ModelStore.FINGERPRINT_SKIP:
+                continue
+            if not p.is_file():
+                continue
+            h.update(rel.as_posix().encode() + b"\0")
+            h.update(str(p.stat().st_size).encode() + b"\0")
+            h.update(ModelStore.file_digest(p).encode() + b"\n")
+        return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------
 # Backends (internal): each has .encode(list[str]) -> float32 (n, d)
 # --------------------------------------------------------------------------------------
-class _EmbFastembedBackend:
+class FastembedBackend:
+    """The fastembed backend: an ONNX model loaded offline (a fastembed model name from the
+    model caches, or a local directory holding an ONNX model); ``encode`` returns float32
+    rows (n, d). :meth:`load` finds and loads a model."""
+
     name = "fastembed"
 
     def __init__(self, model: Any):
@@ -5696,8 +5666,155 @@ class _EmbFastembedBackend:
         return np.asarray(list(self._model.embed(texts, batch_size=max(1, len(texts)))),
                           dtype=np.float32)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def quiet() -> Iterator[None]:
+        """Silence fastembed's loguru error lines during an offline probe (we print ONE line)."""
+        try:
+            from loguru import logger
+        except ImportError:  # pragma: no cover - loguru is a fastembed dependency
+            yield
+            return
+        logger.disable("fastembed")
+        try:
+            yield
+        finally:
+            logger.enable("fastembed")
 
-class _EmbSentenceTransformersBackend:
+    @staticmethod
+    def import_fastembed() -> Any:
+        """Import fastembed lazily. ``ORT_DISABLE_TELEMETRY=1`` must be set before onnxruntime is
+        imported and cannot be undone afterwards, so it is set process-wide (setdefault: a user
+        value wins)."""
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+        import fastembed  # noqa: F401  (heavy: ~1.1 s, imports onnxruntime)
+
+        return fastembed
+
+    @staticmethod
+    def local_dir_spec(model_dir: Path) -> dict[str, Any]:
+        """Inspect a local model directory for fastembed: ONNX file, pooling, dim, max length.
+
+        ONNX file: ``model.onnx``, else ``onnx/model.onnx``, else the first ``*.onnx`` found.
+        Pooling: sentence-transformers layout (``modules.json`` -> Pooling module dir, else
+        ``1_Pooling/config.json``): cls -> CLS, mean -> MEAN, lasttoken -> LAST_TOKEN; without a
+        pooling config MEAN is assumed (what all-MiniLM / most sentence-transformers models use).
+        Output is always L2-normalised. Raises _BackendFailed with the reason.
+        """
+        onnx = None
+        for cand in ("model.onnx", "onnx/model.onnx"):
+            if (model_dir / cand).is_file():
+                onnx = cand
+                break
+        if onnx is None:
+            found = sorted(p for p in model_dir.rglob("*.onnx") if p.is_file())
+            if not found:
+                raise _BackendFailed(f"no *.onnx file in {model_dir}")
+            onnx = found[0].relative_to(model_dir).as_posix()
+        for req in ("tokenizer.json", "tokenizer_config.json"):
+            if not (model_dir / req).is_file():
+                raise _BackendFailed(f"{req} missing in {model_dir}")
+
+        def _read_json(p: Path) -> dict[str, Any]:
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+                return data if isinstance(data, (dict, list)) else {}
+            except (OSError, ValueError):
+                return {}
+
+        pool_dir = model_dir / "1_Pooling"
+        modules = _read_json(model_dir / "modules.json")
+        if isinstance(modules, list):
+            for mod in modules:
+                if isinstance(mod, dict) and str(mod.get("type", "")).endswith("Pooling"):
+                    pool_dir = model_dir / str(mod.get("path", "1_Pooling"))
+        pool_cfg = _read_json(pool_dir / "config.json")
+        if not isinstance(pool_cfg, dict):
+            pool_cfg = {}
+        pooling = "MEAN"
+        if pool_cfg.get("pooling_mode_cls_token"):
+            pooling = "CLS"
+        elif pool_cfg.get("pooling_mode_lasttoken"):
+            pooling = "LAST_TOKEN"
+        elif pool_cfg and not pool_cfg.get("pooling_mode_mean_tokens"):
+            modes = [k for k, v in pool_cfg.items() if k.startswith("pooling_mode") and v]
+            raise _BackendFailed(f"pooling {modes} of {model_dir} is not supported by fastembed")
+        config = _read_json(model_dir / "config.json")
+        dim = pool_cfg.get("word_embedding_dimension") or (
+            config.get("hidden_size") if isinstance(config, dict) else None) or 0
+        st_cfg = _read_json(model_dir / "sentence_bert_config.json")
+        max_len = st_cfg.get("max_seq_length") if isinstance(st_cfg, dict) else None
+        return {"model_file": onnx, "pooling": pooling, "dim": int(dim),
+                "max_seq_length": int(max_len) if isinstance(max_len, int) and max_len > 0 else None}
+
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None) -> tuple[Any, str]:
+        """Load ``model`` with fastembed, offline. Returns (backend, model_id).
+        Raises _BackendFailed(reason)."""
+        try:
+            FastembedBackend.import_fastembed()
+            from fastembed import TextEmbedding
+            from fastembed.common.model_description import ModelSource, PoolingType
+        except ImportError as exc:
+            raise _BackendFailed(f"fastembed not importable ({exc})") from exc
+
+        path = Path(model).expanduser()
+        if path.is_dir():
+            spec = FastembedBackend.local_dir_spec(path)
+            fp = ModelStore.fingerprint_dir(path)
+            reg_name = f"{PRODUCT}/local-{fp[:16]}-{spec['pooling'].lower()}"
+            known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
+            if reg_name.lower() not in known:
+                TextEmbedding.add_custom_model(
+                    model=reg_name, pooling=PoolingType[spec["pooling"]], normalization=True,
+                    sources=ModelSource(hf=reg_name), dim=spec["dim"], model_file=spec["model_file"],
+                    description=f"local directory {path}")
+            try:
+                with ModelStore.offline(), FastembedBackend.quiet():
+                    te = TextEmbedding(reg_name, specific_model_path=str(path), local_files_only=True)
+            except Exception as exc:  # onnxruntime / tokenizer errors vary by version
+                raise _BackendFailed(f"cannot load {path}: {type(exc).__name__}: {exc}") from exc
+            if spec["max_seq_length"]:
+                # fastembed truncates at tokenizer_config's model_max_length (512 for MiniLM);
+                # sentence-transformers uses sentence_bert_config's max_seq_length (256): follow
+                # the latter so that both backends see the same tokens.
+                tok = getattr(getattr(te, "model", None), "tokenizer", None)
+                if tok is not None and tok.truncation and tok.truncation["max_length"] > spec[
+                        "max_seq_length"]:
+                    tok.enable_truncation(max_length=spec["max_seq_length"],
+                                          direction=tok.truncation.get("direction", "right"))
+            return FastembedBackend(te), f"{path.resolve().name}@{fp[:12]}"
+
+        known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
+        if model.lower() not in known:
+            raise _BackendFailed(
+                "not a fastembed model name (see fastembed TextEmbedding.list_supported_models()) "
+                "and not a local directory")
+        cands = ModelStore.cache_candidates(model_cache)
+        if not cands:
+            where = os.fspath(model_cache) if model_cache else "any model cache"
+            raise _BackendFailed(f"not downloaded ({where} does not exist)")
+        errors = []
+        for cache in cands:
+            try:
+                with ModelStore.offline(), FastembedBackend.quiet():
+                    te = TextEmbedding(model, cache_dir=str(cache), local_files_only=True)
+            except Exception as exc:
+                if "from any source" not in str(exc):  # fastembed's plain "not in this cache"
+                    errors.append(f"{cache}: {type(exc).__name__}: {exc}".splitlines()[0])
+                continue
+            model_dir = getattr(getattr(te, "model", None), "_model_dir", None)
+            fp = ModelStore.fingerprint_dir(Path(model_dir)) if model_dir else "0" * 16
+            return FastembedBackend(te), f"{model}@{fp[:12]}"
+        raise _BackendFailed(
+            "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
+            + "".join(f"; {e}" for e in errors))
+
+
+class SentenceTransformersBackend:
+    """The sentence-transformers backend (optional extra 'st'), loaded offline; ``encode``
+    returns L2-normalised float32 rows (n, d). :meth:`load` finds and loads a model."""
+
     name = "sentence-transformers"
 
     def __init__(self, model: Any):
@@ -5708,178 +5825,59 @@ class _EmbSentenceTransformersBackend:
                                  normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32)
 
-
-def _emb_local_dir_spec(model_dir: Path) -> dict[str, Any]:
-    """Inspect a local model directory for fastembed: ONNX file, pooling, dim, max length.
-
-    ONNX file: ``model.onnx``, else ``onnx/model.onnx``, else the first ``*.onnx`` found.
-    Pooling: sentence-transformers layout (``modules.json`` -> Pooling module dir, else
-    ``1_Pooling/config.json``): cls -> CLS, mean -> MEAN, lasttoken -> LAST_TOKEN; without a
-    pooling config MEAN is assumed (what all-MiniLM / most sentence-transformers models use).
-    Output is always L2-normalised. Raises _EmbBackendFailed with the reason.
-    """
-    onnx = None
-    for cand in ("model.onnx", "onnx/model.onnx"):
-        if (model_dir / cand).is_file():
-            onnx = cand
-            break
-    if onnx is None:
-        found = sorted(p for p in model_dir.rglob("*.onnx") if p.is_file())
-        if not found:
-            raise _EmbBackendFailed(f"no *.onnx file in {model_dir}")
-        onnx = found[0].relative_to(model_dir).as_posix()
-    for req in ("tokenizer.json", "tokenizer_config.json"):
-        if not (model_dir / req).is_file():
-            raise _EmbBackendFailed(f"{req} missing in {model_dir}")
-
-    def _read_json(p: Path) -> dict[str, Any]:
+    @staticmethod
+    @contextlib.contextmanager
+    def quiet() -> Iterator[None]:
+        """Silence transformers' "Loading weights" progress bar while a model loads (the
+        evaluator prints one line about the fallback, not library progress), then restore."""
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-            return data if isinstance(data, (dict, list)) else {}
-        except (OSError, ValueError):
-            return {}
-
-    pool_dir = model_dir / "1_Pooling"
-    modules = _read_json(model_dir / "modules.json")
-    if isinstance(modules, list):
-        for mod in modules:
-            if isinstance(mod, dict) and str(mod.get("type", "")).endswith("Pooling"):
-                pool_dir = model_dir / str(mod.get("path", "1_Pooling"))
-    pool_cfg = _read_json(pool_dir / "config.json")
-    if not isinstance(pool_cfg, dict):
-        pool_cfg = {}
-    pooling = "MEAN"
-    if pool_cfg.get("pooling_mode_cls_token"):
-        pooling = "CLS"
-    elif pool_cfg.get("pooling_mode_lasttoken"):
-        pooling = "LAST_TOKEN"
-    elif pool_cfg and not pool_cfg.get("pooling_mode_mean_tokens"):
-        modes = [k for k, v in pool_cfg.items() if k.startswith("pooling_mode") and v]
-        raise _EmbBackendFailed(f"pooling {modes} of {model_dir} is not supported by fastembed")
-    config = _read_json(model_dir / "config.json")
-    dim = pool_cfg.get("word_embedding_dimension") or (
-        config.get("hidden_size") if isinstance(config, dict) else None) or 0
-    st_cfg = _read_json(model_dir / "sentence_bert_config.json")
-    max_len = st_cfg.get("max_seq_length") if isinstance(st_cfg, dict) else None
-    return {"model_file": onnx, "pooling": pooling, "dim": int(dim),
-            "max_seq_length": int(max_len) if isinstance(max_len, int) and max_len > 0 else None}
-
-
-def _emb_load_fastembed(model: str, model_cache: str | os.PathLike | None) -> tuple[Any, str]:
-    """Load ``model`` with fastembed, offline. Returns (backend, model_id).
-    Raises _EmbBackendFailed(reason)."""
-    try:
-        _emb_import_fastembed()
-        from fastembed import TextEmbedding
-        from fastembed.common.model_description import ModelSource, PoolingType
-    except ImportError as exc:
-        raise _EmbBackendFailed(f"fastembed not importable ({exc})") from exc
-
-    path = Path(model).expanduser()
-    if path.is_dir():
-        spec = _emb_local_dir_spec(path)
-        fp = emb_fingerprint_dir(path)
-        reg_name = f"{PRODUCT}/local-{fp[:16]}-{spec['pooling'].lower()}"
-        known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
-        if reg_name.lower() not in known:
-            TextEmbedding.add_custom_model(
-                model=reg_name, pooling=PoolingType[spec["pooling"]], normalization=True,
-                sources=ModelSource(hf=reg_name), dim=spec["dim"], model_file=spec["model_file"],
-                description=f"local directory {path}")
+            from transformers.utils import logging as tf_logging
+        except ImportError:
+            yield
+            return
+        enabled = tf_logging.is_progress_bar_enabled()
+        tf_logging.disable_progress_bar()
         try:
-            with _emb_offline(), _emb_quiet_fastembed():
-                te = TextEmbedding(reg_name, specific_model_path=str(path), local_files_only=True)
-        except Exception as exc:  # onnxruntime / tokenizer errors vary by version
-            raise _EmbBackendFailed(f"cannot load {path}: {type(exc).__name__}: {exc}") from exc
-        if spec["max_seq_length"]:
-            # fastembed truncates at tokenizer_config's model_max_length (512 for MiniLM);
-            # sentence-transformers uses sentence_bert_config's max_seq_length (256): follow
-            # the latter so that both backends see the same tokens.
-            tok = getattr(getattr(te, "model", None), "tokenizer", None)
-            if tok is not None and tok.truncation and tok.truncation["max_length"] > spec[
-                    "max_seq_length"]:
-                tok.enable_truncation(max_length=spec["max_seq_length"],
-                                      direction=tok.truncation.get("direction", "right"))
-        return _EmbFastembedBackend(te), f"{path.resolve().name}@{fp[:12]}"
+            yield
+        finally:
+            if enabled:
+                tf_logging.enable_progress_bar()
 
-    known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
-    if model.lower() not in known:
-        raise _EmbBackendFailed(
-            "not a fastembed model name (see fastembed TextEmbedding.list_supported_models()) "
-            "and not a local directory")
-    cands = emb_model_cache_candidates(model_cache)
-    if not cands:
-        where = os.fspath(model_cache) if model_cache else "any model cache"
-        raise _EmbBackendFailed(f"not downloaded ({where} does not exist)")
-    errors = []
-    for cache in cands:
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None
+                                        ) -> tuple[Any, str]:
+        """Load ``model`` with sentence-transformers (optional extra), offline only
+        (``local_files_only=True``). Returns (backend, model_id). Raises _BackendFailed."""
         try:
-            with _emb_offline(), _emb_quiet_fastembed():
-                te = TextEmbedding(model, cache_dir=str(cache), local_files_only=True)
+            import importlib.util
+
+            if importlib.util.find_spec("sentence_transformers") is None:
+                raise ImportError("no module named sentence_transformers")
+        except (ImportError, ValueError):
+            raise _BackendFailed("not installed (optional extra 'st')") from None
+        try:
+            with ModelStore.offline(), SentenceTransformersBackend.quiet():
+                from sentence_transformers import SentenceTransformer
+
+                st = SentenceTransformer(model, cache_folder=os.fspath(model_cache) if model_cache
+                                         else None, local_files_only=True)
         except Exception as exc:
-            if "from any source" not in str(exc):  # fastembed's plain "not in this cache"
-                errors.append(f"{cache}: {type(exc).__name__}: {exc}".splitlines()[0])
-            continue
-        model_dir = getattr(getattr(te, "model", None), "_model_dir", None)
-        fp = emb_fingerprint_dir(Path(model_dir)) if model_dir else "0" * 16
-        return _EmbFastembedBackend(te), f"{model}@{fp[:12]}"
-    raise _EmbBackendFailed(
-        "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
-        + "".join(f"; {e}" for e in errors))
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise _BackendFailed(f"cannot load offline ({type(exc).__name__}: {msg})") from exc
+        path = Path(model).expanduser()
+        fp = ""
+        if path.is_dir():
+            fp = ModelStore.fingerprint_dir(path)
+        else:
+            with contextlib.suppress(Exception), ModelStore.offline():
+                from huggingface_hub import snapshot_download
 
-
-@contextlib.contextmanager
-def _emb_quiet_transformers() -> Iterator[None]:
-    """Silence transformers' "Loading weights" progress bar while a model loads (the
-    evaluator prints one line about the fallback, not library progress), then restore."""
-    try:
-        from transformers.utils import logging as tf_logging
-    except ImportError:
-        yield
-        return
-    enabled = tf_logging.is_progress_bar_enabled()
-    tf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            tf_logging.enable_progress_bar()
-
-
-def _emb_load_sentence_transformers(model: str, model_cache: str | os.PathLike | None
-                                    ) -> tuple[Any, str]:
-    """Load ``model`` with sentence-transformers (optional extra), offline only
-    (``local_files_only=True``). Returns (backend, model_id). Raises _EmbBackendFailed."""
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("sentence_transformers") is None:
-            raise ImportError("no module named sentence_transformers")
-    except (ImportError, ValueError):
-        raise _EmbBackendFailed("not installed (optional extra 'st')") from None
-    try:
-        with _emb_offline(), _emb_quiet_transformers():
-            from sentence_transformers import SentenceTransformer
-
-            st = SentenceTransformer(model, cache_folder=os.fspath(model_cache) if model_cache
-                                     else None, local_files_only=True)
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else ""
-        raise _EmbBackendFailed(f"cannot load offline ({type(exc).__name__}: {msg})") from exc
-    path = Path(model).expanduser()
-    fp = ""
-    if path.is_dir():
-        fp = emb_fingerprint_dir(path)
-    else:
-        with contextlib.suppress(Exception), _emb_offline():
-            from huggingface_hub import snapshot_download
-
-            repo = model if "/" in model else f"sentence-transformers/{model}"
-            snap = snapshot_download(repo, local_files_only=True,
-                                     cache_dir=os.fspath(model_cache) if model_cache else None)
-            fp = emb_fingerprint_dir(Path(snap))
-    name = path.resolve().name if path.is_dir() else model
-    return _EmbSentenceTransformersBackend(st), f"{name}@{fp[:12] or 'unhashed'}"
+                repo = model if "/" in model else f"sentence-transformers/{model}"
+                snap = snapshot_download(repo, local_files_only=True,
+                                         cache_dir=os.fspath(model_cache) if model_cache else None)
+                fp = ModelStore.fingerprint_dir(Path(snap))
+        name = path.resolve().name if path.is_dir() else model
+        return SentenceTransformersBackend(st), f"{name}@{fp[:12] or 'unhashed'}"
 
 
 # --------------------------------------------------------------------------------------
@@ -5901,7 +5899,16 @@ class EmbeddingCache:
     cap, so eviction runs rarely.
     """
 
-    def __init__(self, path: str | os.PathLike, *, max_entries: int = EMB_CACHE_MAX_ENTRIES,
+    #: Default cap on cached vectors (all models together). Measured 2.1 kB per 384-d row incl.
+    #: the text index (106 MB for 50k rows), so ~210 MB at the cap for bge-small / MiniLM;
+    #: eviction is least-recently-used.
+    MAX_ENTRIES = 100_000
+
+    FILENAME = "embeddings-v1.sqlite3"
+
+    SCHEMA = "2"
+
+    def __init__(self, path: str | os.PathLike, *, max_entries: int = MAX_ENTRIES,
                  timeout_s: float = 30.0):
         if max_entries < 1:
             raise ValueError("max_entries must be >= 1")
@@ -5927,12 +5934,12 @@ class EmbeddingCache:
             "last_used INTEGER NOT NULL, UNIQUE(model, text))")
         conn.execute("CREATE INDEX IF NOT EXISTS emb_last_used ON emb(last_used)")
         conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('schema', ?)",
-                     (_EMB_CACHE_SCHEMA,))
+                     (EmbeddingCache.SCHEMA,))
         row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None or row[0] != _EMB_CACHE_SCHEMA:
+        if row is None or row[0] != EmbeddingCache.SCHEMA:
             conn.close()
             raise sqlite3.DatabaseError(f"schema {row[0] if row else None!r} is not "
-                                        f"{_EMB_CACHE_SCHEMA!r}")
+                                        f"{EmbeddingCache.SCHEMA!r}")
         check = conn.execute("PRAGMA quick_check").fetchone()
         if check is None or check[0] != "ok":
             conn.close()
@@ -6033,9 +6040,25 @@ class Embedder:
     ``stats`` (:class:`EmbeddingStats`), ``cache`` (:class:`EmbeddingCache` or None).
     """
 
+    #: Most texts per model call. Inputs are sorted by length first (1.55x: 455 -> 705 texts/s,
+    #: best of 3, benchmarks/bench_embeddings.py); batch 64, 128 and 256 were within the noise of a
+    #: shared 2-core box (705/679/600 in one run, 487/451/603 in another), 128 is the middle.
+    BATCH_SIZE = 128
+
+    #: A batch also holds at most this many characters counted as (texts x longest text), which
+    #: bounds the activations (attention is batch x heads x tokens^2) when long texts come along:
+    #: titles up to 128 chars get full batches, 500-char descriptions batches of 32.
+    BATCH_CHAR_BUDGET = 16_384
+
+    #: New vectors are written to the cache every this many texts, so an interrupted run keeps them.
+    CACHE_WRITE_CHUNK = 1024
+
+    #: In-process memo bound (vectors); cleared when exceeded (~150 MB at 384-d float32).
+    MEMO_MAX_ENTRIES = 100_000
+
     def __init__(self, backend: Any, *, model_name: str, model_id: str,
                  cache: EmbeddingCache | None = None, progress: bool = False,
-                 batch_size: int = EMB_BATCH_SIZE, char_budget: int = EMB_BATCH_CHAR_BUDGET):
+                 batch_size: int = BATCH_SIZE, char_budget: int = BATCH_CHAR_BUDGET):
         self._backend = backend
         self.backend: str = backend.name
         self.model_name = model_name
@@ -6049,7 +6072,7 @@ class Embedder:
         self._cache_key = f"{self.backend}|{model_id}"
         probe = backend.encode(["dimension probe"])  # also proves the model runs
         if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
-            raise _EmbBackendFailed(f"model returned shape {probe.shape} for one text")
+            raise _BackendFailed(f"model returned shape {probe.shape} for one text")
         self.dim = int(probe.shape[1])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -6098,15 +6121,15 @@ class Embedder:
             show = bool(self.progress) and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
             with tqdm(total=len(order), desc=f"embedding ({self.backend})", unit="text",
                       file=sys.stderr, disable=not show, leave=False) as bar:
-                for start in range(0, len(order), EMB_CACHE_WRITE_CHUNK):
-                    new = self._encode(order[start:start + EMB_CACHE_WRITE_CHUNK], bar)
+                for start in range(0, len(order), Embedder.CACHE_WRITE_CHUNK):
+                    new = self._encode(order[start:start + Embedder.CACHE_WRITE_CHUNK], bar)
                     vecs.update(new)
                     if self.cache is not None:
                         try:
                             self.cache.put_many(self._cache_key, new)
                         except sqlite3.Error as exc:
                             self._cache_failed("write", exc)
-        if len(self._memo) + len(vecs) > EMB_MEMO_MAX_ENTRIES:
+        if len(self._memo) + len(vecs) > Embedder.MEMO_MAX_ENTRIES:
             self._memo.clear()
         self._memo.update(vecs)
         for i, t in enumerate(texts):
@@ -6137,7 +6160,7 @@ class Embedder:
                                    f"{len(batch)} texts, expected (n, {self.dim})")
             if not np.all(np.isfinite(vecs)):
                 raise RuntimeError(f"{self.backend} returned non-finite embeddings")
-            result.update(zip(batch, _emb_l2_normalise(vecs)))
+            result.update(zip(batch, _l2_normalise(vecs)))
             bar.update(len(batch))
         self.stats.embed_seconds += time.perf_counter() - t0
         self.stats.embedded += len(order)
@@ -6165,8 +6188,8 @@ class Embedder:
 def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
                   model_cache: str | os.PathLike | None = None,
                   cache_dir: str | os.PathLike | None = None,
-                  cache_max_entries: int = EMB_CACHE_MAX_ENTRIES, progress: bool = True,
-                  batch_size: int = EMB_BATCH_SIZE) -> Embedder:
+                  cache_max_entries: int = EmbeddingCache.MAX_ENTRIES, progress: bool = True,
+                  batch_size: int = Embedder.BATCH_SIZE) -> Embedder:
     """Load an embedding model offline: fastembed first, then sentence-transformers.
 
     Args:
@@ -6174,7 +6197,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
             holding an ONNX model + tokenizer files (sentence-transformers layout understood for
             pooling), or (sentence-transformers backend) a cached model name / local directory.
         model_cache: where named models live (``--model-cache``); None searches
-            :func:`emb_model_cache_candidates` (FASTEMBED_CACHE_PATH, our default, HF cache...).
+            :func:`ModelStore.cache_candidates` (FASTEMBED_CACHE_PATH, our default, HF cache...).
         cache_dir: directory of the embedding cache file, normally
             :func:`default_embedding_cache_dir`; None disables the on-disk cache
             (``--no-embedding-cache``; the in-process memo still embeds each string once).
@@ -6193,12 +6216,12 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     reasons: dict[str, str] = {}
     backend = None
     model_id = ""
-    for name, loader in (("fastembed", _emb_load_fastembed),
-                         ("sentence-transformers", _emb_load_sentence_transformers)):
+    for name, loader in (("fastembed", FastembedBackend.load),
+                         ("sentence-transformers", SentenceTransformersBackend.load)):
         try:
             backend, model_id = loader(model, model_cache)
             break
-        except _EmbBackendFailed as exc:
+        except _BackendFailed as exc:
             reasons[name] = str(exc)
     if backend is None:
         why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
@@ -6206,7 +6229,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
             hint = ("A model directory must hold an ONNX model (model.onnx or onnx/model.onnx), "
                     "tokenizer.json and tokenizer_config.json")
         else:
-            hint = f"Fetch it once while online: {emb_fetch_command(model, model_cache)}"
+            hint = f"Fetch it once while online: {ModelStore.fetch_command(model, model_cache)}"
         raise EmbeddingUnavailable(
             f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
     if reasons:
@@ -6216,13 +6239,13 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     if cache_dir is not None:
         cdir = Path(cache_dir).expanduser()
         try:
-            cache = EmbeddingCache(cdir / EMB_CACHE_FILENAME, max_entries=cache_max_entries)
+            cache = EmbeddingCache(cdir / EmbeddingCache.FILENAME, max_entries=cache_max_entries)
         except (OSError, sqlite3.Error, TimeoutError) as exc:
             log.warning("%s: embedding cache in %s unusable (%s); running without it", PRODUCT, cdir, exc)
     try:
         emb = Embedder(backend, model_name=model, model_id=model_id, cache=cache,
                        progress=progress, batch_size=batch_size)
-    except _EmbBackendFailed as exc:
+    except _BackendFailed as exc:
         if cache is not None:
             cache.close()
         raise EmbeddingUnavailable(
@@ -6239,7 +6262,7 @@ def download_embedding_model(name: str = DEFAULT_EMBEDDING_MODEL,
     Args:
         name: a fastembed model name; if fastembed does not know it and sentence-transformers
             is installed, it is fetched as a sentence-transformers model instead.
-        model_cache: target directory; default :func:`emb_download_dir` (``$FASTEMBED_CACHE_PATH``
+        model_cache: target directory; default :func:`ModelStore.download_dir` (``$FASTEMBED_CACHE_PATH``
             or ``<user cache>/kg-triplet-eval/models``). Pass the same value as ``--model-cache``
             at evaluation time (or none both times).
     Returns:
@@ -6248,12 +6271,12 @@ def download_embedding_model(name: str = DEFAULT_EMBEDDING_MODEL,
         EmbeddingUnavailable: the download failed (message has the reason), or the name is
             unknown to every installed backend, or HF_HUB_OFFLINE is set.
     """
-    target = emb_download_dir(model_cache)
+    target = ModelStore.download_dir(model_cache)
     if (os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}):
         raise EmbeddingUnavailable(f"cannot download {name!r}: HF_HUB_OFFLINE is set; unset it "
                                    "and run the command again while online")
     target.mkdir(parents=True, exist_ok=True)
-    _emb_import_fastembed()
+    FastembedBackend.import_fastembed()
     from fastembed import TextEmbedding
 
     known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
