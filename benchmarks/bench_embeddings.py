@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from evaluate import EMB_CACHE_FILENAME, load_embedder  # noqa: E402
+from evaluate import EmbeddingCache, load_embedder  # noqa: E402
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "su", "vi", "del", "ber", "gan", "tor", "ist",
              "ion", "ex", "qua", "zen", "mor", "pli", "sta")
@@ -126,7 +126,7 @@ def bench_run(model: str, model_cache, tmp: Path, repeat: int) -> None:
     print(f"\n[4] whole run ({how}) on {data.name}, best of {repeat}")
     for label, el in best.items():
         print(f"    {label:10s}: {el:6.2f} s  ({status[label]})")
-    db = tmp / "xdg-cache-0" / "kg-triplet-eval" / EMB_CACHE_FILENAME
+    db = tmp / "xdg-cache-0" / "kg-triplet-eval" / EmbeddingCache.FILENAME
     if not db.is_file():
         print(f"    (no cache file at {db}: cannot list the run's unique strings)")
         return

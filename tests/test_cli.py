@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import evaluate as ev
+from conftest import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -400,3 +401,64 @@ def test_webnlg2020_xml_and_jsonl_give_the_same_scores(tmp_path):
     # the scorer counts subjects, predicates and objects: Possible = 5 reference triples x 3
     assert xml_section["Total_scores"]["Exact"]["Possible"] == 15
     assert xml_section["excluded_items"] == {"reference": 0, "candidate": 0}
+
+
+# ------------------------------------------------- contradictory options (issue 9 item 7)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
+    (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
+    (["--pred", FINETUNED], "--pred given 2 times"),
+    (["--gold", "./" + FINETUNED], "are the same file"),
+])
+def test_contradictory_options_exit_2(tmp_path, extra, message):
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", FINETUNED, "--no-embeddings", "--report", report, *extra, cwd=ROOT)
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err
+    assert not report.exists() and out == ""
+
+
+def test_new_input_options_are_in_help_and_config(tmp_path):
+    help_text = run_cli("--help").stdout
+    for flag in ("--pred-field", "--gold-field", "--join"):
+        assert flag in help_text
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report,
+                            "--join", "id", cwd=ROOT)
+    assert rc == 0, err
+    config = load_report(report)["summary"]["config"]
+    assert (config["pred_field"], config["gold_field"], config["join"]) == (None, None, "id")
+
+
+# ------------------------------------------------------ SIGTERM cleans up (issue 9 item 10)
+
+
+def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    rows = [json.loads(line) for line in (ROOT / GOLD).read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / FINETUNED).read_text().splitlines() if line.strip()]
+    gold = tmp_path / "g.jsonl"
+    pred = tmp_path / "p.jsonl"
+    copies = 400  # 25 x 400 = 10,000 entries: a run of many seconds
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in preds))
+    report = tmp_path / "out" / "r.json"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                             "--no-embeddings", "--report", str(report)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(private_tmp)})
+    deadline = time.monotonic() + 120
+    while not list(private_tmp.glob("kg-triplet-eval-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(private_tmp.glob("kg-triplet-eval-*")), "the run never created its spool folder"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "terminated: no report written" in err and "Traceback" not in err
+    assert list(private_tmp.iterdir()) == []  # no kg-triplet-eval-* folder left behind
+    assert not report.exists()

@@ -21,14 +21,13 @@ import numpy as np
 import pytest
 
 from evaluate import (
-    EMB_CACHE_FILENAME,
     Embedder,
     EmbeddingCache,
     EmbeddingUnavailable,
+    ModelStore,
     cosine_similarity_matrix,
     default_embedding_cache_dir,
     download_embedding_model,
-    emb_fingerprint_dir,
     load_embedder,
 )
 
@@ -103,7 +102,7 @@ def test_local_onnx_dir_loads_with_fastembed(embedder, minilm_dir):
     assert embedder.cache is None  # cache_dir=None disables the on-disk cache
     assert embedder.model_name == str(minilm_dir)
     # model_id = "<dir name>@<first 12 hex of the content fingerprint>"
-    assert embedder.model_id == f"{minilm_dir.name}@{emb_fingerprint_dir(minilm_dir)[:12]}"
+    assert embedder.model_id == f"{minilm_dir.name}@{ModelStore.fingerprint_dir(minilm_dir)[:12]}"
 
 
 def test_real_model_similarities(embedder):
@@ -224,7 +223,7 @@ def test_warm_cache_rerun_costs_no_embedding_calls(minilm_dir, tmp_path):
     v1 = cold.embed(texts)
     assert (cold.stats.cache_hits, cold.stats.cache_misses, cold.stats.embedded) == (0, 4, 4)
     cold.close()
-    assert (tmp_path / EMB_CACHE_FILENAME).is_file()
+    assert (tmp_path / EmbeddingCache.FILENAME).is_file()
 
     warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
     v2 = warm.embed(texts)
@@ -257,7 +256,7 @@ def test_cache_is_keyed_by_model_identity(minilm_dir, tmp_path):
 
 
 def test_corrupt_cache_file_is_rebuilt(minilm_dir, tmp_path, caplog):
-    path = tmp_path / EMB_CACHE_FILENAME
+    path = tmp_path / EmbeddingCache.FILENAME
     path.write_bytes(b"this is not an sqlite database" * 100)
     with caplog.at_level("WARNING", logger="kg-triplet-eval"):
         emb = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
