@@ -4579,7 +4579,8 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
         prompt = obj.get(prompt_key, "") if prompt_key else ""
         key = next((k for k in keys if obj.get(k) is not None), None) or _first_key(obj, keys)
         if key is None:
-            hint = ("; this looks like a predictions file: pass the gold file with --gold"
+            hint = ("; if this is a predictions file, pass the gold file with --gold; if it is a combined "
+                    "file, this line has no gold answer"
                     if gold_field is None and any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
             accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else "")
             raise InputError(f"{where}: no gold triplets: keys found: {_keys_text(obj)}; accepted: {accepted}; "
