@@ -4586,13 +4586,16 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
             raise InputError(f"{where}: no gold triplets: keys found: {_keys_text(obj)}; accepted: {accepted}; "
                              f"name the gold field with --gold-field NAME{hint}")
         items = obj[key]
+    if items is None or (isinstance(items, str) and not items.strip()):
+        # Unlike a prediction (SPEC.md section 1), gold has no "empty answer": a missing gold
+        # value is an input error, never silently scored as no gold; empty gold is ``[]``.
+        raise InputError(f"{where}: gold triplets: expected a JSON array (or answer text), found "
+                         f"{_describe(items)}; write [] for a record without gold triplets")
     if isinstance(items, str):
         parsed = parse_model_output(items)
         if parsed.status in UNPARSEABLE_STATUSES + ("truncated",):
             raise InputError(f"{where}: gold answer text is {parsed.status}: {parsed.reason}")
         items = parsed.items
-    if items is None:
-        items = []
     if not isinstance(items, list):
         raise InputError(f"{where}: gold triplets: expected a JSON array, found {_describe(items)}")
     if not isinstance(prompt, str):

@@ -223,3 +223,26 @@ def test_gold_that_is_legitimately_all_empty_stays_valid(tmp_path):
                                  [{"id": "r1", "triplets": []}])
     assert rc == 0, err
     assert rep["summary"]["n_invalid_gold_items"] == 0 and rep["summary"]["notices"] == []
+
+
+# ------------------------------------------------------------ gold values that are not gold
+
+
+@pytest.mark.parametrize("value, found", [(None, "null"), ("", '""'), ("  ", '"  "')])
+def test_null_or_empty_text_gold_is_an_input_error_naming_file_line_and_field(tmp_path, value, found):
+    gold = [{"id": "r1", "prompt": PROMPT, "triplets": [A]}, {"id": "r2", "prompt": PROMPT, "triplets": value}]
+    pred = [{"id": "r1", "triplets": [A]}, {"id": "r2", "triplets": [B]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, pred)
+    assert rc == 2 and rep is None
+    assert f"g.jsonl: line 2: gold triplets: expected a JSON array (or answer text), found {found}" in err
+    # --skip-bad-gold excludes the line (and its prediction) with notices: r1 alone scores 1.0
+    rc, out, err, rep = run_gold(tmp_path, gold, pred, "--skip-bad-gold")
+    assert rc == 0, err
+    assert kinds(rep) == ["excluded_gold_line", "dropped_with_excluded_gold"]
+    assert rep["summary"]["n_entries"] == 1 and rep["summary"]["micro"]["triplet_f1"] == 1.0
+
+
+def test_null_parsed_gold_next_to_gold_raw_text_uses_the_text(tmp_path):
+    rows = [{"id": "r1", "prompt": PROMPT, "gold_parsed": None, "gold_raw": json.dumps([A]), "pred_parsed": [A]}]
+    loaded = ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", rows), None)
+    assert loaded.entries[0].gold.items == [A] and loaded.notices == []
