@@ -4639,6 +4639,30 @@ def _disagreement(obj: Mapping[str, Any], keys: Sequence[str]) -> str:
             f"scored {keys[0]!r} (the first accepted field)")
 
 
+def _plain_json(raw: Any) -> Any:
+    """``raw`` read as plain JSON text, or None when it is not a string of valid JSON."""
+    try:
+        return json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+
+
+def _raw_disagreement(obj: Mapping[str, Any], parsed_key: str, raw_key: str) -> str:
+    """"" when the raw text under ``raw_key`` parses (:func:`parse_model_output`) to the
+    items of the parsed field ``parsed_key`` (an unparseable text or a non-list value
+    counting as no items), else the problem, naming both fields and their item counts."""
+    value, raw = obj[parsed_key], obj[raw_key]
+    if isinstance(value, list) and (raw == value or _plain_json(raw) == value):
+        return ""  # the usual case (raw text that is the list's JSON) without the full parser
+    result = parse_model_output(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
+    raw_items = [] if result.status in UNPARSEABLE_STATUSES else result.items
+    parsed_items = value if isinstance(value, list) else []
+    if raw_items == parsed_items:
+        return ""
+    return (f"{parsed_key!r} ({len(parsed_items)} item(s)) disagrees with the raw text {raw_key!r} "
+            f"({len(raw_items)} item(s), {result.status}); scored {parsed_key!r} (--reparse scores the raw text)")
+
+
 def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
                            reparse: bool = False, fields: FieldNames | None = None) -> Prediction:
     """Extract a :class:`Prediction` from one parsed prediction JSONL line.
@@ -4658,7 +4682,10 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
     Input problems (``issue`` set, ``reason`` says what): no accepted field at all
     (``issue`` "no_prediction_field": scored as a missing prediction, the reason lists the
     keys found), or two accepted fields of the used kind whose values differ
-    (``issue`` "conflicting_fields": the first accepted field is scored).
+    (``issue`` "conflicting_fields": the first accepted field is scored), or, without
+    ``reparse``, a parsed list next to raw text that parses to other items (``issue``
+    "parsed_raw_disagree", unless the line already has "conflicting_fields": the parsed
+    field is scored; the raw text is parsed for this check only).
     """
     if not isinstance(obj, Mapping):
         return Prediction(None, None, "unparseable", f"line is {_describe(obj)}, not a JSON object", line)
@@ -4680,8 +4707,11 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
         return Prediction(rid, [], "missing", f"no prediction field (keys found: {_keys_text(obj)})", line,
                           "no_prediction_field")
     conflict = _disagreement(obj, parsed_keys)
-    issue = "conflicting_fields" if conflict else ""
     value = obj[parsed_keys[0]]
+    if raw_keys:  # not reparse: the parsed field is scored; say when the raw text says otherwise
+        conflict = "; ".join(filter(None, (conflict, _raw_disagreement(obj, parsed_keys[0], raw_keys[0]))))
+    issue = ("conflicting_fields" if conflict.startswith("fields ") else
+             "parsed_raw_disagree" if conflict else "")
     if isinstance(value, list):
         return Prediction(rid, value, "ok", conflict, line, issue)
     if _is_empty_json(value):
@@ -4803,7 +4833,9 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
     for kind, lines in by_kind.items():
         shown = ", ".join(str(p.line) for p in lines[:10]) + (" ..." if len(lines) > 10 else "")
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
-                "conflicting_fields": "with prediction fields that disagree"}[kind]
+                "conflicting_fields": "with prediction fields that disagree",
+                "parsed_raw_disagree": "whose parsed prediction field disagrees with the raw text of the same "
+                                       "line (the parsed field is scored; --reparse scores the raw text)"}[kind]
         log.problem(f"{path}: {len(lines)} line(s) {what} (lines {shown}; line {lines[0].line}: "
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 

@@ -246,3 +246,23 @@ def test_null_parsed_gold_next_to_gold_raw_text_uses_the_text(tmp_path):
     rows = [{"id": "r1", "prompt": PROMPT, "gold_parsed": None, "gold_raw": json.dumps([A]), "pred_parsed": [A]}]
     loaded = ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", rows), None)
     assert loaded.entries[0].gold.items == [A] and loaded.notices == []
+
+
+# ------------------------------------------------- a parsed field that disagrees with the raw text
+
+
+def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed_field_scored(tmp_path):
+    pred = [{"id": "r1", "triplets": [], "output": json.dumps([A])},   # disagrees: 0 vs 1 item
+            {"id": "r2", "triplets": [B], "output": json.dumps([B])}]  # agrees
+    rc, out, err, rep = evaluate(tmp_path, pred, "--quiet")
+    assert rc == 0, err
+    assert kinds(rep) == ["parsed_raw_disagree"]
+    message = rep["summary"]["notices"][0]["message"]
+    assert "1 line(s) whose parsed prediction field disagrees with the raw text" in message
+    assert "(lines 1; line 1: 'triplets' (0 item(s)) disagrees with the raw text 'output' (1 item(s), ok)" in message
+    assert "--reparse scores the raw text" in message and "parsed_raw_disagree" in out
+    # scored: the parsed [] for r1 (triplet F1 0), [B] for r2 (1): macro triplet F1 = (0 + 1) / 2
+    assert rep["summary"]["macro"]["triplet_f1"] == 0.5
+    # --reparse scores the raw text: both perfect, and nothing to report
+    rc, out, err, rep = evaluate(tmp_path, pred, "--quiet", "--reparse")
+    assert rc == 0 and kinds(rep) == [] and rep["summary"]["macro"]["triplet_f1"] == 1.0
