@@ -4532,6 +4532,13 @@ def _keys_text(keys: Iterable[str]) -> str:
     return (shown + f", ... ({len(keys)} keys)") if len(keys) > _KEYS_SHOWN else (shown or "none")
 
 
+def _ids_text(ids: Sequence[Any], shown: int = 10) -> str:
+    """Ids for a message, quoted so that blank and padded ids are visible, capped at
+    ``shown``: ``"'1', ' 2'"`` or ``"'a', 'b' ... (40 ids)"``."""
+    text = ", ".join(repr(i) for i in ids[:shown])
+    return text + (f" ... ({len(ids)} ids)" if len(ids) > shown else "")
+
+
 def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return next((k for k in keys if k in obj), None)
 
@@ -5025,6 +5032,11 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if limit is not None and limit < len(slots):
         log.note("limit", f"--limit {limit}: scored the first {limit} of {len(slots)} entries")
         entries = entries[:limit]
+    missing = [e.gold.id for e in entries if e.pred.status == "missing" and e.pred.line is None]
+    if missing:
+        have = "entry has" if len(missing) == 1 else "entries have"
+        log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
+                 f"empty predictions (ids {_ids_text(missing)})")
     log.entries = entries
     return log
 

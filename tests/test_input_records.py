@@ -266,3 +266,16 @@ def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed
     # --reparse scores the raw text: both perfect, and nothing to report
     rc, out, err, rep = evaluate(tmp_path, pred, "--quiet", "--reparse")
     assert rc == 0 and kinds(rep) == [] and rep["summary"]["macro"]["triplet_f1"] == 1.0
+
+
+# ---------------------------------------------------------------- gold ids without a prediction
+
+
+def test_gold_id_without_a_prediction_line_is_a_missing_predictions_notice(tmp_path):
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [A]}], "--quiet")
+    assert rc == 0, err
+    assert rep["summary"]["notices"] == [{"kind": "missing_predictions", "message": f"{tmp_path / 'pred.jsonl'}: "
+                                          "1 gold entry has no prediction line, scored as empty predictions (ids 'r2')"}]
+    assert rep["summary"]["totals"]["missing_predictions"] == 1 and "missing_predictions: " in out
+    # r1 perfect (composite 1), r2 gold [B] with an empty prediction (composite 0): macro composite 1/2
+    assert rep["summary"]["macro"]["composite"] == 0.5
