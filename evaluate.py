@@ -4818,6 +4818,11 @@ class _GoldLines(NamedTuple):
     combined_preds: list[Prediction]  # the predictions of a combined file, by gold slot
 
 
+def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
+    """Line numbers for a message, capped at ``shown``: ``"1, 4, 9"`` or ``"1, 2, ... "``."""
+    return ", ".join(map(str, lines[:shown])) + (" ..." if len(lines) > shown else "")
+
+
 def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects: int, path: Path,
                    fields: FieldNames, log: LoadedInputs, *, combined: bool = False) -> None:
     """Report the prediction lines with an input problem (one notice per kind, with the
@@ -4838,7 +4843,7 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
         raise InputError(f"{path}: no line has a recognised prediction field: keys found: "
                          f"{_keys_text(keys_found)}; accepted: {accepted}; name the field with --pred-field NAME")
     for kind, lines in by_kind.items():
-        shown = ", ".join(str(p.line) for p in lines[:10]) + (" ..." if len(lines) > 10 else "")
+        shown = _lines_text([p.line for p in lines])
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
                 "conflicting_fields": "with prediction fields that disagree",
                 "parsed_raw_disagree": "whose parsed prediction field disagrees with the raw text of the same "
@@ -4854,6 +4859,9 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
     excluded_ids: set[str] = set()
     combined_preds: list[Prediction] = []
     keys_found: set[str] = set()
+    no_prompt: list[int] = []
+    no_prompt_keys: set[str] = set()
+    conflicts: list[tuple[int, str]] = []
     n_rows = 0
     for position, row in enumerate(read_records(gold_file)):
         n_rows = position + 1
@@ -4871,12 +4879,30 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                 excluded_ids.add(rid)
             continue
         slots.append(_GoldSlot(position, gold))
+        if not gold.prompt and _first_key(row.value, PROMPT_KEYS) is None:
+            no_prompt.append(row.line_no)
+            no_prompt_keys.update(row.value)
+        if gold_field is None:
+            present = [k for k in GOLD_KEYS if row.value.get(k) is not None]
+            conflict = _disagreement(row.value, present) if len(present) > 1 else ""
+            if conflict:
+                conflicts.append((row.line_no, conflict))
         if combined:
             keys_found.update(row.value)
             combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
     if not slots:
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
+    if conflicts:
+        log.problem(f"{gold_file}: {len(conflicts)} gold line(s) with gold fields that disagree (lines "
+                    f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
+                    f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
+                    kind="conflicting_fields")
+    if no_prompt:
+        log.note("no_prompt", f"{gold_file}: {len(no_prompt)} gold line(s) have no prompt field (lines "
+                 f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
+                 f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
+                 "against an empty prompt")
     if combined:
         _report_issues(combined_preds, keys_found, len(combined_preds), gold_file, fields, log, combined=True)
     return _GoldLines(slots, n_rows, excluded_ids, combined_preds)

@@ -279,3 +279,33 @@ def test_gold_id_without_a_prediction_line_is_a_missing_predictions_notice(tmp_p
     assert rep["summary"]["totals"]["missing_predictions"] == 1 and "missing_predictions: " in out
     # r1 perfect (composite 1), r2 gold [B] with an empty prediction (composite 0): macro composite 1/2
     assert rep["summary"]["macro"]["composite"] == 0.5
+
+
+# --------------------------------------------------- gold lines without a prompt, gold fields that disagree
+
+
+def test_gold_lines_without_a_prompt_field_are_a_no_prompt_notice(tmp_path):
+    gold = [{"id": "r1", "question": PROMPT, "triplets": [A]}, {"id": "r2", "prompt": PROMPT, "triplets": [B]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [A, B]}, {"id": "r2", "triplets": [A, B]}])
+    assert rc == 0, err
+    assert rep["summary"]["notices"] == [{"kind": "no_prompt", "message": f"{tmp_path / 'g.jsonl'}: 1 gold line(s) "
+                                          "have no prompt field (lines 1; keys found: id, question, triplets; "
+                                          "accepted: prompt, text, sent or chat 'messages'): grounding and "
+                                          "hallucination are checked against an empty prompt"}]
+    assert "no_prompt: " in out
+    # the extra (unmatched) prediction is checked against the prompt: r1's B against the empty
+    # prompt is ungrounded; r2's A is found in PROMPT (a novel grounded triplet)
+    assert [(e["metrics"]["ungrounded"], e["metrics"]["novel_grounded"]) for e in rep["per_entry"]] == [(1, 0), (0, 1)]
+
+
+def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
+    gold = [{"id": "r1", "prompt": PROMPT, "triplets": [A, B], "gold": [A]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [A, B]}])
+    assert rc == 0, err
+    assert kinds(rep) == ["conflicting_fields"]
+    assert ("1 gold line(s) with gold fields that disagree (lines 1; line 1: fields 'triplets', 'gold' disagree; "
+            "scored 'triplets' (the first accepted field)") in rep["summary"]["notices"][0]["message"]
+    assert rep["summary"]["micro"]["triplet_f1"] == 1.0  # [A, B] vs the scored gold [A, B]
+    # the same value under two fields is not a disagreement
+    rc, out, err, rep = run_gold(tmp_path, [{**gold[0], "gold": [A, B]}], [{"id": "r1", "triplets": [A, B]}])
+    assert rc == 0 and kinds(rep) == []
