@@ -5058,6 +5058,13 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if limit is not None and limit < len(slots):
         log.note("limit", f"--limit {limit}: scored the first {limit} of {len(slots)} entries")
         entries = entries[:limit]
+    hollow = [e.pred for e in entries if e.pred.status == "ok" and e.pred.items
+              and not OutputParser.count_triplet_like(e.pred.items)]
+    if hollow:
+        log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
+                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text([p.line for p in hollow])}; "
+                 f"line {hollow[0].line}: {hollow[0].reason or _describe(hollow[0].items)}); if the triplets are "
+                 "nested deeper in the line, name the field with --pred-field NAME")
     missing = [e.gold.id for e in entries if e.pred.status == "missing" and e.pred.line is None]
     if missing:
         have = "entry has" if len(missing) == 1 else "entries have"

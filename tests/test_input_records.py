@@ -309,3 +309,23 @@ def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path)
     # the same value under two fields is not a disagreement
     rc, out, err, rep = run_gold(tmp_path, [{**gold[0], "gold": [A, B]}], [{"id": "r1", "triplets": [A, B]}])
     assert rc == 0 and kinds(rep) == []
+
+
+# ----------------------------------------------------- answers that hold no triplet-like content
+
+
+@pytest.mark.parametrize("pred_r1", [
+    {"id": "r1", "output": {"text": json.dumps([A])}},                 # nested answer object
+    {"id": "r1", "output": json.dumps({"knowledge_graph": [A]})},      # an unknown wrapper key
+])
+def test_answer_without_triplet_like_content_is_noticed_with_a_pred_field_hint(tmp_path, pred_r1):
+    rc, out, err, rep = evaluate(tmp_path, [pred_r1, {"id": "r2", "triplets": [B]}], "--quiet")
+    assert rc == 0, err
+    assert kinds(rep) == ["no_triplet_content"]
+    message = rep["summary"]["notices"][0]["message"]
+    assert "1 prediction(s) whose answer holds no triplet-like content, scored as schema-invalid items (lines 1; " \
+           "line 1: " in message and "name the field with --pred-field NAME" in message
+    # numbers and statuses unchanged (the method): r1 is one schema-invalid item, status ok
+    assert rep["per_entry"][0]["parse_status"] == "ok"
+    m = rep["per_entry"][0]["metrics"]
+    assert (m["n_pred_raw_items"], m["n_pred_valid"], m["schema_score"]) == (1, 0, 0.0)
