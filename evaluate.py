@@ -6492,9 +6492,23 @@ def _metric_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(always + names))  # the method's summary is always computed and shown
 
 
+class _StoreOnce(argparse._StoreAction):
+    """The action of every single-valued option: given twice, it is a usage error (exit 2)
+    instead of the last value silently winning."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault("_given_options", set())
+        if self.dest in given:
+            parser.error(f"{option_string} given 2 times: give it once (it takes one value)")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README). Abbreviated options are refused
-    (``allow_abbrev=False``), so a new option never changes what an old command means."""
+    (``allow_abbrev=False``), so a new option never changes what an old command means;
+    a single-valued option given twice is refused (:class:`_StoreOnce`)."""
     defaults = ",".join(DEFAULT_METRICS)
     p = argparse.ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
@@ -6502,6 +6516,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
         allow_abbrev=False,
     )
+    p.register("action", None, _StoreOnce)
+    p.register("action", "store", _StoreOnce)
     io = p.add_argument_group("inputs and outputs")
     io.add_argument("--pred", type=Path, action="append",
                     help="predictions JSONL (or a combined file with gold, used alone); give it once")

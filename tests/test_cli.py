@@ -6,6 +6,7 @@ tests read ``../shared/data`` (Text2KGBench, WebNLG+ 2020) and skip when it is a
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -462,3 +463,26 @@ def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path):
     assert "terminated: no report written" in err and "Traceback" not in err
     assert list(private_tmp.iterdir()) == []  # no kg-triplet-eval-* folder left behind
     assert not report.exists()
+
+
+# ------------------------------------------------------------ single-valued options given twice
+
+
+@pytest.mark.parametrize("flag, first, second", [
+    ("--gold", GOLD, "gold/other.jsonl"), ("--schema", "hgr", "triples"), ("--join", "id", "order"),
+    ("--limit", "3", "5"), ("--report", "a.json", "b.json"), ("--metrics", "strict", "per-relation"),
+    ("--duplicate-ids", "first", "last"), ("--pred-field", "output", "triplets"),
+    ("--embedding-threshold", "0.8", "0.7"), ("--relations", "a.txt", "b.txt"),
+])
+def test_single_valued_option_given_twice_exits_2(tmp_path, flag, first, second):
+    rc, out, err = run_main("--pred", FINETUNED, "--no-embeddings", flag, first, flag, second, cwd=tmp_path)
+    assert rc == 2 and out == ""
+    assert f"{flag} given 2 times: give it once (it takes one value)" in err and "Traceback" not in err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_every_single_valued_option_is_refused_twice():
+    # one generic action: every option that stores one value uses it (flags and --pred excepted)
+    stores = [a for a in ev.build_parser()._actions if a.option_strings and a.nargs != 0
+              and not isinstance(a, argparse._AppendAction)]
+    assert stores and all(isinstance(a, ev._StoreOnce) for a in stores), [a.option_strings for a in stores]
