@@ -6647,13 +6647,17 @@ class RunConfig:
         if values["skip_unavailable"]:  # 'all' = every family whose inputs are present
             has_ontology = (values["ontology"] or values["relations"]) is not None
             chosen = [n for n in metrics[1:] if has_ontology or not FAMILIES[n].needs_ontology]
+            skipped_notices = [notice("family_skipped", f"--metrics all: {name} skipped (it needs an ontology: "
+                                      "pass --ontology FILE, or --relations)")
+                               for name in metrics[1:] if name not in chosen]
             why = nltk_missing() if any(FAMILIES[n].needs_nltk for n in chosen) else None
             if why:
                 skipped = [n for n in chosen if FAMILIES[n].needs_nltk]
                 chosen = [n for n in chosen if not FAMILIES[n].needs_nltk]
                 log.info("note: --metrics all: %s skipped (%s; %s)", "/".join(skipped), why, NLTK_INSTALL_HELP)
-                values["notices"] = tuple(notice("family_skipped", f"--metrics all: {name} skipped ({why}; "
-                                                                   f"{NLTK_INSTALL_HELP})") for name in skipped)
+                skipped_notices += [notice("family_skipped", f"--metrics all: {name} skipped ({why}; "
+                                           f"{NLTK_INSTALL_HELP})") for name in skipped]
+            values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
         values["metrics"] = metrics
         return cls(**values)

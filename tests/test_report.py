@@ -55,9 +55,24 @@ def test_metrics_all_without_nltk_records_the_skipped_families(tmp_path, monkeyp
     assert rc == 0, err
     summary = json.loads(report.read_text())["summary"]
     skipped = [n["message"].split(" skipped")[0] for n in summary["notices"] if n["kind"] == "family_skipped"]
-    assert skipped == ["--metrics all: webnlg2020"]  # text2kgbench needs --ontology: not chosen
+    assert skipped == ["--metrics all: text2kgbench", "--metrics all: webnlg2020"]
     assert summary["config"]["metric_families"] == ["hgr", "strict", "per-relation"]
-    assert sum(line.startswith("family_skipped: --metrics all:") for line in notices_on_stdout(out)) == 1
+    assert sum(line.startswith("family_skipped: --metrics all:") for line in notices_on_stdout(out)) == 2
+
+
+def test_metrics_all_without_an_ontology_notices_the_skipped_text2kgbench(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "nltk_missing", lambda: None)  # NLTK present: only the ontology is lacking
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", "predictions/finetuned.jsonl", "--gold", "gold/gold.jsonl", "--metrics", "all",
+                            "--quiet", "--no-embeddings", "--report", report, "--limit", "2",
+                            cwd=Path(__file__).parents[1])
+    assert rc == 0, err
+    summary = json.loads(report.read_text())["summary"]
+    assert [n for n in summary["notices"] if n["kind"] == "family_skipped"] == [{
+        "kind": "family_skipped",
+        "message": "--metrics all: text2kgbench skipped (it needs an ontology: pass --ontology FILE, or --relations)"}]
+    assert "text2kgbench" not in summary["config"]["metric_families"]
+    assert "family_skipped: --metrics all: text2kgbench skipped" in out
 
 
 def test_embedding_fallback_is_a_notice(tmp_path):
