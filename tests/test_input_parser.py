@@ -22,12 +22,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import ACME_A as A
-from conftest import ACME_B as B
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import evaluate as ev
+from conftest import ACME_A as A, ACME_B as B
 
 a = json.dumps(A)
 b = json.dumps(B)

