@@ -67,10 +67,12 @@ import os
 import platform
 import re
 import shlex
+import signal
 import sqlite3
 import string
 import sys
 import tempfile
+import threading
 import time
 import unicodedata
 from collections import Counter
@@ -90,7 +92,7 @@ __all__ = [
     "__version__", "PRODUCT", "SPEC_RELATIONS", "COMPOSITE_WEIGHTS", "ALIGN_WEIGHTS",
     "DEFAULT_SIM_THRESHOLD", "DEFAULT_ALIGN_ACCEPT", "DEFAULT_EMBEDDING_MODEL",
     "SCHEMA_PROFILES", "PARSE_STATUSES", "UNPARSEABLE_STATUSES", "ParseResult", "OutputParser",
-    "parse_model_output", "InputError",
+    "parse_model_output", "InputError", "notice",
     "GoldRecord", "Prediction", "Entry", "PREDICTION_STATUSES", "Triplet", "SchemaResult",
     "validate_hgr_item", "validate_flat_item", "flat_fields", "validate_schema",
     "detect_profile", "normalize_title", "normalize_label", "normalize_triplets",
@@ -107,14 +109,16 @@ __all__ = [
     "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
     "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
+    "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
     "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
-    "evaluate_entries", "format_summary", "write_json_atomic", "EmbeddingUnavailable",
-    "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir", "ModelStore",
-    "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder", "load_embedder", "download_embedding_model",
+    "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
+    "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
+    "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "run_directory", "RunOutcome", "run", "main",
+    "evaluate_files", "run_directory", "RunOutcome", "run", "Terminated", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).
@@ -825,8 +829,15 @@ class InputError(ValueError):
     the file, line and field; the CLI prints it and exits with status 2."""
 
 
+def notice(kind: str, message: str) -> dict[str, str]:
+    """One item of ``summary.notices``: something that changed a number of the report (an
+    exclusion, a skipped family, a fallback, a limit, a join by line order). ``kind`` is a
+    short machine-readable name, ``message`` one human-readable line naming file and line."""
+    return {"kind": kind, "message": message}
+
+
 #: Every status a prediction can have: those of :func:`parse_model_output`, and
-#: "missing" = no prediction line for a gold id. Summaries count every one of them;
+#: "missing" = no prediction line (or no prediction field) for a gold id. Summaries count every one of them;
 #: :data:`UNPARSEABLE_STATUSES` are scored as unparseable answers.
 PREDICTION_STATUSES = PARSE_STATUSES + ("missing",)
 
@@ -844,13 +855,16 @@ class GoldRecord:
 @dataclass
 class Prediction:
     """One parsed prediction: items (None = an answer scored as unparseable), parse status
-    (one of :data:`PREDICTION_STATUSES`), a human-readable reason and the 1-based line."""
+    (one of :data:`PREDICTION_STATUSES`), a human-readable reason, the 1-based line and
+    ``issue``: the kind of input problem of the line, if any (reported as a notice)."""
 
     id: str | None
     items: list[Any] | None
     status: str
     reason: str
     line: int | None
+    #: "" or the kind of input problem this line has (see :func:`prediction_from_record`).
+    issue: str = ""
 
 
 @dataclass
@@ -4491,6 +4505,41 @@ PRED_PARSED_KEYS = ("triplets", "pred_parsed", "prediction", "triples")
 PRED_RAW_KEYS = ("output", "pred_raw", "response")
 COMBINED_PRED_PARSED_KEYS = ("pred_parsed",)
 COMBINED_PRED_RAW_KEYS = ("pred_raw", "output", "response")
+#: How many keys an error or notice lists before "... (N keys)".
+_KEYS_SHOWN = 20
+
+
+class FieldNames(NamedTuple):
+    """Where the triplets of a record live: keys holding a parsed list (``parsed``) and
+    keys holding raw model text (``raw``), each tried in order; or one field named by the
+    user (``--pred-field``/``--gold-field``: ``named``), whose value is raw text when it
+    is a string and a parsed value otherwise (SPEC.md section 1 rules)."""
+
+    parsed: tuple[str, ...]
+    raw: tuple[str, ...] = ()
+    named: bool = False
+
+    @classmethod
+    def user(cls, name: str) -> "FieldNames":
+        return cls((name,), (name,), True)
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.parsed + self.raw))
+
+
+#: The prediction fields of a predictions file and of a combined file (whose
+#: ``triplets``/``triples`` are gold).
+PRED_FIELDS = FieldNames(PRED_PARSED_KEYS, PRED_RAW_KEYS)
+COMBINED_PRED_FIELDS = FieldNames(COMBINED_PRED_PARSED_KEYS, COMBINED_PRED_RAW_KEYS)
+
+
+def _keys_text(keys: Iterable[str]) -> str:
+    """Sorted keys, capped at :data:`_KEYS_SHOWN`: ``"a, b, c"`` or ``"a, ... (40 keys)"``."""
+    keys = sorted(set(keys))
+    shown = ", ".join(keys[:_KEYS_SHOWN])
+    return (shown + f", ... ({len(keys)} keys)") if len(keys) > _KEYS_SHOWN else (shown or "none")
+
 
 def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return next((k for k in keys if k in obj), None)
@@ -4515,31 +4564,36 @@ def _chat_gold(obj: Mapping[str, Any], where: str) -> tuple[str, Any]:
     return (user if isinstance(user, str) else ""), assistant
 
 
-def gold_from_record(obj: Any, line: int, where: str) -> GoldRecord:
+def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = None) -> GoldRecord:
     """Extract a :class:`GoldRecord` from one parsed gold JSONL line.
 
     Accepted: ``{"id"?, "prompt"|"text"|"sent", "triplets"|"gold"|"gold_parsed"|"triples"}``,
     a combined line with ``gold_raw`` text, or a chat line ``{"messages": [user,
-    assistant]}`` (user content = prompt, assistant content = the gold JSON).
+    assistant]}`` (user content = prompt, assistant content = the gold JSON). With
+    ``gold_field`` (``--gold-field``) the gold is that field only (a string is parsed as
+    answer text, like ``gold_raw``).
 
     Raises:
-        InputError: naming ``where`` (file:line), the field, expected vs found.
+        InputError: naming ``where`` (file:line), the field, expected vs found (a line
+            without a gold field lists the keys found and accepted, and ``--gold-field``).
     """
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: expected a JSON object, found {_describe(obj)}")
-    if "messages" in obj and _first_key(obj, GOLD_KEYS) is None:
+    keys = (gold_field,) if gold_field is not None else GOLD_KEYS + GOLD_RAW_KEYS
+    if gold_field is None and "messages" in obj and _first_key(obj, GOLD_KEYS) is None:
         prompt, raw = _chat_gold(obj, where)
         items: Any = raw
     else:
         prompt_key = _first_key(obj, PROMPT_KEYS)
         prompt = obj.get(prompt_key, "") if prompt_key else ""
-        key = next((k for k in GOLD_KEYS + GOLD_RAW_KEYS if obj.get(k) is not None), None) \
-            or _first_key(obj, GOLD_KEYS + GOLD_RAW_KEYS)
+        key = next((k for k in keys if obj.get(k) is not None), None) or _first_key(obj, keys)
         if key is None:
-            hint = ("; this looks like a predictions file: pass the gold file with --gold"
-                    if any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
-            raise InputError(f"{where}: no gold triplets: expected one of the fields "
-                             f"{', '.join(GOLD_KEYS + GOLD_RAW_KEYS)} (or 'messages'), found {sorted(obj)}{hint}")
+            hint = ("; if this is a predictions file, pass the gold file with --gold; if it is a combined "
+                    "file, this line has no gold answer"
+                    if gold_field is None and any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
+            accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else "")
+            raise InputError(f"{where}: no gold triplets: keys found: {_keys_text(obj)}; accepted: {accepted}; "
+                             f"name the gold field with --gold-field NAME{hint}")
         items = obj[key]
     if isinstance(items, str):
         parsed = parse_model_output(items)
@@ -4569,10 +4623,35 @@ def _is_empty_json(value: Any) -> bool:
     return False
 
 
+def _field_keys(obj: Mapping[str, Any], fields: FieldNames) -> tuple[list[str], list[str]]:
+    """The non-null parsed and raw fields of ``obj``, in the order of ``fields``."""
+    if fields.named:
+        name = fields.parsed[0]
+        value = obj.get(name)
+        if value is None:
+            return [], []
+        return ([], [name]) if isinstance(value, str) else ([name], [])
+    return ([k for k in fields.parsed if obj.get(k) is not None],
+            [k for k in fields.raw if obj.get(k) is not None])
+
+
+def _disagreement(obj: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """"" when the fields ``keys`` all hold the same value, else the problem, naming the
+    field that is scored (the first accepted one)."""
+    differing = [k for k in keys[1:] if obj[k] != obj[keys[0]]]
+    if not differing:
+        return ""
+    return (f"fields {', '.join(repr(k) for k in (keys[0], *differing))} disagree; "
+            f"scored {keys[0]!r} (the first accepted field)")
+
+
 def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
-                           reparse: bool = False) -> Prediction:
+                           reparse: bool = False, fields: FieldNames | None = None) -> Prediction:
     """Extract a :class:`Prediction` from one parsed prediction JSONL line.
 
+    ``fields`` says where the answer lives (default :data:`PRED_FIELDS`, or
+    :data:`COMBINED_PRED_FIELDS` with ``combined``: a combined line's
+    ``triplets``/``triples`` are gold; ``FieldNames.user(NAME)`` for ``--pred-field``).
     A parsed list under ``triplets``/``pred_parsed``/``prediction``/``triples`` is used as
     is (SPEC.md section 1: an empty value (``{}``, ``""``, ``0``, ``false``) counts as
     ``[]`` with status "empty"; any other non-array value is "unparseable" with 0 items).
@@ -4580,33 +4659,42 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
     :func:`parse_model_output` when the parsed field is null or absent (SPEC.md section 1),
     or always with ``reparse``; the status is then the parser's, and a status in
     :data:`UNPARSEABLE_STATUSES` gives ``items`` None (scored as an unparseable answer).
-    Null or absent everywhere: ``[]`` with status "empty". ``combined`` restricts the
-    parsed keys to ``pred_parsed`` (a combined line's ``triplets``/``triples`` are gold).
+    A field present but null everywhere: ``[]`` with status "empty".
+
+    Input problems (``issue`` set, ``reason`` says what): no accepted field at all
+    (``issue`` "no_prediction_field": scored as a missing prediction, the reason lists the
+    keys found), or two accepted fields of the used kind whose values differ
+    (``issue`` "conflicting_fields": the first accepted field is scored).
     """
     if not isinstance(obj, Mapping):
         return Prediction(None, None, "unparseable", f"line is {_describe(obj)}, not a JSON object", line)
+    fields = fields or (COMBINED_PRED_FIELDS if combined else PRED_FIELDS)
     rid = _record_id(obj)
-    parsed_keys = COMBINED_PRED_PARSED_KEYS if combined else PRED_PARSED_KEYS
-    parsed_key = next((k for k in parsed_keys if obj.get(k) is not None), None)
-    raw_key = next((k for k in (COMBINED_PRED_RAW_KEYS if combined else PRED_RAW_KEYS)
-                    if obj.get(k) is not None), None)
-    if raw_key is not None and (reparse or parsed_key is None):
-        raw = obj[raw_key]
+    parsed_keys, raw_keys = _field_keys(obj, fields)
+    if raw_keys and (reparse or not parsed_keys):
+        conflict = _disagreement(obj, raw_keys)
+        raw = obj[raw_keys[0]]
         # Raw text normally; any other JSON value is parsed as its JSON text would be.
         result = parse_model_output(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
         return Prediction(rid, None if result.status in UNPARSEABLE_STATUSES else result.items,
-                          result.status, result.reason, line)
-    if parsed_key is None:
-        null_key = _first_key(obj, parsed_keys + (COMBINED_PRED_RAW_KEYS if combined else PRED_RAW_KEYS))
-        return Prediction(rid, [], "empty", f"'{null_key}' is null: counted as []" if null_key
-                          else "no prediction field", line)
-    value = obj[parsed_key]
+                          result.status, "; ".join(filter(None, (result.reason, conflict))), line,
+                          "conflicting_fields" if conflict else "")
+    if not parsed_keys:
+        null_key = _first_key(obj, fields.accepted)
+        if null_key is not None:
+            return Prediction(rid, [], "empty", f"'{null_key}' is null: counted as []", line)
+        return Prediction(rid, [], "missing", f"no prediction field (keys found: {_keys_text(obj)})", line,
+                          "no_prediction_field")
+    conflict = _disagreement(obj, parsed_keys)
+    issue = "conflicting_fields" if conflict else ""
+    value = obj[parsed_keys[0]]
     if isinstance(value, list):
-        return Prediction(rid, value, "ok", "", line)
+        return Prediction(rid, value, "ok", conflict, line, issue)
     if _is_empty_json(value):
-        return Prediction(rid, [], "empty", f"'{parsed_key}' is {_describe(value)}: counted as []", line)
-    return Prediction(rid, None, "unparseable",
-                      f"'{parsed_key}' is {_describe(value)}, not a JSON array", line)
+        return Prediction(rid, [], "empty", "; ".join(filter(None, (
+            f"'{parsed_keys[0]}' is {_describe(value)}: counted as []", conflict))), line, issue)
+    return Prediction(rid, None, "unparseable", "; ".join(filter(None, (
+        f"'{parsed_keys[0]}' is {_describe(value)}, not a JSON array", conflict))), line, issue)
 
 
 _ID_IN_TEXT_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
@@ -4634,19 +4722,27 @@ class LoadedInputs:
     """Everything read from the input files, before scoring.
 
     ``problems`` is the one record of every line that was excluded, dropped or could not be
-    attributed (human-readable, naming file and line); ``duplicates_dropped`` counts the
-    lines dropped by ``--duplicate-ids first|last``. Readers report through
-    :meth:`problem` so that the summary shows every exclusion.
+    attributed (human-readable, naming file and line); ``notices`` holds those and every
+    other fact of the reading that changes a number (a join by line order, ``--limit``) as
+    :func:`notice` items; ``duplicates_dropped`` counts the lines dropped by
+    ``--duplicate-ids first|last``. Readers report through :meth:`problem` / :meth:`note`
+    so that the summary shows every exclusion.
     """
 
     entries: list[Entry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     duplicates_dropped: int = 0
+    notices: list[dict[str, str]] = field(default_factory=list)
 
-    def problem(self, message: str, *, duplicates: int = 0) -> None:
+    def problem(self, message: str, *, kind: str = "input_problem", duplicates: int = 0) -> None:
         """Record one input problem (and the duplicate lines it dropped)."""
         self.problems.append(message)
+        self.notices.append(notice(kind, message))
         self.duplicates_dropped += duplicates
+
+    def note(self, kind: str, message: str) -> None:
+        """Record a fact of the reading that changes a number but is not a bad line."""
+        self.notices.append(notice(kind, message))
 
 
 class _GoldSlot(NamedTuple):
@@ -4680,7 +4776,7 @@ def _dedupe(records: list[Any], policy: str, what: str, path: Path, log: LoadedI
     kept = [r for r in records if r.id is None or keep[r.id] is r]
     dropped = len(records) - len(kept)
     log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
-                f"{len(dups)} id(s) repeated)", duplicates=dropped)
+                f"{len(dups)} id(s) repeated)", kind="duplicate_ids", duplicates=dropped)
     return kept
 
 
@@ -4691,11 +4787,40 @@ class _GoldLines(NamedTuple):
     combined_preds: list[Prediction]  # the predictions of a combined file, by gold slot
 
 
-def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs) -> _GoldLines:
+def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects: int, path: Path,
+                   fields: FieldNames, log: LoadedInputs, *, combined: bool = False) -> None:
+    """Report the prediction lines with an input problem (one notice per kind, with the
+    count and the first lines); refuse a file in which no object line (of ``n_objects``)
+    has a prediction field (``keys_found``: the union of their keys)."""
+    by_kind: dict[str, list[Prediction]] = {}
+    for pred in preds:
+        if pred.issue:
+            by_kind.setdefault(pred.issue, []).append(pred)
+    accepted = ", ".join(fields.accepted)
+    lacking = by_kind.get("no_prediction_field", [])
+    if lacking and len(lacking) == n_objects:
+        if combined and not fields.named:
+            raise InputError(f"{path}: no line has a prediction field (keys found: {_keys_text(keys_found)}; "
+                             f"accepted in a file used alone: {accepted}): this looks like a gold file: pass it "
+                             "with --gold and the predictions with --pred (or name the prediction field with "
+                             "--pred-field NAME)")
+        raise InputError(f"{path}: no line has a recognised prediction field: keys found: "
+                         f"{_keys_text(keys_found)}; accepted: {accepted}; name the field with --pred-field NAME")
+    for kind, lines in by_kind.items():
+        shown = ", ".join(str(p.line) for p in lines[:10]) + (" ..." if len(lines) > 10 else "")
+        what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
+                "conflicting_fields": "with prediction fields that disagree"}[kind]
+        log.problem(f"{path}: {len(lines)} line(s) {what} (lines {shown}; line {lines[0].line}: "
+                    f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
+
+
+def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs,
+               fields: FieldNames, gold_field: str | None = None) -> _GoldLines:
     """Read every gold line (and, from a combined file, its prediction)."""
     slots: list[_GoldSlot] = []
     excluded_ids: set[str] = set()
     combined_preds: list[Prediction] = []
+    keys_found: set[str] = set()
     n_rows = 0
     for position, row in enumerate(read_records(gold_file)):
         n_rows = position + 1
@@ -4703,28 +4828,33 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
         try:
             if row.error is not None:
                 raise InputError(f"{gold_file}: {row.error}")
-            gold = gold_from_record(row.value, row.line_no, where)
+            gold = gold_from_record(row.value, row.line_no, where, gold_field)
         except InputError as exc:
             if not skip_bad_gold:
                 raise InputError(f"{exc} (pass --skip-bad-gold to report and exclude such lines)") from None
-            log.problem(f"{exc} (excluded: --skip-bad-gold)")
+            log.problem(f"{exc} (excluded: --skip-bad-gold)", kind="excluded_gold_line")
             rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
             if rid is not None:
                 excluded_ids.add(rid)
             continue
         slots.append(_GoldSlot(position, gold))
         if combined:
-            combined_preds.append(prediction_from_record(row.value, row.line_no, combined=True, reparse=reparse))
+            keys_found.update(row.value)
+            combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
     if not slots:
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
+    if combined:
+        _report_issues(combined_preds, keys_found, len(combined_preds), gold_file, fields, log, combined=True)
     return _GoldLines(slots, n_rows, excluded_ids, combined_preds)
 
 
-def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs) -> list[Prediction]:
+def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> list[Prediction]:
     """Read every prediction line; an unreadable line is reported and kept as an
     unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
     preds: list[Prediction] = []
+    keys_found: set[str] = set()
+    n_bad = 0
     for row in read_records(pred_path):
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
@@ -4732,12 +4862,15 @@ def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs) -> list
             log.problem(f"{pred_path}: {reason} ("
                         + (f"scored as an unparseable prediction for id {rid!r})" if rid else
                            "no readable id: scored as an unparseable prediction when records are paired "
-                           "by line order, else not attributable)"))
+                           "by line order, else not attributable)"), kind="bad_prediction_line")
             preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
+            n_bad += 1
             continue
-        preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse))
+        keys_found.update(row.value)
+        preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
     if not preds:
         raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
+    _report_issues(preds, keys_found, len(preds) - n_bad, pred_path, fields, log)
     return preds
 
 
@@ -4750,12 +4883,14 @@ def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: s
         if gone:
             preds = [p for p in preds if p.id not in excluded_ids]
             log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
-                        f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})")
+                        f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})",
+                        kind="dropped_with_excluded_gold")
     no_id = [p.line for p in preds if p.id is None]
     if no_id:
         log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
                     f"{', '.join(map(str, no_id[:10]))}{' ...' if len(no_id) > 10 else ''}) cannot be "
-                    "attributed to a gold record and are not scored; those gold ids count as missing")
+                    "attributed to a gold record and are not scored; those gold ids count as missing",
+                    kind="no_readable_id")
     preds = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, log)
     gold_ids = {s.id for s in slots}
     extra = sorted({p.id for p in preds if p.id not in gold_ids})
@@ -4784,45 +4919,87 @@ def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, 
     skipped = [p.line for k, p in enumerate(preds) if k not in kept]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
-                    f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})")
+                    f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})",
+                    kind="dropped_with_excluded_gold")
     return [Entry(s.record, preds[s.position]) for s in slots]
+
+
+#: ``--join``: how gold and prediction lines are paired.
+JOIN_MODES = ("auto", "id", "order")
+
+
+def _join_mode(join: str, slots: Sequence[_GoldSlot], preds: Sequence[Prediction], pred_path: Path,
+               gold_path: Path) -> str:
+    """Resolve ``--join``: "id" or "order". ``auto`` joins by id when every gold line and
+    some prediction lines carry ids, by line order when neither side does, and refuses
+    when only one side has ids (pairing by position could silently mis-pair them)."""
+    gold_without = [s.record.line for s in slots if s.id is None]
+    pred_with = any(p.id is not None for p in preds)
+    if join == "order":
+        return "order"
+    if join == "id" or (not gold_without and pred_with):
+        if gold_without or not pred_with:
+            side = (f"{gold_path}: {len(gold_without)} gold line(s) without an id (first: line {gold_without[0]})"
+                    if gold_without else f"{pred_path}: no prediction line has an id")
+            raise InputError(f"--join id: {side}")
+        return "id"
+    if len(gold_without) == len(slots) and not pred_with:
+        return "order"
+    ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not"
+                if pred_with else f"{gold_path} carries ids but {pred_path} does not")
+    raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
+                     "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
+                     "or add the ids")
 
 
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
-                limit: int | None = None) -> LoadedInputs:
+                limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
+                join: str = "auto") -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
     With ``gold_path`` None, ``pred_path`` is a combined file (``prompt``, ``gold_raw``/
-    ``gold_parsed``, ``pred_raw``/``pred_parsed`` per line). Otherwise: join by id when
-    every record on both sides has one, else by line order (equal counts required). A gold
-    id with no prediction is scored as an empty prediction (status "missing"); a
+    ``gold_parsed``, ``pred_raw``/``pred_parsed`` per line). Otherwise records are joined
+    as ``join`` says (:data:`JOIN_MODES`; "auto": by id when both sides carry ids, by line
+    order (equal counts required) when neither does, refused when only one side does). A
+    gold id with no prediction is scored as an empty prediction (status "missing"); a
     prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
     are reported and scored as unparseable (attributed by their ``"id"`` when it can be
     read from the raw bytes, else by position); bad gold lines are an error unless
-    ``skip_bad_gold``. ``limit`` keeps the first N gold entries.
+    ``skip_bad_gold``. A prediction line without a prediction field is reported and scored
+    as missing; a file in which no line has one is an error. ``pred_field``/``gold_field``
+    name the field holding the triplets. ``limit`` keeps the first N gold entries. Every
+    exclusion, the join by line order and the limit are in ``notices``.
 
     Raises:
-        InputError: unreadable files, bad gold lines, unmatched prediction ids, duplicate
-            ids (unless ``duplicate_ids`` is "first"/"last"), count mismatch.
+        InputError: unreadable files, bad gold lines, no prediction field on any line,
+            unmatched prediction ids, duplicate ids (unless ``duplicate_ids`` is
+            "first"/"last"), count mismatch, a join that could mis-pair.
     """
     log = LoadedInputs()
     gold_file = gold_path or pred_path
-    gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log)
+    fields = (FieldNames.user(pred_field) if pred_field is not None
+              else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
+    gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log, fields, gold_field)
     if gold_path is None:
         slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_file, log)
         keep = {s.position for s in slots}
         preds = [p for s, p in zip(gold.slots, gold.combined_preds) if s.position in keep]
         entries = [Entry(s.record, p) for s, p in zip(slots, preds)]
     else:
-        preds = _read_predictions(pred_path, reparse, log)
+        preds = _read_predictions(pred_path, reparse, log, fields)
         slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_path, log)
-        if all(s.id is not None for s in slots) and any(p.id is not None for p in preds):
+        if _join_mode(join, slots, preds, pred_path, gold_path) == "id":
             entries = _join_by_id(slots, preds, gold.excluded_ids, pred_path, gold_path, duplicate_ids, log)
         else:
             entries = _join_by_line(slots, preds, gold.n_rows, pred_path, gold_path, limit, log)
-    log.entries = entries[:limit] if limit is not None else entries
+            log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
+                     f"k-th line of {gold_path})" + (": --join order" if join == "order" else ": no ids on either side"))
+    if limit is not None and limit < len(slots):
+        log.note("limit", f"--limit {limit}: scored the first {limit} of {len(slots)} entries")
+        entries = entries[:limit]
+    log.entries = entries
     return log
 
 
@@ -4931,7 +5108,8 @@ class ScoredFile:
     """One input file scored: the report's per-entry rows, each family's merged record,
     and what the summary says about the file (schema profile, relation vocabulary,
     input problems, duplicates dropped, input checksums, gold file name). ``skipped``:
-    the families left out because they could not run here (see :class:`ScoringContext`)."""
+    the families left out because they could not run here (see :class:`ScoringContext`);
+    ``notices``: the file's :func:`notice` items (input problems, skipped families)."""
 
     rows: list[dict[str, Any]]
     records: dict[str, Record]
@@ -4942,6 +5120,7 @@ class ScoredFile:
     inputs: dict[str, Any] = field(default_factory=dict)
     gold_name: str = ""
     skipped: list[str] = field(default_factory=list)
+    notices: list[dict[str, str]] = field(default_factory=list)
 
     def drop(self, family: MetricFamily) -> None:
         """Remove everything of ``family`` (its record, per-entry statistics and view)."""
@@ -5008,6 +5187,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                 log.info("note: --metrics all: %s skipped (%s)", family.name, exc.reason)
                 active.remove(family)
                 scored.skipped.append(family.name)
+                scored.notices.append(notice("family_skipped", f"--metrics all: {family.name} skipped "
+                                                               f"({exc.reason})"))
                 scored.drop(family)
                 row.pop(family.key, None)
                 continue
@@ -5045,7 +5226,7 @@ def _sections(families: Sequence[MetricFamily], records: Mapping[str, Record]) -
 class ReportSource:
     """What the summary says about where the entries came from: the scoring backend and
     gate, the schema profile and relation vocabulary, input problems, input checksums,
-    and (directory mode) more summary fields (``extra``)."""
+    the run's :func:`notice` items, and (directory mode) more summary fields (``extra``)."""
 
     similarity: Similarity
     align_accept: float
@@ -5055,6 +5236,7 @@ class ReportSource:
     duplicates_dropped: int = 0
     inputs: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    notices: Sequence[Mapping[str, str]] = ()
 
 
 def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], source: ReportSource, *,
@@ -5063,8 +5245,9 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     """The report of one or more scored files (single-file and directory mode alike).
 
     Layout: ``summary`` (run description, the summary families' sections (hgr: totals,
-    micro, macro), prediction statuses, invalid items, input problems, inputs, and
-    ``config`` when given), then one section per family in registry order (those whose
+    micro, macro), prediction statuses, invalid items, input problems, inputs, ``notices``
+    (every exclusion, skipped family and fallback that changes a number: the source's, then
+    the similarity fallback and the schema-invalid gold items), and ``config`` when given), then one section per family in registry order (those whose
     section already splits by ontology after ``per_ontology``), then ``per_entry``.
     Every number comes from the families' merged records (:meth:`MetricFamily.finish`).
     """
@@ -5073,6 +5256,15 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     status = Counter(row["parse_status"] for row in rows)
     reasons = Counter(_strip_index(r) for row in rows for r in row["invalid_items"])
     sim = source.similarity
+    invalid_gold = [f"{f.gold_name} line {row['gold_line']}: {r}"
+                    for f in files for row in f.rows for r in row["invalid_gold_items"]]
+    notices = [dict(n) for n in source.notices]
+    if sim.fallback_reason:
+        notices.append(notice("embedding_fallback", "FALLBACK to lexical similarity (not comparable with embedding "
+                                                    f"scores): {sim.fallback_reason}"))
+    if invalid_gold:
+        notices.append(notice("invalid_gold_items", f"{len(invalid_gold)} schema-invalid gold item(s) excluded "
+                              f"from scoring: {'; '.join(invalid_gold[:3])}{' ...' if len(invalid_gold) > 3 else ''}"))
     summary: dict[str, Any] = {
         "n_entries": len(rows),
         "embedding_backend": sim.backend,
@@ -5089,14 +5281,15 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
         "schema_profile": source.profile,
         "parse_status": {s: status[s] for s in PREDICTION_STATUSES},
         "invalid_item_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "invalid_gold_items": [f"{f.gold_name} line {row['gold_line']}: {r}"
-                               for f in files for row in f.rows for r in row["invalid_gold_items"]],
+        "invalid_gold_items": invalid_gold,
+        "n_invalid_gold_items": len(invalid_gold),
         "relation_vocabulary": dict(source.vocabulary),
         "input_problems": list(source.problems),
         "duplicates_dropped": source.duplicates_dropped,
         "evaluator": {"name": PRODUCT, "version": __version__},
         "inputs": dict(source.inputs),
         **source.extra,
+        "notices": notices,
     })
     if config is not None:
         summary["config"] = dict(config)
@@ -5139,20 +5332,29 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
     return build_report([scored], chosen, source)
 
 
+#: The printed summary shows at most this many notices (the report holds all of them).
+SUMMARY_NOTICES_SHOWN = 50
+
+
 def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     """Human-readable summary of a report (what the CLI prints to stdout): the run
-    description, then each family's section present in the report, in registry order."""
+    description and its notices (one line each), then each family's section present in the
+    report, in registry order."""
     s = report["summary"]
     n = s["n_entries"]
     backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
-    fallback = s.get("embedding_fallback_reason")
     vocabulary = s.get("relation_vocabulary", {}).get("description", "-")
     lines = [
         f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
         f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}",
-        *([f"  FALLBACK to lexical similarity (not comparable with embedding scores): {fallback}"] if fallback else []),
     ]
+    notices = s.get("notices", [])
+    if notices:  # every exclusion, skip and fallback that changed a number, one line each
+        lines += [f"notices ({len(notices)}): what changed the numbers below",
+                  *(f"  {n['kind']}: {n['message']}" for n in notices[:SUMMARY_NOTICES_SHOWN])]
+        if len(notices) > SUMMARY_NOTICES_SHOWN:
+            lines.append(f"  ... {len(notices) - SUMMARY_NOTICES_SHOWN} more (summary.notices in the report)")
     families = [cls() for cls in FAMILIES.values()]
     for family in families:
         if family.key == "summary" and "totals" in s:
@@ -5168,6 +5370,11 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     return "\n".join(lines)
 
 
+def report_json(data: Any) -> str:
+    """The report's JSON text (UTF-8, indent 1, strict: NaN/Infinity raise ValueError)."""
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
@@ -5176,7 +5383,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    text = report_json(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -6220,16 +6427,20 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = ",".join(DEFAULT_METRICS)
     p = argparse.ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
-        description="Score predicted knowledge-graph triplets against gold triplets (SPEC.md method).",
+        description="Score predicted knowledge-graph triplets against gold triplets (the method defined in the README, 'The method').",
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
         allow_abbrev=False,
     )
     io = p.add_argument_group("inputs and outputs")
-    io.add_argument("--pred", type=Path, help="predictions JSONL (or a combined file with gold, used alone)")
+    io.add_argument("--pred", type=Path, action="append",
+                    help="predictions JSONL (or a combined file with gold, used alone); give it once")
     io.add_argument("--gold", type=Path, help="gold JSONL (omit when --pred is a combined file)")
-    io.add_argument("--report", type=Path, help="JSON report path (default: reports/<pred stem>.json)")
+    io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
+                    "goes to stderr); default: reports/<pred stem>.json, refused when that file holds the report "
+                    "of another --pred")
+    io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
-                    "or Text2KGBench ontology JSON (default: the 20 types of SPEC.md)")
+                    "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
     io.add_argument("--ontology", type=Path, help="Text2KGBench ontology JSON (relations + concepts; also the "
                     "relation vocabulary), or a directory of them when --pred/--gold are directories")
     io.add_argument("--schema", choices=("auto",) + SCHEMA_PROFILES, default="auto",
@@ -6240,14 +6451,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="parse raw model text even when a parsed list is present")
     io.add_argument("--skip-bad-gold", action="store_true",
                     help="report and exclude unreadable gold lines instead of failing")
+    io.add_argument("--pred-field", metavar="NAME",
+                    help="the prediction field of each line (a parsed list, or raw model text when a string); "
+                         "default: " + ", ".join(PRED_FIELDS.accepted))
+    io.add_argument("--gold-field", metavar="NAME",
+                    help="the gold field of each line (a list, or answer text when a string); "
+                         "default: " + ", ".join(GOLD_KEYS + GOLD_RAW_KEYS) + " or chat 'messages'")
+    io.add_argument("--join", choices=JOIN_MODES, default="auto",
+                    help="pair gold and prediction lines by id, or by line order; auto (default): by id when both "
+                         "sides have ids, by line order when neither does, refused when only one side does")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
                     help="what to do with repeated ids (default: error; 'last' is Text2KGBench's rule)")
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
                     help="comma-separated metric families: " + ", ".join(FAMILIES)
                          + f"; 'all' for every one (default {defaults})")
     sim = p.add_argument_group("similarity")
-    sim.add_argument("--no-embeddings", action="store_true", help="force the lexical similarity (SPEC.md section 4)")
-    sim.add_argument("--embedding-model", default=DEFAULT_EMBEDDING_MODEL,
+    sim.add_argument("--no-embeddings", action="store_true",
+                     help="force the lexical similarity (the method's lexical score: difflib ratio + token Jaccard)")
+    sim.add_argument("--embedding-model", default=None,
                      help=f"fastembed model name or local model directory (default {DEFAULT_EMBEDDING_MODEL})")
     sim.add_argument("--model-cache", type=Path, help="where fastembed models live (default: FASTEMBED_CACHE_PATH, "
                      f"else ~/.cache/{PRODUCT}/models, the Hugging Face cache, fastembed's temp cache)")
@@ -6266,6 +6487,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _same_file(a: Path | None, b: Path | None) -> bool:
+    try:
+        return a is not None and b is not None and a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _refuse_contradictions(args: argparse.Namespace) -> None:
+    """Options that contradict each other are an error (exit 2), never a silent choice."""
+    if args.pred is not None and len(args.pred) > 1:
+        raise InputError(f"--pred given {len(args.pred)} times ({', '.join(map(str, args.pred))}): one run scores "
+                         "one predictions file; run once per file")
+    if args.no_report and args.report is not None:
+        raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
+    if args.no_embeddings and args.require_embeddings:
+        raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
+    if args.no_embeddings and args.embedding_model is not None:
+        raise InputError(f"--no-embeddings contradicts --embedding-model {args.embedding_model}: give one of them")
+    if args.pred and _same_file(args.pred[0], args.gold):
+        raise InputError(f"--pred {args.pred[0]} and --gold {args.gold} are the same file: give the predictions "
+                         "with --pred and the gold with --gold (or a combined file alone with --pred)")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, built once from the command line (:meth:`from_args`); the
@@ -6278,6 +6522,7 @@ class RunConfig:
     pred: Path | None = None
     gold: Path | None = None
     report: Path | None = None
+    no_report: bool = False
     relations: Path | None = None
     ontology: Path | None = None
     schema: str = "auto"
@@ -6285,6 +6530,9 @@ class RunConfig:
     reparse: bool = False
     skip_bad_gold: bool = False
     duplicate_ids: str = "error"
+    pred_field: str | None = None
+    gold_field: str | None = None
+    join: str = "auto"
     metrics: tuple[str, ...] = DEFAULT_METRICS
     no_embeddings: bool = False
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
@@ -6296,11 +6544,17 @@ class RunConfig:
     align_accept: float = DEFAULT_ALIGN_ACCEPT
     quiet: bool = False
     skip_unavailable: bool = False
+    #: Notices of the configuration itself (families that ``--metrics all`` left out).
+    notices: tuple[dict[str, str], ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
         """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
-        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.name != "skip_unavailable"}
+        _refuse_contradictions(args)
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+                  if f.name not in ("skip_unavailable", "notices")}
+        values["pred"] = args.pred[0] if args.pred else None
+        values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
         if values["skip_unavailable"]:  # 'all' = every family whose inputs are present
@@ -6311,6 +6565,8 @@ class RunConfig:
                 skipped = [n for n in chosen if FAMILIES[n].needs_nltk]
                 chosen = [n for n in chosen if not FAMILIES[n].needs_nltk]
                 log.info("note: --metrics all: %s skipped (%s; %s)", "/".join(skipped), why, NLTK_INSTALL_HELP)
+                values["notices"] = tuple(notice("family_skipped", f"--metrics all: {name} skipped ({why}; "
+                                                                   f"{NLTK_INSTALL_HELP})") for name in skipped)
             metrics = tuple(chosen)
         values["metrics"] = metrics
         return cls(**values)
@@ -6361,8 +6617,12 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _file_info(path: Path | None) -> dict[str, Any] | None:
-    return None if path is None else {"name": path.name, "sha256": _sha256_file(path)}
+def _file_info(path: Path | None, given: Path | None = None) -> dict[str, Any] | None:
+    """``summary.inputs`` entry of an input file: name, SHA-256 and the resolved path the
+    user gave (``given``; differs from ``path`` for a spooled stream)."""
+    if path is None:
+        return None
+    return {"name": path.name, "sha256": _sha256_file(path), "path": str((given or path).resolve())}
 
 
 def _vocabulary(relations: Path | None, profile: str,
@@ -6435,6 +6695,9 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "reparse": config.reparse,
         "duplicate_ids": config.duplicate_ids,
         "skip_bad_gold": config.skip_bad_gold,
+        "pred_field": config.pred_field,
+        "gold_field": config.gold_field,
+        "join": config.join,
         "versions": {
             PRODUCT: __version__,
             "python": platform.python_version(),
@@ -6445,11 +6708,14 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
 
 
 def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity, pred: Path,
-                gold: Path | None, relations: Path | None, group: str = "") -> tuple[ScoredFile, str | None]:
+                gold: Path | None, relations: Path | None, group: str = "",
+                given: Sequence[Path | None] = (None, None, None)) -> tuple[ScoredFile, str | None]:
     """Read, join and score one prediction file: its :class:`ScoredFile` and the hash of
-    its relation vocabulary."""
+    its relation vocabulary. ``given``: the paths the user gave for pred, gold and
+    relations when the files read are spooled copies."""
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
-                         duplicate_ids=config.duplicate_ids, limit=config.limit)
+                         duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
+                         gold_field=config.gold_field, join=config.join)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
@@ -6460,20 +6726,35 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored = score_entries(loaded.entries, families, ctx, progress=config.progress)
     scored.vocabulary = vocab_info
     scored.problems = loaded.problems
+    scored.notices = loaded.notices + scored.notices
     scored.duplicates_dropped = loaded.duplicates_dropped
-    scored.inputs = {"pred": _file_info(pred), "gold": _file_info(gold), "relations": _file_info(relations)}
+    scored.inputs = {key: _file_info(path, origin)
+                     for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {row['gold_line']}: {r}" for row in scored.rows
                for r in row["invalid_gold_items"]]
+    if invalid and len(invalid) == sum(len(e.gold.items) for e in loaded.entries):
+        raise InputError(_all_gold_invalid(config.schema, profile, invalid))
     if invalid:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
     return scored, _vocabulary_hash(vocabulary)
 
 
+def _all_gold_invalid(schema: str, profile: str, invalid: Sequence[str]) -> str:
+    """The error for gold whose items are all invalid under the schema profile, with a
+    hint about ``--schema`` (the usual cause: the other item shape)."""
+    other = next(p for p in SCHEMA_PROFILES if p != profile)
+    shape = {"hgr": "typed (source, relation, target) objects", "triples": "flat (s, r, o) items"}[profile]
+    chosen = f"--schema {schema}" if schema != "auto" else f"--schema auto (picked {profile})"
+    return (f"{chosen}: every gold item ({len(invalid)}) is invalid for the {profile} profile, which expects "
+            f"{shape} (first: {invalid[0]}); try --schema {other}"
+            + (" or auto" if schema != "auto" else "") + ", or fix the gold items")
+
+
 def _file_source(scored: ScoredFile, similarity: Similarity, config: RunConfig) -> ReportSource:
     return ReportSource(similarity, config.align_accept, scored.profile, scored.vocabulary, scored.problems,
-                        scored.duplicates_dropped, scored.inputs)
+                        scored.duplicates_dropped, scored.inputs, notices=scored.notices)
 
 
 def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: Path | None,
@@ -6481,10 +6762,12 @@ def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: 
     """Single-file mode: the report of one prediction file (and gold file);
     ``relations`` gives the vocabulary (and, for text2kgbench, the ontology)."""
     families = families_for(config.metrics)
-    scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations)
+    scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations,
+                                     given=(config.pred, config.gold, config.vocabulary_path))
     families = drop_skipped([scored], families)
-    return build_report([scored], families, _file_source(scored, similarity, config),
-                        config=config_record(config, families, similarity, vocab_hash))
+    source = _file_source(scored, similarity, config)
+    source.notices = [*config.notices, *source.notices]
+    return build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
 
 
 def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> list[tuple[str, Path, Path, Path]]:
@@ -6508,10 +6791,11 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
     return out
 
 
-def _directory_digest(infos: Iterable[dict[str, Any] | None], name: str) -> dict[str, Any]:
+def _directory_digest(infos: Iterable[dict[str, Any] | None], folder: Path) -> dict[str, Any]:
     """One checksum for the files of a directory run (SHA-256 of "name sha256" lines)."""
     lines = "".join(f"{i['name']} {i['sha256']}\n" for i in infos if i is not None)
-    return {"name": name, "sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest()}
+    return {"name": folder.name, "sha256": hashlib.sha256(lines.encode("utf-8")).hexdigest(),
+            "path": str(folder.resolve())}
 
 
 def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
@@ -6546,10 +6830,11 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
         {"source": onto_dir.name, "size": None,
          "description": f"per ontology ({len(pairs)} ontologies in {onto_dir.name})"},
         [p for f in files for p in f.problems], sum(f.duplicates_dropped for f in files),
-        {"pred": _directory_digest((f.inputs["pred"] for f in files), config.pred.name),
-         "gold": _directory_digest((f.inputs["gold"] for f in files), config.gold.name),
-         "relations": _directory_digest((f.inputs["relations"] for f in files), onto_dir.name)},
-        extra={"n_ontologies": len(pairs)})
+        {"pred": _directory_digest((f.inputs["pred"] for f in files), config.pred),
+         "gold": _directory_digest((f.inputs["gold"] for f in files), config.gold),
+         "relations": _directory_digest((f.inputs["relations"] for f in files), onto_dir)},
+        extra={"n_ontologies": len(pairs)},
+        notices=[*config.notices, *(n for f in files for n in f.notices)])
     vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
     return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
                         per_ontology=per_ontology)
@@ -6586,6 +6871,39 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
         raise InputError(f"--report {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"--report {path}: {parent} is not writable")
+
+
+#: ``--report -``: the report goes to stdout.
+STDOUT_REPORT = Path("-")
+
+
+def _report_path(config: RunConfig) -> Path | None:
+    """Where the report goes: ``--report`` (:data:`STDOUT_REPORT` for ``-``), None with
+    ``--no-report``, else ``reports/<pred stem>.json``. The default is refused (InputError
+    naming --report and --no-report) when ``--pred`` is not a regular file or directory
+    (a pipe has no meaningful name), or when the file exists and is not the report of
+    this same ``--pred`` (``summary.inputs.pred.path``), so that runs of different
+    prediction files with the same name never overwrite each other by accident."""
+    if config.no_report:
+        return None
+    if config.report is not None:
+        return config.report
+    assert config.pred is not None
+    options = "give --report PATH, --report - (the report on stdout) or --no-report"
+    if config.pred.exists() and not (config.pred.is_file() or config.pred.is_dir()):
+        raise InputError(f"--pred {config.pred}: not a regular file (a pipe or stream?), so it has no name for the "
+                         f"default report path; {options}")
+    path = Path("reports") / f"{config.pred.stem}.json"
+    if path.exists():
+        try:
+            with open(path, encoding="utf-8") as handle:
+                previous = json.load(handle)["summary"]["inputs"]["pred"]["path"]
+        except (OSError, ValueError, KeyError, TypeError):
+            previous = None
+        if previous != str(config.pred.resolve()):
+            was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
+            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+    return path
 
 
 def _check_input_paths(config: RunConfig) -> bool:
@@ -6632,8 +6950,9 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         return 0
     directory = _check_input_paths(config)
     assert config.pred is not None
-    report_path = config.report or Path("reports") / f"{config.pred.stem}.json"
-    _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+    report_path = _report_path(config)
+    if report_path is not None and report_path != STDOUT_REPORT:
+        _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
     similarity = build_similarity(config)
     if directory:
         report = run_directory(config, similarity)
@@ -6649,13 +6968,21 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         s = embedder.stats
         log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
-    try:
-        write_json_atomic(report_path, report)
-    except OSError as exc:
-        raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
-    outcome.report, outcome.written = report, report_path
-    print(format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")))
-    print(f"\nreport written to {report_path}")
+    summary = format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
+    outcome.report = report
+    if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
+        sys.stdout.write(report_json(report))
+        sys.stdout.flush()
+        print(summary, file=sys.stderr)
+        return 0
+    if report_path is not None:
+        try:
+            write_json_atomic(report_path, report)
+        except OSError as exc:
+            raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
+        outcome.written = report_path
+    print(summary)
+    print(f"\nreport written to {report_path}" if report_path is not None else "\nno report written (--no-report)")
     return 0
 
 
@@ -6677,20 +7004,44 @@ def _cli_logging(quiet: bool) -> Iterator[None]:
         log.propagate = saved[1]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``kill``), raised where the program is, like Ctrl-C, so that
+    the same clean-up runs: spool folders and temporary report files are removed."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into :class:`Terminated` for one CLI call (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (bug)."""
+    """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (bug),
+    Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
     args = build_parser().parse_args(argv)
     outcome = RunOutcome()
-    with _cli_logging(args.quiet):
+    with _cli_logging(args.quiet), _sigterm_as_interrupt():
         try:
             return run(RunConfig.from_args(args), outcome)
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
-            print(f"interrupted (the report had been written to {outcome.written})" if outcome.written
-                  else "interrupted: no report written", file=sys.stderr)
-            return 130
+        except KeyboardInterrupt as exc:
+            what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+            print(f"{what} (the report had been written to {outcome.written})" if outcome.written
+                  else f"{what}: no report written", file=sys.stderr)
+            return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return 0

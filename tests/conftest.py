@@ -140,3 +140,35 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+# ---------------------------------------------------------------- in-process CLI runs
+def write_jsonl(path: Path, rows: list) -> Path:
+    """Write records (dicts, lists, ...) as JSONL, or raw ``bytes`` lines as they are."""
+    import json
+
+    path.write_bytes(b"".join(r if isinstance(r, bytes) else json.dumps(r).encode() + b"\n" for r in rows))
+    return path
+
+
+def run_main(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    """``evaluate.main(args)`` in-process (cwd changed when given): (status, stdout, stderr)."""
+    import contextlib
+    import io
+    import os
+
+    import evaluate as ev
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = ev.main([str(a) for a in args])
+            except SystemExit as exc:  # argparse usage errors
+                rc = exc.code
+    finally:
+        os.chdir(old)
+    return rc, out.getvalue(), err.getvalue()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ACME_A, ACME_B
+from conftest import ACME_A, ACME_B, write_jsonl  # noqa: F401 (write_jsonl: re-exported)
 
 import evaluate as ev
 
@@ -166,11 +166,6 @@ def entry(gold: list, pred: list | None, prompt: str = "", k: int = 0) -> ev.Ent
 
 def run(entries: list[ev.Entry], families=("hgr", "strict", "per-relation")) -> dict:
     return ev.evaluate_entries(entries, similarity=ev.Similarity(), families=families)
-
-
-def write_jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -7,13 +7,14 @@ tests read ``../shared/data`` (Text2KGBench, WebNLG+ 2020) and skip when it is a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ACME_A, ACME_B
+from conftest import ACME_A, ACME_B, run_main
 from helpers import ROOT, T, count_lines, load_report, run_cli, write_jsonl
 
 import evaluate as ev
@@ -258,3 +259,65 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
     reparsed = load_report(out)["per_entry"][0]
     assert reparsed["metrics"]["n_pred_raw_items"] == len(gold_line["triplets"])
     assert reparsed["metrics"]["entity_f1"] == 1.0
+
+
+
+# ------------------------------------------------- contradictory options (issue 9 item 7)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
+    (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
+    (["--pred", FINETUNED], "--pred given 2 times"),
+    (["--gold", "./" + FINETUNED], "are the same file"),
+])
+def test_contradictory_options_exit_2(tmp_path, extra, message):
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", FINETUNED, "--no-embeddings", "--report", report, *extra, cwd=ROOT)
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err
+    assert not report.exists() and out == ""
+
+
+def test_new_input_options_are_in_help_and_config(tmp_path):
+    help_text = run_cli("--help").stdout
+    for flag in ("--pred-field", "--gold-field", "--join"):
+        assert flag in help_text
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report,
+                            "--join", "id", cwd=ROOT)
+    assert rc == 0, err
+    config = load_report(report)["summary"]["config"]
+    assert (config["pred_field"], config["gold_field"], config["join"]) == (None, None, "id")
+
+
+# ------------------------------------------------------ SIGTERM cleans up (issue 9 item 10)
+
+
+def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    rows = [json.loads(line) for line in (ROOT / GOLD).read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / FINETUNED).read_text().splitlines() if line.strip()]
+    gold = tmp_path / "g.jsonl"
+    pred = tmp_path / "p.jsonl"
+    copies = 400  # 25 x 400 = 10,000 entries: a run of many seconds
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in preds))
+    report = tmp_path / "out" / "r.json"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                             "--no-embeddings", "--report", str(report)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(private_tmp)})
+    deadline = time.monotonic() + 120
+    while not list(private_tmp.glob("kg-triplet-eval-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(private_tmp.glob("kg-triplet-eval-*")), "the run never created its spool folder"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "terminated: no report written" in err and "Traceback" not in err
+    assert list(private_tmp.iterdir()) == []  # no kg-triplet-eval-* folder left behind
+    assert not report.exists()

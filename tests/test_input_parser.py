@@ -430,8 +430,10 @@ def test_a_parsed_value_wins_over_raw_text_unless_reparse():
 def test_null_everywhere_is_empty():
     pred = ev.prediction_from_record({"id": "r1", "pred_parsed": None, "pred_raw": None}, 1, combined=True)
     assert (pred.items, pred.status, pred.reason) == ([], "empty", "'pred_parsed' is null: counted as []")
+    # no accepted field at all: an input problem, scored as a missing prediction (issue 9 item 1)
     pred = ev.prediction_from_record({"id": "r1"}, 1)
-    assert (pred.items, pred.status, pred.reason) == ([], "empty", "no prediction field")
+    assert (pred.items, pred.status, pred.reason, pred.issue) == (
+        [], "missing", "no prediction field (keys found: id)", "no_prediction_field")
 
 
 def test_raw_text_with_unclosed_reasoning_and_null_parsed_is_no_answer():

@@ -6,16 +6,22 @@ line. Each case goes through the real input layer and the scoring, or through th
 
 Reference triplets: A = Acme Inc -located_in-> City Y (0.9), B = Acme Inc -founded_by->
 Person Z (0.8), all endpoints of type ``entity`` (conftest.py).
+
+Which field of a line holds the triplets (``--pred-field``/``--gold-field``), lines without
+one, fields that disagree, how gold and prediction lines are paired (``--join``), gold
+items that are invalid or all empty (issue 9 items 1 and 7).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
-from conftest import ACME_A, ACME_B  # noqa: E402
+from conftest import ACME_A, ACME_B, run_main
 from helpers import (
+    ACME_PROMPT,
     assert_perfect,
     b,
     cli_files,
@@ -282,3 +288,213 @@ def test_chat_format_gold_without_assistant_message_is_exit_2(tmp_path, capsys):
                     "--report", str(tmp_path / "r.json")])
     assert code == 2
     assert "line 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------ fields and joining (issue 9 items 1, 7)
+
+
+def gold_file(tmp_path: Path, ids: bool = True) -> Path:
+    rows = [{"prompt": ACME_PROMPT, "triplets": [ACME_A]}, {"prompt": ACME_PROMPT, "triplets": [ACME_B]}]
+    if ids:
+        rows = [{"id": f"r{k + 1}", **r} for k, r in enumerate(rows)]
+    return write_jsonl(tmp_path / "gold.jsonl", rows)
+
+
+def evaluate(tmp_path: Path, pred_rows: list, *args: str) -> tuple[int, str, str, dict | None]:
+    """Run the CLI on gold_file() and ``pred_rows``; (status, stdout, stderr, report or None)."""
+    report = tmp_path / "report.json"
+    report.unlink(missing_ok=True)
+    pred = write_jsonl(tmp_path / "pred.jsonl", pred_rows)
+    rc, out, err = run_main("--pred", pred, "--gold", gold_file(tmp_path), "--no-embeddings",
+                            "--report", report, *args)
+    return rc, out, err, json.loads(report.read_text()) if report.exists() else None
+
+
+def kinds(report: dict) -> list[str]:
+    return [n["kind"] for n in report["summary"]["notices"]]
+
+
+# ------------------------------------------------------------------ item 1: unrecognised fields
+
+
+@pytest.mark.parametrize("key, value", [
+    ("generated_text", json.dumps([ACME_A])),   # raw text under an unknown key
+    ("pred", [ACME_A]),                          # a parsed list under an unknown key
+    ("answer", "[]"),
+])
+def test_no_line_with_a_prediction_field_is_exit_2_naming_keys(tmp_path, key, value):
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", key: value}, {"id": "r2", key: value}])
+    assert rc == 2 and rep is None
+    assert "pred.jsonl" in err and "no line has a recognised prediction field" in err
+    assert f"keys found: {', '.join(sorted(['id', key]))};" in err
+    assert "accepted: triplets, pred_parsed, prediction, triples, output, pred_raw, response" in err
+    assert "--pred-field NAME" in err
+
+
+@pytest.mark.parametrize("key, value", [("generated_text", json.dumps([ACME_A])), ("pred", [ACME_A])])
+def test_pred_field_names_the_field(tmp_path, key, value):
+    # the named field holds raw text (a string: parsed) or a parsed list: both score [A] vs [A] perfectly
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", key: value}, {"id": "r2", key: []}],
+                                 "--pred-field", key)
+    assert rc == 0, err
+    r1, r2 = rep["per_entry"]
+    assert r1["metrics"]["triplet_f1"] == 1.0 and r1["parse_status"] == "ok"
+    assert r2["metrics"]["full_tp"] == 0 and r2["parse_status"] == "ok"
+    assert rep["summary"]["config"]["pred_field"] == key
+    assert rep["summary"]["notices"] == []
+
+
+def test_some_lines_without_a_prediction_field_are_counted_missing_and_noticed(tmp_path):
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "pred": [ACME_B]}])
+    assert rc == 0, err
+    r1, r2 = rep["per_entry"]
+    assert r1["metrics"]["triplet_f1"] == 1.0
+    assert r2["parse_status"] == "missing"
+    assert r2["parse_reason"] == "no prediction field (keys found: id, pred)"
+    assert rep["summary"]["parse_status"]["missing"] == 1
+    assert kinds(rep) == ["no_prediction_field"]
+    message = rep["summary"]["notices"][0]["message"]
+    assert "pred.jsonl: 1 line(s) without a prediction field" in message and "lines 2;" in message
+    assert message in rep["summary"]["input_problems"]
+    assert "no_prediction_field" in out and "lines 2;" in out  # on stdout, in the summary
+
+
+def test_gold_file_passed_alone_as_pred_is_exit_2(tmp_path):
+    rc, out, err = run_main("--pred", gold_file(tmp_path), "--no-embeddings", "--report", tmp_path / "r.json")
+    assert rc == 2
+    assert "looks like a gold file" in err and "--gold" in err and "--pred" in err
+    assert "keys found: id, prompt, triplets" in err
+
+
+def test_gold_field_names_the_gold_field(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": ACME_PROMPT, "expected": [ACME_A, ACME_B]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    with pytest.raises(ev.InputError) as info:
+        ev.load_inputs(pred, gold)
+    message = str(info.value)
+    assert "g.jsonl: line 1: no gold triplets: keys found: expected, id, prompt;" in message
+    assert "accepted: triplets, gold, gold_parsed, triples, gold_raw (or 'messages')" in message
+    assert "--gold-field NAME" in message
+    loaded = ev.load_inputs(pred, gold, gold_field="expected")
+    assert loaded.entries[0].gold.items == [ACME_A, ACME_B]
+    # answer text under the named field is parsed like gold_raw
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": ACME_PROMPT, "expected": "```json\n[" +
+                                               json.dumps(ACME_A) + "]\n```"}])
+    assert ev.load_inputs(pred, gold, gold_field="expected").entries[0].gold.items == [ACME_A]
+
+
+# --------------------------------------------------------- item 7: fields that disagree, joins
+
+
+def test_two_prediction_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [ACME_A], "pred_parsed": [ACME_B]},
+                                            {"id": "r2", "triplets": [ACME_B], "pred_parsed": [ACME_B]}])
+    assert rc == 0, err
+    r1, r2 = rep["per_entry"]
+    assert r1["metrics"]["triplet_f1"] == 1.0  # 'triplets' ([ACME_A]) was scored against gold [ACME_A]
+    assert "fields 'triplets', 'pred_parsed' disagree; scored 'triplets'" in r1["parse_reason"]
+    assert r2["parse_reason"] == ""  # equal values are no problem
+    assert kinds(rep) == ["conflicting_fields"]
+    assert "1 line(s) with prediction fields that disagree (lines 1;" in rep["summary"]["notices"][0]["message"]
+
+
+def test_raw_fields_that_disagree_are_noticed_too():
+    pred = ev.prediction_from_record({"output": json.dumps([ACME_A]), "response": "[]"}, 3)
+    assert pred.items == [ACME_A] and pred.issue == "conflicting_fields"
+    assert "fields 'output', 'response' disagree; scored 'output'" in pred.reason
+
+
+@pytest.mark.parametrize("gold_ids, pred_ids", [(False, True), (True, False)])
+def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, pred_ids):
+    # predictions in reverse order: pairing by line order would pair gold [A] with [B]
+    preds = [{"triplets": [ACME_B]}, {"triplets": [ACME_A]}]
+    if pred_ids:
+        preds = [{"id": "r2", **preds[0]}, {"id": "r1", **preds[1]}]
+    report = tmp_path / "r.json"
+    args = ("--pred", write_jsonl(tmp_path / "p.jsonl", preds), "--gold", gold_file(tmp_path, gold_ids),
+            "--no-embeddings", "--report", report)
+    rc, out, err = run_main(*args)
+    assert rc == 2 and not report.exists()
+    assert "cannot pair the records safely" in err and "--join order" in err
+    rc, out, err = run_main(*args, "--join", "order")
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert [row["metrics"]["full_tp"] for row in rep["per_entry"]] == [0, 0]  # asked for: ACME_A vs ACME_B, ACME_B vs ACME_A
+    assert kinds(rep) == ["join_by_line_order"] and rep["summary"]["config"]["join"] == "order"
+
+
+def test_join_id_needs_ids_and_join_auto_without_ids_is_line_order(tmp_path):
+    gold = gold_file(tmp_path, ids=False)
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [ACME_A]}, {"triplets": [ACME_B]}])
+    with pytest.raises(ev.InputError, match=r"--join id: .*gold.jsonl: 2 gold line\(s\) without an id"):
+        ev.load_inputs(pred, gold, join="id")
+    loaded = ev.load_inputs(pred, gold)
+    assert [n["kind"] for n in loaded.notices] == ["join_by_line_order"]
+    assert [e.pred.items for e in loaded.entries] == [[ACME_A], [ACME_B]]
+
+
+def test_limit_is_a_notice(tmp_path):
+    loaded = ev.load_inputs(write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": []}]), gold_file(tmp_path),
+                            limit=1)
+    assert loaded.notices == [{"kind": "limit", "message": "--limit 1: scored the first 1 of 2 entries"}]
+
+
+# -------------------------------------------------------------- item 5: gold problems
+
+
+def run_gold(tmp_path: Path, gold_rows: list, pred_rows: list, *args: str) -> tuple[int, str, str, dict | None]:
+    report = tmp_path / "report.json"
+    report.unlink(missing_ok=True)
+    rc, out, err = run_main("--pred", write_jsonl(tmp_path / "p.jsonl", pred_rows),
+                            "--gold", write_jsonl(tmp_path / "g.jsonl", gold_rows),
+                            "--no-embeddings", "--quiet", "--report", report, *args)
+    return rc, out, err, json.loads(report.read_text()) if report.exists() else None
+
+
+def test_schema_invalid_gold_items_are_counted_and_on_stdout_under_quiet(tmp_path):
+    bad = {"source": {"title": "Acme Inc", "type": "entity"}, "relation": {"type": "located_in", "weight": 0.9}}
+    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": ACME_PROMPT, "triplets": [ACME_A, bad]}],
+                                 [{"id": "r1", "triplets": [ACME_A]}])
+    assert rc == 0, err
+    assert rep["summary"]["n_invalid_gold_items"] == 1
+    assert rep["summary"]["invalid_gold_items"] == ["g.jsonl line 1: [1].target: missing"]
+    assert kinds(rep) == ["invalid_gold_items"]
+    assert "invalid_gold_items: 1 schema-invalid gold item(s) excluded from scoring: g.jsonl line 1: " \
+           "[1].target: missing" in out
+    assert rep["per_entry"][0]["metrics"]["triplet_f1"] == 1.0  # [ACME_A] vs the one valid gold item [ACME_A]
+
+
+def test_nan_weight_in_gold_is_an_invalid_item_and_visible(tmp_path):
+    # a NaN literal (accepted by Python's JSON reader) as gold weight: the item is invalid
+    # (SPEC section 2), so the correct prediction A is unmatched: triplet P = 1/2 (B matched), R = 1/1
+    line = json.dumps({"id": "r1", "prompt": ACME_PROMPT, "triplets": [
+        {**ACME_A, "relation": {"type": "located_in", "weight": float("nan")}}, ACME_B]}).encode() + b"\n"
+    assert b"NaN" in line
+    rc, out, err, rep = run_gold(tmp_path, [line], [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
+    assert rc == 0, err
+    m = rep["per_entry"][0]["metrics"]
+    assert (m["triplet_precision"], m["triplet_recall"]) == (0.5, 1.0)
+    assert rep["summary"]["n_invalid_gold_items"] == 1
+    assert "[0].relation.weight: NaN is not a number in [0, 1]" in rep["summary"]["notices"][0]["message"]
+    assert "NaN is not a number" in out
+
+
+@pytest.mark.parametrize("schema, expected", [
+    ("hgr", "--schema hgr: every gold item (2) is invalid for the hgr profile, which expects typed (source, "
+            "relation, target) objects (first: g.jsonl line 1: [0]: expected a triplet object, found a list "
+            "of 3); try --schema triples or auto"),
+])
+def test_gold_with_no_valid_item_under_the_profile_is_exit_2_with_a_schema_hint(tmp_path, schema, expected):
+    gold = [{"id": "r1", "prompt": "a b c", "triplets": [["a", "b", "c"], ["a", "b", "d"]]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [["a", "b", "c"]]}], "--schema", schema)
+    assert rc == 2 and rep is None
+    assert expected in err
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [["a", "b", "c"]]}], "--schema", "auto")
+    assert rc == 0 and rep["summary"]["schema_profile"] == "triples"
+
+
+def test_gold_that_is_legitimately_all_empty_stays_valid(tmp_path):
+    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": ACME_PROMPT, "triplets": []}],
+                                 [{"id": "r1", "triplets": []}])
+    assert rc == 0, err
+    assert rep["summary"]["n_invalid_gold_items"] == 0 and rep["summary"]["notices"] == []

@@ -152,8 +152,9 @@ def test_installed_scores_like_the_clone(venv, tmp_path):
 
 
 def test_installed_hints_are_for_the_installed_tool(venv, tmp_path):
-    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
-    args = ("--pred", "gold.jsonl", "--gold", "gold.jsonl", "--report", "r.json")
+    for name in ("gold.jsonl", "pred.jsonl"):  # --pred equal to --gold is refused
+        (tmp_path / name).write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    args = ("--pred", "pred.jsonl", "--gold", "gold.jsonl", "--report", "r.json")
     # no NLTK in this environment: the hint reinstalls the tool with its extra
     proc = _run(venv / BIN / "kg-triplet-eval", *args, "--metrics", "webnlg2020", "--no-embeddings", cwd=tmp_path)
     assert proc.returncode == 2
@@ -173,8 +174,9 @@ def test_installed_benchmarks_extra_needs_no_punkt_download(venv, tmp_path):
     sentence break computes webnlg2020 without any Punkt tables (one identical triple:
     3 correct elements, F1 1)."""
     _sync_env(venv, "--extra", "benchmarks")
-    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
-    proc = _run(venv / BIN / "kg-triplet-eval", "--pred", "gold.jsonl", "--gold", "gold.jsonl", "--metrics",
+    for name in ("gold.jsonl", "pred.jsonl"):  # --pred equal to --gold is refused
+        (tmp_path / name).write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    proc = _run(venv / BIN / "kg-triplet-eval", "--pred", "pred.jsonl", "--gold", "gold.jsonl", "--metrics",
                 "webnlg2020", "--no-embeddings", "--report", "r.json", cwd=tmp_path,
                 env={"NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr

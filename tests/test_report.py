@@ -1,0 +1,173 @@
+"""The report and the printed summary (section "Engine" / "Command line"): ``summary.notices``
+(every exclusion, skipped family and fallback that changes a number, also on stdout under
+--quiet: issue 9 item 4) and where the report goes (default path never overwrites the
+report of another input, ``--report -``, ``--no-report``: issue 9 item 6).
+
+A = Acme Inc -located_in-> City Y (0.9), B = Acme Inc -founded_by-> Person Z (0.8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import evaluate as ev
+from conftest import ACME_A as A, ACME_B as B, run_main, write_jsonl
+
+PROMPT = "Acme Inc is located in City Y. It was founded by Person Z."
+
+
+def notices_on_stdout(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("notices ("))
+    count = int(lines[start].split("(")[1].split(")")[0])
+    return [line.strip() for line in lines[start + 1:start + 1 + count]]
+
+
+# ------------------------------------------------------------------- item 4: notices
+
+
+def test_skip_bad_gold_exclusion_is_on_stdout_under_quiet_and_in_the_report(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": PROMPT, "triplets": [A]},
+                                              b'{"id": "r2", "prompt": "x", "triplets": [\n'])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [A]}, {"id": "r2", "triplets": [B]}])
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--skip-bad-gold", "--quiet", "--no-embeddings",
+                            "--report", report)
+    assert rc == 0 and err == ""  # --quiet: nothing on stderr ...
+    shown = notices_on_stdout(out)  # ... but the summary says what was excluded
+    assert [line.split(":")[0] for line in shown] == ["excluded_gold_line", "dropped_with_excluded_gold"]
+    assert "g.jsonl: line 2: invalid JSON" in shown[0] and "(excluded: --skip-bad-gold)" in shown[0]
+    assert "1 prediction line(s) dropped with their excluded gold lines (ids r2)" in shown[1]
+    summary = json.loads(report.read_text())["summary"]
+    assert summary["n_entries"] == 1
+    assert [f"{n['kind']}: {n['message']}" for n in summary["notices"]] == shown
+
+
+def test_metrics_all_without_nltk_records_the_skipped_families(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "nltk_missing", lambda: "NLTK is not installed")
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", "predictions/finetuned.jsonl", "--gold", "gold/gold.jsonl", "--metrics", "all",
+                            "--quiet", "--no-embeddings", "--report", report, cwd=Path(__file__).parents[1])
+    assert rc == 0, err
+    summary = json.loads(report.read_text())["summary"]
+    skipped = [n["message"].split(" skipped")[0] for n in summary["notices"] if n["kind"] == "family_skipped"]
+    assert skipped == ["--metrics all: webnlg2020"]  # text2kgbench needs --ontology: not chosen
+    assert summary["config"]["metric_families"] == ["hgr", "strict", "per-relation"]
+    assert sum(line.startswith("family_skipped: --metrics all:") for line in notices_on_stdout(out)) == 1
+
+
+def test_embedding_fallback_is_a_notice(tmp_path):
+    report = ev.evaluate_entries([], similarity=ev.Similarity(fallback_reason="no model downloaded"))
+    assert report["summary"]["notices"] == [{"kind": "embedding_fallback", "message": (
+        "FALLBACK to lexical similarity (not comparable with embedding scores): no model downloaded")}]
+    assert "  embedding_fallback: FALLBACK to lexical similarity" in ev.format_summary(report)
+
+
+def test_limit_and_line_order_are_notices_in_the_summary(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"prompt": PROMPT, "triplets": [A]}, {"prompt": PROMPT, "triplets": [B]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [A]}, {"triplets": [B]}])
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--limit", "1", "--quiet", "--no-embeddings",
+                            "--no-report")
+    assert rc == 0, err
+    shown = notices_on_stdout(out)
+    assert shown[0].startswith("join_by_line_order: records paired by line order")
+    assert shown[1] == "limit: --limit 1: scored the first 1 of 2 entries"
+    assert "no report written (--no-report)" in out
+
+
+def test_a_clean_run_has_no_notices(tmp_path):
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", "predictions/finetuned.jsonl", "--gold", "gold/gold.jsonl", "--quiet",
+                            "--no-embeddings", "--report", report, cwd=Path(__file__).parents[1])
+    assert rc == 0
+    assert json.loads(report.read_text())["summary"]["notices"] == [] and "notices (" not in out
+
+
+# ----------------------------------------------------------------- item 6: report path
+
+
+@pytest.fixture
+def two_runs(tmp_path) -> tuple[Path, Path, Path]:
+    """runs/qwen/pred.jsonl and runs/llama/pred.jsonl (same stem), and a gold file."""
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": "r1", "prompt": PROMPT, "triplets": [A]}])
+    qwen, llama = tmp_path / "runs" / "qwen", tmp_path / "runs" / "llama"
+    qwen.mkdir(parents=True)
+    llama.mkdir(parents=True)
+    return (write_jsonl(qwen / "pred.jsonl", [{"id": "r1", "triplets": [A]}]),
+            write_jsonl(llama / "pred.jsonl", [{"id": "r1", "triplets": []}]), gold)
+
+
+def test_default_report_of_another_pred_with_the_same_name_is_not_overwritten(tmp_path, two_runs):
+    qwen, llama, gold = two_runs
+    common = ("--gold", gold, "--no-embeddings", "--quiet")
+    assert run_main("--pred", qwen, *common, cwd=tmp_path)[0] == 0
+    default = tmp_path / "reports" / "pred.json"
+    first = default.read_bytes()
+    assert json.loads(first)["summary"]["inputs"]["pred"]["path"] == str(qwen.resolve())
+    rc, out, err = run_main("--pred", llama, *common, cwd=tmp_path)
+    assert rc == 2
+    assert f"default report path {Path('reports') / 'pred.json'} exists and is the report of {qwen.resolve()}" in err
+    assert "--report PATH" in err and "--no-report" in err
+    assert default.read_bytes() == first
+    # the same --pred again may replace its own report (same input, same bytes)
+    assert run_main("--pred", qwen, *common, cwd=tmp_path)[0] == 0
+    assert default.read_bytes() == first
+
+
+def test_default_report_path_that_is_not_our_report_is_refused(tmp_path, two_runs):
+    qwen, _, gold = two_runs
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "pred.json").write_text("my notes\n")
+    rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", cwd=tmp_path)
+    assert rc == 2 and "not a kg-triplet-eval report" in err
+    assert (tmp_path / "reports" / "pred.json").read_text() == "my notes\n"
+
+
+def test_pred_from_a_pipe_needs_an_explicit_report_choice(tmp_path, two_runs):
+    qwen, _, gold = two_runs
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, qwen.read_bytes())
+    os.close(write_fd)
+    try:
+        rc, out, err = run_main("--pred", f"/dev/fd/{read_fd}", "--gold", gold, "--no-embeddings", cwd=tmp_path)
+    finally:
+        os.close(read_fd)
+    assert rc == 2
+    assert "not a regular file" in err and "--report PATH, --report - (the report on stdout) or --no-report" in err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_report_dash_writes_the_report_to_stdout_and_the_summary_to_stderr(tmp_path, two_runs):
+    qwen, _, gold = two_runs
+    rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--quiet", "--report", "-",
+                            cwd=tmp_path)
+    assert rc == 0
+    report = json.loads(out)  # stdout is the report and nothing else
+    assert report["summary"]["n_entries"] == 1 and report["per_entry"][0]["metrics"]["triplet_f1"] == 1.0
+    assert "entries 1" in err
+    assert out == ev.report_json(report)
+    assert not (tmp_path / "reports").exists()
+
+
+def test_no_report_writes_nothing_and_contradicts_report(tmp_path, two_runs):
+    qwen, _, gold = two_runs
+    rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 0 and "entries 1" in out and not (tmp_path / "reports").exists()
+    rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--no-report", "--report", "x.json",
+                            cwd=tmp_path)
+    assert rc == 2 and "--no-report contradicts --report x.json" in err
+
+
+def test_printed_notices_are_capped_with_a_pointer_to_the_report():
+    report = ev.evaluate_entries([], similarity=ev.Similarity())
+    report["summary"]["notices"] = [ev.notice("bad_prediction_line", f"p.jsonl: line {k}: invalid JSON")
+                                    for k in range(1, ev.SUMMARY_NOTICES_SHOWN + 4)]
+    text = ev.format_summary(report)
+    assert f"notices ({ev.SUMMARY_NOTICES_SHOWN + 3}): what changed the numbers below" in text
+    assert "  ... 3 more (summary.notices in the report)" in text
+    assert f"line {ev.SUMMARY_NOTICES_SHOWN}: invalid JSON" in text
+    assert f"line {ev.SUMMARY_NOTICES_SHOWN + 1}: invalid JSON" not in text
