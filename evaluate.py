@@ -13,7 +13,8 @@ then input reading, the metric families and the engine, the embedding backends a
 cache at the edge, the command line last). Sections, in file order (search for the title):
 
     Constants of the method (SPEC.md)          weights, thresholds, the 20 relation types
-    Stage 0 - parse_model_output               raw model text -> answer items (pure)
+    Stage 0 - parse_model_output               raw model text -> answer items (pure;
+                                               OutputParser)
     Inputs as scored                           InputError, GoldRecord, Prediction, Entry
     Stage 1 - validate_schema                  item shapes of the two schema profiles
     Stage 2 - normalize_triplets               titles, labels, Triplet
@@ -22,23 +23,31 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Stage 5 - final_hallucination_check        grounding, hallucination classes
     Stage 6 - scoring                          score_entry -> EntryScore (EntryMetrics)
     Optional NLTK                              what the benchmark families need from NLTK
+                                               (Punkt tables read only when needed)
     Metric families                            MetricFamily protocol, exact mergeable
                                                statistics; HgrFamily, StrictFamily,
                                                PerRelationFamily
-    Input: read_jsonl                          strict JSONL reader (file, line, reason)
+    Input: read_jsonl                          strict JSONL reader (file, line, reason;
+                                               JsonlReader)
     Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
+                                               (Text2KGBench, Text2KGBenchFamily)
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
+                                               (WebNLGReader, WebNLGPair, WebNLGScorer,
+                                               WebNLG2020Family)
     Input: records, fields, joining            load_inputs: the one input path
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
-    Embedding backends                         fastembed / sentence-transformers, offline,
-                                               SQLite vector cache, EmbeddingSimilarity
+    Embedding backends                         ModelStore, FastembedBackend /
+                                               SentenceTransformersBackend (offline),
+                                               EmbeddingCache (SQLite), Embedder,
+                                               EmbeddingSimilarity
     Command line                               RunConfig, summary.config, run, main
 
 A metric family turns each scored entry into a record of additive statistics, merges
 records exactly (any split, any order: same bytes) and finishes the merged record into
 its report section; see the "Metric families" section and README ("How the code is
-organised").
+organised"). A group of helpers that belongs to one thing lives in a class used as a
+namespace (bottle.py style) rather than behind a name prefix.
 """
 
 from __future__ import annotations

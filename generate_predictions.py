@@ -27,6 +27,7 @@
 #   (Colab's T4: Qwen overflows in float16); CPU runs in float32.
 # * **Resumable**: every batch is appended, flushed and fsynced; a rerun cuts a partial last
 #   line left by a crash and skips the ids already written. Rerun the notebook to continue.
+#   A written line whose prompt or gold no longer matches the input is refused, never kept.
 # * **Prompts** are rendered with the tokenizer's own chat template (`enable_thinking` is
 #   passed to the template), left-padded, never truncated (a prompt that does not fit the
 #   model's context is reported, skipped and counted), and batched by length.
@@ -114,8 +115,8 @@ print(f"evaluate.py {ev.__version__} from {evaluator_file}")
 
 # %% [markdown]
 # ## Helpers
-# Plain functions (no torch at import): input records, resume state, device choice, the
-# end-of-sequence cut, batching and the grading command.
+# Plain functions (no torch at import): input records, resume state and checks, the prompt
+# length limit, device choice, the end-of-sequence cut, batching and the grading advice.
 
 # %% tags=["helpers"]
 import json
@@ -282,6 +283,99 @@ def resume_conflicts(existing_lines, settings):
     return out
 
 
+#: Output fields that hold the input's gold (the evaluator reads either).
+GOLD_OUTPUT_FIELDS = ("gold_parsed", "gold_raw")
+
+
+def _canonical(value):
+    """A JSON text that is equal for equal JSON values (key order ignored, NaN equal to NaN)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _some_ids(ids, cap=10):
+    """``"a, b, c"``, at most ``cap`` ids, then ``" ... (N more)"``."""
+    ids = list(ids)
+    return ", ".join(ids[:cap]) + (f" ... ({len(ids) - cap} more)" if len(ids) > cap else "")
+
+
+def changed_fields(stored, rec):
+    """Fields of an output line ``stored`` that no longer match the input record ``rec`` of
+    the same id: ``prompt``, ``prompt_messages`` (vs ``rec["chat"]``), ``prompt_rendered``
+    (only when ``rec`` has been rendered: ``rec["rendered"]``) and ``gold`` (the
+    gold_parsed/gold_raw field and value). Values are compared as JSON (key order ignored).
+    Returns the names, in that order; empty when the line is still valid for this input."""
+    gold_now = {rec["gold_field"]: rec["gold"]} if rec["gold_field"] else {}
+    pairs = [("prompt", stored.get("prompt"), rec["prompt"]),
+             ("prompt_messages", stored.get("prompt_messages"), rec["chat"])]
+    if "rendered" in rec:
+        pairs.append(("prompt_rendered", stored.get("prompt_rendered"), rec["rendered"]))
+    pairs.append(("gold", {k: stored[k] for k in GOLD_OUTPUT_FIELDS if k in stored}, gold_now))
+    return [name for name, old, now in pairs if _canonical(old) != _canonical(now)]
+
+
+def check_resume_content(existing_lines, records, out_file, input_path, *, cap=10):
+    """Refuse to resume when a line already written no longer matches the input.
+
+    Every line of ``existing_lines`` whose id is an input record of ``records`` is compared
+    with :func:`changed_fields`; output ids that are not in the input are not checked (the
+    notebook notes them). Returns None when every written line matches.
+
+    Raises:
+        InputProblem: naming the output file, the number of stale lines and (at most ``cap``)
+            their ids with the fields that differ, and how to start over.
+    """
+    by_key = {r["key"]: r for r in records}
+    stale = []
+    for obj in existing_lines:
+        rec = by_key.get(str(obj["id"]))
+        fields = changed_fields(obj, rec) if rec is not None else []
+        if fields:
+            stale.append(f"{rec['key']} ({', '.join(fields)})")
+    if stale:
+        raise InputProblem(
+            f"{out_file}: {len(stale)} line(s) already written no longer match {input_path} (changed: "
+            f"{_some_ids(stale, cap)}); resuming would keep the old prompt/gold and grade them. Write to "
+            "a new output_path, or delete the file to start over")
+
+
+def prompt_token_limit(max_prompt_tokens, context_length, max_new_tokens):
+    """The longest prompt (in tokens) that is generated, and where that limit comes from.
+
+    ``max_prompt_tokens`` when set (the user's parameter), else the model's context length
+    minus ``max_new_tokens``, else no limit. Returns ``(limit, source)``, ``(None, None)``
+    when there is no limit; ``source`` is the text shown after a too-long prompt."""
+    if max_prompt_tokens is not None:
+        return int(max_prompt_tokens), "the parameter max_prompt_tokens"
+    if context_length:
+        return (int(context_length) - int(max_new_tokens),
+                f"model context {int(context_length)} - max_new_tokens {int(max_new_tokens)}")
+    return None, None
+
+
+def grading_advice(command, output_lines, input_has_gold, *, cap=10):
+    """The closing lines about grading: notes and the command(s) that grade the output.
+
+    ``command`` grades the combined file (:func:`grading_command`). Every output line has
+    gold: that command. No input record has gold: a note and the command with ``--gold``.
+    Some output lines have no gold (a chat line without an assistant turn, a record without
+    a gold field): the evaluator stops at such a line (exit 2), so the note names how many
+    and which ids (at most ``cap``) and the commands are ``--skip-bad-gold`` (those lines
+    are excluded and listed in the evaluator's notices, the others scored) and ``--gold``.
+    Returns the lines to print."""
+    if not input_has_gold:
+        return ["note: the input has no gold answers; pass the gold file to the evaluator",
+                f"grade with: {command} --gold YOUR_GOLD.jsonl"]
+    no_gold = [str(o["id"]) for o in output_lines if not any(k in o for k in GOLD_OUTPUT_FIELDS)]
+    if not no_gold:
+        return [f"grade with: {command}"]
+    n_scored = len(output_lines) - len(no_gold)
+    return [f"note: {len(no_gold)} of {len(output_lines)} output lines have no gold (ids {_some_ids(no_gold, cap)}); "
+            "the evaluator stops at such a line unless told to exclude it",
+            f"grade with: {command} --skip-bad-gold",
+            f"  (excludes and lists the {len(no_gold)} line(s) without gold, scores the other {n_scored})",
+            f"or, with a gold file for every id: {command} --gold YOUR_GOLD.jsonl"]
+
+
 def choose_device_dtype(device, dtype, *, cuda_available, cuda_capability=None, mps_available=False):
     """Resolve the ``device`` and ``dtype`` parameters.
 
@@ -375,6 +469,7 @@ conflicts = resume_conflicts(existing, settings)
 if conflicts:
     raise InputProblem(f"{out_file} was written with other settings ({'; '.join(conflicts)}): "
                        "choose another output_path, or move the file away to start over")
+check_resume_content(existing, records, out_file, input_path)
 done = {str(obj["id"]) for obj in existing}
 input_keys = {r["key"] for r in records}
 foreign = sorted(done - input_keys)
@@ -414,20 +509,30 @@ if "enable_thinking" not in tokenizer.chat_template:
 
 config = AutoConfig.from_pretrained(load_from, **gguf_kw)
 context_length = getattr(config, "max_position_embeddings", None)
-if max_prompt_tokens is None and context_length:
-    max_prompt_tokens = int(context_length) - int(max_new_tokens)
+prompt_limit, prompt_limit_source = prompt_token_limit(max_prompt_tokens, context_length, max_new_tokens)
+
+
+def render(rec):
+    return tokenizer.apply_chat_template(
+        rec["chat"], tokenize=False, add_generation_prompt=True, enable_thinking=bool(enable_thinking))
+
+
+# Lines already written must hold the prompt this template renders now (a changed template).
+_written = [r for r in records if r["key"] in done]
+for rec in _written:
+    rec["rendered"] = render(rec)
+check_resume_content(existing, _written, out_file, input_path)
 
 too_long = []
 for rec in pending:
-    rec["rendered"] = tokenizer.apply_chat_template(
-        rec["chat"], tokenize=False, add_generation_prompt=True, enable_thinking=bool(enable_thinking))
+    rec["rendered"] = render(rec)
     # The template already holds every special token the model needs (no BOS added twice).
     rec["input_ids"] = tokenizer(rec["rendered"], add_special_tokens=False)["input_ids"]
-    if max_prompt_tokens is not None and len(rec["input_ids"]) > max_prompt_tokens:
+    if prompt_limit is not None and len(rec["input_ids"]) > prompt_limit:
         too_long.append(rec)
 for rec in too_long:
     print(f"too long, skipped: id {rec['key']} (line {rec['line']}): {len(rec['input_ids'])} prompt "
-          f"tokens > {max_prompt_tokens} (context {context_length} - max_new_tokens {max_new_tokens})")
+          f"tokens > {prompt_limit} ({prompt_limit_source})")
 _too_long_keys = {r["key"] for r in too_long}
 pending = [r for r in pending if r["key"] not in _too_long_keys]
 if pending:
@@ -584,10 +689,7 @@ if missing:
     print(f"WARNING: {len(missing)} input record(s) have no output line (e.g. {', '.join(missing[:5])}); "
           "grading the output alone scores only the lines it has")
 grading = grading_command(evaluator_file, out_file, colab=IN_COLAB)
-if not any(r["gold_field"] for r in records):
-    grading += " --gold YOUR_GOLD.jsonl"
-    print("note: the input has no gold answers; pass the gold file to the evaluator")
-print("grade with:", grading)
+print("\n".join(grading_advice(grading, final_lines, any(r["gold_field"] for r in records))))
 if (missing and limit is None and not input_problems
         and all(r["own_id"] and r["gold_field"] for r in records)):
     print("to count the records without an output line as missing predictions:",

@@ -8,66 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from conftest import ACME_A, ACME_B, run_main
+from helpers import ROOT, T, count_lines, load_report, run_cli, write_jsonl
 
 import evaluate as ev
-from conftest import run_main
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-DATA = SHARED / "data"
-NLTK_DATA = SHARED / "nltk_data"
 FINETUNED = "predictions/finetuned.jsonl"
+
+
 BASE = "predictions/base.jsonl"
+
+
 GOLD = "gold/gold.jsonl"
-
-
-def run_cli(*args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``python evaluate.py ARGS`` (the project's evaluate.py) and capture its output."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, env=full_env, timeout=300)
-
-
-def load_report(path: Path) -> dict:
-    def reject(token: str) -> Any:
-        raise AssertionError(f"report contains the non-JSON token {token}")
-
-    return json.loads(path.read_text(encoding="utf-8"), parse_constant=reject)
-
-
-def assert_close(actual: Any, expected: Any, path: str = "", tol: float = 1e-9) -> None:
-    """Recursive comparison: same keys, ints/strings equal, floats within ``tol``."""
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), path
-        assert set(actual) == set(expected), (path, sorted(set(actual) ^ set(expected)))
-        for k in expected:
-            assert_close(actual[k], expected[k], f"{path}.{k}", tol)
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), path
-        for i, (x, y) in enumerate(zip(actual, expected)):
-            assert_close(x, y, f"{path}[{i}]", tol)
-    elif isinstance(expected, bool) or isinstance(expected, str) or expected is None:
-        assert actual == expected, (path, actual, expected)
-    elif isinstance(expected, int) and isinstance(actual, int):
-        assert actual == expected, (path, actual, expected)
-    else:
-        assert math.isclose(actual, expected, rel_tol=0, abs_tol=tol), (path, actual, expected)
-
-
-def count_lines(path: Path) -> int:
-    return sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip())
-
-
-# ------------------------------------------------------------------- basic run
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +34,47 @@ def finetuned_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("cli") / "r.json"
     proc = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--report", out)
     return proc, out
+
+
+def test_predictions_from_a_pipe_score_like_the_file(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triplets": [ACME_A, ACME_B]}])
+    pred_rows = [{"id": "1", "triplets": [ACME_A]}]
+    report = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "evaluate.py"), "--pred", "/dev/stdin", "--gold", str(gold),
+         "--no-embeddings", "--quiet", "--report", str(report)],
+        input="".join(json.dumps(r) + "\n" for r in pred_rows), text=True, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(report.read_text())["summary"]
+    # 1 of 2 gold triplets found: entity P = 1/1, R = 1/2
+    assert summary["micro"]["entity_precision"] == 1.0
+    assert summary["micro"]["entity_recall"] == 0.5
+    assert summary["parse_status"]["missing"] == 0
+
+
+def test_metric_list_parsing():
+    assert ev._metric_list("strict") == ("hgr", "strict")
+    assert ev._metric_list("all")[0] == "all"
+    for bad in ("", "foo", "all,strict"):
+        with pytest.raises(Exception):
+            ev._metric_list(bad)
+
+
+def test_cli_prints_each_family(tmp_path, capsys):
+    gold = tmp_path / "g.jsonl"
+    pred = tmp_path / "p.jsonl"
+    gold.write_text(json.dumps({"id": "1", "prompt": "Alpha is part of Beta.",
+                                "triplets": [T("Alpha", "part_of", "Beta")]}) + "\n")
+    pred.write_text(json.dumps({"id": "1", "triplets": [T("Alpha", "part_of", "Beta")]}) + "\n")
+    code = ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "strict (exact normalised source, relation, target; one-to-one)" in out
+    assert "per relation (full matches)" in out
+    assert "  part_of" in out
+    report = json.loads(Path(tmp_path / "r.json").read_text())
+    assert report["strict"]["micro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
 
 
 def test_basic_run_exit_0_summary_and_report(finetuned_run):
@@ -209,9 +209,6 @@ def test_default_report_path(tmp_path):
     assert list((tmp_path / "reports").iterdir()) == [default]  # no temp file left behind
 
 
-# ------------------------------------------------------------------ --reparse
-
-
 def test_reparse_base_parse_status_counts(tmp_path):
     # predictions/base.jsonl holds raw "output" text only. Status of each line, read from
     # the file:
@@ -264,144 +261,6 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
     assert reparsed["metrics"]["n_pred_raw_items"] == len(gold_line["triplets"])
     assert reparsed["metrics"]["entity_f1"] == 1.0
 
-
-# ------------------------------------------------------------ Text2KGBench
-
-
-T2KG = DATA / "text2kgbench" / "data" / "dbpedia_webnlg"
-
-
-def _need(path: Path, what: str) -> None:
-    if not path.exists():
-        pytest.skip(f"{what} not available ({path} is absent)")
-
-
-def test_text2kgbench_one_ontology(tmp_path):
-    _need(T2KG, "shared Text2KGBench data")
-    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
-    pred = T2KG / "baselines" / "Vicuna-13B" / "llm_responses" / "1_university_Vicuna13B_responses.jsonl"
-    gold = T2KG / "ground_truth" / "ont_1_university_ground_truth.jsonl"
-    onto = T2KG / "ontologies" / "1_university_ontology.json"
-    out = tmp_path / "r.json"
-    proc = run_cli("--pred", pred, "--gold", gold, "--ontology", onto, "--metrics", "all",
-                   "--no-embeddings", "--quiet", "--report", out, env={"NLTK_DATA": str(NLTK_DATA)})
-    assert proc.returncode == 0, proc.stderr
-    report = load_report(out)
-    s = report["summary"]
-    assert s["schema_profile"] == "triples"
-    assert {"strict", "per_relation", "webnlg2020", "text2kgbench"} <= set(report)
-
-    expected = json.loads((DATA / "text2kgbench" / "expected.json").read_text())
-    uni = expected["results"]["dbpedia_webnlg|Vicuna-13B"]["per_ontology"]["1_university"]
-    assert_close(report["text2kgbench"]["averages"], uni["all_test_cases"]["values"])
-
-    # hgr totals, counted independently from the files
-    gold_rows = [json.loads(ln) for ln in gold.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    pred_rows = [json.loads(ln) for ln in pred.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    gold_ids = {r["id"] for r in gold_rows}
-    assert len({r["id"] for r in pred_rows}) == len(pred_rows)  # no repeated ids in this file
-    n_gold = sum(1 for r in gold_rows for t in r["triples"]
-                 if all(isinstance(t[k], str) and t[k].strip() for k in ("sub", "rel", "obj")))
-    n_pred = sum(len(r["triples"]) for r in pred_rows if r["id"] in gold_ids)
-    n_empty = sum(1 for r in pred_rows if r["id"] in gold_ids and not r["triples"])
-    t = s["totals"]
-    assert s["n_entries"] == len(gold_rows) == uni["counts"]["gt_sentences"]
-    assert t["gold_triplets"] == n_gold == uni["counts"]["gt_triples"]
-    assert t["pred_triplet_items"] == n_pred == uni["counts"]["pred_triples"]
-    assert t["empty_predictions"] == n_empty == uni["counts"]["empty_predictions"]
-    assert t["missing_predictions"] == 0
-    assert s["relation_vocabulary"]["size"] == len(json.loads(onto.read_text())["relations"])
-
-
-# ------------------------------------------------------------------ WebNLG+ 2020
-
-
-W = DATA / "webnlg2020"
-
-
-def test_webnlg2020_unseen_entities_amazon(tmp_path):
-    _need(W, "shared WebNLG+ 2020 data")
-    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
-    out = tmp_path / "r.json"
-    proc = run_cli("--pred", W / "amazon_unseen_entities.jsonl", "--gold", W / "refs_unseen_entities.jsonl",
-                   "--metrics", "webnlg2020", "--no-embeddings", "--quiet", "--report", out,
-                   env={"NLTK_DATA": str(NLTK_DATA)})
-    assert proc.returncode == 0, proc.stderr
-    report = load_report(out)
-    expected = json.loads((W / "expected.json").read_text())
-    ref = expected["results"]["amazon"]["splits"]["unseen_entities"]["reproduced"]
-    assert_close(report["webnlg2020"]["Total_scores"], ref["Total_scores"])
-    assert_close(report["webnlg2020"]["Scores_per_tag"], ref["Scores_per_tag"])
-    assert report["summary"]["n_entries"] == count_lines(W / "refs_unseen_entities.jsonl") == 457
-
-
-# Three entries: references (first <modifiedtripleset>; the <originaltripleset> must be
-# ignored) and candidates (<generatedtripleset>), one triple with an unescaped "&".
-XML_ENTRIES = [
-    ([("Alan_Bean", "occupation", "Test_pilot"), ("Alan_Bean", "birthPlace", "Wheeler,_Texas")],
-     [("Alan_Bean", "occupation", "Test_pilot"), ("Alan_Bean", "birthDate", "1932-03-15")]),
-    ([("College_of_William_&_Mary", "city", "Williamsburg,_Virginia")],
-     [("College_of_William_&_Mary", "city", "Williamsburg")]),
-    ([("AT&T", "foundedBy", "Alexander_Graham_Bell"), ("AT&T", "country", "United_States")],
-     [("AT&T", "country", "United_States"), ("Bell", "founder", "AT&T")]),
-]
-
-
-def _xml(kind: str) -> str:
-    set_tag, triple_tag = ("modifiedtripleset", "mtriple") if kind == "ref" else ("generatedtripleset", "gtriple")
-    parts = ['<?xml version="1.0" ?>', "<benchmark>", "  <entries>"]
-    for i, (refs, cands) in enumerate(XML_ENTRIES, 1):
-        triples = refs if kind == "ref" else cands
-        parts.append(f'    <entry category="Test" eid="Id{i}" size="{len(triples)}">')
-        if kind == "ref":
-            parts += ["      <originaltripleset>", "        <otriple>X | y | Z</otriple>", "      </originaltripleset>"]
-        parts.append(f"      <{set_tag}>")
-        for s, p, o in triples:
-            # entry 1 and 3 escape "&" properly, entry 2 writes it bare (as some submissions do)
-            text = f"{s} | {p} | {o}"
-            if i != 2:
-                text = text.replace("&", "&amp;")
-            parts.append(f"        <{triple_tag}>{text}</{triple_tag}>")
-        parts.append(f"      </{set_tag}>")
-        if kind == "ref":
-            parts.append('      <lex comment="good" lid="Id1">Some text &amp; more.</lex>')
-        parts.append("    </entry>")
-    parts += ["  </entries>", "</benchmark>", ""]
-    return "\n".join(parts)
-
-
-def test_webnlg2020_xml_and_jsonl_give_the_same_scores(tmp_path):
-    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
-    (tmp_path / "ref.xml").write_text(_xml("ref"), encoding="utf-8")
-    (tmp_path / "cand.xml").write_text(_xml("cand"), encoding="utf-8")
-    with open(tmp_path / "ref.jsonl", "w", encoding="utf-8") as f:
-        for refs, _ in XML_ENTRIES:
-            f.write(json.dumps({"triples": [list(t) for t in refs]}) + "\n")
-    with open(tmp_path / "cand.jsonl", "w", encoding="utf-8") as f:
-        for _, cands in XML_ENTRIES:
-            f.write(json.dumps({"triples": [list(t) for t in cands]}) + "\n")
-    sections, rows = [], []
-    for ext in ("xml", "jsonl"):
-        out = tmp_path / f"r_{ext}.json"
-        proc = run_cli("--pred", tmp_path / f"cand.{ext}", "--gold", tmp_path / f"ref.{ext}",
-                       "--metrics", "webnlg2020,strict", "--no-embeddings", "--quiet", "--report", out,
-                       env={"NLTK_DATA": str(NLTK_DATA)})
-        assert proc.returncode == 0, proc.stderr
-        report = load_report(out)
-        assert report["summary"]["n_entries"] == 3
-        sections.append(report["webnlg2020"])
-        rows.append([e["strict"] for e in report["per_entry"]])
-    xml_section, jsonl_section = sections
-    assert xml_section == jsonl_section
-    assert rows[0] == rows[1]
-    # the XML reader took the modified (not the original) triples and kept the bare "&":
-    # per entry 2/1/2 reference and 2/1/2 candidate triples; exact (normalised) matches:
-    # entry 1 "Alan_Bean | occupation | Test_pilot", entry 2 none (Williamsburg differs),
-    # entry 3 "AT&T | country | United_States"
-    assert [(r["n_gold"], r["n_pred"], r["tp"]) for r in rows[0]] == [(2, 2, 1), (1, 1, 0), (2, 2, 1)]
-    # the scorer counts subjects, predicates and objects: Possible = 5 reference triples x 3
-    assert xml_section["Total_scores"]["Exact"]["Possible"] == 15
-    assert xml_section["excluded_items"] == {"reference": 0, "candidate": 0}
 
 
 # ------------------------------------------------- contradictory options (issue 9 item 7)

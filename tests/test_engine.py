@@ -1,6 +1,7 @@
 """The engine section: metric-family protocol and registry, exact merging of per-entry
 statistics, one report builder for single-file and directory mode, the run configuration
-(summary.config), --limit for every family, the logger."""
+(summary.config), --limit for every family, the logger.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +11,35 @@ import random
 from pathlib import Path
 
 import pytest
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-NLTK_DATA = SHARED / "nltk_data"
-PARITY = SHARED / "data" / "parity-sample" / "combined.jsonl"
-if NLTK_DATA.is_dir():  # before nltk is first imported
-    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
+from helpers import (
+    NLTK_DATA,
+    SHARED,
+    WORKED_GOLD,
+    WORKED_PRED,
+    WORKED_PROMPT,
+    A,
+    T,
+    entry,
+    run,
+    write_jsonl,
+)
 
 import evaluate as ev  # noqa: E402
 
+PARITY = SHARED / "data" / "parity-sample" / "combined.jsonl"
+
+
+if NLTK_DATA.is_dir():  # before nltk is first imported
+    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
+
+
 needs_nltk = pytest.mark.skipif(ev.nltk_missing() is not None, reason=f"NLTK: {ev.nltk_missing()}")
+
 
 ONTOLOGY = {"id": "o", "title": "t", "concepts": [{"label": "City"}, {"label": "Country"}],
             "relations": [{"label": "capital"}, {"label": "country"}, {"label": "leader"}]}
+
+
 SENTENCES = [  # (id, sentence, gold [s, r, o], predicted)
     ("s1", "Paris is the capital of France.", [["France", "capital", "Paris"]], [["France", "capital", "Paris"]]),
     ("s2", "Rome is in Italy.", [["Rome", "country", "Italy"]], [["Rome", "country", "Italy"], ["Rome", "mayor", "X"]]),
@@ -30,11 +47,6 @@ SENTENCES = [  # (id, sentence, gold [s, r, o], predicted)
     ("s4", "Oslo is in Norway.", [["Oslo", "country", "Norway"]], [["Norway", "country", "Oslo"]]),
     ("s5", "Bern is the capital.", [["Switzerland", "capital", "Bern"]], [["Bern", "capital", "Bern"]]),
 ]
-
-
-def write_jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def t2kg_files(folder: Path, key: str = "1_city", sentences=SENTENCES) -> tuple[Path, Path, Path]:
@@ -68,7 +80,6 @@ def run_cli(tmp_path: Path, *args: str, name: str = "r.json") -> dict:
     return json.loads(report.read_text(encoding="utf-8"))
 
 
-# ------------------------------------------------------------------ an extra family, < 40 lines
 class PredictedItems(ev.MetricFamily):
     """Mean number of predicted items per entry (exact), and how many entries had none."""
 
@@ -89,6 +100,56 @@ class PredictedItems(ev.MetricFamily):
 def extra_family(monkeypatch):
     monkeypatch.setitem(ev.FAMILIES, PredictedItems.name, PredictedItems)
     return PredictedItems
+
+
+def _datasets(tmp_path):
+    """(entries, context, family names) that exercise every family: the parity sample (typed
+    triplets) for all but text2kgbench, and a Text2KGBench-style ontology for all."""
+    gold, pred, onto = t2kg_files(tmp_path)
+    t2kg = ev.load_inputs(pred, gold).entries
+    ctx = ev.ScoringContext(ev.Similarity(), "triples", None, 0.5, ev.t2kg_load_ontology(onto))
+    out = [(t2kg, ctx, list(ev.FAMILIES))]
+    if PARITY.is_file():
+        entries = ev.load_inputs(PARITY, None).entries[:60]
+        out.append((entries, ev.ScoringContext(ev.Similarity(), "hgr"),
+                    [n for n in ev.FAMILIES if n != "text2kgbench"]))
+    return out
+
+
+def _section_bytes(families, records):
+    return json.dumps({f.name: f.finish(records[f.name]) for f in families}, sort_keys=True)
+
+
+def test_evaluate_entries_counts_statuses():
+    def entry(i, gold, items, status):
+        return ev.Entry(ev.GoldRecord(f"id{i}", WORKED_PROMPT, gold, i),
+                        ev.Prediction(f"id{i}", items, status, "", i if status != "missing" else None))
+    entries = [entry(1, WORKED_GOLD, WORKED_PRED, "ok"), entry(2, [A], None, "unparseable"),
+               entry(3, [A], [], "missing"), entry(4, [], [], "empty")]
+    rep = ev.evaluate_entries(entries, similarity=ev.Similarity())
+    s = rep["summary"]
+    assert s["n_entries"] == 4 and s["embedding_backend"] == "lexical"
+    assert s["sim_threshold"] == 0.8 and s["align_accept"] == 0.5
+    assert s["totals"]["unparseable_predictions"] == 1 and s["totals"]["missing_predictions"] == 1
+    assert s["totals"]["empty_predictions"] == 3
+    assert s["totals"]["schema_invalid_entries"] == 1
+    assert s["parse_status"]["ok"] == 1 and s["parse_status"]["empty"] == 1
+    # composites: 353/560, 0, 0, 1 -> macro (353/560 + 1)/4
+    assert s["macro"]["composite"] == pytest.approx((353 / 560 + 1.0) / 4, abs=1e-12)
+    assert [e["id"] for e in rep["per_entry"]] == ["id1", "id2", "id3", "id4"]
+    assert rep["per_entry"][0]["invalid_items"] == ["[2].relation.weight: 1.5 is not a number in [0, 1]"]
+    assert s["invalid_item_reasons"] == {"relation.weight: 1.5 is not a number in [0, 1]": 1}
+
+
+def test_metric_families_are_separate_sections_and_hgr_is_unchanged():
+    gold = [T("Alpha", "part_of", "Beta")]
+    pred = [T("Alpha", "part_of", "Beta"), T("Beta", "part_of", "Alpha")]
+    full = run([entry(gold, pred)])
+    only = run([entry(gold, pred)], families=("hgr",))
+    assert list(full) == ["summary", "strict", "per_relation", "per_entry"]
+    assert list(only) == ["summary", "per_entry"]
+    assert full["summary"] == only["summary"]
+    assert [e["metrics"] for e in full["per_entry"]] == [e["metrics"] for e in only["per_entry"]]
 
 
 @needs_nltk
@@ -113,25 +174,6 @@ def test_unknown_family_is_a_usage_error(capsys):
         ev.build_parser().parse_args(["--metrics", "hgr,nope"])
     assert exc.value.code == 2
     assert "unknown metric family nope" in capsys.readouterr().err
-
-
-# ------------------------------------------------------------------ exact merging
-def _datasets(tmp_path):
-    """(entries, context, family names) that exercise every family: the parity sample (typed
-    triplets) for all but text2kgbench, and a Text2KGBench-style ontology for all."""
-    gold, pred, onto = t2kg_files(tmp_path)
-    t2kg = ev.load_inputs(pred, gold).entries
-    ctx = ev.ScoringContext(ev.Similarity(), "triples", None, 0.5, ev.t2kg_load_ontology(onto))
-    out = [(t2kg, ctx, list(ev.FAMILIES))]
-    if PARITY.is_file():
-        entries = ev.load_inputs(PARITY, None).entries[:60]
-        out.append((entries, ev.ScoringContext(ev.Similarity(), "hgr"),
-                    [n for n in ev.FAMILIES if n != "text2kgbench"]))
-    return out
-
-
-def _section_bytes(families, records):
-    return json.dumps({f.name: f.finish(records[f.name]) for f in families}, sort_keys=True)
 
 
 @needs_nltk
@@ -170,7 +212,6 @@ def test_merge_additive_is_exact_where_float_addition_is_not():
     assert ev.records_from_json(json.loads(json.dumps(ev.records_to_json({"x": left})))) == {"x": left}
 
 
-# ------------------------------------------------------------------ one input path: --limit
 @needs_nltk
 def test_limit_applies_to_every_family(tmp_path):
     gold, pred, onto = t2kg_files(tmp_path / "full")
@@ -198,7 +239,6 @@ def test_repeated_ids_error_names_the_benchmark_rule(tmp_path, capsys):
     assert "duplicate gold ids: 1" in err and "--duplicate-ids last reproduces Text2KGBench's rule" in err
 
 
-# ------------------------------------------------------------------ one report builder
 @needs_nltk
 def test_directory_mode_has_every_key_of_single_mode(tmp_path):
     pred_dir, gold_dir, onto_dir = t2kg_directory(tmp_path / "run")
@@ -219,7 +259,6 @@ def test_directory_mode_has_every_key_of_single_mode(tmp_path):
     assert "text2kgbench" not in directory["per_ontology"]["1_city"]  # not repeated
 
 
-# ------------------------------------------------------------------ run configuration
 def test_config_changes_with_every_number_changing_option(tmp_path):
     gold, pred, onto = t2kg_files(tmp_path / "in")
     gold_dup = write_jsonl(tmp_path / "dup.jsonl", [json.loads(x) for x in gold.read_text().splitlines()]
@@ -270,7 +309,6 @@ def test_abbreviated_options_are_refused(capsys):
     assert exc.value.code == 2
 
 
-# ------------------------------------------------------------------ logging
 def test_quiet_silences_diagnostics_and_errors_still_reach_stderr(tmp_path, capsys):
     gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triples": []},
                                               {"id": "1", "prompt": "p", "triples": []}])

@@ -1,25 +1,300 @@
-"""Input records and joining (section "Input: records, fields, joining"): which field of a
-line holds the triplets (``--pred-field``/``--gold-field``), lines without one, fields that
-disagree, and how gold and prediction lines are paired (``--join``). Issue 9 items 1 and 7.
+"""Input: records, fields, joining gold and predictions (load_inputs, load_vocabulary):
+encodings, chat-format gold, ids and line order, duplicates, bad gold lines
+(``--skip-bad-gold``), predictions without gold, invalid gold items named with file and
+line. Each case goes through the real input layer and the scoring, or through the CLI
+(``evaluate.main``) when it is about exit codes, stderr or the report file.
 
-A = Acme Inc -located_in-> City Y (0.9), B = Acme Inc -founded_by-> Person Z (0.8).
+Reference triplets: A = Acme Inc -located_in-> City Y (0.9), B = Acme Inc -founded_by->
+Person Z (0.8), all endpoints of type ``entity`` (conftest.py).
+
+Which field of a line holds the triplets (``--pred-field``/``--gold-field``), lines without
+one, fields that disagree, how gold and prediction lines are paired (``--join``), gold
+items that are invalid or all empty (issue 9 items 1 and 7).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from conftest import ACME_A, ACME_B, run_main
+from helpers import (
+    ACME_PROMPT,
+    assert_perfect,
+    b,
+    cli_files,
+    gold_rec,
+    line,
+    score_files,
+    write,
+    write_jsonl,
+)
 
 import evaluate as ev
-from conftest import ACME_A as A, ACME_B as B, run_main, write_jsonl
 
-PROMPT = "Acme Inc is located in City Y. It was founded by Person Z."
+
+def test_bom_crlf_blank_and_whitespace_lines(tmp_path):
+    gold = (b"\xef\xbb\xbf" + line(gold_rec("r1", [ACME_A])).rstrip(b"\n") + b"\r\n"
+            + b"\r\n"
+            + line(gold_rec("r2", [ACME_B])).rstrip(b"\n") + b"\r\n"
+            + b"  \t ")
+    pred = (b"\xef\xbb\xbf" + line({"id": "r1", "triplets": [ACME_A]}).rstrip(b"\n") + b"\r\n"
+            + b"\r\n"
+            + line({"id": "r2", "triplets": [ACME_B]}).rstrip(b"\n") + b"\r\n"
+            + b"   ")
+    rep = score_files(tmp_path, gold, pred)
+    assert rep["summary"]["n_entries"] == 2
+    assert [e["id"] for e in rep["per_entry"]] == ["r1", "r2"]
+    # gold lines are physical lines 1 and 3 (line 2 is the blank CRLF line)
+    assert [e["gold_line"] for e in rep["per_entry"]] == [1, 3]
+    for row in rep["per_entry"]:
+        assert_perfect(row)
+        assert row["metrics"]["composite"] == 1.0
+    micro = rep["summary"]["micro"]
+    assert micro["entity_f1"] == micro["triplet_f1"] == 1.0
+    assert rep["summary"]["input_problems"] == []
+
+
+def test_invalid_utf8_prediction_line_is_reported_and_scored_unparseable(tmp_path):
+    gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])]
+    bad = b'{"id": "r2", "output": "[' + b.encode() + b' caf\xff"}\n'
+    pred = [{"id": "r1", "triplets": [ACME_A]}, bad]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 0, err
+    # reported on stderr and in the report, with its line number
+    assert "line 2" in err and "UTF-8" in err
+    problems = rep["summary"]["input_problems"]
+    assert len(problems) == 1 and "line 2" in problems[0] and "UTF-8" in problems[0]
+    r1, r2 = rep["per_entry"]
+    assert r1["id"] == "r1" and r2["id"] == "r2"
+    assert_perfect(r1)
+    assert r2["parse_status"] == "unparseable"
+    assert r2["pred_line"] == 2
+    assert r2["metrics"]["n_pred_raw_items"] == 0
+    assert r2["metrics"]["schema_score"] == 0.0
+    assert r2["metrics"]["composite"] == 0.0
+    assert rep["summary"]["totals"]["unparseable_predictions"] == 1
+
+
+def test_gold_id_without_prediction_line_is_missing(tmp_path):
+    rep = score_files(tmp_path, [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])], [{"id": "r1", "triplets": [ACME_A]}])
+    r1, r2 = rep["per_entry"]
+    assert_perfect(r1)
+    assert r2["parse_status"] == "missing"
+    assert r2["pred_line"] is None
+    assert r2["metrics"]["n_pred_raw_items"] == 0
+    assert r2["metrics"]["composite"] == 0.0
+    assert rep["summary"]["totals"]["missing_predictions"] == 1
+    assert rep["summary"]["parse_status"]["missing"] == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n", b"\xef\xbb\xbf"], ids=["zero-bytes", "blank-lines", "bom-only"])
+def test_empty_gold_file_exits_2(tmp_path, content):
+    rc, out, err, rep = cli_files(tmp_path, content, [{"id": "r1", "triplets": [ACME_A]}])
+    assert rc == 2
+    assert "no gold records" in err and "gold.jsonl" in err
+    assert rep is None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le"], ids=["utf16-bom", "utf16-no-bom"])
+def test_utf16_gold_file_exits_2(tmp_path, encoding):
+    text = line(gold_rec("r1", [ACME_A])).decode() * 3
+    rc, out, err, rep = cli_files(tmp_path, text.encode(encoding), [{"id": "r1", "triplets": [ACME_A]}])
+    assert rc == 2
+    assert "not UTF-8 JSONL" in err and "gold.jsonl" in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+
+
+def test_binary_gold_file_exits_2(tmp_path):
+    rc, out, err, rep = cli_files(tmp_path, bytes(range(256)) * 8, [{"id": "r1", "triplets": [ACME_A]}])
+    assert rc == 2
+    assert "not UTF-8 JSONL" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_invalid_json_in_gold_exits_2_naming_file_and_line(tmp_path):
+    gold = [gold_rec("r1", [ACME_A]), b'{"id": "r2", "prompt": "x", "triplets": [\n', gold_rec("r3", [ACME_B])]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, {"id": "r3", "triplets": [ACME_B]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 2
+    assert "gold.jsonl" in err and "line 2" in err
+    assert "Traceback" not in err
+    assert rep is None
+
+
+def test_skip_bad_gold_reports_and_excludes(tmp_path):
+    gold = [gold_rec("r1", [ACME_A]), b'{"id": "r2", "prompt": "x", "triplets": [\n', gold_rec("r3", [ACME_B])]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, {"id": "r3", "triplets": [ACME_B]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred, "--skip-bad-gold")
+    assert rc == 0, err
+    assert "line 2" in err
+    assert [e["id"] for e in rep["per_entry"]] == ["r1", "r3"]
+    assert rep["summary"]["n_entries"] == 2
+    problems = rep["summary"]["input_problems"]
+    assert len(problems) == 1 and "line 2" in problems[0] and "gold.jsonl" in problems[0]
+    for row in rep["per_entry"]:
+        assert_perfect(row)
+
+
+def test_skip_bad_gold_drops_the_prediction_of_the_excluded_line(tmp_path):
+    # the usual case: the prediction file has a line for every gold id, including the
+    # id of the unreadable gold line (readable from its raw bytes). Excluding the gold
+    # line must not turn its prediction into a "prediction id with no gold" error.
+    gold = [gold_rec("r1", [ACME_A]), b'{"id": "r2", "prompt": "x", "triplets": [\n', gold_rec("r3", [ACME_B])]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "triplets": [ACME_A]}, {"id": "r3", "triplets": [ACME_B]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred, "--skip-bad-gold")
+    assert rc == 0, err
+    assert [e["id"] for e in rep["per_entry"]] == ["r1", "r3"]
+
+
+def test_duplicate_ids_exit_2_listing_them(tmp_path):
+    gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])]
+    pred = [{"id": "r1", "triplets": []}, {"id": "r2", "triplets": [ACME_B]}, {"id": "r1", "triplets": [ACME_A]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 2
+    listed = re.search(r"duplicate prediction ids: ([^;]*);", err)
+    assert listed is not None, err
+    assert listed.group(1) == "r1"
+    assert rep is None
+
+
+def test_duplicate_ids_last_keeps_last_and_reports_count(tmp_path):
+    gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])]
+    pred = [{"id": "r1", "triplets": []}, {"id": "r2", "triplets": [ACME_B]}, {"id": "r1", "triplets": [ACME_A]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred, "--duplicate-ids", "last")
+    assert rc == 0, err
+    assert rep["summary"]["duplicates_dropped"] == 1
+    assert any("1 duplicate" in p for p in rep["summary"]["input_problems"])
+    r1, r2 = rep["per_entry"]
+    assert r1["pred_line"] == 3  # the last copy, which holds [ACME_A]
+    assert_perfect(r1)
+    assert_perfect(r2)
+    # and "first" keeps the empty first copy
+    rc, out, err, rep = cli_files(tmp_path, gold, pred, "--duplicate-ids", "first")
+    assert rc == 0
+    assert rep["per_entry"][0]["pred_line"] == 1
+    assert rep["per_entry"][0]["metrics"]["n_pred_raw_items"] == 0
+
+
+def test_deeply_nested_prediction_line_is_a_reported_bad_line(tmp_path):
+    depth = 10 ** 5
+    deep = b'{"id": "r2", "triplets": ' + b"[" * depth + b"]" * depth + b"}\n"
+    gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, deep]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 0, err
+    assert "Traceback" not in err
+    assert "line 2" in err and "nested" in err
+    r1, r2 = rep["per_entry"]
+    assert_perfect(r1)
+    assert r2["parse_status"] == "unparseable"
+    assert any("line 2" in p and "nested" in p for p in rep["summary"]["input_problems"])
+
+
+def test_prediction_id_without_gold_exits_2_listing_it(tmp_path):
+    gold = [gold_rec("r1", [ACME_A])]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, {"id": "r9", "triplets": [ACME_B]}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 2
+    assert "r9" in err and "no gold" in err
+    assert rep is None
+
+
+def test_join_by_line_order_without_ids(tmp_path):
+    gold = [gold_rec(None, [ACME_A]), gold_rec(None, [ACME_B])]
+    pred = [{"triplets": [ACME_A]}, {"triplets": [ACME_B]}]
+    rep = score_files(tmp_path, gold, pred)
+    assert [e["pred_line"] for e in rep["per_entry"]] == [1, 2]
+    for row in rep["per_entry"]:
+        assert_perfect(row)
+    # swapped order pairs A with B: nothing matches (entity F1 0 in both entries)
+    rep = score_files(tmp_path, gold, list(reversed(pred)))
+    assert [e["metrics"]["entity_tp"] for e in rep["per_entry"]] == [0, 0]
+
+
+def test_non_object_prediction_line_never_mispairs_ids(tmp_path):
+    # ids on every gold line and on every prediction object, predictions NOT in gold
+    # order, and one prediction line that is valid JSON but not an object (a bare array).
+    # Whatever the evaluator does with that line (report it, count r2 as missing, or
+    # refuse the input), it must never pair a gold record with a prediction that carries
+    # a different id: here gold r1 must get r1's prediction, not r3's.
+    C = {"source": {"title": "Person Z", "type": "entity"}, "relation": {"type": "located_in", "weight": 0.8},
+         "target": {"title": "City Q", "type": "entity"}}
+    gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B]), gold_rec("r3", [C])]
+    pred = [{"id": "r3", "triplets": [C]}, json.dumps([ACME_B]).encode() + b"\n", {"id": "r1", "triplets": [ACME_A]}]
+    g = write(tmp_path / "gold.jsonl", gold)
+    p = write(tmp_path / "pred.jsonl", pred)
+    try:
+        loaded = ev.load_inputs(p, g)
+    except ev.InputError:
+        return  # refusing the input is acceptable; silently mis-pairing is not
+    for entry in loaded.entries:
+        assert entry.pred.id is None or entry.pred.id == entry.gold.id, (entry.gold.id, entry.pred.id)
+    rows = {e["id"]: e for e in ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())["per_entry"]}
+    assert_perfect(rows["r1"])
+    assert_perfect(rows["r3"])
+    assert any("line 2" in problem for problem in loaded.problems), loaded.problems
+
+
+def test_join_by_line_order_count_mismatch_exits_2(tmp_path):
+    gold = [gold_rec(None, [ACME_A]), gold_rec(None, [ACME_B])]
+    pred = [{"triplets": [ACME_A]}, {"triplets": [ACME_B]}, {"triplets": []}]
+    rc, out, err, rep = cli_files(tmp_path, gold, pred)
+    assert rc == 2
+    assert "line order" in err and "2" in err and "3" in err
+    assert rep is None
+
+
+def test_relations_file_with_inline_comments(tmp_path):
+    path = tmp_path / "rel.txt"
+    path.write_text("# vocabulary\nextends  # the usual one\n\nbased_on\n", encoding="utf-8")
+    assert ev.load_vocabulary(path) == ("extends", "based_on")
+
+
+def test_invalid_gold_items_are_named_with_file_and_line(tmp_path, capsys):
+    bad = dict(ACME_A, relation={"type": "located_in", "weight": "0.9"})
+    gold = write_jsonl(tmp_path / "gold.jsonl", [{"id": "1", "prompt": "p", "triplets": [bad, ACME_B]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triplets": [ACME_B]}])
+    report = tmp_path / "r.json"
+    assert ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--report", str(report)]) == 0
+    err = capsys.readouterr().err
+    items = json.loads(report.read_text())["summary"]["invalid_gold_items"]
+    assert items == ['gold.jsonl line 1: [0].relation.weight: expected a number in [0, 1], found "0.9"']
+    assert "1 schema-invalid gold item(s) excluded" in err
+
+
+def test_chat_format_gold_lines(tmp_path):
+    gold = write_jsonl(tmp_path / "chat.jsonl", [
+        {"id": "1", "messages": [{"role": "system", "content": "Extract triplets."},
+                                 {"role": "user", "content": "Acme Inc is located in City Y."},
+                                 {"role": "assistant", "content": "```json\n" + json.dumps([ACME_A]) + "\n```"}]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "output": json.dumps([ACME_A])}])
+    loaded = ev.load_inputs(pred, gold)
+    record = loaded.entries[0].gold
+    # user content = prompt, assistant content = the gold JSON (parsed like model text)
+    assert record.prompt == "Acme Inc is located in City Y."
+    assert record.items == [ACME_A]
+    report = ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())
+    assert report["summary"]["macro"]["composite"] == 1.0
+
+
+def test_chat_format_gold_without_assistant_message_is_exit_2(tmp_path, capsys):
+    gold = write_jsonl(tmp_path / "chat.jsonl", [{"id": "1", "messages": [{"role": "user", "content": "x"}]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triplets": []}])
+    code = ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", str(tmp_path / "r.json")])
+    assert code == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------ fields and joining (issue 9 items 1, 7)
 
 
 def gold_file(tmp_path: Path, ids: bool = True) -> Path:
-    rows = [{"prompt": PROMPT, "triplets": [A]}, {"prompt": PROMPT, "triplets": [B]}]
+    rows = [{"prompt": ACME_PROMPT, "triplets": [ACME_A]}, {"prompt": ACME_PROMPT, "triplets": [ACME_B]}]
     if ids:
         rows = [{"id": f"r{k + 1}", **r} for k, r in enumerate(rows)]
     return write_jsonl(tmp_path / "gold.jsonl", rows)
@@ -43,8 +318,8 @@ def kinds(report: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("key, value", [
-    ("generated_text", json.dumps([A])),   # raw text under an unknown key
-    ("pred", [A]),                          # a parsed list under an unknown key
+    ("generated_text", json.dumps([ACME_A])),   # raw text under an unknown key
+    ("pred", [ACME_A]),                          # a parsed list under an unknown key
     ("answer", "[]"),
 ])
 def test_no_line_with_a_prediction_field_is_exit_2_naming_keys(tmp_path, key, value):
@@ -56,7 +331,7 @@ def test_no_line_with_a_prediction_field_is_exit_2_naming_keys(tmp_path, key, va
     assert "--pred-field NAME" in err
 
 
-@pytest.mark.parametrize("key, value", [("generated_text", json.dumps([A])), ("pred", [A])])
+@pytest.mark.parametrize("key, value", [("generated_text", json.dumps([ACME_A])), ("pred", [ACME_A])])
 def test_pred_field_names_the_field(tmp_path, key, value):
     # the named field holds raw text (a string: parsed) or a parsed list: both score [A] vs [A] perfectly
     rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", key: value}, {"id": "r2", key: []}],
@@ -70,7 +345,7 @@ def test_pred_field_names_the_field(tmp_path, key, value):
 
 
 def test_some_lines_without_a_prediction_field_are_counted_missing_and_noticed(tmp_path):
-    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [A]}, {"id": "r2", "pred": [B]}])
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "pred": [ACME_B]}])
     assert rc == 0, err
     r1, r2 = rep["per_entry"]
     assert r1["metrics"]["triplet_f1"] == 1.0
@@ -92,8 +367,8 @@ def test_gold_file_passed_alone_as_pred_is_exit_2(tmp_path):
 
 
 def test_gold_field_names_the_gold_field(tmp_path):
-    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": PROMPT, "expected": [A, B]}])
-    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [A]}])
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": ACME_PROMPT, "expected": [ACME_A, ACME_B]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
     with pytest.raises(ev.InputError) as info:
         ev.load_inputs(pred, gold)
     message = str(info.value)
@@ -101,22 +376,22 @@ def test_gold_field_names_the_gold_field(tmp_path):
     assert "accepted: triplets, gold, gold_parsed, triples, gold_raw (or 'messages')" in message
     assert "--gold-field NAME" in message
     loaded = ev.load_inputs(pred, gold, gold_field="expected")
-    assert loaded.entries[0].gold.items == [A, B]
+    assert loaded.entries[0].gold.items == [ACME_A, ACME_B]
     # answer text under the named field is parsed like gold_raw
-    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": PROMPT, "expected": "```json\n[" +
-                                               json.dumps(A) + "]\n```"}])
-    assert ev.load_inputs(pred, gold, gold_field="expected").entries[0].gold.items == [A]
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": ACME_PROMPT, "expected": "```json\n[" +
+                                               json.dumps(ACME_A) + "]\n```"}])
+    assert ev.load_inputs(pred, gold, gold_field="expected").entries[0].gold.items == [ACME_A]
 
 
 # --------------------------------------------------------- item 7: fields that disagree, joins
 
 
 def test_two_prediction_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
-    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [A], "pred_parsed": [B]},
-                                            {"id": "r2", "triplets": [B], "pred_parsed": [B]}])
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [ACME_A], "pred_parsed": [ACME_B]},
+                                            {"id": "r2", "triplets": [ACME_B], "pred_parsed": [ACME_B]}])
     assert rc == 0, err
     r1, r2 = rep["per_entry"]
-    assert r1["metrics"]["triplet_f1"] == 1.0  # 'triplets' ([A]) was scored against gold [A]
+    assert r1["metrics"]["triplet_f1"] == 1.0  # 'triplets' ([ACME_A]) was scored against gold [ACME_A]
     assert "fields 'triplets', 'pred_parsed' disagree; scored 'triplets'" in r1["parse_reason"]
     assert r2["parse_reason"] == ""  # equal values are no problem
     assert kinds(rep) == ["conflicting_fields"]
@@ -124,15 +399,15 @@ def test_two_prediction_fields_that_disagree_are_noticed_and_the_first_is_scored
 
 
 def test_raw_fields_that_disagree_are_noticed_too():
-    pred = ev.prediction_from_record({"output": json.dumps([A]), "response": "[]"}, 3)
-    assert pred.items == [A] and pred.issue == "conflicting_fields"
+    pred = ev.prediction_from_record({"output": json.dumps([ACME_A]), "response": "[]"}, 3)
+    assert pred.items == [ACME_A] and pred.issue == "conflicting_fields"
     assert "fields 'output', 'response' disagree; scored 'output'" in pred.reason
 
 
 @pytest.mark.parametrize("gold_ids, pred_ids", [(False, True), (True, False)])
 def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, pred_ids):
     # predictions in reverse order: pairing by line order would pair gold [A] with [B]
-    preds = [{"triplets": [B]}, {"triplets": [A]}]
+    preds = [{"triplets": [ACME_B]}, {"triplets": [ACME_A]}]
     if pred_ids:
         preds = [{"id": "r2", **preds[0]}, {"id": "r1", **preds[1]}]
     report = tmp_path / "r.json"
@@ -144,18 +419,18 @@ def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, 
     rc, out, err = run_main(*args, "--join", "order")
     assert rc == 0, err
     rep = json.loads(report.read_text())
-    assert [row["metrics"]["full_tp"] for row in rep["per_entry"]] == [0, 0]  # asked for: A vs B, B vs A
+    assert [row["metrics"]["full_tp"] for row in rep["per_entry"]] == [0, 0]  # asked for: ACME_A vs ACME_B, ACME_B vs ACME_A
     assert kinds(rep) == ["join_by_line_order"] and rep["summary"]["config"]["join"] == "order"
 
 
 def test_join_id_needs_ids_and_join_auto_without_ids_is_line_order(tmp_path):
     gold = gold_file(tmp_path, ids=False)
-    pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [A]}, {"triplets": [B]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [ACME_A]}, {"triplets": [ACME_B]}])
     with pytest.raises(ev.InputError, match=r"--join id: .*gold.jsonl: 2 gold line\(s\) without an id"):
         ev.load_inputs(pred, gold, join="id")
     loaded = ev.load_inputs(pred, gold)
     assert [n["kind"] for n in loaded.notices] == ["join_by_line_order"]
-    assert [e.pred.items for e in loaded.entries] == [[A], [B]]
+    assert [e.pred.items for e in loaded.entries] == [[ACME_A], [ACME_B]]
 
 
 def test_limit_is_a_notice(tmp_path):
@@ -178,24 +453,24 @@ def run_gold(tmp_path: Path, gold_rows: list, pred_rows: list, *args: str) -> tu
 
 def test_schema_invalid_gold_items_are_counted_and_on_stdout_under_quiet(tmp_path):
     bad = {"source": {"title": "Acme Inc", "type": "entity"}, "relation": {"type": "located_in", "weight": 0.9}}
-    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": PROMPT, "triplets": [A, bad]}],
-                                 [{"id": "r1", "triplets": [A]}])
+    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": ACME_PROMPT, "triplets": [ACME_A, bad]}],
+                                 [{"id": "r1", "triplets": [ACME_A]}])
     assert rc == 0, err
     assert rep["summary"]["n_invalid_gold_items"] == 1
     assert rep["summary"]["invalid_gold_items"] == ["g.jsonl line 1: [1].target: missing"]
     assert kinds(rep) == ["invalid_gold_items"]
     assert "invalid_gold_items: 1 schema-invalid gold item(s) excluded from scoring: g.jsonl line 1: " \
            "[1].target: missing" in out
-    assert rep["per_entry"][0]["metrics"]["triplet_f1"] == 1.0  # [A] vs the one valid gold item [A]
+    assert rep["per_entry"][0]["metrics"]["triplet_f1"] == 1.0  # [ACME_A] vs the one valid gold item [ACME_A]
 
 
 def test_nan_weight_in_gold_is_an_invalid_item_and_visible(tmp_path):
     # a NaN literal (accepted by Python's JSON reader) as gold weight: the item is invalid
     # (SPEC section 2), so the correct prediction A is unmatched: triplet P = 1/2 (B matched), R = 1/1
-    line = json.dumps({"id": "r1", "prompt": PROMPT, "triplets": [
-        {**A, "relation": {"type": "located_in", "weight": float("nan")}}, B]}).encode() + b"\n"
+    line = json.dumps({"id": "r1", "prompt": ACME_PROMPT, "triplets": [
+        {**ACME_A, "relation": {"type": "located_in", "weight": float("nan")}}, ACME_B]}).encode() + b"\n"
     assert b"NaN" in line
-    rc, out, err, rep = run_gold(tmp_path, [line], [{"id": "r1", "triplets": [A, B]}])
+    rc, out, err, rep = run_gold(tmp_path, [line], [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0, err
     m = rep["per_entry"][0]["metrics"]
     assert (m["triplet_precision"], m["triplet_recall"]) == (0.5, 1.0)
@@ -219,7 +494,7 @@ def test_gold_with_no_valid_item_under_the_profile_is_exit_2_with_a_schema_hint(
 
 
 def test_gold_that_is_legitimately_all_empty_stays_valid(tmp_path):
-    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": PROMPT, "triplets": []}],
+    rc, out, err, rep = run_gold(tmp_path, [{"id": "r1", "prompt": ACME_PROMPT, "triplets": []}],
                                  [{"id": "r1", "triplets": []}])
     assert rc == 0, err
     assert rep["summary"]["n_invalid_gold_items"] == 0 and rep["summary"]["notices"] == []

@@ -211,6 +211,82 @@ def test_resume_conflicts(helpers):
         ["max_new_tokens: file 32, now 64"]
 
 
+def test_prompt_token_limit_names_its_source(helpers):
+    limit = helpers["prompt_token_limit"]
+    # the user's parameter wins over the context: the message must not cite the context
+    assert limit(60, 512, 12) == (60, "the parameter max_prompt_tokens")
+    assert limit(None, 512, 12) == (500, "model context 512 - max_new_tokens 12")  # 512 - 12
+    assert limit(None, None, 12) == (None, None)  # no context length known: no limit
+
+
+def _flat(helpers, rid="a", prompt="P", gold=None, **options):
+    obj = {"id": rid, "prompt": prompt, **({"triplets": gold} if gold is not None else {})}
+    return helpers["prompt_record"](obj, 1, "in: line 1", **options)
+
+
+def _written(rec, **override):
+    """The output line the notebook writes for ``rec`` (the fields resume compares)."""
+    line = {"id": rec["id"], "prompt": rec["prompt"], "prompt_messages": rec["chat"],
+            "prompt_rendered": rec.get("rendered", "R"), "pred_raw": "[]"}
+    if rec["gold_field"]:
+        line[rec["gold_field"]] = rec["gold"]
+    return {**line, **override}
+
+
+def test_changed_fields(helpers):
+    changed = helpers["changed_fields"]
+    rec = _flat(helpers, gold=[{"s": 1, "t": 2}])
+    assert changed(_written(rec), rec) == []
+    assert changed(_written(rec, gold_parsed=[{"t": 2, "s": 1}]), rec) == []  # key order is no change
+    assert changed(_written(rec, prompt="old"), rec) == ["prompt"]
+    assert changed(_written(rec, gold_parsed=[]), rec) == ["gold"]
+    # same value, other field (the input's gold is text now): still a change
+    assert changed({**{k: v for k, v in _written(rec).items() if k != "gold_parsed"},
+                    "gold_raw": [{"s": 1, "t": 2}]}, rec) == ["gold"]
+    no_gold = _flat(helpers)
+    assert changed(_written(rec), no_gold) == ["gold"]  # gold removed from the input
+    other_template = _flat(helpers, gold=[{"s": 1, "t": 2}], user_template="Extract: {prompt}")
+    assert changed(_written(rec), other_template) == ["prompt_messages"]
+    rendered = dict(rec, rendered="<new template>")  # compared only once rendered
+    assert changed(_written(rec, prompt_rendered="<old template>"), rendered) == ["prompt_rendered"]
+    assert changed(_written(rec, prompt="x", prompt_rendered="y", gold_parsed=None), rendered) == \
+        ["prompt", "prompt_rendered", "gold"]
+
+
+def test_check_resume_content_refuses_stale_lines(helpers, tmp_path):
+    check = helpers["check_resume_content"]
+    records = [_flat(helpers, f"s{i:02d}", f"P{i}", gold=[i]) for i in range(15)]
+    lines = [_written(r) for r in records] + [{"id": "foreign", "prompt": "?"}]  # not in the input: noted, not checked
+    assert check(lines, records, tmp_path / "o.jsonl", "in.jsonl") is None
+    stale = [_written(r, prompt="old") if i < 12 else r_line for i, (r, r_line) in
+             enumerate(zip(records, lines))]
+    stale[13] = _written(records[13], gold_parsed=[99])
+    with pytest.raises(helpers["InputProblem"]) as err:
+        check(stale, records, tmp_path / "o.jsonl", "in.jsonl")
+    msg = str(err.value)
+    assert msg.startswith(f"{tmp_path / 'o.jsonl'}: 13 line(s) already written no longer match in.jsonl")
+    # capped at 10 ids: s00..s09 shown, the other 3 (s10, s11, s13) counted
+    assert "changed: s00 (prompt), s01 (prompt)" in msg and "s09 (prompt) ... (3 more)" in msg
+    assert "s10" not in msg and "s13" not in msg
+    assert "Write to a new output_path, or delete the file to start over" in msg
+
+
+def test_grading_advice(helpers):
+    advice = helpers["grading_advice"]
+    cmd = "uv run evaluate.py --pred p.jsonl"
+    gold_line = {"id": "a", "gold_parsed": []}
+    assert advice(cmd, [gold_line, {"id": "b", "gold_raw": "[]"}], True) == [f"grade with: {cmd}"]
+    assert advice(cmd, [{"id": "a"}], False) == [
+        "note: the input has no gold answers; pass the gold file to the evaluator",
+        f"grade with: {cmd} --gold YOUR_GOLD.jsonl"]
+    mixed = advice(cmd, [gold_line] + [{"id": f"c{i}"} for i in range(12)], True)
+    assert mixed[0] == ("note: 12 of 13 output lines have no gold (ids c0, c1, c2, c3, c4, c5, c6, c7, c8, "
+                        "c9 ... (2 more)); the evaluator stops at such a line unless told to exclude it")
+    assert mixed[1:] == [f"grade with: {cmd} --skip-bad-gold",
+                         "  (excludes and lists the 12 line(s) without gold, scores the other 1)",
+                         f"or, with a gold file for every id: {cmd} --gold YOUR_GOLD.jsonl"]
+
+
 def test_grading_command(helpers, tmp_path):
     cmd = helpers["grading_command"]
     assert cmd(ROOT / "evaluate.py", ROOT / "out dir" / "p.jsonl", cwd=ROOT) == \
@@ -524,6 +600,54 @@ def test_resume_refuses_other_settings_and_resume_off(first_run, qwen3_tiny, pro
     with pytest.raises(pm.PapermillExecutionError, match="exists and resume=False"):
         run_notebook(tmp_path / "r.ipynb", **tiny_params(qwen3_tiny, inputs, out, resume=False))
     assert out.read_bytes() == before
+
+
+def _run_printed(command: str, tmp_path: Path, name: str) -> subprocess.CompletedProcess:
+    """Run a grading command the notebook printed, with this interpreter instead of its
+    launcher (``uv run`` / ``python``), writing a JSON report to ``tmp_path/name``."""
+    import shlex
+
+    args = shlex.split(command)
+    start = next(i for i, a in enumerate(args) if a.endswith("evaluate.py"))
+    return subprocess.run([sys.executable, *args[start:], "--no-embeddings", "--quiet",
+                           "--report", str(tmp_path / name)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_mixed_gold_and_max_prompt_tokens(qwen3_tiny, tmp_path):
+    """Some records without gold (a chat line with no assistant turn): the summary names them
+    and prints commands that grade the output (exit 0); a prompt over the user's
+    max_prompt_tokens is reported against that parameter, not the context."""
+    gold = [json.loads(line) for line in GOLD.read_text(encoding="utf-8").splitlines() if line.strip()][:2]
+    no_gold = {"id": "chat-open", "messages": [{"role": "user", "content": "Ada Lovelace wrote notes."}]}
+    too_long = {"id": "long", "prompt": "word " * 120, "triplets": []}
+    inputs = tmp_path / "mixed.jsonl"
+    inputs.write_text("".join(json.dumps(o) + "\n" for o in [*gold, no_gold, too_long]), encoding="utf-8")
+    out = tmp_path / "mixed-out.jsonl"
+    nb = run_notebook(tmp_path / "mixed.ipynb", **tiny_params(qwen3_tiny, inputs, out, batch_size=3,
+                                                              max_prompt_tokens=100))
+    text = printed(nb)
+    assert re.search(r"too long, skipped: id long \(line 4\): \d+ prompt tokens > 100 "
+                     r"\(the parameter max_prompt_tokens\)\n", text)
+    assert "note: 1 of 3 output lines have no gold (ids chat-open)" in text
+    assert "scores the other 2" in text
+    assert sorted(o["id"] for o in read_out(out)) == ["chat-open", "s01", "s02"]
+
+    plain = _run_printed(re.search(r"grade with: (.*) --skip-bad-gold\n", text).group(1), tmp_path, "plain.json")
+    assert plain.returncode == 2 and "no gold triplets" in plain.stderr  # why the flag is needed
+    skip = _run_printed(re.search(r"grade with: (.*)\n", text).group(1), tmp_path, "skip.json")
+    assert skip.returncode == 0, skip.stderr
+    report = json.loads((tmp_path / "skip.json").read_text(encoding="utf-8"))["summary"]
+    assert report["n_entries"] == 2
+    assert [n["kind"] for n in report["notices"]] == ["excluded_gold_line"]
+    assert report["notices"][0]["message"].startswith(f"{out}: line ")
+    # the --gold form, with a gold file that has an answer for every id
+    gold_file = tmp_path / "my_gold.jsonl"
+    gold_file.write_text("".join(json.dumps(o) + "\n" for o in [*gold, {"id": "chat-open", "triplets": []}]),
+                         encoding="utf-8")
+    with_gold = re.search(r"or, with a gold file for every id: (.*)\n", text).group(1)
+    full = _run_printed(with_gold.replace("YOUR_GOLD.jsonl", str(gold_file)), tmp_path, "gold.json")
+    assert full.returncode == 0, full.stderr
+    assert json.loads((tmp_path / "gold.json").read_text(encoding="utf-8"))["summary"]["n_entries"] == 3
 
 
 def _kill_tree(pid: int) -> None:

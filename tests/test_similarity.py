@@ -1,12 +1,16 @@
-"""Stage 4 lexical similarity (SPEC.md section 4): the vectorised matrix with its exact
-upper bounds equals the plain per-pair formula, number for number; bounded memos."""
+"""Stage 3 - similarity (SPEC.md section 4): the lexical score by hand (difflib ratio and
+token Jaccard), relation forms, the gated matrix; the vectorised matrix with its exact upper
+bounds equals the plain per-pair formula, number for number; bounded memos.
+"""
 
 from __future__ import annotations
 
 import difflib
+from fractions import Fraction as F
 
 import numpy as np
 import pytest
+from helpers import fl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,8 +37,12 @@ def plain_field(a: str, b: str, threshold: float) -> float:
 WORDS = st.sampled_from(["bert", "berts", "gpt", "gpt 2", "graph", "graph net", "net graph",
                          "a", "ab", "ba", "", "-", "é", "neural network", "neural networks",
                          "based on", "based_on", "part of", "x1", "x 1"])
+
+
 TEXT = st.one_of(WORDS, st.text(alphabet="ab 1é-_", max_size=8),
                  st.lists(WORDS, min_size=1, max_size=3).map(" ".join))
+
+
 THRESHOLD = st.sampled_from([0.0, 0.5, 0.8, 0.8000000000000002, 0.9, 1.0])
 
 
@@ -45,6 +53,79 @@ def matrix_path(request, monkeypatch):
     if request.param == "numpy":
         monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)
     return request.param
+
+
+def test_lexical_neural_network():
+    # "neural network" (14 chars) vs "neural networks" (15): the longest match is the
+    # whole first string, M = 14, ratio = 2*14/29 = 28/29.
+    # tokens {neural, network} vs {neural, networks}: Jaccard = 1/3.
+    # 0.5*28/29 + 0.5*1/3 = 14/29 + 1/6 = 113/174 = 0.6494...
+    a, b = "neural network", "neural networks"
+    assert difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() == pytest.approx(28 / 29, abs=1e-15)
+    assert ev.lexical_similarity(a, b) == pytest.approx(fl(F(113, 174)), abs=1e-15)
+    assert ev.Similarity().field(a, b) == 0.0          # 0.649 < 0.80 -> 0.0
+    assert ev.Similarity(threshold=0.6).field(a, b) == pytest.approx(113 / 174, abs=1e-15)
+
+
+def test_lexical_hyphen():
+    # "self attention" vs "self-attention": 13 of 14 chars match, ratio = 26/28 = 13/14;
+    # tokens {self, attention} on both sides: Jaccard 1. 0.5*13/14 + 0.5 = 27/28 >= 0.80.
+    assert ev.lexical_similarity("self attention", "self-attention") == pytest.approx(27 / 28, abs=1e-15)
+    assert ev.Similarity().field("self attention", "self-attention") == pytest.approx(27 / 28, abs=1e-15)
+    assert ev.Similarity(threshold=0.97).field("self attention", "self-attention") == 0.0
+
+
+def test_lexical_equal_and_empty():
+    assert ev.lexical_similarity("", "") == 1.0        # equality checked first
+    assert ev.lexical_similarity("a", "") == 0.0
+    assert ev.lexical_similarity("", "a") == 0.0
+    assert ev.lexical_similarity("abc", "abc") == 1.0
+    s = ev.Similarity()
+    assert s.field("", "") == 1.0
+    assert s.field("x", "") == 0.0 and s.field("", "x") == 0.0
+    assert s.field("bert", "bert") == 1.0
+    # no common char, no common token -> 0.0 (also below the gate)
+    assert ev.lexical_similarity("abc", "xyz") == 0.0
+
+
+def test_lexical_autojunk_false_on_long_strings():
+    # s = the binary numerals of 8..63 ("1000" ... "111111"), space-separated: 56 distinct
+    # tokens, 8*4 + 16*5 + 32*6 + 55 = 359 chars. a = "x " + s, b = "y " + s (361 chars).
+    # autojunk=False: everything but the first char matches: M = 360, ratio = 720/722.
+    # tokens {x} + 56 vs {y} + 56: Jaccard = 56/58.
+    # similarity = 0.5*360/361 + 0.5*56/58 = 0.98148... (>= 0.80, kept by the gate)
+    s = " ".join(format(i, "b") for i in range(8, 64))
+    a, b = "x " + s, "y " + s
+    assert len(s) == 359 and len(a) == 361
+    expected = F(1, 2) * F(360, 361) + F(1, 2) * F(56, 58)
+    assert ev.lexical_similarity(a, b) == pytest.approx(fl(expected), abs=1e-15)
+    assert ev.Similarity().field(a, b) == pytest.approx(fl(expected), abs=1e-15)
+    # With difflib's default autojunk=True, "0", "1" and " " are "popular" (> 1% of 361)
+    # and "x"/"y" never match: the ratio collapses to 0 and the score would be 28/58 < 0.8.
+    # This is the documented deviation (SPEC section 4).
+    assert difflib.SequenceMatcher(None, a, b).ratio() == 0.0
+
+
+def test_relation_similarity():
+    s = ev.Similarity()
+    assert s.relation("based_on", "based_on") == 1.0
+    assert s.relation("based_on", "based on") == 1.0   # natural-language forms equal
+    assert s.relation("based on", "based_on") == 1.0
+    # "based on" vs "depends on": M = 6 ("e", "s", " on" ...) -> at most 0.5*ratio + 0.5*1/3
+    # which is < 0.8, so gated to 0.
+    assert s.relation("based_on", "depends_on") == 0.0
+    assert s.relation("", "") == 1.0                   # field("", "") = 1.0 (section 4)
+    assert s.relation("", "based_on") == 0.0
+
+
+def test_similarity_matrix_shapes_and_values():
+    s = ev.Similarity()
+    m = s.matrix(["bert", "gpt"], ["bert", "self attention", "gpt"])
+    assert m.shape == (2, 3) and m.dtype == np.float64
+    assert m.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+    assert s.matrix(["a"], []).shape == (1, 0)
+    r = s.matrix(["based_on"], ["based on", "part_of"], relation=True)
+    assert r.tolist() == [[1.0, 0.0]]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,25 +1,30 @@
-"""Tests for the Text2KGBench evaluator reproduction (the text2kgbench section of evaluate.py).
+"""Metric family text2kgbench: the Text2KGBench run_eval.py reproduction.
 
 Hand-computed cases for every metric and quirk, then the full DBpedia-WebNLG Vicuna-13B
 run against the benchmark's own outputs (../shared/data/text2kgbench; skipped when absent).
+
+Also the command line on one ontology, and a typed (non-Text2KGBench) gold named as such.
 """
+
+from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
+from conftest import ACME_A
+from helpers import (
+    NLTK_DATA,
+    SHARED,
+    SHARED_DATA,
+    _need,
+    assert_close,
+    load_report,
+    run_cli,
+    write_jsonl,
+)
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-NLTK_DATA = SHARED / "nltk_data"
-T2K = SHARED / "data" / "text2kgbench"
-WEBNLG = T2K / "data" / "dbpedia_webnlg"
-VICUNA = WEBNLG / "baselines" / "Vicuna-13B"
-
-# Must be set before nltk is first imported (evaluate imports it lazily).
-if NLTK_DATA.is_dir():
-    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
-
+import evaluate as ev
 from evaluate import (  # noqa: E402
     T2KG_DBPEDIA_WEBNLG_ONTO_LIST,
     T2KG_METRIC_KEYS,
@@ -28,6 +33,19 @@ from evaluate import (  # noqa: E402
     t2kg_load_ontology,
     t2kg_sentence_metrics,
 )
+
+T2K = SHARED / "data" / "text2kgbench"
+
+
+WEBNLG = T2K / "data" / "dbpedia_webnlg"
+
+
+VICUNA = WEBNLG / "baselines" / "Vicuna-13B"
+
+
+# Must be set before nltk is first imported (evaluate imports it lazily).
+if NLTK_DATA.is_dir():
+    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +66,8 @@ ONTO = {
         {"pid": "p1", "label": "release date"},  # label with a space
     ],
 }
+
+
 SENT = "Alan Bean was born in Wheeler, Texas."
 
 
@@ -55,7 +75,70 @@ def m(gold, pred, sent=SENT, onto=ONTO):
     return t2kg_sentence_metrics(gold, pred, sent, onto)
 
 
-# ------------------------------------------------------------------ per sentence
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def mini_ontology(tmp_path):
+    """Three gold sentences, responses for two of them (one repeated), one stray id."""
+    gt = _write_jsonl(tmp_path / "ont_1_x_ground_truth.jsonl", [
+        {"id": "s1", "sent": "A B.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]},
+        {"id": "s2", "sent": "A C.", "triples": [{"sub": "A", "rel": "deathPlace", "obj": "C"}]},
+        {"id": "s3", "sent": "A D.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "D"}]},
+    ])
+    resp = _write_jsonl(tmp_path / "1_x_model_responses.jsonl", [
+        {"id": "s1", "triples": [["A", "wrongRel", "B"]]},  # overridden by the later line
+        {"id": "s2", "triples": []},  # empty prediction: OC 1
+        {"id": "zz", "triples": [["A", "birthPlace", "B"]]},  # not in gold: ignored
+        {"id": "s1", "triples": [["A", "birthPlace", "B"]]},  # last line wins
+    ])
+    onto = tmp_path / "1_x_ontology.json"
+    onto.write_text(json.dumps(ONTO))
+    return gt, resp, onto
+
+
+def _mini_run(tmp_path, resp_names):
+    """Ontologies 1_a (all correct) and 11_a (all wrong) in three dirs."""
+    gt_dir, on_dir, rs_dir = (tmp_path / d for d in ("gt", "onto", "resp"))
+    for d in (gt_dir, on_dir, rs_dir):
+        d.mkdir()
+    for key, obj in (("1_a", "B"), ("11_a", "Z")):
+        _write_jsonl(gt_dir / f"ont_{key}_ground_truth.jsonl", [
+            {"id": f"{key}_1", "sent": "A B.",
+             "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]}])
+        (on_dir / f"{key}_ontology.json").write_text(json.dumps(ONTO))
+        _write_jsonl(rs_dir / resp_names[key], [
+            {"id": f"{key}_1", "triples": [["A", "birthPlace", obj]]}])
+    return gt_dir, on_dir, rs_dir
+
+
+@pytest.fixture(scope="module")
+def webnlg_run(nltk_ready):
+    if not (WEBNLG.is_dir() and (T2K / "expected.json").is_file()):
+        pytest.skip("../shared/data/text2kgbench absent")
+    res = t2kg_evaluate_run(WEBNLG / "ground_truth", WEBNLG / "ontologies",
+                            VICUNA / "llm_responses")
+    expected = json.loads((T2K / "expected.json").read_text())
+    return res, expected["results"]["dbpedia_webnlg|Vicuna-13B"]
+
+
+T2KG = SHARED_DATA / "text2kgbench" / "data" / "dbpedia_webnlg"
+
+
+def test_text2kgbench_on_typed_gold_names_the_expected_triple_shape(tmp_path, capsys):
+    onto = tmp_path / "onto.json"
+    onto.write_text(json.dumps({"concepts": [{"label": "Company"}], "relations": [{"label": "located_in"}]}))
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "1", "triplets": [ACME_A]}])
+    code = ev.main(["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "text2kgbench",
+                    "--no-embeddings", "--quiet", "--report", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    # the gold items are typed HGR triplets, not Text2KGBench's {sub, rel, obj} triples
+    assert "text2kgbench: triple dict needs keys sub/rel/obj" in err
+    assert "Punkt" not in err
 
 
 def test_empty_prediction_gives_oc_1_and_zero_everything_else():
@@ -218,33 +301,6 @@ def test_load_ontology_and_raw_dict_agree(tmp_path, nltk_ready):
     assert m([["a", "b", "c"]], pred, onto=onto) == m([["a", "b", "c"]], pred, onto=ONTO)
 
 
-# ------------------------------------------------------------------ per ontology
-
-
-def _write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-@pytest.fixture
-def mini_ontology(tmp_path):
-    """Three gold sentences, responses for two of them (one repeated), one stray id."""
-    gt = _write_jsonl(tmp_path / "ont_1_x_ground_truth.jsonl", [
-        {"id": "s1", "sent": "A B.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]},
-        {"id": "s2", "sent": "A C.", "triples": [{"sub": "A", "rel": "deathPlace", "obj": "C"}]},
-        {"id": "s3", "sent": "A D.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "D"}]},
-    ])
-    resp = _write_jsonl(tmp_path / "1_x_model_responses.jsonl", [
-        {"id": "s1", "triples": [["A", "wrongRel", "B"]]},  # overridden by the later line
-        {"id": "s2", "triples": []},  # empty prediction: OC 1
-        {"id": "zz", "triples": [["A", "birthPlace", "B"]]},  # not in gold: ignored
-        {"id": "s1", "triples": [["A", "birthPlace", "B"]]},  # last line wins
-    ])
-    onto = tmp_path / "1_x_ontology.json"
-    onto.write_text(json.dumps(ONTO))
-    return gt, resp, onto
-
-
 def test_evaluate_ontology_averages(mini_ontology, nltk_ready):
     gt, resp, onto = mini_ontology
     res = t2kg_evaluate_ontology(gt, resp, onto)
@@ -275,21 +331,6 @@ def test_evaluate_ontology_selected(mini_ontology, tmp_path, nltk_ready):
     assert same["averages"] == res["averages"]
     with pytest.raises(ValueError):
         t2kg_evaluate_ontology(gt, resp, onto, selected_ids=[])
-
-
-def _mini_run(tmp_path, resp_names):
-    """Ontologies 1_a (all correct) and 11_a (all wrong) in three dirs."""
-    gt_dir, on_dir, rs_dir = (tmp_path / d for d in ("gt", "onto", "resp"))
-    for d in (gt_dir, on_dir, rs_dir):
-        d.mkdir()
-    for key, obj in (("1_a", "B"), ("11_a", "Z")):
-        _write_jsonl(gt_dir / f"ont_{key}_ground_truth.jsonl", [
-            {"id": f"{key}_1", "sent": "A B.",
-             "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]}])
-        (on_dir / f"{key}_ontology.json").write_text(json.dumps(ONTO))
-        _write_jsonl(rs_dir / resp_names[key], [
-            {"id": f"{key}_1", "triples": [["A", "birthPlace", obj]]}])
-    return gt_dir, on_dir, rs_dir
 
 
 def test_evaluate_run_globals_and_onto_list(tmp_path, nltk_ready):
@@ -324,19 +365,6 @@ def test_webnlg_onto_list_constant():
     assert len(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) == 20
     assert T2KG_DBPEDIA_WEBNLG_ONTO_LIST.count("1_university") == 2
     assert len(set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)) == 19
-
-
-# ------------------------------------------------- the published run (shared data)
-
-
-@pytest.fixture(scope="module")
-def webnlg_run(nltk_ready):
-    if not (WEBNLG.is_dir() and (T2K / "expected.json").is_file()):
-        pytest.skip("../shared/data/text2kgbench absent")
-    res = t2kg_evaluate_run(WEBNLG / "ground_truth", WEBNLG / "ontologies",
-                            VICUNA / "llm_responses")
-    expected = json.loads((T2K / "expected.json").read_text())
-    return res, expected["results"]["dbpedia_webnlg|Vicuna-13B"]
 
 
 def test_every_per_sentence_value_matches_shipped_eval_metrics(webnlg_run):
@@ -423,3 +451,40 @@ def test_concept_fusion_matters_on_real_data(webnlg_run):
             d_sh += spaced["sub_halluc"] != row["sub_halluc"]
             d_oh += spaced["obj_halluc"] != row["obj_halluc"]
     assert (d_sh, d_oh) == (2, 33)
+
+
+def test_text2kgbench_one_ontology(tmp_path):
+    _need(T2KG, "shared Text2KGBench data")
+    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
+    pred = T2KG / "baselines" / "Vicuna-13B" / "llm_responses" / "1_university_Vicuna13B_responses.jsonl"
+    gold = T2KG / "ground_truth" / "ont_1_university_ground_truth.jsonl"
+    onto = T2KG / "ontologies" / "1_university_ontology.json"
+    out = tmp_path / "r.json"
+    proc = run_cli("--pred", pred, "--gold", gold, "--ontology", onto, "--metrics", "all",
+                   "--no-embeddings", "--quiet", "--report", out, env={"NLTK_DATA": str(NLTK_DATA)})
+    assert proc.returncode == 0, proc.stderr
+    report = load_report(out)
+    s = report["summary"]
+    assert s["schema_profile"] == "triples"
+    assert {"strict", "per_relation", "webnlg2020", "text2kgbench"} <= set(report)
+
+    expected = json.loads((SHARED_DATA / "text2kgbench" / "expected.json").read_text())
+    uni = expected["results"]["dbpedia_webnlg|Vicuna-13B"]["per_ontology"]["1_university"]
+    assert_close(report["text2kgbench"]["averages"], uni["all_test_cases"]["values"])
+
+    # hgr totals, counted independently from the files
+    gold_rows = [json.loads(ln) for ln in gold.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    pred_rows = [json.loads(ln) for ln in pred.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    gold_ids = {r["id"] for r in gold_rows}
+    assert len({r["id"] for r in pred_rows}) == len(pred_rows)  # no repeated ids in this file
+    n_gold = sum(1 for r in gold_rows for t in r["triples"]
+                 if all(isinstance(t[k], str) and t[k].strip() for k in ("sub", "rel", "obj")))
+    n_pred = sum(len(r["triples"]) for r in pred_rows if r["id"] in gold_ids)
+    n_empty = sum(1 for r in pred_rows if r["id"] in gold_ids and not r["triples"])
+    t = s["totals"]
+    assert s["n_entries"] == len(gold_rows) == uni["counts"]["gt_sentences"]
+    assert t["gold_triplets"] == n_gold == uni["counts"]["gt_triples"]
+    assert t["pred_triplet_items"] == n_pred == uni["counts"]["pred_triples"]
+    assert t["empty_predictions"] == n_empty == uni["counts"]["empty_predictions"]
+    assert t["missing_predictions"] == 0
+    assert s["relation_vocabulary"]["size"] == len(json.loads(onto.read_text())["relations"])

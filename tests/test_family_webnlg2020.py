@@ -1,4 +1,4 @@
-"""Tests of the WebNLG+ 2020 Text-to-RDF scorer reproduction (the webnlg2020 section of evaluate.py).
+"""Metric family webnlg2020: the WebNLG+ 2020 Text-to-RDF scorer reproduction.
 
 * Every count and P/R/F1 of ``shared/data/webnlg2020/expected.json`` (Amazon AI
   (Shanghai) and the baseline, 4 splits each) to 1e-9 (in fact bit for bit).
@@ -7,6 +7,7 @@
 * The exact assignment search against the official brute force (itertools order,
   left-fold float sums), including float near-ties.
 * XML reading (lenient, like BeautifulSoup + lxml) on hand-written entries.
+* The command line on the shared data, XML and JSON inputs alike.
 """
 
 from __future__ import annotations
@@ -15,22 +16,36 @@ import itertools
 import json
 import os
 import statistics
-from pathlib import Path
 
 import pytest
+from conftest import ACME_A
+from helpers import (
+    NLTK_DATA,
+    SHARED,
+    SHARED_DATA,
+    T,
+    _need,
+    assert_close,
+    count_lines,
+    load_report,
+    run_cli,
+    write_jsonl,
+)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+import evaluate as ev
+from evaluate import WebNLGReader, WebNLGScorer, webnlg2020_score  # noqa: E402
+
 DATA = SHARED / "data" / "webnlg2020"
-NLTK_DATA = SHARED / "nltk_data"
+
+
 # Must be set before nltk is imported (nltk reads NLTK_DATA at import time).
 if NLTK_DATA.is_dir():
     os.environ["NLTK_DATA"] = str(NLTK_DATA)
 
-nltk = pytest.importorskip("nltk")
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
-from evaluate import WebNLGReader, WebNLGScorer, webnlg2020_score  # noqa: E402
+nltk = pytest.importorskip("nltk")
 
 
 def _line_tok(s: str) -> list[str]:
@@ -51,11 +66,9 @@ def _has_punkt() -> bool:
         return False
 
 
-# ======================================================================================
-# expected.json: every field, both submissions, 4 splits
-# ======================================================================================
-
 SPLITS = ("seen", "unseen_entities", "unseen_categories", "all")
+
+
 SYSTEMS = ("amazon", "baseline")
 
 
@@ -76,6 +89,148 @@ def _walk(got, exp, path=""):
             yield from _walk(got[k], v, f"{path}/{k}")
         else:
             yield f"{path}/{k}", got[k], v
+
+
+def _official_loop(f):
+    """The official search: itertools order, left-fold float sum, keep first strict max."""
+    k = len(f)
+    best, kept = None, None
+    for perm in itertools.permutations(range(k), k):
+        s = 0
+        for i, j in enumerate(perm):
+            s += f[i][j]
+        if best is None or s > best:
+            best, kept = s, perm
+    return kept
+
+
+_TIE_VALUES = [0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5, 0.25, 0.7, 0.6, 5 / 6, 0.75]
+
+
+_REF_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<benchmark>
+  <entries>
+    <entry category="University" eid="Id1" size="2">
+      <originaltripleset>
+        <otriple>Ignored | ignored | Ignored</otriple>
+      </originaltripleset>
+      <modifiedtripleset>
+        <mtriple>College_of_William_&amp;_Mary | city | Williamsburg,_Virginia</mtriple>
+        <mtriple>Caf&#233;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</mtriple>
+      </modifiedtripleset>
+      <modifiedtripleset>
+        <mtriple>Second | set | Ignored</mtriple>
+      </modifiedtripleset>
+      <lex comment="good" lid="Id1">Some text.</lex>
+    </entry>
+    <entry category="Artist" eid="Id2" size="1">
+      <modifiedtripleset>
+        <mtriple>Brian_Kelly_(composer_&amp;_pianist) | genre | Jazz</mtriple>
+      </modifiedtripleset>
+    </entry>
+    <entry category="City" eid="Id3" size="1">
+      <modifiedtripleset>
+        <mtriple>Albany | location | New_York_City</mtriple>
+      </modifiedtripleset>
+    </entry>
+  </entries>
+</benchmark>
+"""
+
+
+# not well-formed XML: bare '&', a '&amp' without ';', an entry without generatedtripleset
+_CAND_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<benchmark>
+  <entries>
+    <entry eid="Id1">
+      <generatedtripleset>
+        <gtriple>College_of_William_&_Mary | city | Williamsburg</gtriple>
+        <gtriple>Caf&#xE9;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</gtriple>
+        <gtriple>AT&amp_T | type | Company</gtriple>
+      </generatedtripleset>
+    </entry>
+    <entry eid="Id2">
+    </entry>
+    <entry eid="Id3">
+      <GeneratedTripleSet><GTriple>Albany | location | York</GTriple></GeneratedTripleSet>
+    </entry>
+  </entries>
+</benchmark>
+"""
+
+
+_REF_EXPECTED = [
+    [("College_of_William_&_Mary", "city", "Williamsburg,_Virginia"), ("Café_Nero", "motto", '"Best <coffee>"')],
+    [("Brian_Kelly_(composer_&_pianist)", "genre", "Jazz")],
+    [("Albany", "location", "New_York_City")],
+]
+
+
+_CAND_EXPECTED = [
+    [
+        ("College_of_William_&_Mary", "city", "Williamsburg"),
+        ("Café_Nero", "motto", '"Best <coffee>"'),
+        ("AT&amp_T", "type", "Company"),
+    ],
+    [],
+    [("Albany", "location", "York")],
+]
+
+
+W = SHARED_DATA / "webnlg2020"
+
+
+# Three entries: references (first <modifiedtripleset>; the <originaltripleset> must be
+# ignored) and candidates (<generatedtripleset>), one triple with an unescaped "&".
+XML_ENTRIES = [
+    ([("Alan_Bean", "occupation", "Test_pilot"), ("Alan_Bean", "birthPlace", "Wheeler,_Texas")],
+     [("Alan_Bean", "occupation", "Test_pilot"), ("Alan_Bean", "birthDate", "1932-03-15")]),
+    ([("College_of_William_&_Mary", "city", "Williamsburg,_Virginia")],
+     [("College_of_William_&_Mary", "city", "Williamsburg")]),
+    ([("AT&T", "foundedBy", "Alexander_Graham_Bell"), ("AT&T", "country", "United_States")],
+     [("AT&T", "country", "United_States"), ("Bell", "founder", "AT&T")]),
+]
+
+
+def _xml(kind: str) -> str:
+    set_tag, triple_tag = ("modifiedtripleset", "mtriple") if kind == "ref" else ("generatedtripleset", "gtriple")
+    parts = ['<?xml version="1.0" ?>', "<benchmark>", "  <entries>"]
+    for i, (refs, cands) in enumerate(XML_ENTRIES, 1):
+        triples = refs if kind == "ref" else cands
+        parts.append(f'    <entry category="Test" eid="Id{i}" size="{len(triples)}">')
+        if kind == "ref":
+            parts += ["      <originaltripleset>", "        <otriple>X | y | Z</otriple>", "      </originaltripleset>"]
+        parts.append(f"      <{set_tag}>")
+        for s, p, o in triples:
+            # entry 1 and 3 escape "&" properly, entry 2 writes it bare (as some submissions do)
+            text = f"{s} | {p} | {o}"
+            if i != 2:
+                text = text.replace("&", "&amp;")
+            parts.append(f"        <{triple_tag}>{text}</{triple_tag}>")
+        parts.append(f"      </{set_tag}>")
+        if kind == "ref":
+            parts.append('      <lex comment="good" lid="Id1">Some text &amp; more.</lex>')
+        parts.append("    </entry>")
+    parts += ["  </entries>", "</benchmark>", ""]
+    return "\n".join(parts)
+
+
+def test_xml_without_entries_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "cand.xml"
+    bad.write_text("<benchmark><entries><entry", encoding="utf-8")
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": "p", "triplets": [ACME_A]}])
+    code = ev.main(["--pred", str(bad), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", str(tmp_path / "r.json")])
+    assert code == 2
+    assert "no <entry> elements" in capsys.readouterr().err
+
+
+def test_webnlg_triples_excludes_what_the_official_scorer_would_crash_on():
+    items = [["A", "b", "C"], {"sub": "A", "rel": "b", "obj": "C"}, T("A", "b", "C"),
+             ["A", "", "C"], ["A", "b"], "A -> C", ["x | y", "b", "C"]]
+    triples, excluded = ev.webnlg_triples(items)
+    assert triples == [("A", "b", "C")] * 3
+    assert excluded == 4
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
@@ -109,11 +264,6 @@ def test_jsonl_reader_shapes():
     assert len(refs[0]) == 3 and refs[0][0] == ("Turn_Me_On_(album)", "runtime", "35.1")
     amazon = WebNLGReader.read_jsonl(DATA / "amazon_all.jsonl")
     assert any(("&" in x) for e in amazon for t in e for x in t)  # unescaped & kept
-
-
-# ======================================================================================
-# Hand-computed probes (README section 5)
-# ======================================================================================
 
 
 def test_probe_swap_predicate_bug():
@@ -285,24 +435,6 @@ def test_default_tokenizer_matches_line_tokenizer_on_probes():
     assert webnlg2020_score(ref, cand) == _score(ref, cand)
 
 
-# ======================================================================================
-# Assignment search: same result as the official k! loop
-# ======================================================================================
-
-
-def _official_loop(f):
-    """The official search: itertools order, left-fold float sum, keep first strict max."""
-    k = len(f)
-    best, kept = None, None
-    for perm in itertools.permutations(range(k), k):
-        s = 0
-        for i, j in enumerate(perm):
-            s += f[i][j]
-        if best is None or s > best:
-            best, kept = s, perm
-    return kept
-
-
 def test_assignment_float_near_tie():
     # perm (0,1): 0.3 + 0.0 = 0.3; perm (1,0): 0.1 + 0.2 = 0.30000000000000004.
     # Equal in exact arithmetic, but the official float comparison prefers (1,0).
@@ -313,9 +445,6 @@ def test_assignment_float_near_tie():
     # exact tie: lexicographically first
     assert WebNLGScorer.best_assignment([[1.0, 1.0], [1.0, 1.0]]) == (0, 1)
     assert WebNLGScorer.best_assignment([[0.5]]) == (0,)
-
-
-_TIE_VALUES = [0.0, 1.0, 0.1, 0.2, 0.3, 1 / 3, 2 / 3, 0.5, 0.25, 0.7, 0.6, 5 / 6, 0.75]
 
 
 @settings(max_examples=300, deadline=None)
@@ -331,76 +460,6 @@ def test_pair_objective_equals_statistics_mean(f1s):
     # WebNLGScorer.pair_objective reads overall[s][9] (the F1 slot) of the 4 schemas.
     overall = tuple((0,) * 9 + (x,) for x in f1s)
     assert WebNLGScorer.pair_objective(overall) == statistics.mean(f1s)
-
-
-# ======================================================================================
-# XML reading
-# ======================================================================================
-
-_REF_XML = """<?xml version="1.0" encoding="UTF-8"?>
-<benchmark>
-  <entries>
-    <entry category="University" eid="Id1" size="2">
-      <originaltripleset>
-        <otriple>Ignored | ignored | Ignored</otriple>
-      </originaltripleset>
-      <modifiedtripleset>
-        <mtriple>College_of_William_&amp;_Mary | city | Williamsburg,_Virginia</mtriple>
-        <mtriple>Caf&#233;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</mtriple>
-      </modifiedtripleset>
-      <modifiedtripleset>
-        <mtriple>Second | set | Ignored</mtriple>
-      </modifiedtripleset>
-      <lex comment="good" lid="Id1">Some text.</lex>
-    </entry>
-    <entry category="Artist" eid="Id2" size="1">
-      <modifiedtripleset>
-        <mtriple>Brian_Kelly_(composer_&amp;_pianist) | genre | Jazz</mtriple>
-      </modifiedtripleset>
-    </entry>
-    <entry category="City" eid="Id3" size="1">
-      <modifiedtripleset>
-        <mtriple>Albany | location | New_York_City</mtriple>
-      </modifiedtripleset>
-    </entry>
-  </entries>
-</benchmark>
-"""
-
-# not well-formed XML: bare '&', a '&amp' without ';', an entry without generatedtripleset
-_CAND_XML = """<?xml version="1.0" encoding="UTF-8"?>
-<benchmark>
-  <entries>
-    <entry eid="Id1">
-      <generatedtripleset>
-        <gtriple>College_of_William_&_Mary | city | Williamsburg</gtriple>
-        <gtriple>Caf&#xE9;_Nero | motto | &quot;Best &lt;coffee&gt;&quot;</gtriple>
-        <gtriple>AT&amp_T | type | Company</gtriple>
-      </generatedtripleset>
-    </entry>
-    <entry eid="Id2">
-    </entry>
-    <entry eid="Id3">
-      <GeneratedTripleSet><GTriple>Albany | location | York</GTriple></GeneratedTripleSet>
-    </entry>
-  </entries>
-</benchmark>
-"""
-
-_REF_EXPECTED = [
-    [("College_of_William_&_Mary", "city", "Williamsburg,_Virginia"), ("Café_Nero", "motto", '"Best <coffee>"')],
-    [("Brian_Kelly_(composer_&_pianist)", "genre", "Jazz")],
-    [("Albany", "location", "New_York_City")],
-]
-_CAND_EXPECTED = [
-    [
-        ("College_of_William_&_Mary", "city", "Williamsburg"),
-        ("Café_Nero", "motto", '"Best <coffee>"'),
-        ("AT&amp_T", "type", "Company"),
-    ],
-    [],
-    [("Albany", "location", "York")],
-]
 
 
 def test_read_xml_lenient(tmp_path):
@@ -427,3 +486,53 @@ def test_xml_and_jsonl_give_the_same_scores(tmp_path):
     # the entry without generatedtripleset scores like an empty prediction: 3 missed
     alone = _score(WebNLGReader.read_xml(rp)[1:2], WebNLGReader.read_xml(cp)[1:2])
     assert alone["Total_scores"]["Exact"]["Missed"] == 3 and alone["Total_scores"]["Exact"]["F1"] == 0
+
+
+def test_webnlg2020_unseen_entities_amazon(tmp_path):
+    _need(W, "shared WebNLG+ 2020 data")
+    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
+    out = tmp_path / "r.json"
+    proc = run_cli("--pred", W / "amazon_unseen_entities.jsonl", "--gold", W / "refs_unseen_entities.jsonl",
+                   "--metrics", "webnlg2020", "--no-embeddings", "--quiet", "--report", out,
+                   env={"NLTK_DATA": str(NLTK_DATA)})
+    assert proc.returncode == 0, proc.stderr
+    report = load_report(out)
+    expected = json.loads((W / "expected.json").read_text())
+    ref = expected["results"]["amazon"]["splits"]["unseen_entities"]["reproduced"]
+    assert_close(report["webnlg2020"]["Total_scores"], ref["Total_scores"])
+    assert_close(report["webnlg2020"]["Scores_per_tag"], ref["Scores_per_tag"])
+    assert report["summary"]["n_entries"] == count_lines(W / "refs_unseen_entities.jsonl") == 457
+
+
+def test_webnlg2020_xml_and_jsonl_give_the_same_scores(tmp_path):
+    _need(NLTK_DATA, "shared NLTK data (Punkt tables)")
+    (tmp_path / "ref.xml").write_text(_xml("ref"), encoding="utf-8")
+    (tmp_path / "cand.xml").write_text(_xml("cand"), encoding="utf-8")
+    with open(tmp_path / "ref.jsonl", "w", encoding="utf-8") as f:
+        for refs, _ in XML_ENTRIES:
+            f.write(json.dumps({"triples": [list(t) for t in refs]}) + "\n")
+    with open(tmp_path / "cand.jsonl", "w", encoding="utf-8") as f:
+        for _, cands in XML_ENTRIES:
+            f.write(json.dumps({"triples": [list(t) for t in cands]}) + "\n")
+    sections, rows = [], []
+    for ext in ("xml", "jsonl"):
+        out = tmp_path / f"r_{ext}.json"
+        proc = run_cli("--pred", tmp_path / f"cand.{ext}", "--gold", tmp_path / f"ref.{ext}",
+                       "--metrics", "webnlg2020,strict", "--no-embeddings", "--quiet", "--report", out,
+                       env={"NLTK_DATA": str(NLTK_DATA)})
+        assert proc.returncode == 0, proc.stderr
+        report = load_report(out)
+        assert report["summary"]["n_entries"] == 3
+        sections.append(report["webnlg2020"])
+        rows.append([e["strict"] for e in report["per_entry"]])
+    xml_section, jsonl_section = sections
+    assert xml_section == jsonl_section
+    assert rows[0] == rows[1]
+    # the XML reader took the modified (not the original) triples and kept the bare "&":
+    # per entry 2/1/2 reference and 2/1/2 candidate triples; exact (normalised) matches:
+    # entry 1 "Alan_Bean | occupation | Test_pilot", entry 2 none (Williamsburg differs),
+    # entry 3 "AT&T | country | United_States"
+    assert [(r["n_gold"], r["n_pred"], r["tp"]) for r in rows[0]] == [(2, 2, 1), (1, 1, 0), (2, 2, 1)]
+    # the scorer counts subjects, predicates and objects: Possible = 5 reference triples x 3
+    assert xml_section["Total_scores"]["Exact"]["Possible"] == 15
+    assert xml_section["excluded_items"] == {"reference": 0, "candidate": 0}

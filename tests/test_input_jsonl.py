@@ -1,4 +1,6 @@
-"""Tests for the read_jsonl section (the parser of raw model output: tests/test_input_parser.py)."""
+"""Input: read_jsonl, the strict JSONL reader: BOM, CRLF, CR-only files, invalid UTF-8,
+invalid JSON, nesting depth, long lines in bounded memory, missing files.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ import tracemalloc
 
 import pytest
 
+import evaluate as ev
 from evaluate import InputError, JsonlLine, read_jsonl
 
 
-# ------------------------------------------------------------------ read_jsonl
+def test_cr_only_line_endings_are_refused(tmp_path):
+    path = tmp_path / "mac.jsonl"
+    path.write_bytes(b'{"id": "1", "triplets": []}\r{"id": "2", "triplets": []}\r{"id": "3", "triplets": []}\r')
+    with pytest.raises(ev.InputError, match="CR-only"):
+        list(ev.read_jsonl(path))
 
 
 def test_jsonl_bom_crlf_blank_lines(tmp_path):

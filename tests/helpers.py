@@ -1,0 +1,220 @@
+"""Helpers shared by several test files: hand-written triplet items, the worked example,
+readers/writers of small JSONL inputs, in-process and subprocess CLI runs, report checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from fractions import Fraction as F
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ACME_A, ACME_B, write_jsonl  # noqa: F401 (write_jsonl: re-exported)
+
+import evaluate as ev
+
+
+def trip(src, rel, tgt, w=0.8, st="entity", tt="concept"):
+    """A typed triplet item (SPEC.md section 1)."""
+    return {"source": {"title": src, "type": st},
+            "relation": {"type": rel, "weight": w},
+            "target": {"title": tgt, "type": tt}}
+
+
+def with_weight(w):
+    item = trip("A", "based_on", "B")
+    item["relation"]["weight"] = w
+    return item
+
+
+A = trip("Transformer", "based_on", "self-attention", w=0.8, st="concept", tt="concept")
+
+B = trip("BERT", "extends", "Transformer", w=0.9, st="entity", tt="concept")
+
+a = json.dumps(ACME_A)
+
+b = json.dumps(ACME_B)
+
+ACME_PROMPT = "Acme Inc is located in City Y. It was founded by Person Z."
+
+
+def line(obj: Any) -> bytes:
+    """One JSONL line (LF-terminated bytes)."""
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def gold_rec(rid: str | None, items: list, prompt: str = ACME_PROMPT) -> dict:
+    rec = {"prompt": prompt, "triplets": items}
+    if rid is not None:
+        rec = {"id": rid, **rec}
+    return rec
+
+
+def write(path: Path, data: bytes | list) -> Path:
+    """Write raw bytes, or a list of records / raw byte lines as JSONL."""
+    if isinstance(data, list):
+        data = b"".join(x if isinstance(x, bytes) else line(x) for x in data)
+    path.write_bytes(data)
+    return path
+
+
+def score_files(tmp_path: Path, gold: bytes | list, pred: bytes | list, **load_kw: Any) -> dict:
+    """load_inputs + evaluate_entries (lexical similarity) on files written to tmp_path."""
+    g = write(tmp_path / "gold.jsonl", gold)
+    p = write(tmp_path / "pred.jsonl", pred)
+    loaded = ev.load_inputs(p, g, **load_kw)
+    report = ev.evaluate_entries(loaded.entries, similarity=ev.Similarity())
+    report["summary"]["input_problems"] = loaded.problems
+    report["summary"]["duplicates_dropped"] = loaded.duplicates_dropped
+    return report
+
+
+def _reject_constant(token: str) -> Any:
+    raise AssertionError(f"report contains the non-JSON token {token}")
+
+
+def cli(tmp_path: Path, *args: str) -> tuple[int, str, str, dict | None]:
+    """Run ``evaluate.main`` in-process with --no-embeddings and a report in tmp_path.
+
+    Returns (exit status, stdout, stderr, parsed report or None). The report is parsed
+    strictly: a NaN/Infinity token makes ``json.loads`` raise.
+    """
+    report = tmp_path / "report.json"
+    if report.exists():
+        report.unlink()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = ev.main([*args, "--no-embeddings", "--report", str(report)])
+        except SystemExit as exc:  # argparse usage errors
+            rc = exc.code
+    data = None
+    if report.exists():
+        data = json.loads(report.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    return rc, out.getvalue(), err.getvalue(), data
+
+
+def cli_files(tmp_path: Path, gold: bytes | list, pred: bytes | list, *extra: str):
+    g = write(tmp_path / "gold.jsonl", gold)
+    p = write(tmp_path / "pred.jsonl", pred)
+    return cli(tmp_path, "--pred", str(p), "--gold", str(g), *extra)
+
+
+def norm(item):
+    """Normalise one schema-valid item into an ev.Triplet."""
+    assert ev.validate_hgr_item(item, 0) is None
+    return ev.normalize_triplets([item])[0]
+
+
+def assert_perfect(row: dict) -> None:
+    m = row["metrics"]
+    for key in ("entity_precision", "entity_recall", "entity_f1",
+                "triplet_precision", "triplet_recall", "triplet_f1"):
+        assert m[key] == 1.0, (key, row)
+
+
+def fl(x: F) -> float:
+    return float(x)
+
+
+def score(gold, pred, prompt="", **kw):
+    return ev.score_entry(gold, pred, prompt, similarity=ev.Similarity(), **kw).metrics
+
+
+PROMPT = "The Transformer architecture relies on self-attention."
+
+
+WORKED_PROMPT = "Transformer is based on self-attention. BERT extends Transformer. ImageNet is used for evaluation."
+
+WORKED_GOLD = [
+    A,                                                                              # G1
+    B,                                                                              # G2
+    trip("ImageNet", "used_for", "evaluation", w=0.6, st="entity", tt="concept"),   # G3
+]
+
+
+WORKED_PRED = [
+    # P1: equal to G1 after normalisation; weight |0.8-0.7| = 0.10000000000000009 -> 0.5
+    trip("transformer", "Based_On", "Self-Attention", w=0.7, st="Concept", tt="concept"),
+    # P2: endpoints of G2, relation depends_on ("depends on" vs "extends" < 0.8 -> 0):
+    # align = 0.9, entity match, no relation match; target type entity != concept
+    trip("BERT", "depends_on", "Transformer", w=0.9, st="entity", tt="entity"),
+    # P3: invalid (weight 1.5): stays in the precision denominator
+    trip("ImageNet", "used_for", "evaluation", w=1.5, st="entity", tt="concept"),
+    # P4: relation "based on" (space) not in the vocabulary -> hallucinated_relation (hard);
+    # assigned to G3 with align 0 (no field similar), rejected
+    trip("GPT", "based on", "attention mechanism", w=0.5, st="entity", tt="concept"),
+]
+
+
+def T(s: str, r: str, o: str, w: float = 0.9) -> dict:
+    return {"source": {"title": s, "type": "entity"}, "relation": {"type": r, "weight": w},
+            "target": {"title": o, "type": "entity"}}
+
+
+def entry(gold: list, pred: list | None, prompt: str = "", k: int = 0) -> ev.Entry:
+    return ev.Entry(ev.GoldRecord(f"e{k}", prompt, gold, k + 1),
+                    ev.Prediction(f"e{k}", pred, "ok" if pred is not None else "unparseable", "", k + 1))
+
+
+def run(entries: list[ev.Entry], families=("hgr", "strict", "per-relation")) -> dict:
+    return ev.evaluate_entries(entries, similarity=ev.Similarity(), families=families)
+
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+NLTK_DATA = SHARED / "nltk_data"
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python evaluate.py ARGS`` (the project's evaluate.py) and capture its output."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *map(str, args)],
+                          cwd=cwd, capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def load_report(path: Path) -> dict:
+    def reject(token: str) -> Any:
+        raise AssertionError(f"report contains the non-JSON token {token}")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=reject)
+
+
+def count_lines(path: Path) -> int:
+    return sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip())
+
+
+SHARED_DATA = SHARED / "data"
+
+
+def assert_close(actual: Any, expected: Any, path: str = "", tol: float = 1e-9) -> None:
+    """Recursive comparison: same keys, ints/strings equal, floats within ``tol``."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), path
+        assert set(actual) == set(expected), (path, sorted(set(actual) ^ set(expected)))
+        for k in expected:
+            assert_close(actual[k], expected[k], f"{path}.{k}", tol)
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), path
+        for i, (x, y) in enumerate(zip(actual, expected)):
+            assert_close(x, y, f"{path}[{i}]", tol)
+    elif isinstance(expected, bool) or isinstance(expected, str) or expected is None:
+        assert actual == expected, (path, actual, expected)
+    elif isinstance(expected, int) and isinstance(actual, int):
+        assert actual == expected, (path, actual, expected)
+    else:
+        assert math.isclose(actual, expected, rel_tol=0, abs_tol=tol), (path, actual, expected)
+
+
+def _need(path: Path, what: str) -> None:
+    if not path.exists():
+        pytest.skip(f"{what} not available ({path} is absent)")
