@@ -505,8 +505,9 @@ def test_gold_that_is_legitimately_all_empty_stays_valid(tmp_path):
 
 @pytest.mark.parametrize("value, found", [(None, "null"), ("", '""'), ("  ", '"  "')])
 def test_null_or_empty_text_gold_is_an_input_error_naming_file_line_and_field(tmp_path, value, found):
-    gold = [{"id": "r1", "prompt": PROMPT, "triplets": [A]}, {"id": "r2", "prompt": PROMPT, "triplets": value}]
-    pred = [{"id": "r1", "triplets": [A]}, {"id": "r2", "triplets": [B]}]
+    gold = [{"id": "r1", "prompt": ACME_PROMPT, "triplets": [ACME_A]},
+            {"id": "r2", "prompt": ACME_PROMPT, "triplets": value}]
+    pred = [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "triplets": [ACME_B]}]
     rc, out, err, rep = run_gold(tmp_path, gold, pred)
     assert rc == 2 and rep is None
     assert f"g.jsonl: line 2: gold triplets: expected a JSON array (or answer text), found {found}" in err
@@ -518,17 +519,17 @@ def test_null_or_empty_text_gold_is_an_input_error_naming_file_line_and_field(tm
 
 
 def test_null_parsed_gold_next_to_gold_raw_text_uses_the_text(tmp_path):
-    rows = [{"id": "r1", "prompt": PROMPT, "gold_parsed": None, "gold_raw": json.dumps([A]), "pred_parsed": [A]}]
+    rows = [{"id": "r1", "prompt": ACME_PROMPT, "gold_parsed": None, "gold_raw": json.dumps([ACME_A]), "pred_parsed": [ACME_A]}]
     loaded = ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", rows), None)
-    assert loaded.entries[0].gold.items == [A] and loaded.notices == []
+    assert loaded.entries[0].gold.items == [ACME_A] and loaded.notices == []
 
 
 # ------------------------------------------------- a parsed field that disagrees with the raw text
 
 
 def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed_field_scored(tmp_path):
-    pred = [{"id": "r1", "triplets": [], "output": json.dumps([A])},   # disagrees: 0 vs 1 item
-            {"id": "r2", "triplets": [B], "output": json.dumps([B])}]  # agrees
+    pred = [{"id": "r1", "triplets": [], "output": json.dumps([ACME_A])},   # disagrees: 0 vs 1 item
+            {"id": "r2", "triplets": [ACME_B], "output": json.dumps([ACME_B])}]  # agrees
     rc, out, err, rep = evaluate(tmp_path, pred, "--quiet")
     assert rc == 0, err
     assert kinds(rep) == ["parsed_raw_disagree"]
@@ -536,7 +537,7 @@ def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed
     assert "1 line(s) whose parsed prediction field disagrees with the raw text" in message
     assert "(lines 1; line 1: 'triplets' (0 item(s)) disagrees with the raw text 'output' (1 item(s), ok)" in message
     assert "--reparse scores the raw text" in message and "parsed_raw_disagree" in out
-    # scored: the parsed [] for r1 (triplet F1 0), [B] for r2 (1): macro triplet F1 = (0 + 1) / 2
+    # scored: the parsed [] for r1 (triplet F1 0), [ACME_B] for r2 (1): macro triplet F1 = (0 + 1) / 2
     assert rep["summary"]["macro"]["triplet_f1"] == 0.5
     # --reparse scores the raw text: both perfect, and nothing to report
     rc, out, err, rep = evaluate(tmp_path, pred, "--quiet", "--reparse")
@@ -547,12 +548,12 @@ def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed
 
 
 def test_gold_id_without_a_prediction_line_is_a_missing_predictions_notice(tmp_path):
-    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [A]}], "--quiet")
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "triplets": [ACME_A]}], "--quiet")
     assert rc == 0, err
     assert rep["summary"]["notices"] == [{"kind": "missing_predictions", "message": f"{tmp_path / 'pred.jsonl'}: "
                                           "1 gold entry has no prediction line, scored as empty predictions (ids 'r2')"}]
     assert rep["summary"]["totals"]["missing_predictions"] == 1 and "missing_predictions: " in out
-    # r1 perfect (composite 1), r2 gold [B] with an empty prediction (composite 0): macro composite 1/2
+    # r1 perfect (composite 1), r2 gold [ACME_B] with an empty prediction (composite 0): macro composite 1/2
     assert rep["summary"]["macro"]["composite"] == 0.5
 
 
@@ -560,29 +561,29 @@ def test_gold_id_without_a_prediction_line_is_a_missing_predictions_notice(tmp_p
 
 
 def test_gold_lines_without_a_prompt_field_are_a_no_prompt_notice(tmp_path):
-    gold = [{"id": "r1", "question": PROMPT, "triplets": [A]}, {"id": "r2", "prompt": PROMPT, "triplets": [B]}]
-    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [A, B]}, {"id": "r2", "triplets": [A, B]}])
+    gold = [{"id": "r1", "question": ACME_PROMPT, "triplets": [ACME_A]}, {"id": "r2", "prompt": ACME_PROMPT, "triplets": [ACME_B]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [ACME_A, ACME_B]}, {"id": "r2", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0, err
     assert rep["summary"]["notices"] == [{"kind": "no_prompt", "message": f"{tmp_path / 'g.jsonl'}: 1 gold line(s) "
                                           "have no prompt field (lines 1; keys found: id, question, triplets; "
                                           "accepted: prompt, text, sent or chat 'messages'): grounding and "
                                           "hallucination are checked against an empty prompt"}]
     assert "no_prompt: " in out
-    # the extra (unmatched) prediction is checked against the prompt: r1's B against the empty
-    # prompt is ungrounded; r2's A is found in PROMPT (a novel grounded triplet)
+    # the extra (unmatched) prediction is checked against the prompt: r1's ACME_B against the empty
+    # prompt is ungrounded; r2's ACME_A is found in ACME_PROMPT (a novel grounded triplet)
     assert [(e["metrics"]["ungrounded"], e["metrics"]["novel_grounded"]) for e in rep["per_entry"]] == [(1, 0), (0, 1)]
 
 
 def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
-    gold = [{"id": "r1", "prompt": PROMPT, "triplets": [A, B], "gold": [A]}]
-    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [A, B]}])
+    gold = [{"id": "r1", "prompt": ACME_PROMPT, "triplets": [ACME_A, ACME_B], "gold": [ACME_A]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0, err
     assert kinds(rep) == ["conflicting_fields"]
     assert ("1 gold line(s) with gold fields that disagree (lines 1; line 1: fields 'triplets', 'gold' disagree; "
             "scored 'triplets' (the first accepted field)") in rep["summary"]["notices"][0]["message"]
-    assert rep["summary"]["micro"]["triplet_f1"] == 1.0  # [A, B] vs the scored gold [A, B]
+    assert rep["summary"]["micro"]["triplet_f1"] == 1.0  # [ACME_A, ACME_B] vs the scored gold [ACME_A, ACME_B]
     # the same value under two fields is not a disagreement
-    rc, out, err, rep = run_gold(tmp_path, [{**gold[0], "gold": [A, B]}], [{"id": "r1", "triplets": [A, B]}])
+    rc, out, err, rep = run_gold(tmp_path, [{**gold[0], "gold": [ACME_A, ACME_B]}], [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0 and kinds(rep) == []
 
 
@@ -590,11 +591,11 @@ def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path)
 
 
 @pytest.mark.parametrize("pred_r1", [
-    {"id": "r1", "output": {"text": json.dumps([A])}},                 # nested answer object
-    {"id": "r1", "output": json.dumps({"knowledge_graph": [A]})},      # an unknown wrapper key
+    {"id": "r1", "output": {"text": json.dumps([ACME_A])}},                 # nested answer object
+    {"id": "r1", "output": json.dumps({"knowledge_graph": [ACME_A]})},      # an unknown wrapper key
 ])
 def test_answer_without_triplet_like_content_is_noticed_with_a_pred_field_hint(tmp_path, pred_r1):
-    rc, out, err, rep = evaluate(tmp_path, [pred_r1, {"id": "r2", "triplets": [B]}], "--quiet")
+    rc, out, err, rep = evaluate(tmp_path, [pred_r1, {"id": "r2", "triplets": [ACME_B]}], "--quiet")
     assert rc == 0, err
     assert kinds(rep) == ["no_triplet_content"]
     message = rep["summary"]["notices"][0]["message"]
