@@ -6719,9 +6719,13 @@ def _sha256_file(path: Path) -> str:
 
 def _file_info(path: Path | None, given: Path | None = None) -> dict[str, Any] | None:
     """``summary.inputs`` entry of an input file: name, SHA-256 and the resolved path the
-    user gave (``given``; differs from ``path`` for a spooled stream)."""
+    user gave (``given``; differs from ``path`` for a spooled stream). A stream (a pipe,
+    ``<(cmd)``, ``/dev/stdin``) has no stable path (``/proc/<pid>/fd/pipe:[...]``): it is
+    recorded as name "stream", path None, so that the same input gives the same bytes."""
     if path is None:
         return None
+    if given is not None and given != path and not given.is_file() and not given.is_dir():
+        return {"name": "stream", "sha256": _sha256_file(path), "path": None}
     return {"name": path.name, "sha256": _sha256_file(path), "path": str((given or path).resolve())}
 
 

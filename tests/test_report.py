@@ -186,3 +186,26 @@ def test_printed_notices_are_capped_with_a_pointer_to_the_report():
     assert "  ... 3 more (summary.notices in the report)" in text
     assert f"line {ev.SUMMARY_NOTICES_SHOWN}: invalid JSON" in text
     assert f"line {ev.SUMMARY_NOTICES_SHOWN + 1}: invalid JSON" not in text
+
+
+def test_a_piped_input_gives_byte_identical_reports(tmp_path):
+    # the same predictions through two different pipes (two processes, two /proc/<pid>/fd
+    # paths): same bytes, and the input is recorded as a stream with the content's SHA-256
+    import hashlib
+    import subprocess
+    import sys
+
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "1", "prompt": PROMPT, "triplets": [A, B]}])
+    text = json.dumps({"id": "1", "triplets": [A]}) + "\n"
+    reports = []
+    for k in range(2):
+        report = tmp_path / f"r{k}.json"
+        proc = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "evaluate.py"), "--pred", "/dev/stdin",
+                               "--gold", str(gold), "--no-embeddings", "--quiet", "--report", str(report)],
+                              input=text, text=True, capture_output=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        reports.append(report.read_bytes())
+    assert reports[0] == reports[1]
+    inputs = json.loads(reports[0])["summary"]["inputs"]
+    assert inputs["pred"] == {"name": "stream", "sha256": hashlib.sha256(text.encode()).hexdigest(), "path": None}
+    assert inputs["gold"]["path"] == str(gold.resolve())
