@@ -4553,8 +4553,11 @@ def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
 
 
 def _record_id(obj: Mapping[str, Any]) -> str | None:
+    """The id of a record as a string (``1`` and ``"1"`` are the same id), or None when it
+    has no readable id: absent, null, an object or array, or ``""`` (an empty id names no
+    record, like null; other ids are kept exactly, spaces included)."""
     value = obj.get("id")
-    if value is None or isinstance(value, (dict, list)):
+    if value is None or value == "" or isinstance(value, (dict, list)):
         return None
     return str(value)
 
@@ -4803,7 +4806,7 @@ def _dedupe(records: list[Any], policy: str, what: str, path: Path, log: LoadedI
     if not dups:
         return records
     if policy == "error":
-        shown = ", ".join(dups[:10]) + (f" ... ({len(dups)} ids)" if len(dups) > 10 else "")
+        shown = _ids_text(dups)
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
@@ -4951,7 +4954,7 @@ def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: s
         if gone:
             preds = [p for p in preds if p.id not in excluded_ids]
             log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
-                        f"lines (ids {', '.join(sorted({str(p.id) for p in gone})[:10])})",
+                        f"lines (ids {_ids_text(sorted({str(p.id) for p in gone}))})",
                         kind="dropped_with_excluded_gold")
     no_id = [p.line for p in preds if p.id is None]
     if no_id:
@@ -4963,7 +4966,7 @@ def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: s
     gold_ids = {s.id for s in slots}
     extra = sorted({p.id for p in preds if p.id not in gold_ids})
     if extra:
-        shown = ", ".join(extra[:10]) + (f" ... ({len(extra)} ids)" if len(extra) > 10 else "")
+        shown = _ids_text(extra)
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
     pred_by_id = {p.id: p for p in preds}
     return [Entry(s.record, pred_by_id.get(s.id) or Prediction(s.id, [], "missing", "no prediction line for this id",
@@ -5086,7 +5089,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
 def _id_from_raw(raw: bytes) -> str | None:
     """The ``"id"`` string of an unreadable JSONL line, read from its raw bytes, if any."""
     match = _ID_IN_TEXT_RE.search(raw or b"")
-    return match.group(1).decode("utf-8", "replace") if match else None
+    return (match.group(1).decode("utf-8", "replace") or None) if match else None
 
 
 def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:

@@ -157,7 +157,7 @@ def test_duplicate_ids_exit_2_listing_them(tmp_path):
     assert rc == 2
     listed = re.search(r"duplicate prediction ids: ([^;]*);", err)
     assert listed is not None, err
-    assert listed.group(1) == "r1"
+    assert listed.group(1) == "'r1'"  # quoted (repr-like), so padded ids are visible
     assert rep is None
 
 
@@ -605,3 +605,30 @@ def test_answer_without_triplet_like_content_is_noticed_with_a_pred_field_hint(t
     assert rep["per_entry"][0]["parse_status"] == "ok"
     m = rep["per_entry"][0]["metrics"]
     assert (m["n_pred_raw_items"], m["n_pred_valid"], m["schema_score"]) == (1, 0, 0.0)
+
+
+# ------------------------------------------------------------------ ids in messages, empty ids
+
+
+def test_ids_in_messages_are_quoted_so_padded_ids_are_visible(tmp_path):
+    gold = [gold_rec("1", [ACME_A])]
+    rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "1", "triplets": [ACME_A]}, {"id": " 2", "triplets": []},
+                                                  {"id": "1 ", "triplets": []}])
+    assert rc == 2 and "2 prediction id(s) have no gold record in " in err and ": ' 2', '1 '" in err
+    rc, out, err, rep = run_gold(tmp_path, [gold_rec("1", [ACME_A]), gold_rec(" 2", [ACME_B])],
+                                 [{"id": "1", "triplets": [ACME_A]}])
+    assert rc == 0 and "(ids ' 2')" in rep["summary"]["notices"][0]["message"]
+
+
+def test_an_empty_string_id_is_no_readable_id_like_null(tmp_path):
+    # documented choice: "" names no record, exactly like null: a no_readable_id notice, and
+    # the gold id it should have matched counts as missing
+    for empty in ("", None):
+        rc, out, err, rep = run_gold(tmp_path, [gold_rec("1", [ACME_A]), gold_rec("2", [ACME_B])],
+                                     [{"id": "1", "triplets": [ACME_A]}, {"id": empty, "triplets": [ACME_B]}])
+        assert rc == 0, err
+        assert kinds(rep) == ["no_readable_id", "missing_predictions"]
+        assert "(lines 2) cannot be attributed" in rep["summary"]["notices"][0]["message"]
+        assert rep["summary"]["totals"]["missing_predictions"] == 1
+    assert ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", [{"id": "", "prompt": "p", "triplets": [],
+                                                               "pred_parsed": []}]), None).entries[0].gold.id is None

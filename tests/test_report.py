@@ -41,7 +41,7 @@ def test_skip_bad_gold_exclusion_is_on_stdout_under_quiet_and_in_the_report(tmp_
     shown = notices_on_stdout(out)  # ... but the summary says what was excluded
     assert [line.split(":")[0] for line in shown] == ["excluded_gold_line", "dropped_with_excluded_gold"]
     assert "g.jsonl: line 2: invalid JSON" in shown[0] and "(excluded: --skip-bad-gold)" in shown[0]
-    assert "1 prediction line(s) dropped with their excluded gold lines (ids r2)" in shown[1]
+    assert "1 prediction line(s) dropped with their excluded gold lines (ids 'r2')" in shown[1]
     summary = json.loads(report.read_text())["summary"]
     assert summary["n_entries"] == 1
     assert [f"{n['kind']}: {n['message']}" for n in summary["notices"]] == shown
