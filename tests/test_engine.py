@@ -236,7 +236,7 @@ def test_repeated_ids_error_names_the_benchmark_rule(tmp_path, capsys):
     assert ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
                     "--report", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
-    assert "duplicate gold ids: 1" in err and "--duplicate-ids last reproduces Text2KGBench's rule" in err
+    assert "duplicate gold ids: '1'" in err and "--duplicate-ids last reproduces Text2KGBench's rule" in err
 
 
 @needs_nltk
