@@ -4668,13 +4668,16 @@ def _plain_json(raw: Any) -> Any:
 
 def _raw_disagreement(obj: Mapping[str, Any], parsed_key: str, raw_key: str) -> str:
     """"" when the raw text under ``raw_key`` parses (:func:`parse_model_output`) to the
-    items of the parsed field ``parsed_key`` (an unparseable text or a non-list value
-    counting as no items), else the problem, naming both fields and their item counts."""
+    items of the parsed field ``parsed_key`` (a non-list value counting as no items) or
+    holds no parseable answer at all (another answer format, parsed elsewhere), else the
+    problem, naming both fields and their item counts."""
     value, raw = obj[parsed_key], obj[raw_key]
     if isinstance(value, list) and (raw == value or _plain_json(raw) == value):
         return ""  # the usual case (raw text that is the list's JSON) without the full parser
     result = parse_model_output(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
-    raw_items = [] if result.status in UNPARSEABLE_STATUSES else result.items
+    if result.status in UNPARSEABLE_STATUSES:
+        return ""  # no JSON answer in the text (e.g. Text2KGBench's rel(s, o) lines): nothing to contradict
+    raw_items = result.items
     parsed_items = value if isinstance(value, list) else []
     if raw_items == parsed_items:
         return ""

@@ -632,3 +632,10 @@ def test_an_empty_string_id_is_no_readable_id_like_null(tmp_path):
         assert rep["summary"]["totals"]["missing_predictions"] == 1
     assert ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", [{"id": "", "prompt": "p", "triplets": [],
                                                                "pred_parsed": []}]), None).entries[0].gold.id is None
+
+
+def test_raw_text_without_a_parseable_answer_is_not_a_disagreement():
+    # Text2KGBench lines: raw text in rel(s, o) form (unparseable here) next to the parsed triples
+    pred = ev.prediction_from_record({"id": "x", "response": "creator(Arion, Jan Duursema)",
+                                      "triples": [["Arion", "creator", "Jan Duursema"]]}, 1)
+    assert (pred.status, pred.issue, pred.items) == ("ok", "", [["Arion", "creator", "Jan Duursema"]])
