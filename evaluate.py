@@ -4982,6 +4982,13 @@ def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, 
     """Join by line order: the k-th prediction line goes with the k-th gold line (excluded
     gold lines included, so that the pairing does not shift)."""
     if limit is not None:  # only the first `limit` gold records need their prediction line
+        if len(preds) > n_rows:  # extra lines can pair with nothing: the pairing is off somewhere
+            raise InputError(
+                f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
+                f"{len(preds)} (more prediction lines than gold lines; --limit does not change that)")
+        if len(preds) != n_rows:
+            log.note("limit", f"{pred_path}: {len(preds)} prediction line(s) for {n_rows} gold line(s), paired "
+                              f"by line order; --limit {limit} scores only the first gold lines")
         slots = slots[:limit]
         n_rows = min(n_rows, max(s.position for s in slots) + 1)
         preds = preds[:n_rows]

@@ -439,6 +439,23 @@ def test_limit_is_a_notice(tmp_path):
     assert loaded.notices == [{"kind": "limit", "message": "--limit 1: scored the first 1 of 2 entries"}]
 
 
+def test_limit_with_line_order_join_still_refuses_extra_prediction_lines(tmp_path):
+    # Gold a, b (no ids); predictions [], a's answer, b's answer: shifted by one line. Without
+    # --limit this is a count mismatch; --limit must not turn it into a silently shifted pairing.
+    gold = gold_file(tmp_path, ids=False)
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": []}, {"triplets": [ACME_A]}, {"triplets": [ACME_B]}])
+    for limit in (1, 2, 5):
+        with pytest.raises(ev.InputError, match=r"has 2 records, .*p.jsonl has 3 \(more prediction lines"):
+            ev.load_inputs(pred, gold, limit=limit)
+    # Fewer prediction lines than gold lines is fine under --limit (predictions for the first
+    # gold lines only), and said in a notice.
+    short = write_jsonl(tmp_path / "short.jsonl", [{"triplets": [ACME_A]}])
+    loaded = ev.load_inputs(short, gold, limit=1)
+    assert [e.pred.items for e in loaded.entries] == [[ACME_A]]
+    assert any(n["kind"] == "limit" and "1 prediction line(s) for 2 gold line(s)" in n["message"]
+               for n in loaded.notices)
+
+
 # -------------------------------------------------------------- item 5: gold problems
 
 
