@@ -184,11 +184,15 @@ class ParseResult(NamedTuple):
 
     ``items``: list of raw items (never None). ``status``: one of ``PARSE_STATUSES``.
     ``reason``: short human-readable explanation (empty string never used).
+    ``discarded``: how many other complete candidates holding triplet-like items, outside
+    the reasoning, the answer rule passed over (0 = none; they are not scored, see rule 3
+    of :func:`parse_model_output`); the input reader reports lines with ``discarded > 0``.
     """
 
     items: list
     status: str
     reason: str
+    discarded: int = 0
 
 
 class OutputParser:
@@ -272,12 +276,14 @@ class OutputParser:
         rest = ""
         if answer:
             regions, rest = self.fence_regions(answer)
-            best = self.choose(self.merge_concatenated(answer, self.candidates(answer, regions)))
+            cands = self.merge_concatenated(answer, self.candidates(answer, regions))
+            best = self.choose(cands)
+            passed = self.passed_over(cands, best)
             if best is not None and not unclosed:
-                return self.result(best, "")
+                return self.result(best, "", passed)
             if best is not None and (best.n_triplet or (best.kind != "truncated" and not best.items)):
                 # an answer given before reasoning that never closed: triplets or a plain []
-                return self.result(best, "a <think> block after it never closed")
+                return self.result(best, "a <think> block after it never closed", passed)
         if unclosed:
             return ParseResult([], "no_answer", "reasoning never closed (<think> without </think>) and no answer "
                                                 "outside it; a draft inside the reasoning is not an answer")
@@ -704,15 +710,26 @@ class OutputParser:
             cands[i].kind != "truncated" and not cands[i].items, cands[i].start))
         return cands[best]
 
+    def passed_over(self, cands: list[Candidate], best: Candidate | None) -> int:
+        """How many complete candidates holding triplet-like items, other than ``best`` and
+        not inside another candidate (an element, a part of a merged run), the choice
+        passed over: answers the model also wrote that are not scored."""
+        triplet = [c for c in cands if c.n_triplet > 0]
+        return sum(1 for c, flag in zip(triplet, self.outermost(triplet))
+                   if flag and c.kind != "truncated" and c is not best)
+
     @staticmethod
-    def result(c: Candidate, where: str) -> ParseResult:
+    def result(c: Candidate, where: str, passed: int = 0) -> ParseResult:
         desc = {
             "ok": "valid JSON",
             "repaired": "almost-JSON repaired with json_repair",
             "truncated": "truncated JSON array",
         }[c.kind]
-        bits = [desc, f"{len(c.items)} item(s)", "no triplet-like content" if c.n_triplet == 0 else "", c.note, where]
-        return ParseResult(list(c.items), c.kind, "; ".join(b for b in bits if b))
+        other = (f"{passed} other complete triplet answer(s) outside the reasoning not scored (the last "
+                 "one, fenced first, is the answer)") if passed else ""
+        bits = [desc, f"{len(c.items)} item(s)", "no triplet-like content" if c.n_triplet == 0 else "", c.note,
+                where, other]
+        return ParseResult(list(c.items), c.kind, "; ".join(b for b in bits if b), passed)
 
 
 def parse_model_output(text: str) -> ParseResult:
@@ -722,7 +739,9 @@ def parse_model_output(text: str) -> ParseResult:
         text: the raw completion (any ``str``; non-str input gives ``unparseable``).
 
     Returns:
-        ``ParseResult(items, status, reason)``; ``items`` is always a list. Statuses
+        ``ParseResult(items, status, reason, discarded)``; ``items`` is always a list;
+        ``discarded`` counts the other complete triplet-holding candidates outside the
+        reasoning that rule 3 passed over (not scored; named in ``reason``). Statuses
         (``PARSE_STATUSES``):
 
         * ``ok``: a strictly valid JSON value was found (``[]`` gives ``ok`` with 0 items).
@@ -865,6 +884,9 @@ class Prediction:
     line: int | None
     #: "" or the kind of input problem this line has (see :func:`prediction_from_record`).
     issue: str = ""
+    #: Raw text only: other complete triplet answers the parser passed over
+    #: (:attr:`ParseResult.discarded`; reported as a ``discarded_answers`` notice).
+    discarded: int = 0
 
 
 @dataclass
@@ -4721,7 +4743,7 @@ def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False
         result = parse_model_output(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
         return Prediction(rid, None if result.status in UNPARSEABLE_STATUSES else result.items,
                           result.status, "; ".join(filter(None, (result.reason, conflict))), line,
-                          "conflicting_fields" if conflict else "")
+                          "conflicting_fields" if conflict else "", result.discarded)
     if not parsed_keys:
         null_key = _first_key(obj, fields.accepted)
         if null_key is not None:
@@ -5087,6 +5109,13 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
                  f"triplet-like content, scored as schema-invalid items (lines {_lines_text([p.line for p in hollow])}; "
                  f"line {hollow[0].line}: {hollow[0].reason or _describe(hollow[0].items)}); if the triplets are "
                  "nested deeper in the line, name the field with --pred-field NAME")
+    passed = [e.pred for e in entries if e.pred.discarded > 0]
+    if passed:
+        log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
+                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
+                 f"{_lines_text([p.line for p in passed])}; line {passed[0].line}: {passed[0].discarded} other "
+                 "answer(s) not scored); if the model wrote one answer in pieces (a numbered list of objects, "
+                 "comments inside the array), check the raw text; the rule is in README \"Parse statuses\"")
     missing = [e.gold.id for e in entries if e.pred.status == "missing" and e.pred.line is None]
     if missing:
         have = "entry has" if len(missing) == 1 else "entries have"

@@ -670,3 +670,33 @@ def test_fuzz_serialised_json(v):
 @given(answer_values)
 def test_fuzz_random_json_as_parsed_triplets(value):
     check_pipeline({"id": "x", "triplets": value})
+
+
+# ----------------------------------------------------- several separate answers: the passed-over count
+
+
+@pytest.mark.parametrize("output", [
+    f"{FENCE}json\n[\n // first\n {a}, /* second */ {b}\n]\n{FENCE}",  # comments split the array
+    f"1. {a}\n2. {b}",                                                     # numbered list of objects
+    f"- {a}\n- {b}",                                                       # bulleted list
+    f"Triplets:\n1) {a}\n2) {b}",
+], ids=["json-with-comments", "numbered", "bulleted", "numbered-paren"])
+def test_several_separate_answers_score_the_last_and_count_the_others(output):
+    # the rule is unchanged (the last complete triplet candidate, status ok): only B is scored;
+    # A, a separate complete candidate outside reasoning, is counted as passed over
+    r = ev.parse_model_output(output)
+    assert (r.items, r.status, r.discarded) == ([B], "ok", 1)
+    assert "1 other complete triplet answer(s) outside the reasoning not scored" in r.reason
+
+
+def test_discarded_counts_only_separate_complete_answers_outside_reasoning():
+    assert ev.parse_model_output(f"[{a}, {b}]").discarded == 0            # one answer
+    assert ev.parse_model_output(f"{a}\n{b}").discarded == 0              # a merged run is one answer
+    assert ev.parse_model_output(QWEN).discarded == 0                     # the draft is in the reasoning
+    assert ev.parse_model_output(f"[{a}]\n[{b}, {{\"source\": \"x").discarded == 0  # a cut array is not complete
+    r = ev.parse_model_output(f"Example format: [{b}]\nAnswer: [{a}]\nAlso: [{b}]")
+    assert (r.items, r.discarded) == ([B], 2)                              # [B] (example) and [A] passed over
+    # backwards compatible: three positional fields, the fourth defaults to 0
+    assert ev.ParseResult([], "empty", "x") == ([], "empty", "x", 0)
+    assert ev.prediction_from_record({"id": "r1", "output": f"1. {a}\n2. {b}"}, 3).discarded == 1
+    assert ev.prediction_from_record({"id": "r1", "triplets": [A, B]}, 3).discarded == 0

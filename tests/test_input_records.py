@@ -656,3 +656,26 @@ def test_raw_text_without_a_parseable_answer_is_not_a_disagreement():
     pred = ev.prediction_from_record({"id": "x", "response": "creator(Arion, Jan Duursema)",
                                       "triples": [["Arion", "creator", "Jan Duursema"]]}, 1)
     assert (pred.status, pred.issue, pred.items) == ("ok", "", [["Arion", "creator", "Jan Duursema"]])
+
+
+# ----------------------------------------------------- raw text holding several separate answers
+
+
+def test_several_separate_answers_in_raw_text_give_one_discarded_answers_notice(tmp_path):
+    a, b = json.dumps(ACME_A), json.dumps(ACME_B)
+    preds = [{"id": "r1", "output": f"1. {a}\n2. {b}"},           # only B scored, A passed over
+             {"id": "r2", "output": f"- {b}\n- {a}\n- {b}"}]      # the last B scored, 2 passed over
+    rc, out, err, rep = evaluate(tmp_path, preds, "--quiet")
+    assert rc == 0, err
+    assert kinds(rep) == ["discarded_answers"]
+    message = rep["summary"]["notices"][0]["message"]
+    assert ("2 prediction(s) whose raw text holds several separate triplet answers; only the last one (fenced "
+            "first) is scored (lines 1, 2; line 1: 1 other answer(s) not scored)") in message
+    assert "check the raw text" in message and 'README "Parse statuses"' in message
+    # statuses and scored items unchanged (the published rule): status ok, one item each
+    assert [e["parse_status"] for e in rep["per_entry"]] == ["ok", "ok"]
+    assert [e["metrics"]["n_pred_raw_items"] for e in rep["per_entry"]] == [1, 1]
+    # an answer written once: no notice
+    rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "output": f"[{a}]"}, {"id": "r2", "triplets": [ACME_B]}],
+                                 "--quiet")
+    assert rc == 0 and kinds(rep) == []
