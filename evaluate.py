@@ -4707,8 +4707,36 @@ def _raw_disagreement(obj: Mapping[str, Any], parsed_key: str, raw_key: str) -> 
             f"({len(raw_items)} item(s), {result.status}); scored {parsed_key!r} (--reparse scores the raw text)")
 
 
+def _stray_triplets_key(obj: Mapping[str, Any], fields: FieldNames) -> str | None:
+    """The first key of a prediction line, outside the accepted prediction fields and the
+    gold/prompt/id fields, whose value is a list holding triplet-like items (e.g.
+    ``"Triplets"`` next to an empty ``"output"``), or None."""
+    known = set(fields.accepted) | set(GOLD_KEYS) | set(GOLD_RAW_KEYS) | set(PROMPT_KEYS) | {"id", "messages"}
+    return next((k for k, v in obj.items() if k not in known and isinstance(v, list) and v
+                 and OutputParser.count_triplet_like(v)), None)
+
+
 def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
                            reparse: bool = False, fields: FieldNames | None = None) -> Prediction:
+    """Extract a :class:`Prediction` from one parsed prediction JSONL line
+    (:func:`_prediction_from_record`), and flag an empty or unparseable answer next to an
+    unrecognised field that holds triplet-like items (``issue`` "unscored_triplets_field":
+    the line is scored as it is; the notice names the field and ``--pred-field``). Not for
+    a combined file's lines, whose other fields are gold.
+    """
+    pred = _prediction_from_record(obj, line, combined=combined, reparse=reparse, fields=fields)
+    if combined or pred.issue or pred.items or not isinstance(obj, Mapping):
+        return pred
+    stray = _stray_triplets_key(obj, fields or PRED_FIELDS)
+    if stray is None:
+        return pred
+    return dataclasses.replace(pred, issue="unscored_triplets_field", reason="; ".join(filter(None, (
+        pred.reason, f"the unrecognised field {stray!r} holds triplet-like items and is not scored "
+                     f"(--pred-field {stray} scores it)"))))
+
+
+def _prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
+                            reparse: bool = False, fields: FieldNames | None = None) -> Prediction:
     """Extract a :class:`Prediction` from one parsed prediction JSONL line.
 
     ``fields`` says where the answer lives (default :data:`PRED_FIELDS`, or
@@ -4884,7 +4912,9 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
                 "conflicting_fields": "with prediction fields that disagree",
                 "parsed_raw_disagree": "whose parsed prediction field disagrees with the raw text of the same "
-                                       "line (the parsed field is scored; --reparse scores the raw text)"}[kind]
+                                       "line (the parsed field is scored; --reparse scores the raw text)",
+                "unscored_triplets_field": "whose answer is empty or unparseable while an unrecognised field "
+                                           "holds triplet-like items (scored as they are)"}[kind]
         log.problem(f"{path}: {len(lines)} line(s) {what} (lines {shown}; line {lines[0].line}: "
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 

@@ -456,6 +456,24 @@ def test_limit_with_line_order_join_still_refuses_extra_prediction_lines(tmp_pat
                for n in loaded.notices)
 
 
+def test_empty_answer_next_to_an_unrecognised_triplets_field_is_a_notice(tmp_path):
+    # {"Triplets": [A, B], "output": ""}: the capitalised key is not a prediction field, so
+    # the answer is the empty raw text (status "empty", 0 items, scored as it is), and a
+    # notice names the stray field and --pred-field.
+    gold = gold_file(tmp_path)
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "Triplets": [ACME_A, ACME_B], "output": ""},
+                                              {"id": "r2", "triplets": [ACME_B]}])
+    loaded = ev.load_inputs(pred, gold)
+    assert [(e.pred.status, e.pred.items) for e in loaded.entries] == [("empty", []), ("ok", [ACME_B])]
+    [note] = [n for n in loaded.notices if n["kind"] == "unscored_triplets_field"]
+    assert "1 line(s)" in note["message"] and "'Triplets'" in note["message"]
+    assert "--pred-field Triplets" in note["message"]
+    # The same line with a real answer is not flagged.
+    ok = write_jsonl(tmp_path / "ok.jsonl", [{"id": "r1", "Triplets": [ACME_A], "output": json.dumps([ACME_A])},
+                                             {"id": "r2", "triplets": [ACME_B]}])
+    assert not [n for n in ev.load_inputs(ok, gold).notices if n["kind"] == "unscored_triplets_field"]
+
+
 # -------------------------------------------------------------- item 5: gold problems
 
 
