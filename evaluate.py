@@ -6908,6 +6908,35 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
     return out
 
 
+#: How many file names an ``unused_files`` notice lists before "... (N files)".
+_NAMES_SHOWN = 10
+_UNUSED_HINT = ("not scored: an ontology <k>_<name> is ont_<k>_<name>_ground_truth.jsonl in --gold, "
+                "<k>_<name>_ontology.json in --ontology and one <k>_<name>_*.jsonl or ont_<k>_<name>_*.jsonl "
+                "in --pred")
+
+
+def _unused_directory_files(pairs: Sequence[tuple[str, Path, Path, Path]],
+                            folders: Sequence[tuple[str, Path]]) -> list[dict[str, str]]:
+    """One ``unused_files`` notice per folder of a directory run (``folders``: (option,
+    folder)) that holds entries no pair of ``pairs`` uses: a misnamed ground-truth file
+    (e.g. ``ont_3_c_groundtruth.jsonl``), or a response or ontology file without a ground
+    truth, leaves an ontology out of the totals, so it is never ignored silently. Names
+    are sorted and capped at :data:`_NAMES_SHOWN`; a subfolder is listed as ``name/``."""
+    used = {p.resolve() for _, *paths in pairs for p in paths}
+    out, seen = [], set()
+    for option, folder in folders:
+        if folder.resolve() in seen:  # one folder given to two options: listed once
+            continue
+        seen.add(folder.resolve())
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if p.resolve() not in used)
+        if names:
+            more = f" ... ({len(names)} files)" if len(names) > _NAMES_SHOWN else ""
+            shown = ", ".join(names[:_NAMES_SHOWN]) + more
+            out.append(notice("unused_files", f"{option} {folder}: {len(names)} file(s) not used by any "
+                              f"ontology ({shown}); {_UNUSED_HINT}"))
+    return out
+
+
 def _directory_digest(infos: Iterable[dict[str, Any] | None], folder: Path) -> dict[str, Any]:
     """One checksum for the files of a directory run (SHA-256 of "name sha256" lines)."""
     lines = "".join(f"{i['name']} {i['sha256']}\n" for i in infos if i is not None)
@@ -6951,7 +6980,10 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
          "gold": _directory_digest((f.inputs["gold"] for f in files), config.gold),
          "relations": _directory_digest((f.inputs["relations"] for f in files), onto_dir)},
         extra={"n_ontologies": len(pairs)},
-        notices=[*config.notices, *(n for f in files for n in f.notices)])
+        notices=[*config.notices,
+                 *_unused_directory_files(pairs, (("--gold", config.gold), ("--ontology", onto_dir),
+                                                  ("--pred", config.pred))),
+                 *(n for f in files for n in f.notices)])
     vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
     return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
                         per_ontology=per_ontology)
