@@ -4877,6 +4877,7 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
     no_prompt: list[int] = []
     no_prompt_keys: set[str] = set()
     conflicts: list[tuple[int, str]] = []
+    prompt_conflicts: list[tuple[int, str]] = []
     n_rows = 0
     for position, row in enumerate(read_records(gold_file)):
         n_rows = position + 1
@@ -4902,6 +4903,10 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
             conflict = _disagreement(row.value, present) if len(present) > 1 else ""
             if conflict:
                 conflicts.append((row.line_no, conflict))
+        chat = gold_field is None and "messages" in row.value and _first_key(row.value, GOLD_KEYS) is None
+        prompts = [] if chat else [k for k in PROMPT_KEYS if k in row.value]
+        if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
+            prompt_conflicts.append((row.line_no, conflict))
         if combined:
             keys_found.update(row.value)
             combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
@@ -4913,6 +4918,12 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                     f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
                     f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
                     kind="conflicting_fields")
+    if prompt_conflicts:
+        first_line, first = prompt_conflicts[0]
+        log.problem(f"{gold_file}: {len(prompt_conflicts)} gold line(s) with prompt fields that disagree (lines "
+                    f"{_lines_text([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
+                    f"prompt fields, first one scored: {', '.join(PROMPT_KEYS)}): grounding and hallucination "
+                    "are checked against the scored prompt", kind="conflicting_fields")
     if no_prompt:
         log.note("no_prompt", f"{gold_file}: {len(no_prompt)} gold line(s) have no prompt field (lines "
                  f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
