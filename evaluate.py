@@ -4601,7 +4601,8 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
             hint = ("; if this is a predictions file, pass the gold file with --gold; if it is a combined "
                     "file, this line has no gold answer"
                     if gold_field is None and any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
-            accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else "")
+            accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else
+                                          " (--gold-field names a top-level key; nested paths are not supported)")
             raise InputError(f"{where}: no gold triplets: keys found: {_keys_text(obj)}; accepted: {accepted}; "
                              f"name the gold field with --gold-field NAME{hint}")
         items = obj[key]
@@ -4856,7 +4857,9 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
                              "with --gold and the predictions with --pred (or name the prediction field with "
                              "--pred-field NAME)")
         raise InputError(f"{path}: no line has a recognised prediction field: keys found: "
-                         f"{_keys_text(keys_found)}; accepted: {accepted}; name the field with --pred-field NAME")
+                         f"{_keys_text(keys_found)}; accepted: {accepted}"
+                         + (" (--pred-field names a top-level key; nested paths are not supported)"
+                            if fields.named else "; name the field with --pred-field NAME"))
     for kind, lines in by_kind.items():
         shown = _lines_text([p.line for p in lines])
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
