@@ -4623,7 +4623,8 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
             hint = ("; if this is a predictions file, pass the gold file with --gold; if it is a combined "
                     "file, this line has no gold answer"
                     if gold_field is None and any(k in obj for k in PRED_RAW_KEYS + PRED_PARSED_KEYS) else "")
-            accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else "")
+            accepted = ", ".join(keys) + (" (or 'messages')" if gold_field is None else
+                                          " (--gold-field names a top-level key; nested paths are not supported)")
             raise InputError(f"{where}: no gold triplets: keys found: {_keys_text(obj)}; accepted: {accepted}; "
                              f"name the gold field with --gold-field NAME{hint}")
         items = obj[key]
@@ -4906,7 +4907,9 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
                              "with --gold and the predictions with --pred (or name the prediction field with "
                              "--pred-field NAME)")
         raise InputError(f"{path}: no line has a recognised prediction field: keys found: "
-                         f"{_keys_text(keys_found)}; accepted: {accepted}; name the field with --pred-field NAME")
+                         f"{_keys_text(keys_found)}; accepted: {accepted}"
+                         + (" (--pred-field names a top-level key; nested paths are not supported)"
+                            if fields.named else "; name the field with --pred-field NAME"))
     for kind, lines in by_kind.items():
         shown = _lines_text([p.line for p in lines])
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
@@ -4929,6 +4932,7 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
     no_prompt: list[int] = []
     no_prompt_keys: set[str] = set()
     conflicts: list[tuple[int, str]] = []
+    prompt_conflicts: list[tuple[int, str]] = []
     n_rows = 0
     for position, row in enumerate(read_records(gold_file)):
         n_rows = position + 1
@@ -4954,6 +4958,10 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
             conflict = _disagreement(row.value, present) if len(present) > 1 else ""
             if conflict:
                 conflicts.append((row.line_no, conflict))
+        chat = gold_field is None and "messages" in row.value and _first_key(row.value, GOLD_KEYS) is None
+        prompts = [] if chat else [k for k in PROMPT_KEYS if k in row.value]
+        if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
+            prompt_conflicts.append((row.line_no, conflict))
         if combined:
             keys_found.update(row.value)
             combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
@@ -4965,6 +4973,12 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                     f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
                     f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
                     kind="conflicting_fields")
+    if prompt_conflicts:
+        first_line, first = prompt_conflicts[0]
+        log.problem(f"{gold_file}: {len(prompt_conflicts)} gold line(s) with prompt fields that disagree (lines "
+                    f"{_lines_text([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
+                    f"prompt fields, first one scored: {', '.join(PROMPT_KEYS)}): grounding and hallucination "
+                    "are checked against the scored prompt", kind="conflicting_fields")
     if no_prompt:
         log.note("no_prompt", f"{gold_file}: {len(no_prompt)} gold line(s) have no prompt field (lines "
                  f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
@@ -6967,6 +6981,35 @@ def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> lis
     return out
 
 
+#: How many file names an ``unused_files`` notice lists before "... (N files)".
+_NAMES_SHOWN = 10
+_UNUSED_HINT = ("not scored: an ontology <k>_<name> is ont_<k>_<name>_ground_truth.jsonl in --gold, "
+                "<k>_<name>_ontology.json in --ontology and one <k>_<name>_*.jsonl or ont_<k>_<name>_*.jsonl "
+                "in --pred")
+
+
+def _unused_directory_files(pairs: Sequence[tuple[str, Path, Path, Path]],
+                            folders: Sequence[tuple[str, Path]]) -> list[dict[str, str]]:
+    """One ``unused_files`` notice per folder of a directory run (``folders``: (option,
+    folder)) that holds entries no pair of ``pairs`` uses: a misnamed ground-truth file
+    (e.g. ``ont_3_c_groundtruth.jsonl``), or a response or ontology file without a ground
+    truth, leaves an ontology out of the totals, so it is never ignored silently. Names
+    are sorted and capped at :data:`_NAMES_SHOWN`; a subfolder is listed as ``name/``."""
+    used = {p.resolve() for _, *paths in pairs for p in paths}
+    out, seen = [], set()
+    for option, folder in folders:
+        if folder.resolve() in seen:  # one folder given to two options: listed once
+            continue
+        seen.add(folder.resolve())
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir() if p.resolve() not in used)
+        if names:
+            more = f" ... ({len(names)} files)" if len(names) > _NAMES_SHOWN else ""
+            shown = ", ".join(names[:_NAMES_SHOWN]) + more
+            out.append(notice("unused_files", f"{option} {folder}: {len(names)} file(s) not used by any "
+                              f"ontology ({shown}); {_UNUSED_HINT}"))
+    return out
+
+
 def _directory_digest(infos: Iterable[dict[str, Any] | None], folder: Path) -> dict[str, Any]:
     """One checksum for the files of a directory run (SHA-256 of "name sha256" lines)."""
     lines = "".join(f"{i['name']} {i['sha256']}\n" for i in infos if i is not None)
@@ -7010,7 +7053,10 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
          "gold": _directory_digest((f.inputs["gold"] for f in files), config.gold),
          "relations": _directory_digest((f.inputs["relations"] for f in files), onto_dir)},
         extra={"n_ontologies": len(pairs)},
-        notices=[*config.notices, *(n for f in files for n in f.notices)])
+        notices=[*config.notices,
+                 *_unused_directory_files(pairs, (("--gold", config.gold), ("--ontology", onto_dir),
+                                                  ("--pred", config.pred))),
+                 *(n for f in files for n in f.notices)])
     vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
     return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
                         per_ontology=per_ontology)

@@ -292,6 +292,22 @@ def test_new_input_options_are_in_help_and_config(tmp_path):
     assert (config["pred_field"], config["gold_field"], config["join"]) == (None, None, "id")
 
 
+def test_a_dotted_field_name_is_refused_saying_nested_paths_are_not_supported(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "p", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "result": {"triplets": [ACME_A]}}])
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--pred-field", "result.triplets", "--no-embeddings",
+                            "--no-report", cwd=ROOT)
+    assert rc == 2
+    assert ("no line has a recognised prediction field: keys found: id, result; accepted: result.triplets "
+            "(--pred-field names a top-level key; nested paths are not supported)") in err
+    gold = write_jsonl(tmp_path / "g2.jsonl", [{"id": "r1", "prompt": "p", "answer": {"triplets": [ACME_A]}}])
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--gold-field", "answer.triplets", "--no-embeddings",
+                            "--no-report", cwd=ROOT)
+    assert rc == 2
+    assert ("no gold triplets: keys found: answer, id, prompt; accepted: answer.triplets (--gold-field names a "
+            "top-level key; nested paths are not supported)") in err
+
+
 # ------------------------------------------------------ SIGTERM cleans up (issue 9 item 10)
 
 

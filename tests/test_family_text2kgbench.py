@@ -488,3 +488,37 @@ def test_text2kgbench_one_ontology(tmp_path):
     assert t["empty_predictions"] == n_empty == uni["counts"]["empty_predictions"]
     assert t["missing_predictions"] == 0
     assert s["relation_vocabulary"]["size"] == len(json.loads(onto.read_text())["relations"])
+
+
+def test_directory_mode_names_every_file_it_does_not_use(tmp_path):
+    from helpers import cli
+    gt_dir, on_dir, rs_dir = _mini_run(tmp_path, {"1_a": "1_a_M.jsonl", "11_a": "11_a_M.jsonl"})
+    # ontology 3_c: its ground truth is misnamed ("groundtruth"), so its ontology and response
+    # files pair with nothing; a stray notes file sits next to the responses
+    _write_jsonl(gt_dir / "ont_3_c_groundtruth.jsonl", [
+        {"id": "3_c_1", "sent": "A B.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]}])
+    (on_dir / "3_c_ontology.json").write_text(json.dumps(ONTO))
+    _write_jsonl(rs_dir / "3_c_M.jsonl", [{"id": "3_c_1", "triples": [["A", "birthPlace", "B"]]}])
+    (rs_dir / "notes.txt").write_text("x")
+    rc, out, err, report = cli(tmp_path, "--pred", str(rs_dir), "--gold", str(gt_dir), "--ontology", str(on_dir),
+                               "--metrics", "strict")
+    assert rc == 0, err
+    assert f"  unused_files: --gold {gt_dir}: 1 file(s)" in out  # the printed notices block
+    assert report["summary"]["n_ontologies"] == 2 and report["summary"]["n_entries"] == 2  # 1_a and 11_a only
+    unused = [n["message"] for n in report["summary"]["notices"] if n["kind"] == "unused_files"]
+    assert unused == [
+        f"--gold {gt_dir}: 1 file(s) not used by any ontology (ont_3_c_groundtruth.jsonl); " + ev._UNUSED_HINT,
+        f"--ontology {on_dir}: 1 file(s) not used by any ontology (3_c_ontology.json); " + ev._UNUSED_HINT,
+        f"--pred {rs_dir}: 2 file(s) not used by any ontology (3_c_M.jsonl, notes.txt); " + ev._UNUSED_HINT,
+    ]
+
+
+def test_unused_directory_files_caps_the_names_and_lists_a_shared_folder_once(tmp_path):
+    for i in range(12):
+        (tmp_path / f"f{i:02d}.jsonl").write_text("")
+    used = tmp_path / "f00.jsonl"
+    notices = ev._unused_directory_files([("1_a", used, used, used)], (("--gold", tmp_path), ("--pred", tmp_path)))
+    # 12 files, 1 used: 11 unused, the first 10 named
+    assert [n["kind"] for n in notices] == ["unused_files"]
+    assert notices[0]["message"].startswith(f"--gold {tmp_path}: 11 file(s) not used by any ontology (f01.jsonl, ")
+    assert "f10.jsonl ... (11 files)); " in notices[0]["message"] and "f11" not in notices[0]["message"]

@@ -609,6 +609,25 @@ def test_gold_lines_without_a_prompt_field_are_a_no_prompt_notice(tmp_path):
     assert [(e["metrics"]["ungrounded"], e["metrics"]["novel_grounded"]) for e in rep["per_entry"]] == [(1, 0), (0, 1)]
 
 
+def test_gold_prompt_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
+    gold = [{"id": "r1", "prompt": ACME_PROMPT, "text": ACME_PROMPT, "sent": "Nothing here.", "triplets": [ACME_A]}]
+    pred = [{"id": "r1", "triplets": [ACME_A, ACME_B]}]
+    rc, out, err, rep = run_gold(tmp_path, gold, pred)
+    assert rc == 0, err
+    assert kinds(rep) == ["conflicting_fields"]
+    assert rep["summary"]["notices"][0]["message"].endswith(
+        "1 gold line(s) with prompt fields that disagree (lines 1; line 1: fields 'prompt', 'sent' disagree; "
+        "scored 'prompt' (the first accepted field); accepted prompt fields, first one scored: prompt, text, "
+        "sent): grounding and hallucination are checked against the scored prompt")
+    assert "conflicting_fields: " in out
+    # the extra ACME_B (founded_by Person Z) is checked against 'prompt' (ACME_PROMPT names Person Z):
+    # grounded, not ungrounded as it would be against the 'sent' text "Nothing here."
+    assert [(e["metrics"]["ungrounded"], e["metrics"]["novel_grounded"]) for e in rep["per_entry"]] == [(0, 1)]
+    # equal prompt fields are no disagreement
+    rc, out, err, rep = run_gold(tmp_path, [{**gold[0], "sent": ACME_PROMPT}], pred)
+    assert rc == 0 and kinds(rep) == []
+
+
 def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path):
     gold = [{"id": "r1", "prompt": ACME_PROMPT, "triplets": [ACME_A, ACME_B], "gold": [ACME_A]}]
     rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
