@@ -5028,7 +5028,7 @@ def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: s
     no_id = [p.line for p in preds if p.id is None]
     if no_id:
         log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
-                    f"{', '.join(map(str, no_id[:10]))}{' ...' if len(no_id) > 10 else ''}) cannot be "
+                    f"{_lines_text(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
     preds = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, log)
@@ -5066,7 +5066,7 @@ def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, 
     skipped = [p.line for k, p in enumerate(preds) if k not in kept]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
-                    f"duplicate gold lines (lines {', '.join(map(str, skipped[:10]))})",
+                    f"duplicate gold lines (lines {_lines_text(skipped)})",
                     kind="dropped_with_excluded_gold")
     return [Entry(s.record, preds[s.position]) for s in slots]
 
