@@ -6550,6 +6550,20 @@ class EmbeddingSimilarity(Similarity):
 # Command line: run configuration, file and directory runs, main
 # ======================================================================================
 
+#: ``--bootstrap`` when systems are compared and it is not given (a single system gets no
+#: intervals unless it is given).
+DEFAULT_BOOTSTRAP = 1000
+
+#: ``--trials``: paired approximate-randomisation trials per metric.
+DEFAULT_TRIALS = 10_000
+
+#: ``--seed``: the seed of the resamples and trials when none is given (sacreBLEU's default too).
+DEFAULT_SEED = 12345
+
+#: ``--correction`` choices: no multiple-comparison correction, or Holm's step-down method.
+CORRECTIONS = ("none", "holm")
+
+
 def _unit_interval(text: str) -> float:
     try:
         value = float(text)
@@ -6560,14 +6574,22 @@ def _unit_interval(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text}")
-    return value
+def _int_at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``low``, else a usage error saying ``what`` was expected."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, found {text}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+
+_non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 def _metric_list(text: str) -> tuple[str, ...]:
@@ -6615,11 +6637,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.register("action", "store", _StoreOnce)
     io = p.add_argument_group("inputs and outputs")
     io.add_argument("--pred", type=Path, action="append",
-                    help="predictions JSONL (or a combined file with gold, used alone); give it once")
+                    help="predictions JSONL (or a combined file with gold, used alone); repeat it to compare "
+                         "systems on the same --gold (the first is the baseline; see 'comparing systems')")
     io.add_argument("--gold", type=Path, help="gold JSONL (omit when --pred is a combined file)")
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
-                    "goes to stderr); default: reports/<pred stem>.json, refused when that file holds the report "
-                    "of another --pred")
+                    "goes to stderr); default: reports/<pred stem>.json (several systems: "
+                    "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -6663,6 +6686,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help="similarity gate (default 0.80)")
     sim.add_argument("--align-accept", type=_unit_interval, default=DEFAULT_ALIGN_ACCEPT,
                      help="minimum align_sim of an accepted pair (default 0.50)")
+    cmp = p.add_argument_group(
+        "comparing systems",
+        "Give --pred several times (one run scores every system, each exactly as its own run would) or "
+        "--compare REPORT... (saved reports, not rescored); the two exclude each other, and the shard/merge "
+        "options of large runs exclude both. The first system is the baseline. Every report carries "
+        "summary.signature; a comparison carries comparison.signature.")
+    cmp.add_argument("--name", dest="names", action="append", metavar="NAME",
+                     help="the name of a system, once per system in order (default: the file stems, made unique "
+                          "by the shortest part of the path that tells them apart, e.g. qwen/pred, llama/pred)")
+    cmp.add_argument("--compare", type=Path, nargs="+", metavar="REPORT",
+                     help="compare reports written earlier (with per_entry statistics, same gold and "
+                          "configuration) without rescoring; a report of several systems adds all of them")
+    cmp.add_argument("--bootstrap", type=_positive_int, metavar="N",
+                     help=f"bootstrap resamples for the 95%% percentile intervals (default {DEFAULT_BOOTSTRAP} "
+                          "when comparing; a single system gets intervals only when this is given)")
+    cmp.add_argument("--trials", type=_positive_int, metavar="R",
+                     help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS})")
+    cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
+                     help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
+    cmp.add_argument("--correction", choices=CORRECTIONS,
+                     help="multiple-comparison correction of the p-values: none (default) or holm")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -6676,20 +6720,61 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
         return False
 
 
+#: Options that only change how predictions are scored: ``--compare`` (saved reports, not
+#: rescored) refuses them, because they would change nothing.
+_SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
+                    "gold_field", "join", "duplicate_ids", "metrics", "no_embeddings", "embedding_model",
+                    "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
+                    "embedding_threshold", "align_accept")
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether an option was given on the command line (a flag set, or a value stored)."""
+    return dest in getattr(args, "_given_options", ()) or getattr(args, dest, None) is True
+
+
+def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
+    """The comparison options (repeated ``--pred``, ``--compare``, ``--name``, ``--bootstrap``,
+    ``--trials``, ``--seed``, ``--correction``) against each other and the rest: an option that
+    would change nothing, or two ways of giving the systems, is an error naming them."""
+    preds = args.pred or []
+    if args.compare is not None:
+        if preds:
+            raise InputError(f"--compare compares saved reports; it excludes --pred (given {preds[0]}): compare "
+                             "saved reports, or score predictions files with repeated --pred, not both")
+        for dest in _SCORING_OPTIONS:
+            if _given(args, dest):
+                raise InputError(f"--compare compares saved reports without rescoring, so --{dest.replace('_', '-')} "
+                                 "would change nothing: leave it out (the reports keep the options they were "
+                                 "scored with)")
+        return
+    if len(preds) > 1 and args.gold is None:
+        raise InputError(f"--pred given {len(preds)} times without --gold: several systems are compared on one "
+                         "gold file (give --gold GOLD.jsonl); combined files (gold inside each predictions file) "
+                         "cannot be checked to hold the same gold entries")
+    if len(preds) > 1 or args.bootstrap is not None:
+        return
+    for option, dest in (("--name", "names"), ("--seed", "seed"), ("--trials", "trials"),
+                         ("--correction", "correction")):
+        if getattr(args, dest, None) is not None:
+            also = " or to the intervals of --bootstrap N" if dest in ("names", "seed") else ""
+            raise InputError(f"{option} applies to a comparison (--pred given several times, or --compare){also}; "
+                             "a single run without one would ignore it")
+
+
 def _refuse_contradictions(args: argparse.Namespace) -> None:
     """Options that contradict each other are an error (exit 2), never a silent choice."""
-    if args.pred is not None and len(args.pred) > 1:
-        raise InputError(f"--pred given {len(args.pred)} times ({', '.join(map(str, args.pred))}): one run scores "
-                         "one predictions file; run once per file")
+    _refuse_comparison_contradictions(args)
     if args.no_report and args.report is not None:
         raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
     if args.no_embeddings and args.require_embeddings:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
         raise InputError(f"--no-embeddings contradicts --embedding-model {args.embedding_model}: give one of them")
-    if args.pred and _same_file(args.pred[0], args.gold):
-        raise InputError(f"--pred {args.pred[0]} and --gold {args.gold} are the same file: give the predictions "
-                         "with --pred and the gold with --gold (or a combined file alone with --pred)")
+    for pred in args.pred or ():
+        if _same_file(pred, args.gold):
+            raise InputError(f"--pred {pred} and --gold {args.gold} are the same file: give the predictions "
+                             "with --pred and the gold with --gold (or a combined file alone with --pred)")
 
 
 @dataclass(frozen=True)
@@ -6725,6 +6810,16 @@ class RunConfig:
     embedding_threshold: float = DEFAULT_SIM_THRESHOLD
     align_accept: float = DEFAULT_ALIGN_ACCEPT
     quiet: bool = False
+    #: Every ``--pred`` in order (``pred`` is the first: the baseline when there are several).
+    preds: tuple[Path, ...] = ()
+    #: ``--name`` values (one per system), ``--compare`` reports, and the comparison options
+    #: as given (None = not given; :func:`comparison_options` resolves the defaults).
+    names: tuple[str, ...] = ()
+    compare: tuple[Path, ...] = ()
+    bootstrap: int | None = None
+    trials: int | None = None
+    seed: int | None = None
+    correction: str | None = None
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -6734,8 +6829,11 @@ class RunConfig:
         """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
         _refuse_contradictions(args)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-                  if f.name not in ("skip_unavailable", "notices")}
+                  if f.name not in ("skip_unavailable", "notices", "preds")}
         values["pred"] = args.pred[0] if args.pred else None
+        values["preds"] = tuple(args.pred or ())
+        values["names"] = tuple(args.names or ())
+        values["compare"] = tuple(args.compare or ())
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
@@ -6862,6 +6960,19 @@ _NUMBER_PACKAGES = {
 }
 
 
+def _model_files_hash(model_id: str | None) -> str | None:
+    """The short hash of the embedding model's files: the 12 hex digits that end its model id
+    (``name@<hash>``, the start of :meth:`ModelStore.fingerprint_dir`, computed once when
+    the model is loaded: file names, sizes and contents). None for the lexical backend and
+    for a model whose directory could not be fingerprinted."""
+    if not model_id:
+        return None
+    digest = model_id.rpartition("@")[2]
+    if not re.fullmatch(r"[0-9a-f]{12}", digest) or not digest.strip("0"):
+        return None
+    return digest
+
+
 def config_record(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity,
                   vocabulary_hash: str | None) -> dict[str, Any]:
     """``summary.config``: every setting and version that can change a number of the
@@ -6876,6 +6987,7 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "schema_profile": config.schema,
         "similarity": {"backend": similarity.backend, "model": similarity.model,
                        "model_id": getattr(similarity, "model_id", None),
+                       "model_files_hash": _model_files_hash(getattr(similarity, "model_id", None)),
                        "fallback_reason": similarity.fallback_reason},
         "sim_threshold": config.embedding_threshold,
         "align_accept": config.align_accept,
@@ -7095,6 +7207,18 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
         raise InputError(f"--report {path}: {parent} is not writable")
 
 
+def _recorded_pred_paths(path: Path) -> list[str | None] | None:
+    """The ``--pred`` paths recorded in the report at ``path`` (one per system), or None when
+    it cannot be read as a report of ours."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        reports = list(data["systems"].values()) if "systems" in data else [data]
+        return [r["summary"]["inputs"]["pred"]["path"] for r in reports]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 #: ``--report -``: the report goes to stdout.
 STDOUT_REPORT = Path("-")
 
@@ -7117,11 +7241,8 @@ def _report_path(config: RunConfig) -> Path | None:
                          f"default report path; {options}")
     path = Path("reports") / f"{config.pred.stem}.json"
     if path.exists():
-        try:
-            with open(path, encoding="utf-8") as handle:
-                previous = json.load(handle)["summary"]["inputs"]["pred"]["path"]
-        except (OSError, ValueError, KeyError, TypeError):
-            previous = None
+        recorded = _recorded_pred_paths(path)
+        previous = recorded[0] if recorded and len(recorded) == 1 else None
         if previous != str(config.pred.resolve()):
             was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
             raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
@@ -7158,6 +7279,526 @@ class RunOutcome:
     written: Path | None = None
 
 
+# --- Command line: the reproducibility signature ---
+
+class ComparisonOptions(NamedTuple):
+    """The resampling settings of a comparison (or of one system's intervals), resolved:
+    bootstrap resamples, approximate-randomisation trials, seed, correction ("none"/"holm")."""
+
+    bootstrap: int
+    trials: int
+    seed: int
+    correction: str
+
+
+def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions | None:
+    """The resolved comparison settings for ``n_systems`` systems: None for one system
+    without ``--bootstrap`` (no intervals); ``--bootstrap`` defaults to
+    :data:`DEFAULT_BOOTSTRAP` when several systems are compared. ``--trials`` and
+    ``--correction`` need two systems (they are about the test against the baseline):
+    given for one, they are refused (:class:`InputError`), never ignored."""
+    if n_systems < 2:
+        for option, value in (("--trials", config.trials), ("--correction", config.correction)):
+            if value is not None:
+                raise InputError(f"{option} applies to the significance test of two or more systems against the "
+                                 "baseline; one system has intervals only (--bootstrap N)")
+        if config.bootstrap is None:
+            return None
+    return ComparisonOptions(DEFAULT_BOOTSTRAP if config.bootstrap is None else config.bootstrap,
+                             DEFAULT_TRIALS if config.trials is None else config.trials,
+                             DEFAULT_SEED if config.seed is None else config.seed,
+                             config.correction or "none")
+
+
+def _short_hash(info: Mapping[str, Any] | None) -> str:
+    """8 hex digits of an input's SHA-256 (``summary.inputs`` entry), or "none"."""
+    return info["sha256"][:8] if info and info.get("sha256") else "none"
+
+
+def _compact(value: Any) -> str:
+    """A config value in a signature: strings as they are, None as "none", booleans as
+    yes/no, numbers by ``repr`` (never rounded: 0.8 and 0.805 differ), the rest as compact JSON."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (str, int, float)):
+        return str(value) if isinstance(value, str) else repr(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+#: ``summary.config`` keys written under a shorter name in the signature (every other key
+#: appears as ``key:value``, so a setting added later is never left out of it).
+_SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
+                    "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
+                    "pred_field": "pred-field", "gold_field": "gold-field"}
+
+
+def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The ``key:value`` items of ``summary.config`` in a signature: (settings in config
+    order, versions: ``py``, ``unicode`` and each package; the tool's own version is added
+    by :func:`report_signature`). The similarity is ``sim:<backend>`` plus ``:<model id>``
+    (model name and the short hash of its files); the relation vocabulary is
+    ``vocab:<source>#<8 hex of its SHA-256>`` ("default" = the method's 20 types; "none" =
+    no check); every other key is ``key:value`` (a setting added later is never left out).
+    The model path the user typed and a fallback's reason are left out: they move no
+    number (the model id and the backend say what scored)."""
+    items: list[str] = []
+    for key, value in config.items():
+        if key == "versions":
+            continue
+        if key == "metric_families":
+            items.append(f"fam:{'+'.join(value)}")
+        elif key == "similarity":
+            sim = dict(value)
+            model_id = sim.pop("model_id", None)
+            items.append(f"sim:{sim.pop('backend', None)}" + (f":{model_id}" if model_id else ""))
+            for known in ("model", "model_files_hash", "fallback_reason"):
+                sim.pop(known, None)
+            items += [f"sim.{k}:{_compact(v)}" for k, v in sim.items()]
+        elif key == "relation_vocabulary":
+            sha = value.get("sha256")
+            items.append("vocab:" + (f"{value.get('source') or 'default'}#{sha[:8]}" if sha else "none"))
+        else:
+            items.append(f"{_SIGNATURE_NAMES.get(key, key)}:{_compact(value)}")
+    renamed = {"python": "py", "unicodedata": "unicode"}
+    versions = [f"{renamed.get(k, k)}:{_compact(v)}" for k, v in config.get("versions", {}).items() if k != PRODUCT]
+    return items, versions
+
+
+def _inputs_signature(inputs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``pred:`` (one short hash per system, ``+``-joined in system order), ``gold:`` and
+    (when given) ``rel:`` of the relations/ontology input, from ``summary.inputs``."""
+    items = [f"pred:{'+'.join(_short_hash(i.get('pred')) for i in inputs)}",
+             f"gold:{_short_hash(inputs[0].get('gold'))}"]
+    if inputs[0].get("relations"):
+        items.append(f"rel:{_short_hash(inputs[0]['relations'])}")
+    return items
+
+
+def _resampling_signature(options: ComparisonOptions | None, n_systems: int) -> list[str]:
+    """``boot:none``; or ``boot:N|seed:S`` (one system: intervals only); or
+    ``boot:N|trials:R|seed:S|corr:C`` (a comparison); numpy's version (its random generator
+    draws the resamples) follows whenever anything is resampled."""
+    if options is None:
+        return ["boot:none"]
+    items = [f"boot:{options.bootstrap}"]
+    if n_systems > 1:
+        items.append(f"trials:{options.trials}")
+    items.append(f"seed:{options.seed}")
+    if n_systems > 1:
+        items.append(f"corr:{options.correction}")
+    return [*items, f"numpy:{np.__version__}"]
+
+
+def report_signature(summaries: Sequence[Mapping[str, Any]], options: ComparisonOptions | None = None) -> str:
+    """The reproducibility signature (sacreBLEU style, one line of ``key:value`` items joined
+    by ``|``) of the numbers of one or more systems' reports (``summaries``: their
+    ``summary`` sections, baseline first): the configuration (:func:`config_signature`,
+    read from the baseline; the systems of a comparison share it, see
+    :func:`check_comparable`), the short hashes of the inputs, then the resampling
+    (:func:`_resampling_signature`). Two runs whose numbers could differ never share a
+    signature: everything that moves a number is in ``summary.config`` or an input hash.
+    The tool version is the one running now (it computes the intervals and tests)."""
+    settings, versions = config_signature(summaries[0].get("config", {}))
+    return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
+                     *_resampling_signature(options, len(summaries)), *versions, f"version:{__version__}"])
+
+
+def sign_report(report: dict[str, Any], options: ComparisonOptions | None = None) -> dict[str, Any]:
+    """Add ``summary.signature`` (:func:`report_signature`) to a single run's report, in place;
+    returns the report."""
+    report["summary"]["signature"] = report_signature([report["summary"]], options)
+    return report
+
+
+# --- Command line: several systems (repeated --pred, --compare) ---
+
+def system_names(paths: Sequence[Path]) -> list[str]:
+    """Default system names: the file stems (``runs/qwen/pred.jsonl`` -> ``pred``), and where
+    stems repeat, the shortest ending of the resolved path that tells them apart, with ``/``
+    between folders (``runs/qwen/pred.jsonl``, ``runs/llama/pred.jsonl`` -> ``qwen/pred``,
+    ``llama/pred``; a system whose stem is unique keeps its stem). Files that differ only in
+    their suffix keep it (``a.jsonl``, ``a.json`` -> ``a.jsonl``, ``a.json``).
+
+    Raises:
+        InputError: the same file twice (nothing tells them apart: give ``--name``).
+    """
+    for last in ("stem", "name"):
+        parts = [(*p.resolve().parent.parts[1:], getattr(p, last)) for p in paths]
+        depth = [1] * len(parts)
+        while True:
+            names = ["/".join(part[-d:]) for part, d in zip(parts, depth)]
+            counts = Counter(names)
+            grow = [i for i, n in enumerate(names) if counts[n] > 1 and depth[i] < len(parts[i])]
+            if not grow:
+                break
+            for i in grow:
+                depth[i] += 1
+        if len(set(names)) == len(names):
+            return names
+    twice = [str(p) for p, n in zip(paths, names) if names.count(n) > 1]
+    raise InputError(f"the same file is given twice ({', '.join(twice)}): its systems cannot be named apart; "
+                     "give --name once per system to compare a file with itself")
+
+
+def _check_names(names: Sequence[str], n_systems: int, what: str) -> None:
+    """``--name`` values: one per system, non-empty, no control characters or surrounding
+    spaces, no two alike; InputError naming the problem otherwise."""
+    if len(names) != n_systems:
+        raise InputError(f"--name given {len(names)} times for {n_systems} systems ({what}): give it once per "
+                         "system, in the same order, or not at all (names then come from the file stems)")
+    for name in names:
+        if not name.strip() or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
+            raise InputError(f"--name {name!r}: a system name must be non-empty, without control characters "
+                             "or spaces around it")
+    repeated = sorted(n for n, k in Counter(names).items() if k > 1)
+    if repeated:
+        raise InputError(f"--name {repeated[0]!r} given for {names.count(repeated[0])} systems: names must differ")
+
+
+def _read_saved_report(path: Path) -> dict[str, Any]:
+    """A report given to ``--compare``: a JSON object written by this tool (its
+    ``summary.evaluator.name``), single-run or several systems. InputError naming the file
+    and what is wrong otherwise."""
+    where = f"--compare {path}"
+    if path.is_dir():
+        raise InputError(f"{where}: is a directory (give report files)")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: not a JSON report ({exc})") from None
+    ours = (isinstance(data, dict) and isinstance(data.get("summary", data.get("systems")), dict))
+    first = next(iter(data["systems"].values()), None) if ours and "systems" in data else data
+    if not ours or not isinstance(first, dict) or (first.get("summary") or {}).get("evaluator", {}).get("name") \
+            != PRODUCT:
+        raise InputError(f"{where}: not a {PRODUCT} report (expected an object with 'summary' or 'systems')")
+    return data
+
+
+def saved_systems(paths: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The systems of the ``--compare`` reports, in order: a single-run report is one system
+    (named by :func:`system_names` over those files; a ``comparison`` block it holds is left
+    out), a report of several systems adds each of its ``systems`` under its saved name.
+    Returns (name -> single-run report, name -> where it came from, for messages).
+    InputError when two systems get the same name (use ``--name``)."""
+    data = [_read_saved_report(p) for p in paths]
+    singles = [p for p, d in zip(paths, data) if "systems" not in d]
+    stems = dict(zip(singles, system_names(singles))) if singles else {}
+    pairs: list[tuple[str, dict[str, Any], str]] = []
+    for path, report in zip(paths, data):
+        if "systems" in report:
+            pairs += [(name, sub, f"{path} (system {name})") for name, sub in report["systems"].items()]
+        else:
+            pairs.append((stems[path], {k: v for k, v in report.items() if k != "comparison"}, str(path)))
+    names = [n for n, _, _ in pairs]
+    repeated = [n for n, k in Counter(names).items() if k > 1]
+    if repeated:
+        where = [w for n, _, w in pairs if n == repeated[0]]
+        raise InputError(f"--compare: two systems are named {repeated[0]!r} ({', '.join(where)}): give --name "
+                         "once per system to name them apart")
+    return {n: r for n, r, _ in pairs}, {n: w for n, _, w in pairs}
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``{"a.b": leaf}`` (lists and scalars are leaves)."""
+    if not isinstance(value, Mapping):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, sub in value.items():
+        out.update(_flat(sub, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _entry_keys(report: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    return [(row.get("ontology"), row.get("id"), row.get("gold_line")) for row in report.get("per_entry", [])]
+
+
+def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
+    """Refuse systems that cannot be compared entry by entry, naming the system (and its
+    origin) and the difference (InputError): a report without ``summary.config`` or without
+    ``per_entry`` statistics; no separate gold input (a combined file); a gold or
+    relations/ontology input (SHA-256) other than the baseline's; a configuration other
+    than the baseline's (every ``summary.config`` key, the prediction files aside); other
+    gold entries (ids and lines). Returns notices (:func:`notice`) for what is allowed but
+    worth knowing: another tool version (kind ``tool_version``), and a system with gold
+    entries that have no prediction (``missing_predictions``, scored as a single run
+    scores them: empty)."""
+    names = list(systems)
+    base = names[0]
+    notices: list[dict[str, str]] = []
+    flat_base = None
+    for name in names:
+        report, where = systems[name], f"system {name} ({origins[name]})"
+        summary = report.get("summary", {})
+        rows = report.get("per_entry")
+        if "config" not in summary:
+            raise InputError(f"{where}: the report has no summary.config (written by an older version): rescore it")
+        if not isinstance(rows, list) or any("stats" not in row for row in rows):
+            raise InputError(f"{where}: the report has no per-entry statistics (per_entry[].stats), which the "
+                             "intervals and tests resample: rescore it with a full report")
+        gold = (summary.get("inputs") or {}).get("gold")
+        if not gold:
+            raise InputError(f"{where}: no separate gold input (a combined file): systems are compared on one "
+                             "gold file given with --gold")
+        flat = _flat(summary["config"])
+        if flat_base is None:
+            flat_base, base_summary = flat, summary
+            continue
+        for key in ("gold", "relations"):
+            mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
+            if mine.get("sha256") != theirs.get("sha256"):
+                raise InputError(f"{where}: its {key} input {mine.get('name')} (sha256 {_short_hash(mine)}) differs "
+                                 f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
+                                 "systems are compared on the same gold entries")
+        tool = f"versions.{PRODUCT}"
+        differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and flat_base.get(k) != flat.get(k)]
+        if differ:
+            shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
+                              for k in differ[:5])
+            raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
+                             f"{' ...' if len(differ) > 5 else ''}; score every system with the same options")
+        if flat_base.get(tool) != flat.get(tool):
+            notices.append(notice("tool_version", f"{name} was scored by {PRODUCT} {flat.get(tool)}, the baseline "
+                                  f"{base} by {flat_base.get(tool)} (same configuration otherwise)"))
+        if _entry_keys(report) != _entry_keys(systems[base]):
+            raise InputError(f"{where}: its per_entry rows are other gold entries (ids, lines) than the "
+                             f"baseline {base}'s ({len(rows)} vs {len(systems[base]['per_entry'])} entries)")
+    for name in names:
+        missing = systems[name]["summary"].get("parse_status", {}).get("missing", 0)
+        if missing:
+            notices.append(notice("missing_predictions", f"{name}: {missing} gold entries have no prediction "
+                                  "(scored as empty predictions, as its own run scores them)"))
+    return notices
+
+
+def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonOptions,
+                     origins: Mapping[str, str]) -> dict[str, Any]:
+    """The report of a comparison (issue #10 item 10): ``{"systems": {name: single-run
+    report}, "comparison": {...}}``; for one system (intervals only) its single-run report
+    plus ``"comparison"``. The block is :func:`compare_systems` on the systems (baseline
+    first) after :func:`check_comparable`, with ``signature`` (:func:`report_signature` over
+    every system) and ``notices`` (those of :func:`check_comparable`) added."""
+    notices = check_comparable(systems, origins)
+    for item in notices:
+        log.warning("note: %s", item["message"])
+    names = list(systems)
+    base = systems[names[0]]
+    block = compare_systems(systems, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
+                            seed=options.seed, correction=None if options.correction == "none" else options.correction,
+                            families=families_for(base["summary"]["config"]["metric_families"]))
+    block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
+    block["notices"] = [*block.get("notices", []), *notices]
+    if len(names) == 1:
+        return {**base, "comparison": block}
+    return {"systems": dict(systems), "comparison": block}
+
+
+#: A default comparison report name longer than this is shortened (see _systems_report_path).
+_REPORT_NAME_MAX = 100
+
+
+def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Sequence[str | None]) -> Path | None:
+    """Where a comparison's report goes: ``--report`` (- = stdout), None with ``--no-report``,
+    else ``reports/<name>-vs-<name>[-vs-...].json`` (one system, from ``--compare``:
+    ``reports/<name>-intervals.json``; characters other than letters, digits,
+    ``.``, ``_`` and ``-`` become ``_``; a name longer than 100 characters becomes
+    ``<baseline>-vs-<k>-systems-<8 hex of the names>``). Like the single-run default it is
+    refused when the file exists and is not the report of these same prediction files
+    (``pred_paths``, in order)."""
+    if config.no_report:
+        return None
+    if config.report is not None:
+        return config.report
+    safe = [re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names]
+    stem = "-vs-".join(safe) if len(safe) > 1 else f"{safe[0]}-intervals"
+    if len(stem) > _REPORT_NAME_MAX:
+        digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:8]
+        stem = f"{safe[0][:40]}-vs-{len(names) - 1}-systems-{digest}"
+    path = Path("reports") / f"{stem}.json"
+    if path.exists():
+        previous = _recorded_pred_paths(path)
+        if previous != list(pred_paths):
+            was = f"the report of {', '.join(map(str, previous))}" if previous else f"not a {PRODUCT} report"
+            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: give "
+                             "--report PATH, --report - (the report on stdout) or --no-report")
+    return path
+
+
+def _format_cell(value: float | None, ci: Sequence[float | None] | None = None, signed: bool = False) -> str:
+    """``0.3087 [0.2301, 0.3810]`` (``+`` signs for differences); n/a for None."""
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else (f"{x:+.4f}" if signed else f"{x:.4f}")
+    return fmt(value) + (f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci is not None else "")
+
+
+def format_comparison(block: Mapping[str, Any]) -> str:
+    """The comparison block as plain text: a header (baseline, resamples, trials, seed,
+    correction), one table of estimates with their 95% intervals (metric x system), one
+    table per other system of its difference to the baseline (interval, p-value, the
+    Holm-adjusted p-value when asked for, ``*`` when significant), the legend, the
+    comparison's notices, and its signature. One function, so that other formats can
+    replace it."""
+    metrics = block["metrics"]
+    names = list(metrics)
+    base = block["baseline"]
+    paths = list(dict.fromkeys(path for name in names for path in metrics[name]))
+    width = max([len("metric"), *map(len, paths)])
+    lines = [f"comparison of {len(names)} system(s), baseline {base}: {block['bootstrap']} bootstrap resamples "
+             f"(percentile {round(100 * block.get('confidence', 0.95))}% intervals)"
+             + (f", {block['trials']} approximate-randomisation trials" if len(names) > 1 else "")
+             + f", seed {block['seed']}", ""]
+    cells = {n: [_format_cell(metrics[n][p]["estimate"], metrics[n][p]["ci"]) if p in metrics[n] else "-"
+                 for p in paths] for n in names}
+    widths = {n: max(len(n), *(len(c) for c in cells[n])) for n in names}
+    lines.append("  ".join([f"{'metric':<{width}}", *(f"{n:>{widths[n]}}" for n in names)]).rstrip())
+    for i, path in enumerate(paths):
+        lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
+    holm = block.get("correction") == "holm"
+    for name in names[1:]:
+        lines += ["", f"{name} - {base}" + ("                  delta [95% interval]         p   Holm p" if holm
+                                             else "                  delta [95% interval]         p")]
+        for path in paths:
+            m = metrics[name].get(path)
+            if m is None:
+                continue
+            row = f"  {path:<{width}}  {_format_cell(m['delta'], m['delta_ci'], signed=True):>30}"
+            row += f"  {_format_p(m['p_value'])}" + (f"  {_format_p(m.get('p_adjusted'))}" if holm else "")
+            lines.append(row + ("  *" if m.get("significant") else ""))
+    if len(names) > 1:
+        lines.append("")
+        lines.append("* p < 0.05, two-sided paired approximate randomisation against the baseline "
+                     + ("(Holm-adjusted over the metrics and systems of this table)" if holm else
+                        "(no correction for multiple comparisons; --correction holm applies one)"))
+    na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
+          if metrics[n][p].get("na_resamples")]
+    if na:
+        lines.append("n/a resamples left out of an interval: "
+                     + "; ".join(f"{n} {p} {k}" for n, p, k in na[:SUMMARY_NOTICES_SHOWN]))
+    for item in block.get("notices", []):
+        lines.append(f"note: {item['message']}" if isinstance(item, Mapping) else f"note: {item}")
+    for item in block.get("notes", []):
+        lines.append(f"note: {item['message']}" if isinstance(item, Mapping) else f"note: {item}")
+    lines += ["", f"signature: {block['signature']}"]
+    return "\n".join(lines)
+
+
+def _format_p(p: float | None) -> str:
+    return "     n/a" if p is None else f"{p:8.4f}"
+
+
+def format_text(report: Mapping[str, Any], titles: Mapping[str, str]) -> str:
+    """What a run prints (the plain-text summary): a single-run report's summary with its
+    signature under it (with ``comparison``, the interval table in between); a report of
+    several systems prints each system's summary and signature, then the comparison.
+    ``titles``: system name -> title line (a single run: its one entry)."""
+    if "systems" in report:
+        parts = [format_summary(sub, title=titles[name]) + f"\nsignature: {sub['summary']['signature']}"
+                 for name, sub in report["systems"].items()]
+        return "\n\n".join([*parts, format_comparison(report["comparison"])])
+    text = format_summary(report, title=next(iter(titles.values()), ""))
+    if "comparison" in report:
+        return text + "\n\n" + format_comparison(report["comparison"])
+    return text + f"\n\nsignature: {report['summary']['signature']}"
+
+
+def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
+    """The report of one system (``config.pred``: a predictions file, a combined file, a pipe,
+    or a directory run), exactly as a single run writes it, before signing."""
+    assert config.pred is not None
+    if config.pred.is_dir():
+        return run_directory(config, similarity)
+    with tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-") as spool:
+        pred = _spool_stream(config.pred, Path(spool))
+        gold = _spool_stream(config.gold, Path(spool))
+        relations = _spool_stream(config.vocabulary_path, Path(spool))
+        assert pred is not None
+        return evaluate_files(config, similarity, pred, gold, relations)
+
+
+def _log_embedding_stats(similarity: Similarity) -> None:
+    embedder = getattr(similarity, "embedder", None)
+    if embedder is not None:
+        s = embedder.stats
+        log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
+                 s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
+
+
+def _emit(report: dict[str, Any], text: str, report_path: Path | None, outcome: RunOutcome) -> int:
+    """Write the report (file, stdout with ``--report -``, or nowhere) and print the summary
+    text: stdout carries one thing, the summary or (``--report -``) the report."""
+    outcome.report = report
+    if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
+        sys.stdout.write(report_json(report))
+        sys.stdout.flush()
+        print(text, file=sys.stderr)
+        return 0
+    if report_path is not None:
+        try:
+            write_json_atomic(report_path, report)
+        except OSError as exc:
+            raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
+        outcome.written = report_path
+    print(text)
+    print(f"\nreport written to {report_path}" if report_path is not None else "\nno report written (--no-report)")
+    return 0
+
+
+def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
+    """``--pred`` given several times: score each system exactly as its own run would (one
+    shared similarity backend, so the embedding model loads once), sign each report as
+    that run does, and compare them (:func:`build_comparison`)."""
+    names = list(config.names) if config.names else system_names(config.preds)
+    _check_names(names, len(config.preds), f"--pred given {len(config.preds)} times")
+    configs = [dataclasses.replace(config, pred=p) for p in config.preds]
+    kinds = {pred: _check_input_paths(c) for pred, c in zip(config.preds, configs)}
+    if len(set(kinds.values())) > 1:
+        raise InputError("--pred: give every system as a file, or every system as a directory run, not both "
+                         f"({', '.join(f'{p} is a ' + ('directory' if d else 'file') for p, d in kinds.items())})")
+    report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
+    if report_path is not None and report_path != STDOUT_REPORT:
+        _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))
+    options = comparison_options(config, len(names))
+    assert options is not None
+    similarity = build_similarity(config)
+    systems: dict[str, dict[str, Any]] = {}
+    for name, system in zip(names, configs):
+        log.info("system %s: %s", name, system.pred)
+        systems[name] = sign_report(score_system(system, similarity))
+    _log_embedding_stats(similarity)
+    report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
+    titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
+    return _emit(report, format_text(report, titles), report_path, outcome)
+
+
+def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
+    """``--compare REPORT...``: compare saved reports without rescoring (:func:`saved_systems`,
+    then :func:`build_comparison`); the same layout, table, intervals and tests as scoring
+    the systems in one run."""
+    systems, origins = saved_systems(config.compare)
+    if config.names:
+        _check_names(config.names, len(systems), f"{len(systems)} in the --compare reports")
+        systems = dict(zip(config.names, systems.values()))
+        origins = dict(zip(config.names, origins.values()))
+    if len(systems) < 2 and config.bootstrap is None:
+        raise InputError(f"--compare: {len(systems)} system in {', '.join(map(str, config.compare))}: give two or "
+                         "more, or --bootstrap N for the intervals of one")
+    names = list(systems)
+    pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
+    report_path = _systems_report_path(config, names, pred_paths)
+    if report_path is not None and report_path != STDOUT_REPORT:
+        _check_report_path(report_path, config.compare)
+    options = comparison_options(config, len(names))
+    assert options is not None
+    report = build_comparison(systems, options, origins)
+    return _emit(report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
+
+
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     """Run one evaluation; returns the exit status. Prints the summary to stdout."""
     outcome = outcome if outcome is not None else RunOutcome()
@@ -7170,42 +7811,25 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
             raise InputError(f"--download-model {config.download_model}: {exc}") from None
         print(f"downloaded {config.download_model} to {path}")
         return 0
-    directory = _check_input_paths(config)
+    if config.compare:
+        return run_compare(config, outcome)
+    if len(config.preds) > 1:
+        return run_systems(config, outcome)
+    _check_input_paths(config)
     assert config.pred is not None
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+    options = comparison_options(config, 1)
     similarity = build_similarity(config)
-    if directory:
-        report = run_directory(config, similarity)
-    else:
-        with tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-") as spool:
-            pred = _spool_stream(config.pred, Path(spool))
-            gold = _spool_stream(config.gold, Path(spool))
-            relations = _spool_stream(config.vocabulary_path, Path(spool))
-            assert pred is not None
-            report = evaluate_files(config, similarity, pred, gold, relations)
-    embedder = getattr(similarity, "embedder", None)
-    if embedder is not None:
-        s = embedder.stats
-        log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
-                 s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
-    summary = format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
-    outcome.report = report
-    if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
-        sys.stdout.write(report_json(report))
-        sys.stdout.flush()
-        print(summary, file=sys.stderr)
-        return 0
-    if report_path is not None:
-        try:
-            write_json_atomic(report_path, report)
-        except OSError as exc:
-            raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
-        outcome.written = report_path
-    print(summary)
-    print(f"\nreport written to {report_path}" if report_path is not None else "\nno report written (--no-report)")
-    return 0
+    report = sign_report(score_system(config, similarity), options)
+    _log_embedding_stats(similarity)
+    title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
+    if options is not None:  # --bootstrap: the intervals of this one system
+        name = config.names[0] if config.names else system_names([config.pred])[0]
+        _check_names([name], 1, "one --pred")
+        report = build_comparison({name: report}, options, {name: str(config.pred)})
+    return _emit(report, format_text(report, {"": title}), report_path, outcome)
 
 
 @contextlib.contextmanager
