@@ -25,7 +25,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Optional NLTK                              what the benchmark families need from NLTK
                                                (Punkt tables read only when needed)
     Metric families                            MetricFamily protocol, exact mergeable
-                                               statistics; HgrFamily, StrictFamily,
+                                               statistics, headline protocol
+                                               (HeadlineSums); HgrFamily, StrictFamily,
                                                PerRelationFamily
     Input: read_jsonl                          strict JSONL reader (file, line, reason;
                                                JsonlReader)
@@ -37,6 +38,10 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Input: records, fields, joining            load_inputs: the one input path
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
+    Statistics: bootstrap confidence           compare_systems: percentile bootstrap
+      intervals and paired significance        intervals, paired bootstrap, paired
+                                               approximate randomisation, Holm (pure numpy
+                                               on report dicts, headline protocol)
     Embedding backends                         ModelStore, FastembedBackend /
                                                SentenceTransformersBackend (offline),
                                                EmbeddingCache (SQLite), Embedder,
@@ -102,7 +107,8 @@ __all__ = [
     "is_self_loop", "safe_ratio", "f1_score", "composite_score", "EntryMetrics", "EntryScore",
     "score_entry", "NLTK_INSTALL_HELP", "PUNKT_FETCH_HELP", "nltk_missing", "PunktTablesMissing",
     "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
-    "records_to_json", "records_from_json", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
+    "records_to_json", "records_from_json", "HeadlineSums", "headline_column", "headline_ratio", "headline_f1",
+    "headline_slices", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
     "JsonlLine", "JsonlReader", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
     "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
@@ -114,6 +120,10 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
+    "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
+    "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_deltas",
+    "randomization_p_value", "compare_systems",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
@@ -2410,6 +2420,140 @@ def records_from_json(data: Mapping[str, Any]) -> dict[str, Record]:
     return _stat_from_json(dict(data))
 
 
+# --- Headline protocol: per-entry columns, their exact (re)sample sums, headline metrics ---
+#
+# A family with headline numbers (the ones a write-up quotes, with intervals: see the
+# "Statistics" section) turns each per-entry record into named additive float columns
+# (headline_columns), and turns column sums over a sample or resample into its headline
+# metrics (headlines). The sums come as a HeadlineSums: exact sums, each array shape (R,),
+# one value per (re)sample, so the headlines of the full sample are the numbers of the
+# family's report section (micro ratios of integer counts bit for bit, macro means of
+# float sums correctly rounded as exact_mean rounds them).
+
+
+class HeadlineSums(Mapping):
+    """Column sums over R (re)samples, kept exactly: column name -> a tuple of float64
+    arrays of shape (R,) whose exact sum is the column sum (an expansion: the slices of
+    :func:`headline_slices`, each summed without rounding). ``sums[name]`` is the sum
+    rounded to the nearest float (shape (R,)); an absent column is 0.0 everywhere
+    (:func:`headline_column`). :func:`headline_ratio` divides an exact sum by a count with
+    one rounding, like :func:`exact_mean`."""
+
+    def __init__(self, parts: Mapping[str, Sequence[np.ndarray]], size: int) -> None:
+        self.parts = dict(parts)
+        self.size = size
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        p = self.parts[name]
+        if len(p) == 1:
+            return p[0]
+        rest = p[-1]
+        for part in reversed(p[1:-1]):
+            rest = part + rest
+        return p[0] + rest
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.parts)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+
+def headline_column(sums: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    """``sums[name]`` as a float64 array, or zeros of the sums' length when the column is
+    absent (no entry had it)."""
+    if name in sums:
+        return np.asarray(sums[name], dtype=np.float64)
+    size = sums.size if isinstance(sums, HeadlineSums) else len(np.asarray(next(iter(sums.values()), ())))
+    return np.zeros(size)
+
+
+def _veltkamp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    c = 134217729.0 * a  # 2**27 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's error-free product: ``p + e == a * b`` exactly (no overflow assumed)."""
+    p = a * b
+    ah, al = _veltkamp(a)
+    bh, bl = _veltkamp(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def headline_ratio(sums: Mapping[str, np.ndarray], numerator: str, denominator: str,
+                   empty: float) -> np.ndarray:
+    """``sums[numerator] / sums[denominator]`` per (re)sample, ``empty`` where the
+    denominator (a count: an integer-valued column) is 0 (0.0 for the method's
+    ``safe_ratio``, NaN for a macro mean that is N/A).
+
+    On a :class:`HeadlineSums` the quotient of the exact numerator sum is rounded once (one
+    Newton correction of the float quotient with Dekker's exact product: q = q0 + (S - q0*d)/d),
+    which equals :func:`exact_mean` / ``float(Fraction)`` except when the exact quotient
+    lies within about 2**-100 of a rounding boundary; a constant column gives its constant
+    back exactly. On a plain mapping it is a float division.
+    """
+    den = headline_column(sums, denominator)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if isinstance(sums, HeadlineSums) and numerator in sums.parts and len(sums.parts[numerator]) > 1:
+            parts = sums.parts[numerator]
+            q0 = sums[numerator] / den
+            p, e = _two_product(q0, den)
+            residual = parts[0] - p
+            residual = residual + (parts[1] - e)
+            for part in parts[2:]:
+                residual = residual + part
+            q = q0 + residual / den
+        else:
+            q = headline_column(sums, numerator) / den
+    return np.where(den != 0, q, empty)
+
+
+def headline_f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
+    """:func:`f1_score` element-wise (same float operations, so the same bits)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f1 = 2 * precision * recall / (precision + recall)
+    return np.where(precision + recall != 0, f1, 0.0)
+
+
+#: Slices of a float column (see :func:`headline_slices`): grid steps 2**(e - 26 k).
+_SLICE_BITS = 26
+_SLICES = 3
+
+
+def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[np.ndarray]]:
+    """Split one column (the same column of several systems, each shape (n,)) into slices
+    whose weighted sums are exact in float64 arithmetic, in any summation order.
+
+    An integer-valued column below 2**40 is its own single slice. A float column with
+    largest magnitude < 2**e becomes x = s1 + s2 + s3 with s1 on the grid 2**(e-26), s2 on
+    the grid 2**(e-52) (|s2| <= 2**(e-27)) and s3 the rest (|s3| <= 2**(e-53)); every
+    value of magnitude >= 2**(e-26) leaves s3 on the grid 2**(e-78), so each slice has at
+    most 27 significant bits and its sum with integer weights summing to n < 2**26 is
+    exact (every partial sum is a representable multiple of the grid). Values more than
+    2**26 times smaller than the column's largest leave bits below that grid in s3, which
+    is then summed with ordinary float rounding (an error below 2**-100 of the column's
+    scale). Returns, per system, the list of slice arrays.
+    """
+    if integral:
+        return [[np.asarray(c, dtype=np.float64)] for c in columns]
+    top = max((float(np.max(np.abs(c))) for c in columns if len(c)), default=0.0)
+    e = math.frexp(top)[1] if top else 0
+    out = []
+    for c in columns:
+        rest = np.asarray(c, dtype=np.float64)
+        slices = []
+        for k in range(1, _SLICES):
+            scale = math.ldexp(1.0, _SLICE_BITS * k - e)
+            s = np.round(rest * scale) / scale
+            slices.append(s)
+            rest = rest - s
+        slices.append(rest)
+        out.append(slices)
+    return out
+
+
 @dataclass(frozen=True)
 class ScoringContext:
     """What scoring one input file needs besides its entries.
@@ -2487,6 +2631,24 @@ class MetricFamily:
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         """The section as text for the printed summary."""
         raise NotImplementedError
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """One entry's record (``per_entry[i].stats[name]``, read back with
+        :func:`records_from_json`) -> named additive columns (ints, floats or exact sums;
+        an absent column counts 0.0). Default: no headline numbers."""
+        return {}
+
+    def headline_strata(self, record: Record) -> str | None:
+        """The stratum an entry is resampled within (None: the whole sample), e.g. its
+        ontology for text2kgbench in directory mode."""
+        return None
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Column sums over R (re)samples (each shape (R,); :class:`HeadlineSums`) ->
+        headline metrics, each shape (R,), keyed by dotted path (family name, then the path
+        inside its report section; for the summary family inside ``summary``), NaN where
+        the metric is N/A. On the full sample they are the section's numbers."""
+        return {}
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -2583,6 +2745,34 @@ class HgrFamily(MetricFamily):
             "macro": {key: exact_mean(sums[key], counts[key]) if counts.get(key) else None for key in MACRO_KEYS},
         }
 
+    _HEADLINE_COUNTS = ("gold_triplets", "pred_triplet_items", "entity_true_positives",
+                        "full_triplet_true_positives", "hard_hallucinations")
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """The five counts of the micro numbers and ``macro_sum/KEY``, ``macro_n/KEY``."""
+        totals = record.get("totals", {})
+        cols: dict[str, Any] = {k: totals.get(k, 0) for k in self._HEADLINE_COUNTS}
+        for key, value in record.get("macro_sum", {}).items():
+            cols[f"macro_sum/{key}"] = value
+        for key, value in record.get("macro_n", {}).items():
+            cols[f"macro_n/{key}"] = value
+        return cols
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``hgr.micro.{entity,triplet}_{precision,recall,f1}``, ``hgr.micro.hallucination_rate``
+        (ratios of summed counts, 0.0 on a zero denominator, as :meth:`finish`), then
+        ``hgr.macro.KEY`` for the composite and each axis (NaN when no entry has the axis)."""
+        out: dict[str, np.ndarray] = {}
+        for kind, tp in (("entity", "entity_true_positives"), ("triplet", "full_triplet_true_positives")):
+            p = headline_ratio(sums, tp, "pred_triplet_items", 0.0)
+            r = headline_ratio(sums, tp, "gold_triplets", 0.0)
+            out.update({f"hgr.micro.{kind}_precision": p, f"hgr.micro.{kind}_recall": r,
+                        f"hgr.micro.{kind}_f1": headline_f1(p, r)})
+        out["hgr.micro.hallucination_rate"] = headline_ratio(sums, "hard_hallucinations", "pred_triplet_items", 0.0)
+        for key, _ in _MACRO_LABELS:
+            out[f"hgr.macro.{key}"] = headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan)
+        return out
+
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         s = section
         t, mi, ma, n = s["totals"], s["micro"], s["macro"], s["n_entries"]
@@ -2660,6 +2850,20 @@ class StrictFamily(MetricFamily):
             "micro": {"precision": p, "recall": r, "f1": f1_score(p, r)},
             "macro": {k: exact_mean(record[k], n) if n else 0.0 for k in ("precision", "recall", "f1")},
         }
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """tp, n_pred, n_gold, entries and the per-entry precision / recall / f1 (sums)."""
+        return {k: record.get(k, 0) for k in ("tp", "n_pred", "n_gold", "entries", "precision", "recall", "f1")}
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``strict.micro.{precision,recall,f1}`` and ``strict.macro.{precision,recall,f1}``
+        (macro: mean over entries, as :meth:`finish`)."""
+        p = headline_ratio(sums, "tp", "n_pred", 0.0)
+        r = headline_ratio(sums, "tp", "n_gold", 0.0)
+        out = {"strict.micro.precision": p, "strict.micro.recall": r, "strict.micro.f1": headline_f1(p, r)}
+        for k in ("precision", "recall", "f1"):
+            out[f"strict.macro.{k}"] = headline_ratio(sums, k, "entries", 0.0)
+        return out
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         mi, ma, t = section["micro"], section["macro"], section["totals"]
@@ -3484,6 +3688,44 @@ class Text2KGBenchFamily(MetricFamily):
         keys = sorted(groups, key=Text2KGBench.key_order)
         return {"per_ontology": {k: Text2KGBench.group_section(groups[k]) for k in keys},
                 **Text2KGBench.global_rows(groups, None)}
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """Per ontology G ("" for a single file): ``G/sentences`` and ``G/METRIC`` (the
+        sentence's metric, 0 without a response)."""
+        cols: dict[str, Any] = {}
+        for group, rec in record.get("groups", {}).items():
+            cols[f"{group}/sentences"] = rec.get("sentences", 0)
+            for k in T2KG_METRIC_KEYS:
+                cols[f"{group}/{k}"] = rec.get("sums", {}).get(k, 0)
+        return cols
+
+    def headline_strata(self, record: Record) -> str | None:
+        """The entry's ontology in directory mode (sentences are resampled within it), else None."""
+        groups = [g for g in record.get("groups", {}) if g]
+        return groups[0] if len(groups) == 1 else None
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The seven averages: ``text2kgbench.averages.METRIC`` for a single file;
+        ``text2kgbench.global_as_script.METRIC`` in directory mode (the published global row:
+        the mean over the run's onto_list of the per-ontology averages, see
+        :meth:`Text2KGBench.global_rows`; each ontology's average is rounded once, then their
+        mean is a float mean, so it may differ from the section's exact row in the last
+        digits, within 1e-15 relative)."""
+        groups = sorted((name[:-len("/sentences")] for name in sums if name.endswith("/sentences")),
+                        key=Text2KGBench.key_order)
+        if groups == [""]:
+            return {f"text2kgbench.averages.{k}": headline_ratio(sums, f"/{k}", "/sentences", math.nan)
+                    for k in T2KG_METRIC_KEYS}
+        onto_list = (list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
+                     if set(groups) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(groups) == 19 else groups)
+        out = {}
+        for k in T2KG_METRIC_KEYS:
+            averages = {g: headline_ratio(sums, f"{g}/{k}", f"{g}/sentences", math.nan) for g in groups}
+            total = averages[onto_list[0]]
+            for g in onto_list[1:]:
+                total = total + averages[g]
+            out[f"text2kgbench.global_as_script.{k}"] = total / len(onto_list)
+        return out
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         keys = T2KG_METRIC_KEYS
@@ -4498,6 +4740,27 @@ class WebNLG2020Family(MetricFamily):
             "excluded_items": {"reference": excluded.get("reference", 0), "candidate": excluded.get("candidate", 0)},
             "entries_over_exact_limit": record.get("over_exact_limit", 0),
         }
+
+    _HEADLINE_MEASURES = ("Exact", "Ent_type", "Partial", "Strict")
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """``pairs`` and, per measure M, ``M/Precision``, ``M/Recall``, ``M/F1``: the entry's
+        sums of the per-pair values (an entry's exact sum that is not a float is rounded to
+        the nearest float here)."""
+        cols: dict[str, Any] = {"pairs": record.get("pairs", 0)}
+        blocks = record.get("blocks", {}).get("Total_scores", {})
+        for m in self._HEADLINE_MEASURES:
+            stats = blocks.get(m)
+            for i, name in enumerate(("Precision", "Recall", "F1")):
+                value = stats[7 + i] if stats else 0
+                cols[f"{m}/{name}"] = float(value) if isinstance(value, ExactSum) else value
+        return cols
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``webnlg2020.Total_scores.M.{Precision,Recall,F1}`` for M = Exact, Ent_type,
+        Partial, Strict: mean over the triple pairs (NaN when a resample has no pair)."""
+        return {f"webnlg2020.Total_scores.{m}.{name}": headline_ratio(sums, f"{m}/{name}", "pairs", math.nan)
+                for m in self._HEADLINE_MEASURES for name in ("Precision", "Recall", "F1")}
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines = ["webnlg2020 (official WebNLG+ 2020 Text-to-RDF scorer; P/R/F1 are means over triple pairs)",
@@ -5567,6 +5830,444 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+# ======================================================================================
+# Statistics: bootstrap confidence intervals and paired significance
+# ======================================================================================
+#
+# Pure numpy on report dicts. For every system: its per-entry family statistics
+# (per_entry[i].stats, records_from_json) -> each family's headline columns -> one float64
+# matrix X (n entries x k columns), split into exactly summable slices
+# (headline_slices). A resample is a vector of counts w (how often each entry is drawn,
+# sum n), so its column sums are w @ X; R resamples are W @ X (W: R x n), computed in
+# blocks of RESAMPLE_BLOCK rows (memory O(block * n)), and the headline metrics come from
+# the families' ``headlines`` on those sums: the same arithmetic as the point estimate.
+#
+#   bootstrap (Efron & Tibshirani 1993, ch. 13): entries drawn with replacement (within
+#     each stratum when a family names strata: text2kgbench's ontology), B resamples; the
+#     95% interval is the percentile interval of the B replicate values.
+#   paired bootstrap of a difference (Koehn 2004): the same resamples for both systems,
+#     delta_b = m(system, w_b) - m(baseline, w_b), percentile interval of the delta_b.
+#   paired approximate randomisation (Noreen 1989; Riezler & Maxwell 2005; Dror et al.
+#     2018): swap the two systems' statistics of each entry with probability 1/2, R trials,
+#     p = (c + 1) / (R + 1), c = #{|delta*| >= |delta|} (Phipson & Smyth 2010).
+#   Holm (1979) step-down adjustment across the headline metrics of one system pair.
+
+#: Confidence level of the percentile intervals.
+CONFIDENCE = 0.95
+
+#: A difference with p (Holm-adjusted under ``correction="holm"``) below this is marked.
+SIGNIFICANCE_LEVEL = 0.05
+
+#: Defaults of the command line: resamples, randomisation trials, seed.
+DEFAULT_BOOTSTRAP = 1000
+DEFAULT_TRIALS = 10_000
+DEFAULT_SEED = 12345
+
+#: Resamples / trials drawn and summed per block. Fixed (not sized to memory), because the
+#: random stream is drawn block by block: the same seed gives the same numbers everywhere.
+RESAMPLE_BLOCK = 256
+
+#: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
+#: that are equal in exact arithmetic may differ by a few float roundings; 1e-9 relative is
+#: far above that and far below any difference a write-up reports.
+AR_TOLERANCE = 1e-9
+
+#: Multiple-comparison corrections of :func:`compare_systems` (None: none).
+CORRECTIONS: tuple[str, ...] = ("holm",)
+
+
+@dataclass
+class HeadlineData:
+    """The headline columns of several systems over the same entries, ready to sum.
+
+    ``names``: column names (sorted); ``layout``: per column, the indices of its slices
+    in the sliced matrices; ``sliced``: per system, an (n, k') float64 matrix (k' slices);
+    ``strata``: per entry, the index of its stratum; ``strata_names``: those strata (None =
+    the whole sample)."""
+
+    names: list[str]
+    layout: list[list[int]]
+    sliced: list[np.ndarray]
+    strata: np.ndarray
+    strata_names: list[str | None]
+
+    @property
+    def n(self) -> int:
+        return len(self.strata)
+
+    def sums(self, parts: np.ndarray) -> HeadlineSums:
+        """Sliced sums of shape (R, k') -> :class:`HeadlineSums` (column name -> slice sums)."""
+        return HeadlineSums({name: tuple(parts[:, j] for j in idx) for name, idx in zip(self.names, self.layout)},
+                            parts.shape[0])
+
+
+def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
+                  families: Sequence[MetricFamily]) -> HeadlineData:
+    """Build :class:`HeadlineData` from per-entry records: ``records[s][i]`` maps family
+    name -> the record of entry i of system s (all systems: the same n entries). Strata are
+    the families' :meth:`MetricFamily.headline_strata` of the first system's records (they
+    depend on the gold side only). Raises ValueError on a column value that is not a finite
+    number."""
+    per_system: list[list[dict[str, Any]]] = []
+    names: set[str] = set()
+    for system in records:
+        rows = []
+        for entry in system:
+            cols: dict[str, Any] = {}
+            for family in families:
+                if family.name in entry:
+                    cols.update(family.headline_columns(entry[family.name]))
+            names.update(cols)
+            rows.append(cols)
+        per_system.append(rows)
+    ordered = sorted(names)
+    n = len(per_system[0]) if per_system else 0
+    matrices = []
+    for rows in per_system:
+        x = np.zeros((n, len(ordered)))
+        index = {name: j for j, name in enumerate(ordered)}
+        for i, cols in enumerate(rows):
+            for name, value in cols.items():
+                x[i, index[name]] = float(value)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("a headline column holds a value that is not a finite number")
+        matrices.append(x)
+    layout: list[list[int]] = []
+    pieces: list[list[np.ndarray]] = [[] for _ in matrices]
+    width = 0
+    for j in range(len(ordered)):
+        columns = [m[:, j] for m in matrices]
+        integral = all(np.array_equal(c, np.round(c)) and (not len(c) or np.max(np.abs(c)) < 2.0 ** 40)
+                       for c in columns)
+        slices = headline_slices(columns, integral)
+        layout.append(list(range(width, width + len(slices[0]))))
+        width += len(slices[0])
+        for s, sl in enumerate(slices):
+            pieces[s].extend(sl)
+    sliced = [np.column_stack(p) if p else np.zeros((n, 0)) for p in pieces]
+    labels: list[str | None] = []
+    for entry in (records[0] if records else ()):
+        found = [family.headline_strata(entry[family.name]) for family in families if family.name in entry]
+        found = [f for f in found if f is not None]
+        labels.append("|".join(found) if found else None)
+    strata_names = sorted(set(labels), key=lambda v: (v is not None, v or ""))
+    position = {name: k for k, name in enumerate(strata_names)}
+    return HeadlineData(ordered, layout, sliced, np.array([position[v] for v in labels], dtype=np.int64),
+                        strata_names)
+
+
+def resample_counts(rng: np.random.Generator, strata: np.ndarray, size: int) -> np.ndarray:
+    """``size`` bootstrap resamples of n entries as a count matrix W (size x n, float64):
+    ``W[b, i]`` = how often entry i is drawn in resample b. Within each stratum s of
+    ``n_s`` entries, ``n_s`` draws uniformly with replacement (``rng.integers``), so every
+    row sums to n and each stratum keeps its size (Efron & Tibshirani 1993, sec. 6.2;
+    stratified: Davison & Hinkley 1997, sec. 3.2)."""
+    n = len(strata)
+    w = np.zeros((size, n))
+    for s in np.unique(strata):
+        members = np.flatnonzero(strata == s)
+        m = len(members)
+        draws = rng.integers(0, m, size=(size, m))
+        counts = np.bincount((draws + (np.arange(size) * m)[:, None]).ravel(), minlength=size * m)
+        w[:, members] = counts.reshape(size, m)
+    return w
+
+
+def swap_masks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """``size`` x n float64 matrix of independent fair coin flips (1.0 = swap the two
+    systems' statistics of that entry), drawn as random bytes (``rng.integers`` on uint8)
+    and unpacked bit by bit."""
+    packed = rng.integers(0, 256, size=(size, (n + 7) // 8), dtype=np.uint8)
+    return np.unpackbits(packed, axis=1, count=n).astype(np.float64)
+
+
+def headline_values(families: Sequence[MetricFamily], sums: HeadlineSums) -> dict[str, np.ndarray]:
+    """Every family's :meth:`MetricFamily.headlines` on the same sums, in family order."""
+    out: dict[str, np.ndarray] = {}
+    for family in families:
+        out.update(family.headlines(sums))
+    return out
+
+
+def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[list[float] | None, int]:
+    """Percentile bootstrap interval of replicate values (Efron & Tibshirani 1993, sec. 13.3).
+
+    ``[q(a), q(1 - a)]`` with a = (1 - confidence) / 2, q the sample quantile of numpy's
+    default ``method="linear"`` (Hyndman & Fan 1996 type 7: position h = (B - 1) p,
+    linear interpolation between the order statistics around h; for B = 1000 and 95% the
+    interval runs from 0.025 of the way between the 25th and 26th smallest replicate to
+    0.975 of the way between the 975th and 976th). NaN replicates (an N/A macro value)
+    are left out. Returns (interval or None when every replicate is NaN, number of NaN
+    replicates).
+    """
+    finite = values[~np.isnan(values)]
+    na = int(len(values) - len(finite))
+    if not len(finite):
+        return None, na
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(finite, [a, 1 - a], method="linear")
+    return [float(lo), float(hi)], na
+
+
+def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's (1979) step-down adjusted p-values of one family of m tests (None = no test,
+    not counted in m): with p_(1) <= ... <= p_(m), p~_(i) = max_{j <= i} min(1, (m - j + 1)
+    p_(j)). Rejecting where p~ < alpha controls the family-wise error rate at alpha under any
+    dependence between the tests. Ties keep their input order."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m = len(tested)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], bootstrap: int,
+                         seed: int) -> list[dict[str, np.ndarray]]:
+    """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
+    path -> array shape (bootstrap,). Resamples come from ``Generator(PCG64(seed))`` in
+    blocks of :data:`RESAMPLE_BLOCK` (:func:`resample_counts`); the sums of a block are
+    ``W @ X`` (exact, see :func:`headline_slices`)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    parts = [np.zeros((bootstrap, x.shape[1])) for x in data.sliced]
+    for start in range(0, bootstrap, RESAMPLE_BLOCK):
+        size = min(RESAMPLE_BLOCK, bootstrap - start)
+        w = resample_counts(rng, data.strata, size)
+        for s, x in enumerate(data.sliced):
+            parts[s][start:start + size] = w @ x
+    return [headline_values(families, data.sums(p)) for p in parts]
+
+
+def randomization_deltas(data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
+                         trials: int, seed: int) -> dict[str, np.ndarray]:
+    """Paired approximate randomisation: delta* = m(system*) - m(baseline*) for ``trials``
+    random swaps (:func:`swap_masks`, ``Generator(PCG64(seed).jumped())``: the same swaps
+    for every pair of systems, independent of the bootstrap stream). With S the swap
+    matrix and D = X_baseline - X_system (slice by slice, exact), system* sums = 1'X_system
+    + S D and baseline* sums = 1'X_baseline - S D. Returns path -> array shape (trials,)."""
+    rng = np.random.Generator(np.random.PCG64(seed).jumped())
+    xs, xb = data.sliced[system], data.sliced[baseline]
+    d = xb - xs
+    moving = np.flatnonzero(np.any(d != 0, axis=0))  # columns equal in both systems do not move
+    ds = d[:, moving]
+    base_s, base_b = xs.sum(axis=0), xb.sum(axis=0)  # exact: see headline_slices
+    sys_parts = np.repeat(base_s[None, :], trials, axis=0)
+    bas_parts = np.repeat(base_b[None, :], trials, axis=0)
+    for start in range(0, trials, RESAMPLE_BLOCK):
+        size = min(RESAMPLE_BLOCK, trials - start)
+        moved = swap_masks(rng, data.n, size) @ ds
+        sys_parts[start:start + size, moving] += moved
+        bas_parts[start:start + size, moving] -= moved
+    m_sys = headline_values(families, data.sums(sys_parts))
+    m_bas = headline_values(families, data.sums(bas_parts))
+    return {path: m_sys[path] - m_bas[path] for path in m_sys}
+
+
+def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | None, int]:
+    """Two-sided p-value of paired approximate randomisation: ``(c + 1) / (R + 1)`` with c the
+    trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)`` (Phipson & Smyth 2010: never 0,
+    exact-size test). Trials whose delta* is NaN (an N/A macro value) are left out of R.
+    Returns (p, number of NaN trials); p is None when no trial is left or ``observed`` is NaN."""
+    finite = deltas[~np.isnan(deltas)]
+    na = int(len(deltas) - len(finite))
+    if not len(finite) or math.isnan(observed):
+        return None, na
+    c = int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE)))
+    return (c + 1) / (len(finite) + 1), na
+
+
+def _section_value(report: Mapping[str, Any], family: MetricFamily, path: str) -> Any:
+    node: Any = report.get("summary" if family.key == "summary" else family.key)
+    for part in path.split(".")[1:]:
+        if not isinstance(node, Mapping) or part not in node:
+            raise KeyError(path)
+        node = node[part]
+    return node
+
+
+def _entry_key(row: Mapping[str, Any]) -> tuple:
+    return (row.get("ontology"), row.get("id"), row.get("gold_line"))
+
+
+def _entry_text(row: Mapping[str, Any]) -> str:
+    where = f"ontology {row['ontology']} " if row.get("ontology") is not None else ""
+    return f"{where}gold line {row.get('gold_line')} (id {row.get('id')!r})"
+
+
+def _system_records(name: str, report: Mapping[str, Any], families: Sequence[MetricFamily]) -> list[dict[str, Record]]:
+    rows = report.get("per_entry")
+    if not isinstance(rows, list):
+        raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed)")
+    out = []
+    for i, row in enumerate(rows):
+        stats = row.get("stats") if isinstance(row, Mapping) else None
+        if not isinstance(stats, Mapping):
+            raise InputError(f"system {name}: per_entry[{i}] has no stats (a report written before per-entry "
+                             "statistics were kept cannot be compared)")
+        for family in families:
+            if family.name not in stats:
+                raise InputError(f"system {name}: per_entry[{i}].stats lacks the {family.name} family")
+        out.append(records_from_json({f.name: stats[f.name] for f in families}))
+    return out
+
+
+def _check_same_entries(names: Sequence[str], reports: Mapping[str, Mapping[str, Any]]) -> None:
+    first = names[0]
+    reference = reports[first]["per_entry"]
+    for name in names[1:]:
+        rows = reports[name]["per_entry"]
+        for i, (a, b) in enumerate(zip(reference, rows)):
+            if _entry_key(a) != _entry_key(b):
+                raise InputError(f"system {name} does not cover the same gold entries as {first}: entry {i + 1} is "
+                                 f"{_entry_text(b)} where {first} has {_entry_text(a)}")
+        if len(rows) != len(reference):
+            i = min(len(rows), len(reference))
+            extra = reference[i] if len(reference) > i else rows[i]
+            raise InputError(f"system {name} does not cover the same gold entries as {first}: {len(rows)} entries "
+                             f"against {len(reference)}; the first unmatched one is {_entry_text(extra)}")
+
+
+def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
+                    bootstrap: int = DEFAULT_BOOTSTRAP, trials: int = DEFAULT_TRIALS,
+                    seed: int = DEFAULT_SEED, correction: str | None = None,
+                    families: Sequence[MetricFamily]) -> dict[str, Any]:
+    """Confidence intervals for every headline metric of every system, and paired tests of
+    each system against the baseline, from single-run reports (pure; deterministic: the
+    same inputs and seed give the same JSON bytes).
+
+    Args:
+        reports: system name -> its single-run report (``summary``, family sections,
+            ``per_entry`` with ``stats``), in system order. Every system must cover the same
+            gold entries, in the same order (``per_entry`` ontology / id / gold line).
+        baseline: the name of the baseline system (a key of ``reports``).
+        bootstrap: B, resamples for the percentile intervals (0: no intervals).
+        trials: R, random swaps of the randomisation test (0: no p-values).
+        seed: seeds ``np.random.Generator(PCG64(seed))`` (bootstrap) and its ``jumped()``
+            stream (randomisation).
+        correction: None (no correction for multiple comparisons) or ``"holm"`` (Holm 1979
+            across the headline metrics of one system against the baseline).
+        families: the run's metric families; those with headline numbers are compared.
+
+    Returns:
+        ``{"baseline", "bootstrap", "trials", "seed", "correction", "confidence": 0.95,
+        "metrics": {system: {path: {"estimate": x, "ci": [lo, hi], "na_resamples": k}}},
+        "notes": [...]}`` where non-baseline systems also have ``"delta"`` (estimate minus
+        the baseline's), ``"delta_ci"`` (paired bootstrap), ``"p_value"`` (paired
+        approximate randomisation), ``"p_adjusted"`` (Holm, else None) and ``"significant"``
+        (p, or p_adjusted under Holm, < 0.05). ``estimate`` is the number in the family's
+        report section; a metric that is N/A has None estimate, interval and p-value.
+
+    Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
+    (within each ontology when text2kgbench runs in directory mode) and recomputes every
+    headline from the resampled family statistics (micro values from resampled sums, macro
+    values from resampled means); intervals are percentile intervals
+    (:func:`percentile_interval`); a macro value N/A in a resample is left out of that
+    interval and counted (``na_resamples``). Differences: paired bootstrap (Koehn 2004) for
+    the interval; paired approximate randomisation (Noreen 1989; Riezler & Maxwell 2005;
+    Dror et al. 2018) for the two-sided p-value p = (c + 1) / (R + 1) (Phipson & Smyth 2010).
+    The bootstrap gives intervals only, never a p-value. Both assume the entries are
+    independent draws from the population of interest (exchangeable within a stratum)
+    and the test pairs the systems on the same gold entries; its null hypothesis is that
+    the two systems' per-entry statistics are exchangeable (which system produced them
+    makes no difference). A p-value is not the probability that the systems are equal,
+    and a difference can be significant yet too small to matter.
+
+    Raises:
+        InputError: a system without per-entry statistics, systems that do not cover the
+            same gold entries (names the system and the first differing entry), a report
+            whose section disagrees with its per-entry statistics. ValueError: unknown
+            baseline or correction, negative bootstrap / trials.
+    """
+    names = list(reports)
+    if baseline not in reports:
+        raise ValueError(f"baseline {baseline!r} is not one of the systems {names}")
+    if correction is not None and correction not in CORRECTIONS:
+        raise ValueError(f"correction must be None or one of {CORRECTIONS}, got {correction!r}")
+    if bootstrap < 0 or trials < 0:
+        raise ValueError("bootstrap and trials must be >= 0")
+    order = [baseline] + [n for n in names if n != baseline]
+    headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
+    records = [_system_records(name, reports[name], headline_families) for name in order]
+    _check_same_entries(order, reports)
+    data = headline_data(records, headline_families)
+    notes: list[str] = []
+    full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
+    owner = {path: f for f in headline_families for path in f.headlines(data.sums(data.sliced[0].sum(axis=0)[None, :]))}
+    paths = list(full[0])
+    estimates: list[dict[str, float | None]] = []
+    for name, values in zip(order, full):
+        est: dict[str, float | None] = {}
+        for path in paths:
+            try:
+                value = _section_value(reports[name], owner[path], path)
+            except KeyError:
+                raise InputError(f"system {name}: the report has no {path} (its {owner[path].name} section "
+                                 "is missing or incomplete)") from None
+            mine = float(values[path][0])
+            if value is None:
+                if not math.isnan(mine):
+                    raise InputError(f"system {name}: {path} is N/A in the report but {mine!r} from its "
+                                     "per-entry statistics")
+            elif math.isnan(mine) or abs(float(value) - mine) > 1e-9 * max(1.0, abs(mine)):
+                raise InputError(f"system {name}: {path} is {value!r} in the report but {mine!r} from its "
+                                 "per-entry statistics (a report edited, or from another version?)")
+            est[path] = None if value is None else float(value)
+        estimates.append(est)
+    boot = bootstrap_replicates(data, headline_families, bootstrap, seed) if bootstrap else None
+    metrics: dict[str, dict[str, Any]] = {}
+    for s, name in enumerate(order):
+        rows: dict[str, Any] = {}
+        for path in paths:
+            row: dict[str, Any] = {"estimate": estimates[s][path], "ci": None, "na_resamples": 0}
+            if boot is not None and estimates[s][path] is not None:
+                row["ci"], row["na_resamples"] = percentile_interval(boot[s][path])
+            elif boot is not None:
+                row["na_resamples"] = bootstrap
+            rows[path] = row
+        if s:
+            deltas = randomization_deltas(data, headline_families, s, 0, trials, seed) if trials else None
+            skipped: list[str] = []
+            raw: list[float | None] = []
+            for path in paths:
+                row = rows[path]
+                a, b = estimates[s][path], estimates[0][path]
+                row["delta"] = None if a is None or b is None else a - b
+                row["delta_ci"] = None
+                if boot is not None and row["delta"] is not None:
+                    row["delta_ci"], _ = percentile_interval(boot[s][path] - boot[0][path])
+                p = None
+                if deltas is not None and row["delta"] is not None:
+                    observed = float(full[s][path][0] - full[0][path][0])
+                    p, na = randomization_p_value(deltas[path], observed)
+                    if na:
+                        skipped.append(f"{path} {na}")
+                row["p_value"] = p
+                raw.append(p)
+            if skipped:
+                notes.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
+                             + ", ".join(skipped))
+            adjusted = holm_adjust(raw) if correction == "holm" else [None] * len(raw)
+            for path, p, q in zip(paths, raw, adjusted):
+                rows[path]["p_adjusted"] = q
+                decisive = q if correction == "holm" else p
+                rows[path]["significant"] = decisive is not None and decisive < SIGNIFICANCE_LEVEL
+        metrics[name] = rows
+    strata = [s for s in data.strata_names if s is not None]
+    notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
+                 f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata else "")
+                 + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
+    if len(order) > 1:
+        notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
+                     f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)")
+        notes.append("significant: p < 0.05 "
+                     + ("after Holm's correction across the headline metrics of each system against the baseline"
+                        if correction == "holm" else "with no correction for multiple comparisons"))
+    return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
+            "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
 
 
 # ======================================================================================
