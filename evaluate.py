@@ -7251,20 +7251,6 @@ class EmbeddingSimilarity(Similarity):
 # Command line: run configuration, file and directory runs, main
 # ======================================================================================
 
-#: ``--bootstrap`` when systems are compared and it is not given (a single system gets no
-#: intervals unless it is given).
-DEFAULT_BOOTSTRAP = 1000
-
-#: ``--trials``: paired approximate-randomisation trials per metric.
-DEFAULT_TRIALS = 10_000
-
-#: ``--seed``: the seed of the resamples and trials when none is given (sacreBLEU's default too).
-DEFAULT_SEED = 12345
-
-#: ``--correction`` choices: no multiple-comparison correction, or Holm's step-down method.
-CORRECTIONS = ("none", "holm")
-
-
 def _unit_interval(text: str) -> float:
     try:
         value = float(text)
@@ -7406,7 +7392,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS})")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
-    cmp.add_argument("--correction", choices=CORRECTIONS,
+    cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
                      help="multiple-comparison correction of the p-values: none (default) or holm")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
@@ -8182,28 +8168,33 @@ def _read_saved_report(path: Path) -> dict[str, Any]:
     return data
 
 
-def saved_systems(paths: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def saved_systems(paths: Sequence[Path], names: Sequence[str] = ()) -> tuple[dict[str, dict[str, Any]],
+                                                                           dict[str, str]]:
     """The systems of the ``--compare`` reports, in order: a single-run report is one system
-    (named by :func:`system_names` over those files; a ``comparison`` block it holds is left
-    out), a report of several systems adds each of its ``systems`` under its saved name.
-    Returns (name -> single-run report, name -> where it came from, for messages).
-    InputError when two systems get the same name (use ``--name``)."""
+    (as it was written; a ``comparison`` block it holds is left out), a report of several
+    systems adds each of its ``systems``. Names: ``names`` (``--name``, one per system) when
+    given, else a single-run report's name comes from :func:`system_names` over those
+    files and a system of a several-systems report keeps its saved name. Returns (name ->
+    single-run report, name -> where it came from, for messages). InputError when two
+    systems get the same name."""
     data = [_read_saved_report(p) for p in paths]
     singles = [p for p, d in zip(paths, data) if "systems" not in d]
-    stems = dict(zip(singles, system_names(singles))) if singles else {}
-    pairs: list[tuple[str, dict[str, Any], str]] = []
+    stems = dict(zip(singles, system_names(singles))) if singles and not names else {}
+    found: list[tuple[str, dict[str, Any], str]] = []
     for path, report in zip(paths, data):
         if "systems" in report:
-            pairs += [(name, sub, f"{path} (system {name})") for name, sub in report["systems"].items()]
+            found += [(name, sub, f"{path} (system {name})") for name, sub in report["systems"].items()]
         else:
-            pairs.append((stems[path], {k: v for k, v in report.items() if k != "comparison"}, str(path)))
-    names = [n for n, _, _ in pairs]
-    repeated = [n for n, k in Counter(names).items() if k > 1]
+            found.append((stems.get(path, ""), {k: v for k, v in report.items() if k != "comparison"}, str(path)))
+    if names:
+        _check_names(names, len(found), f"{len(found)} in the --compare reports")
+        found = [(name, report, where) for name, (_, report, where) in zip(names, found)]
+    repeated = [n for n, k in Counter(n for n, _, _ in found).items() if k > 1]
     if repeated:
-        where = [w for n, _, w in pairs if n == repeated[0]]
+        where = [w for n, _, w in found if n == repeated[0]]
         raise InputError(f"--compare: two systems are named {repeated[0]!r} ({', '.join(where)}): give --name "
                          "once per system to name them apart")
-    return {n: r for n, r, _ in pairs}, {n: w for n, _, w in pairs}
+    return {n: r for n, r, _ in found}, {n: w for n, _, w in found}
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -8216,17 +8207,13 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _entry_keys(report: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    return [(row.get("ontology"), row.get("id"), row.get("gold_line")) for row in report.get("per_entry", [])]
-
-
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
-    """Refuse systems that cannot be compared entry by entry, naming the system (and its
-    origin) and the difference (InputError): a report without ``summary.config`` or without
-    ``per_entry`` statistics; no separate gold input (a combined file); a gold or
-    relations/ontology input (SHA-256) other than the baseline's; a configuration other
-    than the baseline's (every ``summary.config`` key, the prediction files aside); other
-    gold entries (ids and lines). Returns notices (:func:`notice`) for what is allowed but
+    """Refuse systems whose numbers were not made alike, naming the system (and its origin)
+    and the difference (InputError): a report without ``summary.config``; no separate gold
+    input (a combined file); a gold or relations/ontology input (SHA-256) other than the
+    baseline's; a configuration other than the baseline's (every ``summary.config`` key, the
+    prediction files aside). (:func:`compare_systems` refuses missing per-entry statistics
+    and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), and a system with gold
     entries that have no prediction (``missing_predictions``, scored as a single run
     scores them: empty)."""
@@ -8237,12 +8224,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     for name in names:
         report, where = systems[name], f"system {name} ({origins[name]})"
         summary = report.get("summary", {})
-        rows = report.get("per_entry")
         if "config" not in summary:
             raise InputError(f"{where}: the report has no summary.config (written by an older version): rescore it")
-        if not isinstance(rows, list) or any("stats" not in row for row in rows):
-            raise InputError(f"{where}: the report has no per-entry statistics (per_entry[].stats), which the "
-                             "intervals and tests resample: rescore it with a full report")
         gold = (summary.get("inputs") or {}).get("gold")
         if not gold:
             raise InputError(f"{where}: no separate gold input (a combined file): systems are compared on one "
@@ -8267,9 +8250,6 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         if flat_base.get(tool) != flat.get(tool):
             notices.append(notice("tool_version", f"{name} was scored by {PRODUCT} {flat.get(tool)}, the baseline "
                                   f"{base} by {flat_base.get(tool)} (same configuration otherwise)"))
-        if _entry_keys(report) != _entry_keys(systems[base]):
-            raise InputError(f"{where}: its per_entry rows are other gold entries (ids, lines) than the "
-                             f"baseline {base}'s ({len(rows)} vs {len(systems[base]['per_entry'])} entries)")
     for name in names:
         missing = systems[name]["summary"].get("parse_status", {}).get("missing", 0)
         if missing:
@@ -8284,7 +8264,7 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
     report}, "comparison": {...}}``; for one system (intervals only) its single-run report
     plus ``"comparison"``. The block is :func:`compare_systems` on the systems (baseline
     first) after :func:`check_comparable`, with ``signature`` (:func:`report_signature` over
-    every system) and ``notices`` (those of :func:`check_comparable`) added."""
+    every system) added, and the notices of :func:`check_comparable` appended to its ``notes``."""
     notices = check_comparable(systems, origins)
     for item in notices:
         log.warning("note: %s", item["message"])
@@ -8293,8 +8273,8 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
     block = compare_systems(systems, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
                             seed=options.seed, correction=None if options.correction == "none" else options.correction,
                             families=families_for(base["summary"]["config"]["metric_families"]))
+    block["notes"] = [*block["notes"], *(item["message"] for item in notices)]
     block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
-    block["notices"] = [*block.get("notices", []), *notices]
     if len(names) == 1:
         return {**base, "comparison": block}
     return {"systems": dict(systems), "comparison": block}
@@ -8350,7 +8330,7 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     base = block["baseline"]
     paths = list(dict.fromkeys(path for name in names for path in metrics[name]))
     width = max([len("metric"), *map(len, paths)])
-    lines = [f"comparison of {len(names)} system(s), baseline {base}: {block['bootstrap']} bootstrap resamples "
+    lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: {block['bootstrap']} bootstrap resamples "
              f"(percentile {round(100 * block.get('confidence', 0.95))}% intervals)"
              + (f", {block['trials']} approximate-randomisation trials" if len(names) > 1 else "")
              + f", seed {block['seed']}", ""]
@@ -8362,35 +8342,26 @@ def format_comparison(block: Mapping[str, Any]) -> str:
         lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
     holm = block.get("correction") == "holm"
     for name in names[1:]:
-        lines += ["", f"{name} - {base}" + ("                  delta [95% interval]         p   Holm p" if holm
-                                             else "                  delta [95% interval]         p")]
-        for path in paths:
-            m = metrics[name].get(path)
-            if m is None:
-                continue
-            row = f"  {path:<{width}}  {_format_cell(m['delta'], m['delta_ci'], signed=True):>30}"
-            row += f"  {_format_p(m['p_value'])}" + (f"  {_format_p(m.get('p_adjusted'))}" if holm else "")
-            lines.append(row + ("  *" if m.get("significant") else ""))
-    if len(names) > 1:
-        lines.append("")
-        lines.append("* p < 0.05, two-sided paired approximate randomisation against the baseline "
-                     + ("(Holm-adjusted over the metrics and systems of this table)" if holm else
-                        "(no correction for multiple comparisons; --correction holm applies one)"))
+        rows = [(path, _format_cell(m["delta"], m["delta_ci"], signed=True), _format_p(m["p_value"]),
+                 _format_p(m.get("p_adjusted")), "*" if m.get("significant") else "")
+                for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
+        cell = max([len("delta [95% interval]"), *(len(r[1]) for r in rows)])
+        header = [f"{name + ' - ' + base:<{width}}", f"{'delta [95% interval]':>{cell}}", f"{'p':>8}"]
+        lines += ["", "  ".join(header + ([f"{'Holm p':>8}"] if holm else []))]
+        for path, delta, p, q, mark in rows:
+            lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", p, *([q] if holm else []), mark]).rstrip())
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
           if metrics[n][p].get("na_resamples")]
     if na:
         lines.append("n/a resamples left out of an interval: "
                      + "; ".join(f"{n} {p} {k}" for n, p, k in na[:SUMMARY_NOTICES_SHOWN]))
-    for item in block.get("notices", []):
-        lines.append(f"note: {item['message']}" if isinstance(item, Mapping) else f"note: {item}")
-    for item in block.get("notes", []):
-        lines.append(f"note: {item['message']}" if isinstance(item, Mapping) else f"note: {item}")
+    lines += ["", *(("* " if "significant:" in note else "") + note for note in block.get("notes", []))]
     lines += ["", f"signature: {block['signature']}"]
     return "\n".join(lines)
 
 
 def _format_p(p: float | None) -> str:
-    return "     n/a" if p is None else f"{p:8.4f}"
+    return f"{'n/a':>8}" if p is None else f"{p:8.4f}"
 
 
 def format_text(report: Mapping[str, Any], titles: Mapping[str, str]) -> str:
@@ -8481,11 +8452,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     """``--compare REPORT...``: compare saved reports without rescoring (:func:`saved_systems`,
     then :func:`build_comparison`); the same layout, table, intervals and tests as scoring
     the systems in one run."""
-    systems, origins = saved_systems(config.compare)
-    if config.names:
-        _check_names(config.names, len(systems), f"{len(systems)} in the --compare reports")
-        systems = dict(zip(config.names, systems.values()))
-        origins = dict(zip(config.names, origins.values()))
+    systems, origins = saved_systems(config.compare, config.names)
     if len(systems) < 2 and config.bootstrap is None:
         raise InputError(f"--compare: {len(systems)} system in {', '.join(map(str, config.compare))}: give two or "
                          "more, or --bootstrap N for the intervals of one")
