@@ -8428,10 +8428,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     names = list(config.names) if config.names else system_names(config.preds)
     _check_names(names, len(config.preds), f"--pred given {len(config.preds)} times")
     configs = [dataclasses.replace(config, pred=p) for p in config.preds]
-    kinds = {pred: _check_input_paths(c) for pred, c in zip(config.preds, configs)}
-    if len(set(kinds.values())) > 1:
-        raise InputError("--pred: give every system as a file, or every system as a directory run, not both "
-                         f"({', '.join(f'{p} is a ' + ('directory' if d else 'file') for p, d in kinds.items())})")
+    for system in configs:  # files and directory runs do not mix: a file's --gold is a file
+        _check_input_paths(system)
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))

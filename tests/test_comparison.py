@@ -1,0 +1,360 @@
+"""Command line, several systems: repeated ``--pred`` (one run scores every system),
+``--compare`` (saved reports), ``--bootstrap`` on a single run, system names, the
+reproducibility signature, and the refusals (issue #10 items 1, 4, 9, 10).
+
+The statistics themselves (intervals, p-values) are tested in test_statistics.py; here the
+command line is checked: each system's numbers are exactly its own run's, the layout, the
+names, the signature and what is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_main
+from helpers import ROOT, load_report, write_jsonl
+
+import evaluate as ev
+
+BASE = ROOT / "predictions" / "base.jsonl"
+FINETUNED = ROOT / "predictions" / "finetuned.jsonl"
+GOLD = ROOT / "gold" / "gold.jsonl"
+
+#: Small resampling settings (the statistics are tested elsewhere); every run here is lexical.
+FAST = ("--bootstrap", "200", "--trials", "500")
+
+
+def cli(*args, cwd: Path = ROOT) -> tuple[int, str, str]:
+    rc, out, err = run_main(*args, "--no-embeddings" if "--compare" not in args else "--quiet", cwd=cwd)
+    return rc, out, err
+
+
+def single(tmp_path: Path, pred: Path, name: str, *extra: str) -> dict:
+    report = tmp_path / f"{name}.json"
+    rc, out, err = cli("--pred", pred, "--gold", GOLD, "--report", report, *extra)
+    assert rc == 0, err
+    return load_report(report)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """Single runs of base and finetuned, and the two-system run of both (default options)."""
+    tmp = tmp_path_factory.mktemp("systems")
+    out = {"base": single(tmp, BASE, "base"), "finetuned": single(tmp, FINETUNED, "finetuned")}
+    both = tmp / "both.json"
+    rc, text, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--report", both)
+    assert rc == 0, err
+    out.update(both=load_report(both), both_path=both, text=text, dir=tmp)
+    return out
+
+
+# ------------------------------------------------------------------ one run, several systems
+
+
+def test_each_system_inside_a_comparison_is_exactly_its_single_run_report(runs):
+    both = runs["both"]
+    assert list(both) == ["systems", "comparison"]
+    assert list(both["systems"]) == ["base", "finetuned"]
+    # the whole single-run report, every key (summary with inputs, config and signature,
+    # every family section, per_entry with stats): nothing in it is specific to the run
+    assert both["systems"]["base"] == runs["base"]
+    assert both["systems"]["finetuned"] == runs["finetuned"]
+
+
+def test_comparison_block_layout_and_estimates(runs):
+    block = runs["both"]["comparison"]
+    assert (block["baseline"], block["bootstrap"], block["trials"], block["seed"], block["correction"]) == \
+        ("base", ev.DEFAULT_BOOTSTRAP, ev.DEFAULT_TRIALS, ev.DEFAULT_SEED, None)
+    assert list(block["metrics"]) == ["base", "finetuned"]
+    base, fine = block["metrics"]["base"], block["metrics"]["finetuned"]
+    # estimates are the numbers of each system's own report
+    assert base["hgr.micro.entity_f1"]["estimate"] == runs["base"]["summary"]["micro"]["entity_f1"]
+    assert fine["hgr.macro.composite"]["estimate"] == runs["finetuned"]["summary"]["macro"]["composite"]
+    assert fine["strict.micro.f1"]["estimate"] == runs["finetuned"]["strict"]["micro"]["f1"]
+    assert "delta" not in base["hgr.macro.composite"]
+    row = fine["hgr.macro.composite"]
+    assert row["delta"] == row["estimate"] - base["hgr.macro.composite"]["estimate"]
+    assert set(row) >= {"estimate", "ci", "na_resamples", "delta", "delta_ci", "p_value", "p_adjusted", "significant"}
+    assert row["ci"][0] <= row["estimate"] <= row["ci"][1]
+
+
+def test_text_prints_each_summary_and_signature_then_the_comparison(runs):
+    text, both = runs["text"], runs["both"]
+    assert text.count("kg-triplet-eval 0.1.0  ") == 2
+    assert f"base: {BASE} vs {GOLD}" in text and f"finetuned: {FINETUNED} vs {GOLD}" in text
+    for name in ("base", "finetuned"):
+        assert f"signature: {both['systems'][name]['summary']['signature']}" in text
+    comparison = text[text.index("comparison of 2 systems, baseline base"):]
+    assert "finetuned - base" in comparison and "hgr.macro.composite" in comparison
+    assert comparison.rstrip().splitlines()[-3] == f"signature: {both['comparison']['signature']}"
+    assert "no correction for multiple comparisons" in comparison
+
+
+def test_same_seed_gives_byte_identical_reports_and_another_seed_other_intervals(tmp_path):
+    paths = [tmp_path / f"{k}.json" for k in ("a", "b", "c")]
+    for path, seed in zip(paths, ("12345", "12345", "7")):
+        rc, _, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *FAST, "--seed", seed,
+                         "--correction", "holm", "--report", path)
+        assert rc == 0, err
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    a, c = load_report(paths[0])["comparison"], load_report(paths[2])["comparison"]
+    assert a["metrics"] != c["metrics"] and a["signature"] != c["signature"]
+    assert a["correction"] == "holm"
+    assert a["metrics"]["finetuned"]["hgr.macro.composite"]["p_adjusted"] is not None
+
+
+def test_a_system_missing_entries_is_scored_as_its_single_run_scores_it(tmp_path):
+    rows = [json.loads(x) for x in FINETUNED.read_text(encoding="utf-8").splitlines() if x.strip()]
+    partial = write_jsonl(tmp_path / "partial.jsonl", rows[:-3])  # the last 3 gold ids have no line
+    alone = single(tmp_path, partial, "alone")
+    assert alone["summary"]["parse_status"]["missing"] == 3
+    rc, _, err = cli("--pred", BASE, "--pred", partial, "--gold", GOLD, *FAST, "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    both = load_report(tmp_path / "r.json")
+    assert both["systems"]["partial"] == alone
+    assert any("partial: 3 gold entries have no prediction" in n for n in both["comparison"]["notes"])
+
+
+# ------------------------------------------------------------------ --compare: saved reports
+
+
+def test_compare_of_saved_reports_equals_the_live_comparison(runs, tmp_path):
+    d = runs["dir"]
+    out = tmp_path / "cmp.json"
+    rc, text, err = cli("--compare", d / "base.json", d / "finetuned.json", "--report", out)
+    assert rc == 0, err
+    saved = load_report(out)
+    assert saved["comparison"] == runs["both"]["comparison"]
+    assert out.read_bytes() == runs["both_path"].read_bytes()  # the whole report, byte for byte
+    assert "comparison of 2 systems, baseline base" in text
+
+
+def test_compare_accepts_a_report_of_several_systems(runs, tmp_path):
+    out = tmp_path / "again.json"
+    rc, _, err = cli("--compare", runs["both_path"], "--report", out)
+    assert rc == 0, err
+    assert out.read_bytes() == runs["both_path"].read_bytes()
+    # with --name, one per system across every report, in order
+    rc, _, err = cli("--compare", runs["both_path"], runs["dir"] / "finetuned.json", "--name", "b", "--name", "f",
+                     "--name", "f2", "--report", out)
+    assert rc == 0, err
+    report = load_report(out)
+    assert list(report["systems"]) == ["b", "f", "f2"]
+    assert report["comparison"]["metrics"]["f2"]["hgr.macro.composite"]["delta"] == \
+        report["comparison"]["metrics"]["f"]["hgr.macro.composite"]["delta"]
+
+
+def test_compare_notes_another_tool_version_and_refuses_another_configuration(runs, tmp_path):
+    d = runs["dir"]
+    other = load_report(d / "finetuned.json")
+    other["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
+    (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
+    rc, out, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
+    assert rc == 0, err
+    assert "old was scored by kg-triplet-eval 0.0.9, the baseline base by 0.1.0" in out  # a note of the table
+    other["summary"]["config"]["sim_threshold"] = 0.85
+    (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
+    rc, _, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
+    assert rc == 2
+    assert "system old" in err and "another configuration" in err and "sim_threshold: 0.85 (baseline base: 0.8)" in err
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r["summary"]["inputs"]["gold"].update(sha256="0" * 64), "its gold input gold.jsonl (sha256 00000000)"),
+    (lambda r: r.pop("per_entry"), "no per_entry list"),
+    (lambda r: r["summary"]["inputs"].update(gold=None), "no separate gold input"),
+    (lambda r: r["summary"].pop("config"), "no summary.config"),
+    (lambda r: r.update(summary={"n": 1}), "not a kg-triplet-eval report"),
+])
+def test_compare_refuses_reports_that_cannot_be_compared(runs, tmp_path, change, message):
+    report = load_report(runs["dir"] / "finetuned.json")
+    change(report)
+    (tmp_path / "bad.json").write_text(json.dumps(report), encoding="utf-8")
+    rc, out, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "bad.json", "--no-report")
+    assert rc == 2 and out == ""
+    assert message in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ single run with --bootstrap
+
+
+def test_bootstrap_on_a_single_run_adds_the_comparison_block_of_one_system(runs, tmp_path):
+    report = single(tmp_path, BASE, "one", "--bootstrap", "300", "--seed", "3")
+    assert list(report)[:-1] == list(runs["base"]) and list(report)[-1] == "comparison"
+    block = report["comparison"]
+    assert list(block["metrics"]) == ["base"] and block["baseline"] == "base" and block["bootstrap"] == 300
+    assert "delta" not in block["metrics"]["base"]["hgr.macro.composite"]
+    sig = report["summary"]["signature"]
+    assert block["signature"] == sig and "|boot:300|seed:3|" in sig and "trials" not in sig
+    assert runs["base"]["summary"]["signature"].count("|boot:none|") == 1
+    # the rest of the report is the run without --bootstrap
+    without = {k: v for k, v in report.items() if k != "comparison"}
+    without["summary"] = {k: v for k, v in without["summary"].items() if k != "signature"}
+    plain = {**runs["base"], "summary": {k: v for k, v in runs["base"]["summary"].items() if k != "signature"}}
+    assert without == plain
+
+
+# ------------------------------------------------------------------ names
+
+
+def test_default_names_are_stems_made_unique_by_the_shortest_distinguishing_path():
+    P = Path
+    assert ev.system_names([P("runs/qwen/pred.jsonl"), P("runs/llama/pred.jsonl")]) == ["qwen/pred", "llama/pred"]
+    assert ev.system_names([P("x/base.jsonl"), P("y/finetuned.jsonl")]) == ["base", "finetuned"]
+    # only the colliding ones grow, each as far as needed
+    assert ev.system_names([P("a/x/pred.jsonl"), P("b/x/pred.jsonl"), P("a/y/pred.jsonl"), P("c.jsonl")]) == \
+        ["a/x/pred", "b/x/pred", "y/pred", "c"]
+    assert ev.system_names([P("a.jsonl"), P("a.json")]) == ["a.jsonl", "a.json"]
+    with pytest.raises(ev.InputError, match="the same file is given twice"):
+        ev.system_names([P("a.jsonl"), P("./a.jsonl")])
+
+
+def test_names_from_repeated_stems_and_from_name(tmp_path):
+    for sub in ("qwen", "llama"):
+        (tmp_path / "runs" / sub).mkdir(parents=True)
+        shutil.copyfile(BASE if sub == "qwen" else FINETUNED, tmp_path / "runs" / sub / "pred.jsonl")
+    gold = shutil.copyfile(GOLD, tmp_path / "gold.jsonl")
+    rc, out, err = cli("--pred", "runs/qwen/pred.jsonl", "--pred", "runs/llama/pred.jsonl", "--gold", gold, *FAST,
+                       cwd=tmp_path)
+    assert rc == 0, err
+    # the default report path joins the names ('/' becomes '_')
+    report = load_report(tmp_path / "reports" / "qwen_pred-vs-llama_pred.json")
+    assert list(report["systems"]) == ["qwen/pred", "llama/pred"]
+    assert "report written to reports/qwen_pred-vs-llama_pred.json" in out
+    # the same command again may overwrite its own report; another pair under that name may not
+    assert cli("--pred", "runs/qwen/pred.jsonl", "--pred", "runs/llama/pred.jsonl", "--gold", gold, *FAST,
+               cwd=tmp_path)[0] == 0
+    rc, _, err = cli("--pred", "runs/qwen/pred.jsonl", "--pred", "runs/llama/pred.jsonl", "--gold", gold, *FAST,
+                     "--name", "qwen", "--name", "llama", "--no-report", cwd=tmp_path)
+    assert rc == 0, err
+    shutil.copyfile(BASE, tmp_path / "runs" / "qwen" / "other.jsonl")
+    rc, _, err = cli("--pred", "runs/qwen/other.jsonl", "--pred", "runs/llama/pred.jsonl", "--gold", gold,
+                     "--name", "qwen/pred", "--name", "llama/pred", *FAST, cwd=tmp_path)
+    assert rc == 2 and "exists and is the report of" in err
+
+
+# ------------------------------------------------------------------ refusals
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "a"], "--name given 1 times for 2 systems"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "a", "--name", "a"],
+     "--name 'a' given for 2 systems: names must differ"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "a", "--name", " b"],
+     "a system name must be non-empty"),
+    (["--pred", BASE, "--pred", BASE, "--gold", GOLD], "the same file is given twice"),
+    (["--pred", BASE, "--pred", FINETUNED], "--pred given 2 times without --gold"),
+    (["--compare", "a.json", "--pred", BASE], "--compare compares saved reports; it excludes --pred"),
+    (["--compare", "a.json", "--limit", "3"], "so --limit would change nothing"),
+    (["--compare", "a.json", "--gold", GOLD], "so --gold would change nothing"),
+    (["--compare", "a.json", "--reparse"], "so --reparse would change nothing"),
+    (["--compare", "a.json"], "--compare a.json: no such file"),
+    (["--pred", BASE, "--gold", GOLD, "--seed", "3"], "--seed applies to a comparison"),
+    (["--pred", BASE, "--gold", GOLD, "--name", "x"], "--name applies to a comparison"),
+    (["--pred", BASE, "--gold", GOLD, "--trials", "30"], "--trials applies to a comparison"),
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--correction", "holm"],
+     "--correction applies to the significance test of two or more systems"),
+    (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
+])
+def test_refusals_exit_2_naming_the_problem(tmp_path, args, message):
+    rc, out, err = run_main(*args, "--no-embeddings" if "--compare" not in args else "--quiet", cwd=tmp_path)
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err
+    assert out == "" and not (tmp_path / "reports").exists()
+
+
+def test_compare_of_one_report_needs_bootstrap(runs, tmp_path):
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--no-report")
+    assert rc == 2 and "give two or more, or --bootstrap N" in err
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--bootstrap", "50", cwd=tmp_path)
+    assert rc == 0, err
+    report = load_report(tmp_path / "reports" / "base-intervals.json")
+    assert report["comparison"]["metrics"]["base"]["hgr.macro.composite"]["ci"] is not None
+
+
+def test_help_says_which_options_exclude_each_other():
+    help_text = " ".join(ev.build_parser().format_help().split())
+    assert "the two exclude each other, and the shard/merge options of large runs exclude both" in help_text
+    for flag in ("--name", "--compare", "--bootstrap", "--trials", "--seed", "--correction"):
+        assert flag in help_text
+
+
+# ------------------------------------------------------------------ the signature
+
+
+def _signature(tmp_path: Path, *args) -> str:
+    rc, out, err = cli(*args, "--report", tmp_path / "s.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "s.json")
+    assert f"signature: {report['summary']['signature']}" in out  # printed under the summary
+    return report["summary"]["signature"]
+
+
+def test_every_number_changing_option_changes_the_signature(tmp_path):
+    vocab = tmp_path / "rel.txt"
+    vocab.write_text("\n".join(sorted(ev.SPEC_RELATIONS)[:-1]) + "\n", encoding="utf-8")
+    gold2 = tmp_path / "gold2.jsonl"
+    gold2.write_bytes(GOLD.read_bytes() + b"\n")  # same entries, other bytes: another input hash
+    base = ("--pred", BASE, "--gold", GOLD)
+    variants = {
+        "plain": base,
+        "limit": (*base, "--limit", "5"),
+        "reparse": (*base, "--reparse"),
+        "metrics": (*base, "--metrics", "hgr"),
+        "schema": (*base, "--schema", "hgr"),
+        "threshold": (*base, "--embedding-threshold", "0.85"),
+        "threshold-close": (*base, "--embedding-threshold", "0.8000001"),
+        "accept": (*base, "--align-accept", "0.6"),
+        "relations": (*base, "--relations", vocab),
+        "duplicate-ids": (*base, "--duplicate-ids", "first"),
+        "skip-bad-gold": (*base, "--skip-bad-gold"),
+        "join": (*base, "--join", "id"),
+        "pred-field": (*base, "--pred-field", "output"),
+        "gold-field": (*base, "--gold-field", "triplets"),
+        "pred": ("--pred", FINETUNED, "--gold", GOLD),
+        "gold": ("--pred", BASE, "--gold", gold2),
+        "bootstrap": (*base, "--bootstrap", "50"),
+        "bootstrap-seed": (*base, "--bootstrap", "50", "--seed", "1"),
+        "bootstrap-more": (*base, "--bootstrap", "60"),
+    }
+    signatures = {name: _signature(tmp_path, *args) for name, args in variants.items()}
+    assert len(set(signatures.values())) == len(signatures), signatures
+    # the same command twice: the same signature
+    assert _signature(tmp_path, *base) == signatures["plain"]
+    plain = signatures["plain"]
+    assert plain.startswith("fam:hgr+strict+per-relation|schema:auto|sim:lexical|thr:0.8|accept:0.5|")
+    assert f"|pred:{ev._sha256_file(BASE)[:8]}|gold:{ev._sha256_file(GOLD)[:8]}|boot:none|" in plain
+    assert plain.endswith(f"|version:{ev.__version__}")
+
+
+def test_comparison_signature_names_every_system_and_the_test_settings(runs):
+    sig = runs["both"]["comparison"]["signature"]
+    hashes = "+".join(ev._sha256_file(p)[:8] for p in (BASE, FINETUNED))
+    assert f"|pred:{hashes}|gold:{ev._sha256_file(GOLD)[:8]}|boot:1000|trials:10000|seed:12345|corr:none|" in sig
+
+
+def test_model_files_hash_is_in_the_config_and_the_signature():
+    # the short hash is the one the model id carries (ModelStore.fingerprint_dir, computed at load)
+    assert ev._model_files_hash("BAAI/bge-small-en-v1.5@0123456789ab") == "0123456789ab"
+    assert ev._model_files_hash("minilm@unhashed") is None  # sentence-transformers could not fingerprint it
+    assert ev._model_files_hash("x@000000000000") is None  # fastembed gave no model directory
+    assert ev._model_files_hash(None) is None  # lexical
+
+    class FakeEmbeddingSimilarity(ev.Similarity):
+        backend, model, model_id = "fastembed", "/models/minilm", "minilm@0123456789ab"
+
+    config = ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), FakeEmbeddingSimilarity(), None)
+    assert config["similarity"]["model_files_hash"] == "0123456789ab"
+    settings, versions = ev.config_signature(config)
+    assert "sim:fastembed:minilm@0123456789ab" in settings and "vocab:none" in settings
+    assert any(v.startswith("fastembed:") for v in versions)
+    other = {**config, "similarity": {**config["similarity"], "model_id": "minilm@ba9876543210"}}
+    assert ev.config_signature(other)[0] != settings
+
+
+def test_a_config_key_added_later_is_in_the_signature():
+    config = ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), ev.Similarity(), None)
+    assert "sweep:yes" in ev.config_signature({**config, "sweep": True})[0]
+    assert 'new:{"a":[1,2]}' in ev.config_signature({**config, "new": {"a": [1, 2]}})[0]
