@@ -46,7 +46,9 @@ cache at the edge, the command line last). Sections, in file order (search for t
                                                SentenceTransformersBackend (offline),
                                                EmbeddingCache (SQLite), Embedder,
                                                EmbeddingSimilarity
-    Command line                               RunConfig, summary.config, run, main
+    Command line                               RunConfig, summary.config, the signature,
+                                               several systems (repeated --pred,
+                                               --compare), run, main
 
 A metric family turns each scored entry into a record of additive statistics, merges
 records exactly (any split, any order: same bytes) and finishes the merged record into
@@ -128,7 +130,10 @@ __all__ = [
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "run_directory", "RunOutcome", "run", "Terminated", "main",
+    "evaluate_files", "run_directory", "RunOutcome", "ComparisonOptions", "comparison_options",
+    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "check_comparable",
+    "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
+    "run", "Terminated", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).

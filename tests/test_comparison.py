@@ -358,3 +358,51 @@ def test_a_config_key_added_later_is_in_the_signature():
     config = ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), ev.Similarity(), None)
     assert "sweep:yes" in ev.config_signature({**config, "sweep": True})[0]
     assert 'new:{"a":[1,2]}' in ev.config_signature({**config, "new": {"a": [1, 2]}})[0]
+
+
+# ------------------------------------------------------------------ directory runs as systems
+
+
+def test_directory_runs_are_systems_too(tmp_path):
+    """Two Text2KGBench-style runs (two ontologies, two sentences each) on the same ground
+    truth: each system is its own directory run, and the comparison pairs the entries."""
+    onto = {"concepts": [{"qid": "P", "label": "Person"}],
+            "relations": [{"pid": "b", "label": "birthPlace"}]}
+    gt, on = tmp_path / "gt", tmp_path / "onto"
+    runs = {"good": tmp_path / "good" / "resp", "bad": tmp_path / "bad" / "resp"}
+    for d in (gt, on, *runs.values()):
+        d.mkdir(parents=True)
+    for key in ("1_a", "2_b"):
+        write_jsonl(gt / f"ont_{key}_ground_truth.jsonl", [
+            {"id": f"{key}_{i}", "sent": f"A{i} B.", "triples": [{"sub": f"A{i}", "rel": "birthPlace", "obj": "B"}]}
+            for i in (1, 2)])
+        (on / f"{key}_ontology.json").write_text(json.dumps(onto), encoding="utf-8")
+        for name, folder in runs.items():
+            write_jsonl(folder / f"{key}_model.jsonl", [
+                {"id": f"{key}_{i}", "triples": [[f"A{i}", "birthPlace", "B" if name == "good" else "Z"]]}
+                for i in (1, 2)])
+    common = ("--gold", gt, "--ontology", on, "--metrics", "strict")
+    alone = tmp_path / "good.json"
+    assert cli("--pred", runs["good"], *common, "--report", alone)[0] == 0
+    rc, out, err = cli("--pred", runs["good"], "--pred", runs["bad"], *common, *FAST, "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    assert list(report["systems"]) == ["good/resp", "bad/resp"]  # both folders are named resp
+    assert report["systems"]["good/resp"] == load_report(alone)
+    row = report["comparison"]["metrics"]["bad/resp"]["strict.micro.f1"]
+    # good: 4 of 4 triples right (F1 1); bad: 0 of 4 (F1 0)
+    assert (row["estimate"], row["delta"]) == (0.0, -1.0)
+
+
+# ------------------------------------------------------------------ README stays true
+
+
+def test_readme_comparison_example_is_what_the_command_prints(runs):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Comparing models for a write-up"):]
+    example = section[section.index("```\ncomparison of"):].split("```")[1]
+    shown = [ln for ln in example.strip().splitlines()
+             if ln.strip() and ln != "..." and not ln.startswith(("signature:", "report written"))]
+    printed = runs["text"].splitlines()
+    missing = [ln for ln in shown if ln not in printed]
+    assert not missing, missing  # the rows shown are the real output (the signature's versions vary)
