@@ -7915,6 +7915,18 @@ def _recorded_pred_paths(path: Path) -> list[str | None] | None:
 STDOUT_REPORT = Path("-")
 
 
+def _refuse_unnamed_default(preds: Sequence[Path]) -> str:
+    """The default report path is named after ``--pred``: refused (InputError) when one is not
+    a regular file or directory (a pipe has no meaningful name). Returns the options the
+    user has instead, for the messages of the default path."""
+    options = "give --report PATH, --report - (the report on stdout) or --no-report"
+    for pred in preds:
+        if pred.exists() and not (pred.is_file() or pred.is_dir()):
+            raise InputError(f"--pred {pred}: not a regular file (a pipe or stream?), so it has no name for the "
+                             f"default report path; {options}")
+    return options
+
+
 def _report_path(config: RunConfig) -> Path | None:
     """Where the report goes: ``--report`` (:data:`STDOUT_REPORT` for ``-``), None with
     ``--no-report``, else ``reports/<pred stem>.json``. The default is refused (InputError
@@ -7927,10 +7939,7 @@ def _report_path(config: RunConfig) -> Path | None:
     if config.report is not None:
         return config.report
     assert config.pred is not None
-    options = "give --report PATH, --report - (the report on stdout) or --no-report"
-    if config.pred.exists() and not (config.pred.is_file() or config.pred.is_dir()):
-        raise InputError(f"--pred {config.pred}: not a regular file (a pipe or stream?), so it has no name for the "
-                         f"default report path; {options}")
+    options = _refuse_unnamed_default(config.preds or (config.pred,))
     path = Path("reports") / f"{config.pred.stem}.json"
     if path.exists():
         recorded = _recorded_pred_paths(path)
@@ -8007,16 +8016,25 @@ def _short_hash(info: Mapping[str, Any] | None) -> str:
     return info["sha256"][:8] if info and info.get("sha256") else "none"
 
 
+#: A string written unquoted in a signature (a letter first, no ``|``, ``:`` or spaces).
+_PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9._/@+#-]*")
+
+
 def _compact(value: Any) -> str:
-    """A config value in a signature: strings as they are, None as "none", booleans as
-    yes/no, numbers by ``repr`` (never rounded: 0.8 and 0.805 differ), the rest as compact JSON."""
+    """A config value in a signature: None as "none", booleans as yes/no, numbers by ``repr``
+    (never rounded: 0.8 and 0.8000001 differ), a plain word as it is (``auto``, ``output``),
+    any other string and every other value as compact JSON (so a field named "none" or
+    "0.8" never reads like None or a number)."""
     if value is None:
         return "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (str, int, float)):
-        return str(value) if isinstance(value, str) else repr(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str) and value not in ("none", "yes", "no") and _PLAIN_WORD.fullmatch(value):
+        return value
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
 
 
 #: ``summary.config`` keys written under a shorter name in the signature (every other key
@@ -8108,7 +8126,8 @@ def sign_report(report: dict[str, Any], options: ComparisonOptions | None = None
 
 def system_names(paths: Sequence[Path]) -> list[str]:
     """Default system names: the file stems (``runs/qwen/pred.jsonl`` -> ``pred``), and where
-    stems repeat, the shortest ending of the resolved path that tells them apart, with ``/``
+    stems repeat, the shortest ending of the absolute path (as given: a link is not
+    followed, so a pipe ``/dev/fd/63`` is ``63``) that tells them apart, with ``/``
     between folders (``runs/qwen/pred.jsonl``, ``runs/llama/pred.jsonl`` -> ``qwen/pred``,
     ``llama/pred``; a system whose stem is unique keeps its stem). Files that differ only in
     their suffix keep it (``a.jsonl``, ``a.json`` -> ``a.jsonl``, ``a.json``).
@@ -8117,7 +8136,7 @@ def system_names(paths: Sequence[Path]) -> list[str]:
         InputError: the same file twice (nothing tells them apart: give ``--name``).
     """
     for last in ("stem", "name"):
-        parts = [(*p.resolve().parent.parts[1:], getattr(p, last)) for p in paths]
+        parts = [(*Path(os.path.abspath(p)).parent.parts[1:], getattr(p, last)) for p in paths]
         depth = [1] * len(parts)
         while True:
             names = ["/".join(part[-d:]) for part, d in zip(parts, depth)]
@@ -8138,7 +8157,8 @@ def _check_names(names: Sequence[str], n_systems: int, what: str) -> None:
     """``--name`` values: one per system, non-empty, no control characters or surrounding
     spaces, no two alike; InputError naming the problem otherwise."""
     if len(names) != n_systems:
-        raise InputError(f"--name given {len(names)} times for {n_systems} systems ({what}): give it once per "
+        raise InputError(f"--name given {len(names)} times for {n_systems} system{'s' if n_systems != 1 else ''} "
+                         f"({what}): give it once per "
                          "system, in the same order, or not at all (names then come from the file stems)")
     for name in names:
         if not name.strip() or name != name.strip() or any(unicodedata.category(c)[0] == "C" for c in name):
@@ -8215,7 +8235,7 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
     and the difference (InputError): a report without ``summary.config``; no separate gold
-    input (a combined file); a gold or relations/ontology input (SHA-256) other than the
+    input (a combined file, when there are several systems); a gold or relations/ontology input (SHA-256) other than the
     baseline's; a configuration other than the baseline's (every ``summary.config`` key, the
     prediction files aside). (:func:`compare_systems` refuses missing per-entry statistics
     and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
@@ -8231,8 +8251,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         summary = report.get("summary", {})
         if "config" not in summary:
             raise InputError(f"{where}: the report has no summary.config (written by an older version): rescore it")
-        gold = (summary.get("inputs") or {}).get("gold")
-        if not gold:
+        if len(names) > 1 and not (summary.get("inputs") or {}).get("gold"):
             raise InputError(f"{where}: no separate gold input (a combined file): systems are compared on one "
                              "gold file given with --gold")
         flat = _flat(summary["config"])
@@ -8301,6 +8320,7 @@ def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Se
         return None
     if config.report is not None:
         return config.report
+    options = _refuse_unnamed_default(config.preds)
     safe = [re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names]
     stem = "-vs-".join(safe) if len(safe) > 1 else f"{safe[0]}-intervals"
     if len(stem) > _REPORT_NAME_MAX:
@@ -8311,8 +8331,7 @@ def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Se
         previous = _recorded_pred_paths(path)
         if previous != list(pred_paths):
             was = f"the report of {', '.join(map(str, previous))}" if previous else f"not a {PRODUCT} report"
-            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: give "
-                             "--report PATH, --report - (the report on stdout) or --no-report")
+            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
     return path
 
 
@@ -8497,9 +8516,9 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     _log_embedding_stats(similarity)
     title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
     if options is not None:  # --bootstrap: the intervals of this one system
-        name = config.names[0] if config.names else system_names([config.pred])[0]
-        _check_names([name], 1, "one --pred")
-        report = build_comparison({name: report}, options, {name: str(config.pred)})
+        names = list(config.names) or system_names([config.pred])
+        _check_names(names, 1, "one --pred")
+        report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(report, format_text(report, {"": title}), report_path, outcome)
 
 

@@ -196,6 +196,20 @@ def test_bootstrap_on_a_single_run_adds_the_comparison_block_of_one_system(runs,
     assert without == plain
 
 
+def test_bootstrap_on_a_combined_file(tmp_path):
+    gold = [json.loads(x) for x in GOLD.read_text(encoding="utf-8").splitlines() if x.strip()]
+    preds = {r["id"]: r for r in map(json.loads, FINETUNED.read_text(encoding="utf-8").splitlines())}
+    combined = write_jsonl(tmp_path / "combined.jsonl", [
+        {"id": g["id"], "prompt": g["prompt"], "gold_parsed": g["triplets"], "pred_raw": preds[g["id"]]["output"]}
+        for g in gold])
+    rc, _, err = cli("--pred", combined, "--bootstrap", "100", "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    assert report["summary"]["inputs"]["gold"] is None
+    assert report["comparison"]["metrics"]["combined"]["hgr.macro.composite"]["estimate"] == \
+        report["summary"]["macro"]["composite"]
+
+
 # ------------------------------------------------------------------ names
 
 
@@ -254,6 +268,8 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     (["--pred", BASE, "--gold", GOLD, "--seed", "3"], "--seed applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--name", "x"], "--name applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--trials", "30"], "--trials applies to a comparison"),
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--name", "a", "--name", "b"],
+     "--name given 2 times for 1 system (one --pred)"),
     (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--correction", "holm"],
      "--correction applies to the significance test of two or more systems"),
     (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
@@ -352,6 +368,14 @@ def test_model_files_hash_is_in_the_config_and_the_signature():
     assert any(v.startswith("fastembed:") for v in versions)
     other = {**config, "similarity": {**config["similarity"], "model_id": "minilm@ba9876543210"}}
     assert ev.config_signature(other)[0] != settings
+
+
+def test_signature_values_cannot_be_mistaken_for_one_another():
+    config = ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), ev.Similarity(), None)
+    values = [None, "none", True, "yes", 0.8, "0.8", 5, "5", "a b", "a|b", "output"]
+    items = [ev.config_signature({**config, "pred_field": v})[0] for v in values]
+    assert len({tuple(i) for i in items}) == len(values)
+    assert "pred-field:output" in items[-1] and 'pred-field:"none"' in items[1]
 
 
 def test_a_config_key_added_later_is_in_the_signature():
