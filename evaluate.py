@@ -2474,6 +2474,13 @@ def _veltkamp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, a - hi
 
 
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's error-free sum: ``s + err == a + b`` exactly."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
 def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dekker's error-free product: ``p + e == a * b`` exactly (no overflow assumed)."""
     p = a * b
@@ -2488,11 +2495,13 @@ def headline_ratio(sums: Mapping[str, np.ndarray], numerator: str, denominator: 
     denominator (a count: an integer-valued column) is 0 (0.0 for the method's
     ``safe_ratio``, NaN for a macro mean that is N/A).
 
-    On a :class:`HeadlineSums` the quotient of the exact numerator sum is rounded once (one
-    Newton correction of the float quotient with Dekker's exact product: q = q0 + (S - q0*d)/d),
-    which equals :func:`exact_mean` / ``float(Fraction)`` except when the exact quotient
-    lies within about 2**-100 of a rounding boundary; a constant column gives its constant
-    back exactly. On a plain mapping it is a float division.
+    On a :class:`HeadlineSums` the quotient of the exact numerator sum S is rounded once:
+    q = q0 + r / d with q0 = fl(S) / d and the residual r = S - q0 d computed in doubled
+    precision (Dekker's exact product, then the cascaded error-free sum "Sum2" of Ogita,
+    Rump & Oishi 2005 over the slices of S and -q0 d). That equals :func:`exact_mean` /
+    ``float(Fraction)`` except when the exact quotient lies within about 2**-100 (relative)
+    of a rounding boundary; a constant column gives its constant back exactly. On a plain
+    mapping it is a float division.
     """
     den = headline_column(sums, denominator)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -2500,11 +2509,11 @@ def headline_ratio(sums: Mapping[str, np.ndarray], numerator: str, denominator: 
             parts = sums.parts[numerator]
             q0 = sums[numerator] / den
             p, e = _two_product(q0, den)
-            residual = parts[0] - p
-            residual = residual + (parts[1] - e)
-            for part in parts[2:]:
-                residual = residual + part
-            q = q0 + residual / den
+            residual, carry = _two_sum(parts[0], -p)
+            for term in (*parts[1:], -e):
+                residual, err = _two_sum(residual, term)
+                carry = carry + err
+            q = q0 + (residual + carry) / den
         else:
             q = headline_column(sums, numerator) / den
     return np.where(den != 0, q, empty)
@@ -2517,9 +2526,10 @@ def headline_f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     return np.where(precision + recall != 0, f1, 0.0)
 
 
-#: Slices of a float column (see :func:`headline_slices`): grid steps 2**(e - 26 k).
+#: Slices of a float column (see :func:`headline_slices`): grid steps 2**(e - 26 k), at
+#: most _MAX_SLICES of them.
 _SLICE_BITS = 26
-_SLICES = 3
+_MAX_SLICES = 12
 
 
 def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[np.ndarray]]:
@@ -2527,24 +2537,29 @@ def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[
     whose weighted sums are exact in float64 arithmetic, in any summation order.
 
     An integer-valued column below 2**40 is its own single slice. A float column with
-    largest magnitude < 2**e becomes x = s1 + s2 + s3 with s1 on the grid 2**(e-26), s2 on
-    the grid 2**(e-52) (|s2| <= 2**(e-27)) and s3 the rest (|s3| <= 2**(e-53)); every
-    value of magnitude >= 2**(e-26) leaves s3 on the grid 2**(e-78), so each slice has at
-    most 27 significant bits and its sum with integer weights summing to n < 2**26 is
-    exact (every partial sum is a representable multiple of the grid). Values more than
-    2**26 times smaller than the column's largest leave bits below that grid in s3, which
-    is then summed with ordinary float rounding (an error below 2**-100 of the column's
-    scale). Returns, per system, the list of slice arrays.
+    largest magnitude < 2**e and smallest unit in the last place 2**u (over its nonzero
+    values) becomes x = s1 + ... + sK, K = ceil((e - u) / 26) (at least 2, at most 12),
+    with s_j on the grid 2**(e - 26 j) and |s_j| <= 2**(e - 26 (j - 1) - 1), the last slice
+    the rest, on the grid 2**u: so every slice value is a multiple of its grid with at most
+    27 significant bits, and its sum with integer weights summing to n < 2**25 is exact
+    (every partial sum is a representable multiple of the grid), whatever the order of the
+    additions (BLAS blocking, threads). Only a column spanning more than 12 * 26 = 312
+    binary orders of magnitude leaves its last slice to ordinary float rounding. Returns,
+    per system, the list of slice arrays.
     """
     if integral:
         return [[np.asarray(c, dtype=np.float64)] for c in columns]
-    top = max((float(np.max(np.abs(c))) for c in columns if len(c)), default=0.0)
+    values = [np.abs(np.asarray(c, dtype=np.float64)) for c in columns]
+    top = max((float(np.max(v)) for v in values if len(v)), default=0.0)
+    low = min((float(np.min(v[v > 0])) for v in values if np.any(v > 0)), default=0.0)
     e = math.frexp(top)[1] if top else 0
+    u = math.frexp(low)[1] - 53 if low else e
+    count = min(_MAX_SLICES, max(2, -(-(e - u) // _SLICE_BITS)))
     out = []
     for c in columns:
         rest = np.asarray(c, dtype=np.float64)
         slices = []
-        for k in range(1, _SLICES):
+        for k in range(1, count):
             scale = math.ldexp(1.0, _SLICE_BITS * k - e)
             s = np.round(rest * scale) / scale
             slices.append(s)
@@ -3713,6 +3728,8 @@ class Text2KGBenchFamily(MetricFamily):
         digits, within 1e-15 relative)."""
         groups = sorted((name[:-len("/sentences")] for name in sums if name.endswith("/sentences")),
                         key=Text2KGBench.key_order)
+        if not groups:
+            return {}
         if groups == [""]:
             return {f"text2kgbench.averages.{k}": headline_ratio(sums, f"/{k}", "/sentences", math.nan)
                     for k in T2KG_METRIC_KEYS}
