@@ -2401,12 +2401,15 @@ _JSON_LEAVES = frozenset({int, float, str, bool, type(None)})
 
 def _stat_from_json(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _stat_from_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _NUMBER_LEAVES else _stat_from_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_stat_from_json(v) for v in value]
+        return [v if type(v) in _NUMBER_LEAVES else _stat_from_json(v) for v in value]
     if isinstance(value, str) and re.fullmatch(r"-?\d+/\d+", value):
         return ExactSum.of(Fraction(value))
     return value
+
+
+_NUMBER_LEAVES = frozenset({int, float})
 
 
 def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
@@ -5941,13 +5944,11 @@ def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
         per_system.append(rows)
     ordered = sorted(names)
     n = len(per_system[0]) if per_system else 0
+    zeros = [0] * len(ordered)
     matrices = []
     for rows in per_system:
-        x = np.zeros((n, len(ordered)))
-        index = {name: j for j, name in enumerate(ordered)}
-        for i, cols in enumerate(rows):
-            for name, value in cols.items():
-                x[i, index[name]] = float(value)
+        x = np.array([[v if type(v) in _NUMBER_LEAVES else float(v) for v in map(cols.get, ordered, zeros)]
+                      for cols in rows], dtype=np.float64).reshape(n, len(ordered))
         if not np.all(np.isfinite(x)):
             raise ValueError("a headline column holds a value that is not a finite number")
         matrices.append(x)

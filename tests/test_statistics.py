@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import ROOT, SHARED_DATA, T, entry, run
+from helpers import NLTK_DATA, ROOT, SHARED_DATA, T, entry, load_report, run, run_cli
 
 import evaluate as ev
 
@@ -431,3 +431,79 @@ def test_swapping_baseline_and_system_negates_delta_and_keeps_p(rows, seed):
         assert ba[path]["p_adjusted"] == ab[path]["p_adjusted"], path
         assert ba[path]["delta_ci"] == pytest.approx([-ab[path]["delta_ci"][1], -ab[path]["delta_ci"][0]],
                                                      abs=1e-12), path
+
+
+# ---------------------------------------------------------------- benchmark families on the shared data
+
+T2KG = SHARED_DATA / "text2kgbench" / "data" / "dbpedia_webnlg"
+WEBNLG = SHARED_DATA / "webnlg2020"
+
+
+def _need_shared(path: Path, what: str) -> None:
+    if not path.exists():
+        pytest.skip(f"{what} not available at {path} (shared test data is not shipped)")
+    if not NLTK_DATA.is_dir():
+        pytest.skip(f"NLTK data not available at {NLTK_DATA}")
+
+
+def _cli_report(tmp_path: Path, name: str, *args) -> dict:
+    out = tmp_path / f"{name}.json"
+    proc = run_cli(*args, "--no-embeddings", "--quiet", "--report", out, env={"NLTK_DATA": str(NLTK_DATA)})
+    assert proc.returncode == 0, proc.stderr
+    return load_report(out)
+
+
+def _check_comparison(report: dict, names, tol: float) -> dict:
+    families = headline_families(names)
+    values = full_sample_headlines(report, families)
+    for path, value in values.items():
+        want = section_value(report, path)
+        if want is None:
+            assert math.isnan(value), path
+        else:
+            assert value == pytest.approx(want, rel=tol, abs=0), path
+    out = ev.compare_systems({"s": report}, baseline="s", bootstrap=1000, trials=0, seed=4, correction=None,
+                             families=ev.families_for(names))
+    for path, row in out["metrics"]["s"].items():
+        if row["estimate"] is not None:
+            assert row["ci"][0] <= row["estimate"] <= row["ci"][1], path
+    return out
+
+
+def test_text2kgbench_directory_mode_resamples_within_each_ontology(tmp_path):
+    _need_shared(T2KG, "shared Text2KGBench data")
+    dirs = {k: tmp_path / k for k in ("pred", "gold", "onto")}
+    for d in dirs.values():
+        d.mkdir()
+    keys = ("1_university", "3_airport", "9_astronaut")
+    for key in keys:
+        (dirs["gold"] / f"ont_{key}_ground_truth.jsonl").symlink_to(T2KG / "ground_truth" / f"ont_{key}_ground_truth.jsonl")
+        (dirs["onto"] / f"{key}_ontology.json").symlink_to(T2KG / "ontologies" / f"{key}_ontology.json")
+        resp = next((T2KG / "baselines" / "Vicuna-13B" / "llm_responses").glob(f"{key}_*.jsonl"))
+        (dirs["pred"] / resp.name).symlink_to(resp)
+    names = ("hgr", "strict", "text2kgbench")
+    report = _cli_report(tmp_path, "t2kg", "--pred", dirs["pred"], "--gold", dirs["gold"], "--ontology",
+                         dirs["onto"], "--metrics", ",".join(names))
+    # global row: the mean of per-ontology averages each rounded once, then a float mean
+    # (the section's is exact): equal within 1e-15 relative
+    out = _check_comparison(report, names, 1e-15)
+    assert [p for p in out["metrics"]["s"] if p.startswith("text2kgbench.")] == [
+        f"text2kgbench.global_as_script.{k}" for k in ev.T2KG_METRIC_KEYS]
+    assert any("within each of 3 strata" in n for n in out["notes"])
+    families = headline_families(names)
+    data = ev.headline_data([entry_records(report, families)], families)
+    assert data.strata_names == list(keys)
+    sizes = np.bincount(data.strata)
+    w = ev.resample_counts(np.random.Generator(np.random.PCG64(0)), data.strata, 50)
+    for s, size in enumerate(sizes):  # each ontology keeps its number of sentences in every resample
+        assert np.all(w[:, data.strata == s].sum(axis=1) == size)
+
+
+def test_webnlg2020_headlines_on_the_shared_data(tmp_path):
+    _need_shared(WEBNLG, "shared WebNLG+ 2020 data")
+    names = ("hgr", "strict", "webnlg2020")
+    report = _cli_report(tmp_path, "web", "--pred", WEBNLG / "amazon_unseen_entities.jsonl", "--gold",
+                         WEBNLG / "refs_unseen_entities.jsonl", "--metrics", ",".join(names))
+    # an entry's exact P/R/F1 sum that is not a float is rounded once per entry: within 1e-15
+    out = _check_comparison(report, names, 1e-15)
+    assert sum(p.startswith("webnlg2020.Total_scores.") for p in out["metrics"]["s"]) == 12
