@@ -121,6 +121,7 @@ __all__ = [
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
+    "RESAMPLE_BLOCK_CELLS",
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
     "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_deltas",
     "randomization_p_value", "compare_systems",
@@ -5861,7 +5862,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # matrix X (n entries x k columns), split into exactly summable slices
 # (headline_slices). A resample is a vector of counts w (how often each entry is drawn,
 # sum n), so its column sums are w @ X; R resamples are W @ X (W: R x n), computed in
-# blocks of RESAMPLE_BLOCK rows (memory O(block * n)), and the headline metrics come from
+# blocks of bounded size (RESAMPLE_BLOCK_CELLS), and the headline metrics come from
 # the families' ``headlines`` on those sums: the same arithmetic as the point estimate.
 #
 #   bootstrap (Efron & Tibshirani 1993, ch. 13): entries drawn with replacement (within
@@ -5873,6 +5874,18 @@ def write_json_atomic(path: Path, data: Any) -> None:
 #     2018): swap the two systems' statistics of each entry with probability 1/2, R trials,
 #     p = (c + 1) / (R + 1), c = #{|delta*| >= |delta|} (Phipson & Smyth 2010).
 #   Holm (1979) step-down adjustment across the headline metrics of one system pair.
+#
+# References: B. Efron, R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall
+# 1993. P. Koehn, Statistical Significance Tests for Machine Translation Evaluation, EMNLP
+# 2004. E. W. Noreen, Computer-Intensive Methods for Testing Hypotheses, Wiley 1989.
+# S. Riezler, J. T. Maxwell, On Some Pitfalls in Automatic Evaluation and Significance
+# Testing for MT, ACL workshop 2005. R. Dror, G. Baumer, S. Shlomov, R. Reichart, The
+# Hitchhiker's Guide to Testing Statistical Significance in NLP, ACL 2018. B. Phipson,
+# G. K. Smyth, Permutation P-values Should Never Be Zero, SAGMB 9(1) 2010. S. Holm, A
+# Simple Sequentially Rejective Multiple Test Procedure, Scand. J. Statist. 6 1979.
+# A. C. Davison, D. V. Hinkley, Bootstrap Methods and their Application, CUP 1997
+# (stratified resampling). R. J. Hyndman, Y. Fan, Sample Quantiles in Statistical Packages,
+# Am. Stat. 50 1996 (the percentile definition).
 
 #: Confidence level of the percentile intervals.
 CONFIDENCE = 0.95
@@ -5885,9 +5898,17 @@ DEFAULT_BOOTSTRAP = 1000
 DEFAULT_TRIALS = 10_000
 DEFAULT_SEED = 12345
 
-#: Resamples / trials drawn and summed per block. Fixed (not sized to memory), because the
-#: random stream is drawn block by block: the same seed gives the same numbers everywhere.
+#: Resamples / trials drawn and summed per block: at most RESAMPLE_BLOCK rows and about
+#: RESAMPLE_BLOCK_CELLS resample counts (32 MiB of float64), so memory stays bounded at any
+#: number of entries. The size depends on the number of entries only (never on the
+#: machine), because the random stream is drawn block by block: the same inputs and seed
+#: give the same numbers everywhere.
 RESAMPLE_BLOCK = 256
+RESAMPLE_BLOCK_CELLS = 1 << 22
+
+
+def _block_rows(n: int) -> int:
+    return max(1, min(RESAMPLE_BLOCK, RESAMPLE_BLOCK_CELLS // max(n, 1)))
 
 #: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
 #: that are equal in exact arithmetic may differ by a few float roundings; 1e-9 relative is
@@ -6048,12 +6069,13 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
                          seed: int) -> list[dict[str, np.ndarray]]:
     """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
     path -> array shape (bootstrap,). Resamples come from ``Generator(PCG64(seed))`` in
-    blocks of :data:`RESAMPLE_BLOCK` (:func:`resample_counts`); the sums of a block are
+    blocks (:data:`RESAMPLE_BLOCK`, :data:`RESAMPLE_BLOCK_CELLS`; :func:`resample_counts`); the sums of a block are
     ``W @ X`` (exact, see :func:`headline_slices`)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     parts = [np.zeros((bootstrap, x.shape[1])) for x in data.sliced]
-    for start in range(0, bootstrap, RESAMPLE_BLOCK):
-        size = min(RESAMPLE_BLOCK, bootstrap - start)
+    block = _block_rows(data.n)
+    for start in range(0, bootstrap, block):
+        size = min(block, bootstrap - start)
         w = resample_counts(rng, data.strata, size)
         for s, x in enumerate(data.sliced):
             parts[s][start:start + size] = w @ x
@@ -6075,8 +6097,9 @@ def randomization_deltas(data: HeadlineData, families: Sequence[MetricFamily], s
     base_s, base_b = xs.sum(axis=0), xb.sum(axis=0)  # exact: see headline_slices
     sys_parts = np.repeat(base_s[None, :], trials, axis=0)
     bas_parts = np.repeat(base_b[None, :], trials, axis=0)
-    for start in range(0, trials, RESAMPLE_BLOCK):
-        size = min(RESAMPLE_BLOCK, trials - start)
+    block = _block_rows(data.n)
+    for start in range(0, trials, block):
+        size = min(block, trials - start)
         moved = swap_masks(rng, data.n, size) @ ds
         sys_parts[start:start + size, moving] += moved
         bas_parts[start:start + size, moving] -= moved
@@ -6275,12 +6298,17 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 rows[path]["significant"] = decisive is not None and decisive < SIGNIFICANCE_LEVEL
         metrics[name] = rows
     strata = [s for s in data.strata_names if s is not None]
-    notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
-                 f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata else "")
-                 + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
+    if bootstrap:
+        notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
+                     f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata
+                                            else "")
+                     + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
+    else:
+        notes.append("no confidence intervals (bootstrap 0)")
     if len(order) > 1:
         notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
-                     f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)")
+                     + (f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
+                        if trials else "no p-values (trials 0)"))
         notes.append("significant: p < 0.05 "
                      + ("after Holm's correction across the headline metrics of each system against the baseline"
                         if correction == "holm" else "with no correction for multiple comparisons"))
