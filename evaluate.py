@@ -5945,12 +5945,13 @@ class HeadlineData:
 
 
 def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
-                  families: Sequence[MetricFamily]) -> HeadlineData:
+                  families: Sequence[MetricFamily], strata: Sequence[str | None] | None = None) -> HeadlineData:
     """Build :class:`HeadlineData` from per-entry records: ``records[s][i]`` maps family
-    name -> the record of entry i of system s (all systems: the same n entries). Strata are
-    the families' :meth:`MetricFamily.headline_strata` of the first system's records (they
-    depend on the gold side only). Raises ValueError on a column value that is not a finite
-    number."""
+    name -> the record of entry i of system s (all systems: the same n entries). An entry's
+    stratum is what the families' :meth:`MetricFamily.headline_strata` say for the first
+    system's record (it depends on the gold side only), else ``strata[i]`` when given (the
+    report row's ontology in directory mode), else None (the whole sample). Raises
+    ValueError on a column value that is not a finite number."""
     per_system: list[list[dict[str, Any]]] = []
     names: set[str] = set()
     for system in records:
@@ -5987,10 +5988,10 @@ def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
             pieces[s].extend(sl)
     sliced = [np.column_stack(p) if p else np.zeros((n, 0)) for p in pieces]
     labels: list[str | None] = []
-    for entry in (records[0] if records else ()):
+    for i, entry in enumerate(records[0] if records else ()):
         found = [family.headline_strata(entry[family.name]) for family in families if family.name in entry]
         found = [f for f in found if f is not None]
-        labels.append("|".join(found) if found else None)
+        labels.append("|".join(found) if found else strata[i] if strata is not None else None)
     strata_names = sorted(set(labels), key=lambda v: (v is not None, v or ""))
     position = {name: k for k, name in enumerate(strata_names)}
     return HeadlineData(ordered, layout, sliced, np.array([position[v] for v in labels], dtype=np.int64),
@@ -6203,7 +6204,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         report section; a metric that is N/A has None estimate, interval and p-value.
 
     Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
-    (within each ontology when text2kgbench runs in directory mode) and recomputes every
+    (in directory mode within each ontology, for every family: each ontology keeps its
+    number of entries, as the benchmark fixes it) and recomputes every
     headline from the resampled family statistics (micro values from resampled sums, macro
     values from resampled means); intervals are percentile intervals
     (:func:`percentile_interval`); a macro value N/A in a resample is left out of that
@@ -6234,7 +6236,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
     records = [_system_records(name, reports[name], headline_families) for name in order]
     _check_same_entries(order, reports)
-    data = headline_data(records, headline_families)
+    data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
     notes: list[str] = []
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
     owner = {path: f for f in headline_families for path in f.headlines(data.sums(data.sliced[0].sum(axis=0)[None, :]))}

@@ -334,7 +334,20 @@ def test_every_interval_contains_its_estimate_on_the_sample_data(sample_reports)
             lo, hi = row["ci"]
             assert lo <= row["estimate"] <= hi, (system, path)
             if "delta_ci" in row:
-                assert row["delta_ci"][0] <= row["delta"] + 1e-12 and row["delta"] - 1e-12 <= row["delta_ci"][1]
+                assert row["delta_ci"][0] <= row["delta"] <= row["delta_ci"][1], (system, path)
+
+
+def test_delta_interval_is_the_paired_bootstrap_on_the_same_resamples(sample_reports):
+    families = headline_families()
+    records = [entry_records(sample_reports[n], families) for n in ("base", "finetuned")]
+    data = ev.headline_data(records, families)
+    base, fine = ev.bootstrap_replicates(data, families, 300, seed=7)
+    out = compare(sample_reports, "base", bootstrap=300, trials=0)
+    for path, row in out["metrics"]["finetuned"].items():
+        assert row["delta_ci"] == ev.percentile_interval(fine[path] - base[path])[0], path
+        assert row["ci"] == ev.percentile_interval(fine[path])[0], path
+        assert out["metrics"]["base"][path]["ci"] == ev.percentile_interval(base[path])[0], path
+        assert row["p_value"] is None
 
 
 def test_every_interval_contains_its_estimate_on_the_parity_sample():
@@ -497,6 +510,11 @@ def test_text2kgbench_directory_mode_resamples_within_each_ontology(tmp_path):
     w = ev.resample_counts(np.random.Generator(np.random.PCG64(0)), data.strata, 50)
     for s, size in enumerate(sizes):  # each ontology keeps its number of sentences in every resample
         assert np.all(w[:, data.strata == s].sum(axis=1) == size)
+    # in directory mode every family is resampled within the ontologies, text2kgbench run or not
+    alone = ev.compare_systems({"s": report}, baseline="s", bootstrap=1000, trials=0, seed=4, correction=None,
+                               families=ev.families_for(("hgr", "strict")))
+    assert any("within each of 3 strata" in n for n in alone["notes"])
+    assert alone["metrics"]["s"]["hgr.macro.composite"] == out["metrics"]["s"]["hgr.macro.composite"]
 
 
 def test_webnlg2020_headlines_on_the_shared_data(tmp_path):
