@@ -123,6 +123,7 @@ __all__ = [
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
+    "RESAMPLE_BLOCK_CELLS",
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
     "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_deltas",
     "randomization_p_value", "compare_systems",
@@ -2406,12 +2407,15 @@ _JSON_LEAVES = frozenset({int, float, str, bool, type(None)})
 
 def _stat_from_json(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _stat_from_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _NUMBER_LEAVES else _stat_from_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_stat_from_json(v) for v in value]
+        return [v if type(v) in _NUMBER_LEAVES else _stat_from_json(v) for v in value]
     if isinstance(value, str) and re.fullmatch(r"-?\d+/\d+", value):
         return ExactSum.of(Fraction(value))
     return value
+
+
+_NUMBER_LEAVES = frozenset({int, float})
 
 
 def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
@@ -2479,6 +2483,13 @@ def _veltkamp(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, a - hi
 
 
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's error-free sum: ``s + err == a + b`` exactly."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
 def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dekker's error-free product: ``p + e == a * b`` exactly (no overflow assumed)."""
     p = a * b
@@ -2493,11 +2504,13 @@ def headline_ratio(sums: Mapping[str, np.ndarray], numerator: str, denominator: 
     denominator (a count: an integer-valued column) is 0 (0.0 for the method's
     ``safe_ratio``, NaN for a macro mean that is N/A).
 
-    On a :class:`HeadlineSums` the quotient of the exact numerator sum is rounded once (one
-    Newton correction of the float quotient with Dekker's exact product: q = q0 + (S - q0*d)/d),
-    which equals :func:`exact_mean` / ``float(Fraction)`` except when the exact quotient
-    lies within about 2**-100 of a rounding boundary; a constant column gives its constant
-    back exactly. On a plain mapping it is a float division.
+    On a :class:`HeadlineSums` the quotient of the exact numerator sum S is rounded once:
+    q = q0 + r / d with q0 = fl(S) / d and the residual r = S - q0 d computed in doubled
+    precision (Dekker's exact product, then the cascaded error-free sum "Sum2" of Ogita,
+    Rump & Oishi 2005 over the slices of S and -q0 d). That equals :func:`exact_mean` /
+    ``float(Fraction)`` except when the exact quotient lies within about 2**-100 (relative)
+    of a rounding boundary; a constant column gives its constant back exactly. On a plain
+    mapping it is a float division.
     """
     den = headline_column(sums, denominator)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -2505,11 +2518,11 @@ def headline_ratio(sums: Mapping[str, np.ndarray], numerator: str, denominator: 
             parts = sums.parts[numerator]
             q0 = sums[numerator] / den
             p, e = _two_product(q0, den)
-            residual = parts[0] - p
-            residual = residual + (parts[1] - e)
-            for part in parts[2:]:
-                residual = residual + part
-            q = q0 + residual / den
+            residual, carry = _two_sum(parts[0], -p)
+            for term in (*parts[1:], -e):
+                residual, err = _two_sum(residual, term)
+                carry = carry + err
+            q = q0 + (residual + carry) / den
         else:
             q = headline_column(sums, numerator) / den
     return np.where(den != 0, q, empty)
@@ -2522,9 +2535,10 @@ def headline_f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     return np.where(precision + recall != 0, f1, 0.0)
 
 
-#: Slices of a float column (see :func:`headline_slices`): grid steps 2**(e - 26 k).
+#: Slices of a float column (see :func:`headline_slices`): grid steps 2**(e - 26 k), at
+#: most _MAX_SLICES of them.
 _SLICE_BITS = 26
-_SLICES = 3
+_MAX_SLICES = 12
 
 
 def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[np.ndarray]]:
@@ -2532,24 +2546,29 @@ def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[
     whose weighted sums are exact in float64 arithmetic, in any summation order.
 
     An integer-valued column below 2**40 is its own single slice. A float column with
-    largest magnitude < 2**e becomes x = s1 + s2 + s3 with s1 on the grid 2**(e-26), s2 on
-    the grid 2**(e-52) (|s2| <= 2**(e-27)) and s3 the rest (|s3| <= 2**(e-53)); every
-    value of magnitude >= 2**(e-26) leaves s3 on the grid 2**(e-78), so each slice has at
-    most 27 significant bits and its sum with integer weights summing to n < 2**26 is
-    exact (every partial sum is a representable multiple of the grid). Values more than
-    2**26 times smaller than the column's largest leave bits below that grid in s3, which
-    is then summed with ordinary float rounding (an error below 2**-100 of the column's
-    scale). Returns, per system, the list of slice arrays.
+    largest magnitude < 2**e and smallest unit in the last place 2**u (over its nonzero
+    values) becomes x = s1 + ... + sK, K = ceil((e - u) / 26) (at least 2, at most 12),
+    with s_j on the grid 2**(e - 26 j) and |s_j| <= 2**(e - 26 (j - 1) - 1), the last slice
+    the rest, on the grid 2**u: so every slice value is a multiple of its grid with at most
+    27 significant bits, and its sum with integer weights summing to n < 2**25 is exact
+    (every partial sum is a representable multiple of the grid), whatever the order of the
+    additions (BLAS blocking, threads). Only a column spanning more than 12 * 26 = 312
+    binary orders of magnitude leaves its last slice to ordinary float rounding. Returns,
+    per system, the list of slice arrays.
     """
     if integral:
         return [[np.asarray(c, dtype=np.float64)] for c in columns]
-    top = max((float(np.max(np.abs(c))) for c in columns if len(c)), default=0.0)
+    values = [np.abs(np.asarray(c, dtype=np.float64)) for c in columns]
+    top = max((float(np.max(v)) for v in values if len(v)), default=0.0)
+    low = min((float(np.min(v[v > 0])) for v in values if np.any(v > 0)), default=0.0)
     e = math.frexp(top)[1] if top else 0
+    u = math.frexp(low)[1] - 53 if low else e
+    count = min(_MAX_SLICES, max(2, -(-(e - u) // _SLICE_BITS)))
     out = []
     for c in columns:
         rest = np.asarray(c, dtype=np.float64)
         slices = []
-        for k in range(1, _SLICES):
+        for k in range(1, count):
             scale = math.ldexp(1.0, _SLICE_BITS * k - e)
             s = np.round(rest * scale) / scale
             slices.append(s)
@@ -3718,6 +3737,8 @@ class Text2KGBenchFamily(MetricFamily):
         digits, within 1e-15 relative)."""
         groups = sorted((name[:-len("/sentences")] for name in sums if name.endswith("/sentences")),
                         key=Text2KGBench.key_order)
+        if not groups:
+            return {}
         if groups == [""]:
             return {f"text2kgbench.averages.{k}": headline_ratio(sums, f"/{k}", "/sentences", math.nan)
                     for k in T2KG_METRIC_KEYS}
@@ -5846,7 +5867,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # matrix X (n entries x k columns), split into exactly summable slices
 # (headline_slices). A resample is a vector of counts w (how often each entry is drawn,
 # sum n), so its column sums are w @ X; R resamples are W @ X (W: R x n), computed in
-# blocks of RESAMPLE_BLOCK rows (memory O(block * n)), and the headline metrics come from
+# blocks of bounded size (RESAMPLE_BLOCK_CELLS), and the headline metrics come from
 # the families' ``headlines`` on those sums: the same arithmetic as the point estimate.
 #
 #   bootstrap (Efron & Tibshirani 1993, ch. 13): entries drawn with replacement (within
@@ -5858,6 +5879,18 @@ def write_json_atomic(path: Path, data: Any) -> None:
 #     2018): swap the two systems' statistics of each entry with probability 1/2, R trials,
 #     p = (c + 1) / (R + 1), c = #{|delta*| >= |delta|} (Phipson & Smyth 2010).
 #   Holm (1979) step-down adjustment across the headline metrics of one system pair.
+#
+# References: B. Efron, R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall
+# 1993. P. Koehn, Statistical Significance Tests for Machine Translation Evaluation, EMNLP
+# 2004. E. W. Noreen, Computer-Intensive Methods for Testing Hypotheses, Wiley 1989.
+# S. Riezler, J. T. Maxwell, On Some Pitfalls in Automatic Evaluation and Significance
+# Testing for MT, ACL workshop 2005. R. Dror, G. Baumer, S. Shlomov, R. Reichart, The
+# Hitchhiker's Guide to Testing Statistical Significance in NLP, ACL 2018. B. Phipson,
+# G. K. Smyth, Permutation P-values Should Never Be Zero, SAGMB 9(1) 2010. S. Holm, A
+# Simple Sequentially Rejective Multiple Test Procedure, Scand. J. Statist. 6 1979.
+# A. C. Davison, D. V. Hinkley, Bootstrap Methods and their Application, CUP 1997
+# (stratified resampling). R. J. Hyndman, Y. Fan, Sample Quantiles in Statistical Packages,
+# Am. Stat. 50 1996 (the percentile definition).
 
 #: Confidence level of the percentile intervals.
 CONFIDENCE = 0.95
@@ -5870,9 +5903,17 @@ DEFAULT_BOOTSTRAP = 1000
 DEFAULT_TRIALS = 10_000
 DEFAULT_SEED = 12345
 
-#: Resamples / trials drawn and summed per block. Fixed (not sized to memory), because the
-#: random stream is drawn block by block: the same seed gives the same numbers everywhere.
+#: Resamples / trials drawn and summed per block: at most RESAMPLE_BLOCK rows and about
+#: RESAMPLE_BLOCK_CELLS resample counts (32 MiB of float64), so memory stays bounded at any
+#: number of entries. The size depends on the number of entries only (never on the
+#: machine), because the random stream is drawn block by block: the same inputs and seed
+#: give the same numbers everywhere.
 RESAMPLE_BLOCK = 256
+RESAMPLE_BLOCK_CELLS = 1 << 22
+
+
+def _block_rows(n: int) -> int:
+    return max(1, min(RESAMPLE_BLOCK, RESAMPLE_BLOCK_CELLS // max(n, 1)))
 
 #: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
 #: that are equal in exact arithmetic may differ by a few float roundings; 1e-9 relative is
@@ -5909,12 +5950,13 @@ class HeadlineData:
 
 
 def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
-                  families: Sequence[MetricFamily]) -> HeadlineData:
+                  families: Sequence[MetricFamily], strata: Sequence[str | None] | None = None) -> HeadlineData:
     """Build :class:`HeadlineData` from per-entry records: ``records[s][i]`` maps family
-    name -> the record of entry i of system s (all systems: the same n entries). Strata are
-    the families' :meth:`MetricFamily.headline_strata` of the first system's records (they
-    depend on the gold side only). Raises ValueError on a column value that is not a finite
-    number."""
+    name -> the record of entry i of system s (all systems: the same n entries). An entry's
+    stratum is what the families' :meth:`MetricFamily.headline_strata` say for the first
+    system's record (it depends on the gold side only), else ``strata[i]`` when given (the
+    report row's ontology in directory mode), else None (the whole sample). Raises
+    ValueError on a column value that is not a finite number."""
     per_system: list[list[dict[str, Any]]] = []
     names: set[str] = set()
     for system in records:
@@ -5929,13 +5971,11 @@ def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
         per_system.append(rows)
     ordered = sorted(names)
     n = len(per_system[0]) if per_system else 0
+    zeros = [0] * len(ordered)
     matrices = []
     for rows in per_system:
-        x = np.zeros((n, len(ordered)))
-        index = {name: j for j, name in enumerate(ordered)}
-        for i, cols in enumerate(rows):
-            for name, value in cols.items():
-                x[i, index[name]] = float(value)
+        x = np.array([[v if type(v) in _NUMBER_LEAVES else float(v) for v in map(cols.get, ordered, zeros)]
+                      for cols in rows], dtype=np.float64).reshape(n, len(ordered))
         if not np.all(np.isfinite(x)):
             raise ValueError("a headline column holds a value that is not a finite number")
         matrices.append(x)
@@ -5953,10 +5993,10 @@ def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
             pieces[s].extend(sl)
     sliced = [np.column_stack(p) if p else np.zeros((n, 0)) for p in pieces]
     labels: list[str | None] = []
-    for entry in (records[0] if records else ()):
+    for i, entry in enumerate(records[0] if records else ()):
         found = [family.headline_strata(entry[family.name]) for family in families if family.name in entry]
         found = [f for f in found if f is not None]
-        labels.append("|".join(found) if found else None)
+        labels.append("|".join(found) if found else strata[i] if strata is not None else None)
     strata_names = sorted(set(labels), key=lambda v: (v is not None, v or ""))
     position = {name: k for k, name in enumerate(strata_names)}
     return HeadlineData(ordered, layout, sliced, np.array([position[v] for v in labels], dtype=np.int64),
@@ -6035,12 +6075,13 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
                          seed: int) -> list[dict[str, np.ndarray]]:
     """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
     path -> array shape (bootstrap,). Resamples come from ``Generator(PCG64(seed))`` in
-    blocks of :data:`RESAMPLE_BLOCK` (:func:`resample_counts`); the sums of a block are
+    blocks (:data:`RESAMPLE_BLOCK`, :data:`RESAMPLE_BLOCK_CELLS`; :func:`resample_counts`); the sums of a block are
     ``W @ X`` (exact, see :func:`headline_slices`)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     parts = [np.zeros((bootstrap, x.shape[1])) for x in data.sliced]
-    for start in range(0, bootstrap, RESAMPLE_BLOCK):
-        size = min(RESAMPLE_BLOCK, bootstrap - start)
+    block = _block_rows(data.n)
+    for start in range(0, bootstrap, block):
+        size = min(block, bootstrap - start)
         w = resample_counts(rng, data.strata, size)
         for s, x in enumerate(data.sliced):
             parts[s][start:start + size] = w @ x
@@ -6062,8 +6103,9 @@ def randomization_deltas(data: HeadlineData, families: Sequence[MetricFamily], s
     base_s, base_b = xs.sum(axis=0), xb.sum(axis=0)  # exact: see headline_slices
     sys_parts = np.repeat(base_s[None, :], trials, axis=0)
     bas_parts = np.repeat(base_b[None, :], trials, axis=0)
-    for start in range(0, trials, RESAMPLE_BLOCK):
-        size = min(RESAMPLE_BLOCK, trials - start)
+    block = _block_rows(data.n)
+    for start in range(0, trials, block):
+        size = min(block, trials - start)
         moved = swap_masks(rng, data.n, size) @ ds
         sys_parts[start:start + size, moving] += moved
         bas_parts[start:start + size, moving] -= moved
@@ -6167,7 +6209,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         report section; a metric that is N/A has None estimate, interval and p-value.
 
     Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
-    (within each ontology when text2kgbench runs in directory mode) and recomputes every
+    (in directory mode within each ontology, for every family: each ontology keeps its
+    number of entries, as the benchmark fixes it) and recomputes every
     headline from the resampled family statistics (micro values from resampled sums, macro
     values from resampled means); intervals are percentile intervals
     (:func:`percentile_interval`); a macro value N/A in a resample is left out of that
@@ -6198,7 +6241,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
     records = [_system_records(name, reports[name], headline_families) for name in order]
     _check_same_entries(order, reports)
-    data = headline_data(records, headline_families)
+    data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
     notes: list[str] = []
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
     owner = {path: f for f in headline_families for path in f.headlines(data.sums(data.sliced[0].sum(axis=0)[None, :]))}
@@ -6262,12 +6305,17 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 rows[path]["significant"] = decisive is not None and decisive < SIGNIFICANCE_LEVEL
         metrics[name] = rows
     strata = [s for s in data.strata_names if s is not None]
-    notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
-                 f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata else "")
-                 + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
+    if bootstrap:
+        notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
+                     f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata
+                                            else "")
+                     + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
+    else:
+        notes.append("no confidence intervals (bootstrap 0)")
     if len(order) > 1:
         notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
-                     f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)")
+                     + (f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
+                        if trials else "no p-values (trials 0)"))
         notes.append("significant: p < 0.05 "
                      + ("after Holm's correction across the headline metrics of each system against the baseline"
                         if correction == "holm" else "with no correction for multiple comparisons"))

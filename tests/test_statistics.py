@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ROOT, SHARED_DATA, T, entry, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from helpers import NLTK_DATA, ROOT, SHARED_DATA, T, entry, load_report, run, run_cli
 
 import evaluate as ev
 
@@ -50,3 +52,476 @@ def test_fixed_seed_gives_byte_identical_output(sample_reports):
     assert a == b
     c = json.dumps(compare(sample_reports, "base", correction="holm", seed=8), allow_nan=False)
     assert c != a
+
+
+# ---------------------------------------------------------------- helpers of this file
+
+def headline_families(names=FAMILIES) -> list:
+    return [f for f in ev.families_for(names) if type(f).headlines is not ev.MetricFamily.headlines]
+
+
+def entry_records(report: dict, families) -> list[dict]:
+    return [ev.records_from_json({f.name: row["stats"][f.name] for f in families}) for row in report["per_entry"]]
+
+
+def section_value(report: dict, path: str):
+    family, *rest = path.split(".")
+    node = report["summary" if family == "hgr" else family]
+    for part in rest:
+        node = node[part]
+    return node
+
+
+def merged_value(families, records: list[dict], counts, path: str):
+    """The metric of a resample through the families' own exact merge + finish (the
+    independent reference): entry i's record merged counts[i] times."""
+    family = next(f for f in families if path.startswith(f.name + "."))
+    total: dict = {}
+    for rec, k in zip(records, counts):
+        for _ in range(int(k)):
+            total = family.merge(total, rec[family.name])
+    section = family.finish(total)
+    node = section
+    for part in path.split(".")[1:]:
+        node = node[part]
+    return node
+
+
+def full_sample_headlines(report: dict, families) -> dict:
+    data = ev.headline_data([entry_records(report, families)], families)
+    return {p: float(v[0]) for p, v in ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :])).items()}
+
+
+# ---------------------------------------------------------------- headline protocol
+
+def test_headlines_on_the_full_sample_are_the_section_numbers_bit_for_bit(sample_reports):
+    families = headline_families()
+    for report in sample_reports.values():
+        values = full_sample_headlines(report, families)
+        # hgr: 7 micro + 8 macro; strict: 3 micro + 3 macro
+        assert len(values) == 21
+        for path, value in values.items():
+            want = section_value(report, path)
+            assert value == want, path  # micro: same float operations; macro: one rounding of the exact sum
+
+
+def test_headline_ratio_rounds_the_exact_sum_once():
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        n = int(rng.integers(1, 40))
+        x = rng.random(n) * (10.0 ** rng.integers(-3, 3))
+        if trial % 3 == 0:
+            x[:] = x[0]  # a constant column: its mean must come back exactly
+        elif trial % 7 == 0:
+            x[rng.random(n) < 0.5] *= 1e-12  # values far below the column's largest
+        w = rng.integers(0, 4, size=(5, n)).astype(float)
+        w[0] = 1
+        slices = ev.headline_slices([x], integral=False)[0]
+        parts = np.column_stack(slices)
+        sums = ev.HeadlineSums({"x": tuple((w @ parts).T), "n": (w.sum(axis=1),)}, 5)
+        got = ev.headline_ratio(sums, "x", "n", math.nan)
+        for b in range(5):
+            exact = sum((Fraction(float(v)) * int(k) for v, k in zip(x, w[b])), Fraction(0))
+            if w[b].sum():
+                assert got[b] == float(exact / int(w[b].sum())), (trial, b)
+            else:
+                assert math.isnan(got[b])
+        if trial % 3 == 0:
+            assert got[0] == x[0]
+
+
+def test_headline_slices_sum_exactly_in_any_order():
+    rng = np.random.default_rng(11)
+    x = rng.random(1000)
+    x[::3] *= 1e-9  # values 2**30 below the largest: one more slice
+    (s1, s2, s3, s4), = ev.headline_slices([x], integral=False)
+    assert sum(map(Fraction, (s1[5], s2[5], s3[5], s4[5]))) == Fraction(x[5])
+    exact = sum(map(Fraction, x), Fraction(0))
+    for order in (np.arange(1000), rng.permutation(1000), np.arange(1000)[::-1]):
+        parts = [float(np.sum(s[order])) for s in (s1, s2, s3, s4)]
+        assert sum(map(Fraction, parts), Fraction(0)) == exact  # each slice sum is exact
+
+
+def test_text2kgbench_single_file_and_webnlg2020_headlines():
+    # hand records: two sentences of one file; webnlg2020 blocks with 13 slots
+    t2kg = ev.Text2KGBenchFamily()
+    recs = [{"text2kgbench": {"groups": {"": ev.Text2KGBench.sentence_record(
+                "a", 1, dict.fromkeys(ev.T2KG_METRIC_KEYS, 0.5))}}},
+            {"text2kgbench": {"groups": {"": ev.Text2KGBench.sentence_record("b", 2, None)}}}]  # no response: 0
+    data = ev.headline_data([recs], [t2kg])
+    values = ev.headline_values([t2kg], data.sums(data.sliced[0].sum(axis=0)[None, :]))
+    # average over the 2 ground-truth sentences: (0.5 + 0) / 2
+    assert {p: float(v[0]) for p, v in values.items()} == {f"text2kgbench.averages.{k}": 0.25
+                                                          for k in ev.T2KG_METRIC_KEYS}
+    web = ev.WebNLG2020Family()
+    block = [1, 0, 0, 0, 0, 1, 1, 1.0, 0.5, 2 / 3, 1, 1, 1]
+    rec = {"pairs": 2, "blocks": {"Total_scores": dict.fromkeys(("Exact", "Ent_type", "Partial", "Strict"), block)}}
+    data = ev.headline_data([[{"webnlg2020": rec}]], [web])
+    values = ev.headline_values([web], data.sums(data.sliced[0].sum(axis=0)[None, :]))
+    # per measure: P = 1.0 / 2 pairs, R = 0.5 / 2, F1 = (2/3) / 2
+    assert float(values["webnlg2020.Total_scores.Exact.Precision"][0]) == 0.5
+    assert float(values["webnlg2020.Total_scores.Strict.Recall"][0]) == 0.25
+    assert float(values["webnlg2020.Total_scores.Partial.F1"][0]) == float(Fraction(2 / 3) / 2)
+    assert len(values) == 12
+
+
+# ---------------------------------------------------------------- bootstrap arithmetic
+
+def test_percentile_interval_is_numpy_linear_type_7():
+    values = np.arange(1000.0)
+    # h = (B - 1) p: 999 * 0.025 = 24.975 -> 24 + 0.975 * (25 - 24); 999 * 0.975 = 974.025
+    ci, na = ev.percentile_interval(values)
+    assert ci == [pytest.approx(24.975, abs=1e-12), pytest.approx(974.025, abs=1e-12)]
+    assert na == 0
+    values[:10] = np.nan  # N/A resamples are left out and counted
+    ci, na = ev.percentile_interval(values)
+    # 990 values 10..999: h = 989 * 0.025 = 24.725 -> 34.725; 989 * 0.975 = 964.275 -> 974.275
+    assert ci == [pytest.approx(34.725, abs=1e-12), pytest.approx(974.275, abs=1e-12)] and na == 10
+    assert ev.percentile_interval(np.full(5, np.nan)) == (None, 5)
+
+
+def test_resample_counts_rows_sum_to_n_and_strata_keep_their_size():
+    rng = np.random.Generator(np.random.PCG64(3))
+    strata = np.array([0, 0, 1, 1, 1, 2])
+    w = ev.resample_counts(rng, strata, 500)
+    assert w.shape == (500, 6)
+    assert np.all(w.sum(axis=1) == 6)
+    assert np.all(w[:, :2].sum(axis=1) == 2) and np.all(w[:, 2:5].sum(axis=1) == 3) and np.all(w[:, 5] == 1)
+
+
+def test_resample_counts_follow_the_multinomial_distribution():
+    # n = 3: the count vector of 3 uniform draws is multinomial(3; 1/3, 1/3, 1/3):
+    # P(3,0,0) = 1/27 each of 3 vectors, P(2,1,0) = 3/27 each of 6, P(1,1,1) = 6/27
+    rng = np.random.Generator(np.random.PCG64(4))
+    w = ev.resample_counts(rng, np.zeros(3, dtype=np.int64), 27000)
+    seen = {}
+    for row in w.astype(int):
+        seen[tuple(row)] = seen.get(tuple(row), 0) + 1
+    for vec, count in seen.items():
+        prob = Fraction(6, 27) if vec == (1, 1, 1) else Fraction(3, 27) if 2 in vec else Fraction(1, 27)
+        expected = 27000 * float(prob)
+        assert abs(count - expected) <= 5 * math.sqrt(expected * (1 - float(prob))), vec
+    assert len(seen) == 10
+
+
+def test_bootstrap_replicates_equal_the_families_exact_merge_of_each_resample(sample_reports):
+    families = headline_families()
+    report = sample_reports["finetuned"]
+    records = entry_records(report, families)
+    data = ev.headline_data([records], families)
+    reps = ev.bootstrap_replicates(data, families, 40, seed=9)[0]
+    w = ev.resample_counts(np.random.Generator(np.random.PCG64(9)), data.strata, 40)  # the same stream
+    for b in range(40):
+        for path in ("hgr.micro.entity_f1", "hgr.micro.hallucination_rate", "hgr.macro.composite",
+                     "hgr.macro.relation_accuracy", "strict.micro.f1", "strict.macro.recall"):
+            want = merged_value(families, records, w[b], path)
+            got = float(reps[path][b])
+            assert (math.isnan(got) and want is None) or got == want, (b, path)
+
+
+def test_bootstrap_matches_the_exact_bootstrap_distribution():
+    # n = 4 entries: all 4**4 = 256 index tuples are equally likely; the exact distribution
+    # of strict.macro.f1 over them is the reference for 20,000 Monte-Carlo resamples.
+    a, b, c = T("A", "part_of", "B"), T("C", "part_of", "D"), T("E", "uses", "F")
+    report = json.loads(json.dumps(run([entry([a, b], [a], k=0), entry([a], [a, c], k=1),
+                                        entry([a, b, c], [a, b, c], k=2), entry([b], [c], k=3)])))
+    families = [ev.StrictFamily()]
+    records = entry_records(report, families)
+    exact = []
+    for idx in itertools.product(range(4), repeat=4):
+        counts = np.bincount(idx, minlength=4)
+        exact.append(merged_value(families, records, counts, "strict.macro.f1"))
+    exact = np.array(exact)
+    data = ev.headline_data([records], families)
+    mc = ev.bootstrap_replicates(data, families, 20000, seed=1)[0]["strict.macro.f1"]
+    # mean and standard deviation within 5 standard errors; Kolmogorov distance < 0.02
+    # (the 99.9% critical value for 20,000 draws is 1.95 / sqrt(20000) = 0.0138)
+    assert abs(mc.mean() - exact.mean()) <= 5 * exact.std() / math.sqrt(20000)
+    assert abs(mc.std() - exact.std()) <= 0.02 * exact.std()
+    support = np.unique(exact)
+    f_exact = np.searchsorted(np.sort(exact), support, side="right") / len(exact)
+    f_mc = np.searchsorted(np.sort(mc), support, side="right") / len(mc)
+    assert np.max(np.abs(f_exact - f_mc)) < 0.02
+
+
+def test_holm_by_hand():
+    # sorted: 0.005 * 4 = 0.02; 0.01 * 3 = 0.03; 0.03 * 2 = 0.06; max(0.06, 0.04 * 1) = 0.06
+    assert ev.holm_adjust([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+    # None is not a test (m = 2); min(1, 2 * 0.6) = 1 caps, and the running maximum keeps 1
+    assert ev.holm_adjust([0.6, None, 0.5]) == [1.0, None, 1.0]
+    assert ev.holm_adjust([]) == []
+
+
+def test_randomization_p_value_counts_ties_and_leaves_out_nan():
+    deltas = np.array([0.1, -0.1, 0.05, 0.1 * (1 - 1e-12), np.nan])
+    # |delta*| >= 0.1: 0.1, -0.1 and 0.1(1 - 1e-12) (equal within AR_TOLERANCE): c = 3, R = 4
+    assert ev.randomization_p_value(deltas, 0.1) == (4 / 5, 1)  # (3 + 1) / (4 + 1)
+    assert ev.randomization_p_value(np.zeros(9), 0.0) == (1.0, 0)
+
+
+# ---------------------------------------------------------------- compare_systems
+
+def _ten_entry_reports() -> dict:
+    import random
+    rng = random.Random(2)
+    names = ["Alpha", "Beta", "Gamma", "Delta", "Omega", "Sigma"]
+    rels = ["part_of", "uses", "based_on"]
+    gold, sys_a, sys_b = [], [], []
+    for k in range(10):
+        g = [T(rng.choice(names), rng.choice(rels), rng.choice(names[::-1]) + "x") for _ in range(rng.randint(1, 3))]
+        gold.append(g)
+        sys_a.append([t for t in g if rng.random() < 0.5] + [T("Noise", "uses", "Thing")] * rng.randint(0, 1))
+        sys_b.append([t for t in g if rng.random() < 0.8])
+    return {name: json.loads(json.dumps(run([entry(g, p, k=k) for k, (g, p) in enumerate(zip(gold, preds))])))
+            for name, preds in (("a", sys_a), ("b", sys_b))}
+
+
+def test_monte_carlo_p_value_is_within_4_standard_errors_of_the_exact_enumeration():
+    reports = _ten_entry_reports()
+    families = headline_families()
+    rec = {name: entry_records(r, families) for name, r in reports.items()}
+    paths = ["hgr.micro.entity_f1", "hgr.micro.triplet_recall", "hgr.macro.composite", "hgr.macro.entity_f1",
+             "strict.micro.f1", "strict.macro.precision"]
+    observed = {p: merged_value(families, rec["b"], [1] * 10, p) - merged_value(families, rec["a"], [1] * 10, p)
+                for p in paths}
+    hits = dict.fromkeys(paths, 0)
+    for mask in range(1 << 10):  # every assignment of the 10 swaps, through the families' exact finish
+        b_star = [rec["a"][i] if mask >> i & 1 else rec["b"][i] for i in range(10)]
+        a_star = [rec["b"][i] if mask >> i & 1 else rec["a"][i] for i in range(10)]
+        for p in paths:
+            d = merged_value(families, b_star, [1] * 10, p) - merged_value(families, a_star, [1] * 10, p)
+            hits[p] += abs(d) >= abs(observed[p]) * (1 - ev.AR_TOLERANCE)
+    trials = 10_000
+    out = ev.compare_systems(reports, baseline="a", bootstrap=0, trials=trials, seed=5, correction=None,
+                             families=ev.families_for(FAMILIES))
+    tested = 0
+    for p in paths:
+        exact = hits[p] / 1024
+        got = out["metrics"]["b"][p]["p_value"]
+        se = math.sqrt(exact * (1 - exact) / trials)
+        assert abs(got - exact) <= 4 * se + 1 / (trials + 1), (p, got, exact)
+        tested += 0.01 < exact < 0.99
+    assert tested >= 3  # the case is informative: several p-values strictly between 0 and 1
+
+
+def test_compare_systems_layout_and_single_system(sample_reports):
+    out = compare(sample_reports, "base", correction="holm")
+    assert list(out) == ["baseline", "bootstrap", "trials", "seed", "correction", "confidence", "metrics", "notes"]
+    assert (out["baseline"], out["bootstrap"], out["trials"], out["seed"], out["correction"], out["confidence"]) == (
+        "base", 200, 500, 7, "holm", 0.95)
+    assert list(out["metrics"]) == ["base", "finetuned"]
+    base, fine = out["metrics"]["base"], out["metrics"]["finetuned"]
+    assert set(base["hgr.macro.composite"]) == {"estimate", "ci", "na_resamples"}
+    assert set(fine["hgr.macro.composite"]) == {"estimate", "ci", "na_resamples", "delta", "delta_ci", "p_value",
+                                                "p_adjusted", "significant"}
+    for path, row in fine.items():
+        assert row["estimate"] == section_value(sample_reports["finetuned"], path)
+        assert row["delta"] == row["estimate"] - base[path]["estimate"]
+        assert row["p_adjusted"] >= row["p_value"]
+        assert row["significant"] == (row["p_adjusted"] < 0.05)
+    assert any("Holm" in n for n in out["notes"])
+    alone = ev.compare_systems({"finetuned": sample_reports["finetuned"]}, baseline="finetuned", bootstrap=200,
+                               trials=500, seed=7, correction=None, families=ev.families_for(FAMILIES))
+    # one system: its intervals are those it gets inside a comparison (same resamples)
+    assert alone["metrics"]["finetuned"] == {p: {k: r[k] for k in ("estimate", "ci", "na_resamples")}
+                                             for p, r in fine.items()}
+
+
+def test_every_interval_contains_its_estimate_on_the_sample_data(sample_reports):
+    out = compare(sample_reports, "base", bootstrap=1000, trials=200)
+    for system, rows in out["metrics"].items():
+        for path, row in rows.items():
+            lo, hi = row["ci"]
+            assert lo <= row["estimate"] <= hi, (system, path)
+            if "delta_ci" in row:
+                assert row["delta_ci"][0] <= row["delta"] <= row["delta_ci"][1], (system, path)
+
+
+def test_delta_interval_is_the_paired_bootstrap_on_the_same_resamples(sample_reports):
+    families = headline_families()
+    records = [entry_records(sample_reports[n], families) for n in ("base", "finetuned")]
+    data = ev.headline_data(records, families)
+    base, fine = ev.bootstrap_replicates(data, families, 300, seed=7)
+    out = compare(sample_reports, "base", bootstrap=300, trials=0)
+    for path, row in out["metrics"]["finetuned"].items():
+        assert row["delta_ci"] == ev.percentile_interval(fine[path] - base[path])[0], path
+        assert row["ci"] == ev.percentile_interval(fine[path])[0], path
+        assert out["metrics"]["base"][path]["ci"] == ev.percentile_interval(base[path])[0], path
+        assert row["p_value"] is None
+
+
+def test_every_interval_contains_its_estimate_on_the_parity_sample():
+    sample = SHARED_DATA / "parity-sample"
+    if not (sample / "pred.jsonl").is_file():
+        pytest.skip(f"parity sample not available at {sample} (shared test data is not shipped)")
+    loaded = ev.load_inputs(sample / "pred.jsonl", sample / "gold.jsonl")
+    report = json.loads(json.dumps(ev.evaluate_entries(loaded.entries, similarity=ev.Similarity(),
+                                                       families=FAMILIES)))
+    out = ev.compare_systems({"parity": report}, baseline="parity", bootstrap=1000, trials=0, seed=1,
+                             correction=None, families=ev.families_for(FAMILIES))
+    for path, row in out["metrics"]["parity"].items():
+        if row["estimate"] is None:
+            assert row["ci"] is None and row["na_resamples"] == 1000
+            continue
+        lo, hi = row["ci"]
+        assert lo <= row["estimate"] <= hi, path
+    values = full_sample_headlines(report, headline_families())
+    assert all(v == section_value(report, p) or (math.isnan(v) and section_value(report, p) is None)
+               for p, v in values.items())
+
+
+def test_macro_na_in_a_resample_is_left_out_and_counted():
+    a, b = T("A", "part_of", "B"), T("C", "part_of", "D")
+    # entry 0: an entity match (relation accuracy defined); entry 1: no match (N/A)
+    entries = [entry([a], [a], k=0), entry([b], [T("X", "uses", "Y")], k=1)]
+    report = json.loads(json.dumps(run(entries)))
+    assert report["per_entry"][1]["metrics"]["relation_accuracy"] is None
+    out = ev.compare_systems({"s": report}, baseline="s", bootstrap=400, trials=0, seed=2, correction=None,
+                             families=ev.families_for(FAMILIES))
+    rng = np.random.Generator(np.random.PCG64(2))
+    w = np.vstack([ev.resample_counts(rng, np.zeros(2, dtype=np.int64), size) for size in (256, 144)])
+    row = out["metrics"]["s"]["hgr.macro.relation_accuracy"]
+    assert row["na_resamples"] == int(np.sum(w[:, 0] == 0)) > 0  # about a quarter of 400
+    assert row["ci"] == [1.0, 1.0] and row["estimate"] == 1.0
+
+
+def test_systems_must_cover_the_same_gold_entries(sample_reports):
+    other = json.loads(json.dumps(sample_reports["finetuned"]))
+    other["per_entry"][3]["id"] = "someone-else"
+    with pytest.raises(ev.InputError, match=r"system other .*entry 4 is gold line 4 \(id 'someone-else'\)"):
+        compare({"base": sample_reports["base"], "other": other}, "base")
+    short = json.loads(json.dumps(sample_reports["finetuned"]))
+    del short["per_entry"][-1]
+    with pytest.raises(ev.InputError, match="system short .*24 entries against 25"):
+        compare({"base": sample_reports["base"], "short": short}, "base")
+
+
+def test_a_report_that_disagrees_with_its_per_entry_statistics_is_refused(sample_reports):
+    edited = json.loads(json.dumps(sample_reports["finetuned"]))
+    edited["summary"]["micro"]["entity_f1"] = 0.99
+    with pytest.raises(ev.InputError, match="system edited: hgr.micro.entity_f1 is 0.99 in the report"):
+        compare({"base": sample_reports["base"], "edited": edited}, "base")
+    bare = json.loads(json.dumps(sample_reports["finetuned"]))
+    del bare["per_entry"][0]["stats"]
+    with pytest.raises(ev.InputError, match=r"system bare: per_entry\[0\] has no stats"):
+        compare({"base": sample_reports["base"], "bare": bare}, "base")
+    with pytest.raises(ValueError, match="baseline"):
+        compare(sample_reports, "nobody")
+    with pytest.raises(ValueError, match="correction"):
+        compare(sample_reports, "base", correction="bonferroni")
+
+
+def _strict_report(rows: list[tuple[int, int, int]]) -> dict:
+    """A report of the strict family alone from per-entry (n_gold, n_pred, tp)."""
+    family = ev.StrictFamily()
+    per_entry, total = [], {}
+    for k, (n_gold, n_pred, tp) in enumerate(rows):
+        p, r = ev.safe_ratio(tp, n_pred), ev.safe_ratio(tp, n_gold)
+        rec = {"entries": 1, "tp": tp, "n_pred": n_pred, "n_gold": n_gold, "precision": p, "recall": r,
+               "f1": ev.f1_score(p, r)}
+        total = family.merge(total, rec)
+        per_entry.append({"id": f"e{k}", "gold_line": k + 1, "stats": ev.records_to_json({"strict": rec})})
+    return json.loads(json.dumps({"summary": {}, "strict": family.finish(total), "per_entry": per_entry}))
+
+
+_entry_pair = st.integers(0, 4).flatmap(
+    lambda g: st.tuples(st.just(g), st.integers(0, 4), st.integers(0, 4)).flatmap(
+        lambda t: st.tuples(st.just(t[0]), st.just(t[1]), st.integers(0, min(t[0], t[1])),
+                            st.just(t[2]), st.integers(0, min(t[0], t[2])))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_entry_pair, min_size=1, max_size=12), st.integers(0, 2**32 - 1))
+def test_swapping_baseline_and_system_negates_delta_and_keeps_p(rows, seed):
+    a = _strict_report([(g, pa, ta) for g, pa, ta, _, _ in rows])
+    b = _strict_report([(g, pb, tb) for g, _, _, pb, tb in rows])
+    kw = {"bootstrap": 50, "trials": 200, "seed": seed, "correction": "holm", "families": [ev.StrictFamily()]}
+    ab = ev.compare_systems({"a": a, "b": b}, baseline="a", **kw)["metrics"]["b"]
+    ba = ev.compare_systems({"b": b, "a": a}, baseline="b", **kw)["metrics"]["a"]
+    for path in ab:
+        assert ba[path]["delta"] == -ab[path]["delta"], path
+        assert ba[path]["p_value"] == ab[path]["p_value"], path
+        assert ba[path]["p_adjusted"] == ab[path]["p_adjusted"], path
+        assert ba[path]["delta_ci"] == pytest.approx([-ab[path]["delta_ci"][1], -ab[path]["delta_ci"][0]],
+                                                     abs=1e-12), path
+
+
+# ---------------------------------------------------------------- benchmark families on the shared data
+
+T2KG = SHARED_DATA / "text2kgbench" / "data" / "dbpedia_webnlg"
+WEBNLG = SHARED_DATA / "webnlg2020"
+
+
+def _need_shared(path: Path, what: str) -> None:
+    if not path.exists():
+        pytest.skip(f"{what} not available at {path} (shared test data is not shipped)")
+    if not NLTK_DATA.is_dir():
+        pytest.skip(f"NLTK data not available at {NLTK_DATA}")
+
+
+def _cli_report(tmp_path: Path, name: str, *args) -> dict:
+    out = tmp_path / f"{name}.json"
+    proc = run_cli(*args, "--no-embeddings", "--quiet", "--report", out, env={"NLTK_DATA": str(NLTK_DATA)})
+    assert proc.returncode == 0, proc.stderr
+    return load_report(out)
+
+
+def _check_comparison(report: dict, names, tol: float) -> dict:
+    families = headline_families(names)
+    values = full_sample_headlines(report, families)
+    for path, value in values.items():
+        want = section_value(report, path)
+        if want is None:
+            assert math.isnan(value), path
+        else:
+            assert value == pytest.approx(want, rel=tol, abs=0), path
+    out = ev.compare_systems({"s": report}, baseline="s", bootstrap=1000, trials=0, seed=4, correction=None,
+                             families=ev.families_for(names))
+    for path, row in out["metrics"]["s"].items():
+        if row["estimate"] is not None:
+            assert row["ci"][0] <= row["estimate"] <= row["ci"][1], path
+    return out
+
+
+def test_text2kgbench_directory_mode_resamples_within_each_ontology(tmp_path):
+    _need_shared(T2KG, "shared Text2KGBench data")
+    dirs = {k: tmp_path / k for k in ("pred", "gold", "onto")}
+    for d in dirs.values():
+        d.mkdir()
+    keys = ("1_university", "3_airport", "9_astronaut")
+    for key in keys:
+        (dirs["gold"] / f"ont_{key}_ground_truth.jsonl").symlink_to(T2KG / "ground_truth" / f"ont_{key}_ground_truth.jsonl")
+        (dirs["onto"] / f"{key}_ontology.json").symlink_to(T2KG / "ontologies" / f"{key}_ontology.json")
+        resp = next((T2KG / "baselines" / "Vicuna-13B" / "llm_responses").glob(f"{key}_*.jsonl"))
+        (dirs["pred"] / resp.name).symlink_to(resp)
+    names = ("hgr", "strict", "text2kgbench")
+    report = _cli_report(tmp_path, "t2kg", "--pred", dirs["pred"], "--gold", dirs["gold"], "--ontology",
+                         dirs["onto"], "--metrics", ",".join(names))
+    # global row: the mean of per-ontology averages each rounded once, then a float mean
+    # (the section's is exact): equal within 1e-15 relative
+    out = _check_comparison(report, names, 1e-15)
+    assert [p for p in out["metrics"]["s"] if p.startswith("text2kgbench.")] == [
+        f"text2kgbench.global_as_script.{k}" for k in ev.T2KG_METRIC_KEYS]
+    assert any("within each of 3 strata" in n for n in out["notes"])
+    families = headline_families(names)
+    data = ev.headline_data([entry_records(report, families)], families)
+    assert data.strata_names == list(keys)
+    sizes = np.bincount(data.strata)
+    w = ev.resample_counts(np.random.Generator(np.random.PCG64(0)), data.strata, 50)
+    for s, size in enumerate(sizes):  # each ontology keeps its number of sentences in every resample
+        assert np.all(w[:, data.strata == s].sum(axis=1) == size)
+    # in directory mode every family is resampled within the ontologies, text2kgbench run or not
+    alone = ev.compare_systems({"s": report}, baseline="s", bootstrap=1000, trials=0, seed=4, correction=None,
+                               families=ev.families_for(("hgr", "strict")))
+    assert any("within each of 3 strata" in n for n in alone["notes"])
+    assert alone["metrics"]["s"]["hgr.macro.composite"] == out["metrics"]["s"]["hgr.macro.composite"]
+
+
+def test_webnlg2020_headlines_on_the_shared_data(tmp_path):
+    _need_shared(WEBNLG, "shared WebNLG+ 2020 data")
+    names = ("hgr", "strict", "webnlg2020")
+    report = _cli_report(tmp_path, "web", "--pred", WEBNLG / "amazon_unseen_entities.jsonl", "--gold",
+                         WEBNLG / "refs_unseen_entities.jsonl", "--metrics", ",".join(names))
+    # an entry's exact P/R/F1 sum that is not a float is rounded once per entry: within 1e-15
+    out = _check_comparison(report, names, 1e-15)
+    assert sum(p.startswith("webnlg2020.Total_scores.") for p in out["metrics"]["s"]) == 12
