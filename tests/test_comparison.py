@@ -430,3 +430,27 @@ def test_readme_comparison_example_is_what_the_command_prints(runs):
     printed = runs["text"].splitlines()
     missing = [ln for ln in shown if ln not in printed]
     assert not missing, missing  # the rows shown are the real output (the signature's versions vary)
+
+
+# ------------------------------------------------------------------ with an embedding model
+
+
+def test_embedding_systems_equal_their_single_runs_and_name_the_model_files(minilm_dir, tmp_path, monkeypatch):
+    """One embedding model shared by the systems of a run (loaded once): each system's report
+    is still byte for byte its own run's, with the on-disk cache off (every vector computed in
+    the run itself), and the config and signature name the model's files."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    emb = ("--embedding-model", minilm_dir, "--require-embeddings", "--no-embedding-cache", "--quiet")
+    both = tmp_path / "both.json"
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *emb, *FAST, "--report", both)
+    assert rc == 0, err
+    report = load_report(both)
+    for name, pred in (("base", BASE), ("finetuned", FINETUNED)):
+        alone = tmp_path / f"{name}.json"
+        rc, _, err = run_main("--pred", pred, "--gold", GOLD, *emb, "--report", alone)
+        assert rc == 0, err
+        assert report["systems"][name] == load_report(alone), name
+    config = report["systems"]["base"]["summary"]["config"]["similarity"]
+    digest = ev.ModelStore.fingerprint_dir(minilm_dir)[:12]
+    assert config["model_files_hash"] == digest and config["model_id"] == f"{minilm_dir.name}@{digest}"
+    assert f"|sim:fastembed:{minilm_dir.name}@{digest}|" in report["comparison"]["signature"]
