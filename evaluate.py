@@ -7438,11 +7438,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--compare", type=Path, nargs="+", metavar="REPORT",
                      help="compare reports written earlier (with per_entry statistics, same gold and "
                           "configuration) without rescoring; a report of several systems adds all of them")
-    cmp.add_argument("--bootstrap", type=_positive_int, metavar="N",
+    cmp.add_argument("--bootstrap", type=_non_negative_int, metavar="N",
                      help=f"bootstrap resamples for the 95%% percentile intervals (default {DEFAULT_BOOTSTRAP} "
-                          "when comparing; a single system gets intervals only when this is given)")
-    cmp.add_argument("--trials", type=_positive_int, metavar="R",
-                     help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS})")
+                          "when comparing, 0 for none; a single system gets intervals only when this is given)")
+    cmp.add_argument("--trials", type=_non_negative_int, metavar="R",
+                     help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS}; "
+                          "0 for no p-values)")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
@@ -8045,7 +8046,9 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
     without ``--bootstrap`` (no intervals); ``--bootstrap`` defaults to
     :data:`DEFAULT_BOOTSTRAP` when several systems are compared. ``--trials`` and
     ``--correction`` need two systems (they are about the test against the baseline):
-    given for one, they are refused (:class:`InputError`), never ignored."""
+    given for one, they are refused (:class:`InputError`), never ignored, and so is
+    ``--bootstrap 0`` for one (several systems: 0 resamples = no intervals, 0 trials = no
+    p-values)."""
     if n_systems < 2:
         for option, value in (("--trials", config.trials), ("--correction", config.correction)):
             if value is not None:
@@ -8053,6 +8056,9 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
                                  "baseline; one system has intervals only (--bootstrap N)")
         if config.bootstrap is None:
             return None
+        if config.bootstrap == 0:
+            raise InputError("--bootstrap 0 on one system: nothing to compute (one system has intervals only); "
+                             "give N > 0, or leave --bootstrap out")
     return ComparisonOptions(DEFAULT_BOOTSTRAP if config.bootstrap is None else config.bootstrap,
                              DEFAULT_TRIALS if config.trials is None else config.trials,
                              DEFAULT_SEED if config.seed is None else config.seed,
@@ -8120,7 +8126,8 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         else:
             items.append(f"{_SIGNATURE_NAMES.get(key, key)}:{_compact(value)}")
     renamed = {"python": "py", "unicodedata": "unicode"}
-    versions = [f"{renamed.get(k, k)}:{_compact(v)}" for k, v in config.get("versions", {}).items() if k != PRODUCT]
+    versions = [f"{renamed.get(k, k)}:{v or 'not installed'}" for k, v in config.get("versions", {}).items()
+                if k != PRODUCT]
     return items, versions
 
 

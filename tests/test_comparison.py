@@ -105,6 +105,22 @@ def test_same_seed_gives_byte_identical_reports_and_another_seed_other_intervals
     assert a["metrics"]["finetuned"]["hgr.macro.composite"]["p_adjusted"] is not None
 
 
+def test_zero_resamples_or_trials_leave_out_the_intervals_or_the_p_values(tmp_path):
+    rc, out, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "0",
+                       "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    block = load_report(tmp_path / "r.json")["comparison"]
+    row = block["metrics"]["finetuned"]["hgr.macro.composite"]
+    assert (row["ci"], row["delta_ci"], row["p_value"], row["significant"]) == (None, None, None, False)
+    assert row["delta"] == row["estimate"] - block["metrics"]["base"]["hgr.macro.composite"]["estimate"]
+    assert "|boot:0|trials:0|" in block["signature"]
+    table = out[out.index("finetuned - base"):]
+    assert next(ln for ln in table.splitlines() if ln.startswith("hgr.macro.composite")).split() == \
+        ["hgr.macro.composite", "+0.2947", "n/a"]
+    rc, _, err = cli("--pred", BASE, "--gold", GOLD, "--bootstrap", "0", "--no-report")
+    assert rc == 2 and "--bootstrap 0 on one system: nothing to compute" in err
+
+
 def test_a_system_missing_entries_is_scored_as_its_single_run_scores_it(tmp_path):
     rows = [json.loads(x) for x in FINETUNED.read_text(encoding="utf-8").splitlines() if x.strip()]
     partial = write_jsonl(tmp_path / "partial.jsonl", rows[:-3])  # the last 3 gold ids have no line
