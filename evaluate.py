@@ -8409,7 +8409,8 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     base = block["baseline"]
     paths = list(dict.fromkeys(path for name in names for path in metrics[name]))
     width = max([len("metric"), *map(len, paths)])
-    lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: {block['bootstrap']} bootstrap resamples "
+    lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: "
+             f"{block['bootstrap']} bootstrap resamples "
              f"(percentile {round(100 * block.get('confidence', 0.95))}% intervals)"
              + (f", {block['trials']} approximate-randomisation trials" if len(names) > 1 else "")
              + f", seed {block['seed']}", ""]
@@ -8429,12 +8430,13 @@ def format_comparison(block: Mapping[str, Any]) -> str:
         lines += ["", "  ".join(header + ([f"{'Holm p':>8}"] if holm else []))]
         for path, delta, p, q, mark in rows:
             lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", p, *([q] if holm else []), mark]).rstrip())
+    lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
           if metrics[n][p].get("na_resamples")]
     if na:
-        lines.append("n/a resamples left out of an interval: "
-                     + "; ".join(f"{n} {p} {k}" for n, p, k in na[:SUMMARY_NOTICES_SHOWN]))
-    lines += ["", *(("* " if "significant:" in note else "") + note for note in block.get("notes", []))]
+        lines.append("resamples in which a value was N/A (left out of its interval): "
+                     + "; ".join(f"{n} {p} {k}" for n, p, k in na[:SUMMARY_NOTICES_SHOWN])
+                     + (" ..." if len(na) > SUMMARY_NOTICES_SHOWN else ""))
     lines += ["", f"signature: {block['signature']}"]
     return "\n".join(lines)
 
@@ -8566,13 +8568,13 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
     options = comparison_options(config, 1)
+    names = list(config.names) or system_names([config.pred])
+    _check_names(names, 1, "one --pred")
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
     title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
     if options is not None:  # --bootstrap: the intervals of this one system
-        names = list(config.names) or system_names([config.pred])
-        _check_names(names, 1, "one --pred")
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(report, format_text(report, {"": title}), report_path, outcome)
 
