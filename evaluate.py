@@ -8098,6 +8098,12 @@ _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_t
                     "pred_field": "pred-field", "gold_field": "gold-field"}
 
 
+#: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
+#: they may differ between the systems of a comparison (a note says so; the signature lists
+#: each system's value).
+_PER_SYSTEM_CONFIG = ("pred_field",)
+
+
 def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The ``key:value`` items of ``summary.config`` in a signature: (settings in config
     order, versions: ``py``, ``unicode`` and each package; the tool's own version is added
@@ -8161,11 +8167,18 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
     by ``|``) of the numbers of one or more systems' reports (``summaries``: their
     ``summary`` sections, baseline first): the configuration (:func:`config_signature`,
     read from the baseline; the systems of a comparison share it, see
-    :func:`check_comparable`), the short hashes of the inputs, then the resampling
+    :func:`check_comparable`, but for the keys of :data:`_PER_SYSTEM_CONFIG`, whose values
+    are listed per system, ``+``-joined, when they differ), the short hashes of the inputs, then the resampling
     (:func:`_resampling_signature`). Two runs whose numbers could differ never share a
     signature: everything that moves a number is in ``summary.config`` or an input hash.
     The tool version is the one running now (it computes the intervals and tests)."""
     settings, versions = config_signature(summaries[0].get("config", {}))
+    for key in _PER_SYSTEM_CONFIG:  # each system's value, when they differ
+        values = [s.get("config", {}).get(key) for s in summaries]
+        if len(set(map(_compact, values))) > 1:
+            name = f"{_SIGNATURE_NAMES.get(key, key)}:"
+            settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
+                        for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
                      *_resampling_signature(options, len(summaries)), *versions, f"version:{__version__}"])
 
@@ -8291,10 +8304,11 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
     and the difference (InputError): a report without ``summary.config``; no separate gold
     input (a combined file, when there are several systems); a gold or relations/ontology input (SHA-256) other than the
-    baseline's; a configuration other than the baseline's (every ``summary.config`` key, the
-    prediction files aside). (:func:`compare_systems` refuses missing per-entry statistics
+    baseline's; a configuration other than the baseline's (every ``summary.config`` key but
+    :data:`_PER_SYSTEM_CONFIG`). (:func:`compare_systems` refuses missing per-entry statistics
     and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
-    worth knowing: another tool version (kind ``tool_version``), and a system with gold
+    worth knowing: another tool version (kind ``tool_version``), another prediction field
+    (``per_system_config``), and a system with gold
     entries that have no prediction (``missing_predictions``, scored as a single run
     scores them: empty)."""
     names = list(systems)
@@ -8320,12 +8334,17 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                                  f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
                                  "systems are compared on the same gold entries")
         tool = f"versions.{PRODUCT}"
-        differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and flat_base.get(k) != flat.get(k)]
+        differ = [k for k in dict.fromkeys([*flat_base, *flat])
+                  if k != tool and k not in _PER_SYSTEM_CONFIG and flat_base.get(k) != flat.get(k)]
         if differ:
             shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
                              f"{' ...' if len(differ) > 5 else ''}; score every system with the same options")
+        for key in _PER_SYSTEM_CONFIG:
+            if flat_base.get(key) != flat.get(key):
+                notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
+                                      f"the baseline {base} with {_compact(flat_base.get(key))}"))
         if flat_base.get(tool) != flat.get(tool):
             notices.append(notice("tool_version", f"{name} was scored by {PRODUCT} {flat.get(tool)}, the baseline "
                                   f"{base} by {flat_base.get(tool)} (same configuration otherwise)"))

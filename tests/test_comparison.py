@@ -177,6 +177,21 @@ def test_compare_notes_another_tool_version_and_refuses_another_configuration(ru
     assert "system old" in err and "another configuration" in err and "sim_threshold: 0.85 (baseline base: 0.8)" in err
 
 
+def test_compare_allows_another_prediction_field_and_the_signature_lists_both(runs, tmp_path):
+    other = single(tmp_path, FINETUNED, "tuned", "--pred-field", "output")
+    assert other["summary"]["config"]["pred_field"] == "output"
+    rc, out, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "tuned.json", *FAST,
+                       "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    block = load_report(tmp_path / "c.json")["comparison"]
+    assert "tuned was scored with pred_field output, the baseline base with none" in block["notes"]
+    assert "|pred-field:none+output|" in block["signature"]
+    # the same numbers as reading the field automatically (it is the one auto-detection picks)
+    live = runs["both"]["comparison"]["metrics"]["finetuned"]
+    assert {p: (m["estimate"], m["delta"]) for p, m in block["metrics"]["tuned"].items()} == \
+        {p: (m["estimate"], m["delta"]) for p, m in live.items()}
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda r: r["summary"]["inputs"]["gold"].update(sha256="0" * 64), "its gold input gold.jsonl (sha256 00000000)"),
     (lambda r: r.pop("per_entry"), "no per_entry list"),
