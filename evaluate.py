@@ -6178,6 +6178,48 @@ def _check_same_entries(names: Sequence[str], reports: Mapping[str, Mapping[str,
                              f"against {len(reference)}; the first unmatched one is {_entry_text(extra)}")
 
 
+def _checked_estimates(name: str, report: Mapping[str, Any], values: Mapping[str, np.ndarray],
+                       owner: Mapping[str, MetricFamily]) -> dict[str, float | None]:
+    """The point estimates of one system: the numbers of its report sections (None = N/A),
+    checked against its per-entry statistics (``values``: the headlines of the full sample;
+    1e-9 relative, far above the documented 1e-15 and far below any edit)."""
+    out: dict[str, float | None] = {}
+    for path, family in owner.items():
+        try:
+            value = _section_value(report, family, path)
+        except KeyError:
+            raise InputError(f"system {name}: the report has no {path} (its {family.name} section is missing or "
+                             "incomplete)") from None
+        mine = float(values[path][0])
+        if value is None:
+            if not math.isnan(mine):
+                raise InputError(f"system {name}: {path} is N/A in the report but {mine!r} from its per-entry "
+                                 "statistics")
+        elif math.isnan(mine) or abs(float(value) - mine) > 1e-9 * max(1.0, abs(mine)):
+            raise InputError(f"system {name}: {path} is {value!r} in the report but {mine!r} from its per-entry "
+                             "statistics (a report edited, or from another version?)")
+        out[path] = None if value is None else float(value)
+    return out
+
+
+def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstrap: int, trials: int, seed: int,
+                      correction: str | None) -> list[str]:
+    """The legend of a comparison: how the intervals, differences and p-values were made."""
+    strata = [s for s in data.strata_names if s is not None]
+    notes = [f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the {data.n} "
+             "entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata else "")
+             + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)"
+             if bootstrap else "no confidence intervals (bootstrap 0)"]
+    if n_systems > 1:
+        notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
+                     + (f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
+                        if trials else "no p-values (trials 0)"))
+        notes.append("significant: p < 0.05 "
+                     + ("after Holm's correction across the headline metrics of each system against the baseline"
+                        if correction == "holm" else "with no correction for multiple comparisons"))
+    return notes
+
+
 def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     bootstrap: int = DEFAULT_BOOTSTRAP, trials: int = DEFAULT_TRIALS,
                     seed: int = DEFAULT_SEED, correction: str | None = None,
@@ -6242,31 +6284,14 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     records = [_system_records(name, reports[name], headline_families) for name in order]
     _check_same_entries(order, reports)
     data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
-    notes: list[str] = []
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
-    owner = {path: f for f in headline_families for path in f.headlines(data.sums(data.sliced[0].sum(axis=0)[None, :]))}
+    sample = data.sums(data.sliced[0].sum(axis=0)[None, :])
+    owner = {path: f for f in headline_families for path in f.headlines(sample)}
     paths = list(full[0])
-    estimates: list[dict[str, float | None]] = []
-    for name, values in zip(order, full):
-        est: dict[str, float | None] = {}
-        for path in paths:
-            try:
-                value = _section_value(reports[name], owner[path], path)
-            except KeyError:
-                raise InputError(f"system {name}: the report has no {path} (its {owner[path].name} section "
-                                 "is missing or incomplete)") from None
-            mine = float(values[path][0])
-            if value is None:
-                if not math.isnan(mine):
-                    raise InputError(f"system {name}: {path} is N/A in the report but {mine!r} from its "
-                                     "per-entry statistics")
-            elif math.isnan(mine) or abs(float(value) - mine) > 1e-9 * max(1.0, abs(mine)):
-                raise InputError(f"system {name}: {path} is {value!r} in the report but {mine!r} from its "
-                                 "per-entry statistics (a report edited, or from another version?)")
-            est[path] = None if value is None else float(value)
-        estimates.append(est)
+    estimates = [_checked_estimates(name, reports[name], values, owner) for name, values in zip(order, full)]
     boot = bootstrap_replicates(data, headline_families, bootstrap, seed) if bootstrap else None
     metrics: dict[str, dict[str, Any]] = {}
+    left_out: list[str] = []
     for s, name in enumerate(order):
         rows: dict[str, Any] = {}
         for path in paths:
@@ -6279,46 +6304,28 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         if s:
             deltas = randomization_deltas(data, headline_families, s, 0, trials, seed) if trials else None
             skipped: list[str] = []
-            raw: list[float | None] = []
             for path in paths:
                 row = rows[path]
                 a, b = estimates[s][path], estimates[0][path]
                 row["delta"] = None if a is None or b is None else a - b
-                row["delta_ci"] = None
+                row["delta_ci"] = row["p_value"] = None
                 if boot is not None and row["delta"] is not None:
                     row["delta_ci"], _ = percentile_interval(boot[s][path] - boot[0][path])
-                p = None
                 if deltas is not None and row["delta"] is not None:
                     observed = float(full[s][path][0] - full[0][path][0])
-                    p, na = randomization_p_value(deltas[path], observed)
+                    row["p_value"], na = randomization_p_value(deltas[path], observed)
                     if na:
                         skipped.append(f"{path} {na}")
-                row["p_value"] = p
-                raw.append(p)
             if skipped:
-                notes.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
-                             + ", ".join(skipped))
+                left_out.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
+                                + ", ".join(skipped))
+            raw = [rows[path]["p_value"] for path in paths]
             adjusted = holm_adjust(raw) if correction == "holm" else [None] * len(raw)
             for path, p, q in zip(paths, raw, adjusted):
-                rows[path]["p_adjusted"] = q
                 decisive = q if correction == "holm" else p
-                rows[path]["significant"] = decisive is not None and decisive < SIGNIFICANCE_LEVEL
+                rows[path].update(p_adjusted=q, significant=decisive is not None and decisive < SIGNIFICANCE_LEVEL)
         metrics[name] = rows
-    strata = [s for s in data.strata_names if s is not None]
-    if bootstrap:
-        notes.append(f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the "
-                     f"{data.n} entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata
-                                            else "")
-                     + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)")
-    else:
-        notes.append("no confidence intervals (bootstrap 0)")
-    if len(order) > 1:
-        notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
-                     + (f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
-                        if trials else "no p-values (trials 0)"))
-        notes.append("significant: p < 0.05 "
-                     + ("after Holm's correction across the headline metrics of each system against the baseline"
-                        if correction == "holm" else "with no correction for multiple comparisons"))
+    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction) + left_out
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
             "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
 
