@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import copy
 import dataclasses
 import difflib
 import functools
@@ -98,12 +99,14 @@ __all__ = [
     "detect_profile", "normalize_title", "normalize_label", "normalize_triplets",
     "relation_text", "token_set", "jaccard", "lexical_similarity", "Similarity",
     "embedding_matching", "hungarian", "MatchedPair", "MatchResult", "match_triplets",
-    "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
+    "match_from_similarities", "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
     "is_self_loop", "safe_ratio", "f1_score", "composite_score", "EntryMetrics", "EntryScore",
     "score_entry", "NLTK_INSTALL_HELP", "PUNKT_FETCH_HELP", "nltk_missing", "PunktTablesMissing",
     "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
     "records_to_json", "records_from_json", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
+    "CALIBRATION_BINS", "CALIBRATION_EDGES", "calibration_bin", "CalibrationFamily", "SWEEP_THRESHOLDS",
+    "SweepFamily",
     "JsonlLine", "JsonlReader", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
     "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
     "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
@@ -1332,6 +1335,18 @@ class Similarity:
         value = 0.5 * matcher.ratio() + 0.5 * jac
         return value if value >= self.threshold else 0.0
 
+    def with_threshold(self, threshold: float) -> "Similarity":
+        """The same backend gated at ``threshold`` (the threshold sweep: one object gated at
+        the sweep's lowest threshold). It shares what does not depend on the gate (token
+        sets, character counts; a subclass: its embeddings) and starts with an empty memo
+        of gated values: a value gated at 0.80 is 0.0 for every pair below 0.80, so it can
+        never serve a lower threshold (nor can the cheap bounds of :meth:`_gated`, which
+        read ``self.threshold``)."""
+        twin = copy.copy(self)
+        twin.threshold = threshold
+        twin._memo = {}
+        return twin
+
     def relation(self, a: str, b: str) -> float:
         """Relation similarity: 1.0 if the normalised types are equal and non-empty, else
         the field similarity of their natural-language forms (``_`` -> space)."""
@@ -1795,7 +1810,17 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     n_gold, n_pred = len(gold), len(preds)
     if n_gold == 0 or n_pred == 0:
         return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
-    src, tgt, rel = embedding_matching(gold, preds, similarity)
+    return match_from_similarities(gold, preds, *embedding_matching(gold, preds, similarity), align_accept)
+
+
+def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], src: np.ndarray, tgt: np.ndarray,
+                            rel: np.ndarray, align_accept: float = DEFAULT_ALIGN_ACCEPT) -> MatchResult:
+    """The matching of :func:`match_triplets` from given field-similarity matrices (each
+    float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1, gated values as
+    :func:`embedding_matching` returns them): align_sim, the padded Hungarian assignment
+    and the acceptance gate (SPEC.md section 5). The threshold sweep calls it with the
+    matrices of each threshold."""
+    n_gold, n_pred = len(gold), len(preds)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
     assignment = hungarian_padded(1.0 - align, pad=1.0)
@@ -2778,6 +2803,227 @@ class PerRelationFamily(MetricFamily):
                          "confused (gold -> predicted): " + "; ".join(f"{g} -> {p} x{n}" for n, g, p in top[:5]))
         lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
                      f" ({section['swapped_direction_same_relation']} with the gold relation)")
+        return "\n".join(lines)
+
+
+#: Equal-width bins of the calibration family on [0, 1]: bin k holds the weights w with
+#: ``CALIBRATION_EDGES[k] <= w < CALIBRATION_EDGES[k + 1]``; the last bin is closed, so a
+#: weight of exactly 1.0 is in bin 9 ([0.9, 1.0]). The edges are the doubles nearest to
+#: k/10 (``float(Fraction(k, 10))``), i.e. the numbers a user writes as 0.1, 0.2, ...: a
+#: weight written 0.3 is in bin 3, although the double 0.3 is a little under 3/10.
+CALIBRATION_BINS = 10
+CALIBRATION_EDGES: tuple[float, ...] = tuple(float(Fraction(k, CALIBRATION_BINS)) for k in range(CALIBRATION_BINS + 1))
+
+
+def calibration_bin(weight: float) -> int:
+    """The calibration bin (0..9) of a weight in [0, 1] (see :data:`CALIBRATION_EDGES`)."""
+    return bisect.bisect_right(CALIBRATION_EDGES, weight, 1, CALIBRATION_BINS) - 1
+
+
+class CalibrationFamily(MetricFamily):
+    """Calibration of the relation weights (``--metrics calibration``): is a predicted
+    weight the probability that the triplet is right?
+
+    Population: every schema-valid predicted triplet of the weighted ("hgr") profile,
+    self-loops included (never matched, so never correct); schema-invalid items have no
+    valid weight and are left out. Outcome y = 1 when the triplet is a full match (SPEC.md
+    section 5: an accepted pair with entity match, src > 0 and tgt > 0, and relation match,
+    rel > 0; exactly the matches counted by the triplet metrics), else 0; confidence = its
+    weight w in [0, 1].
+
+    - ECE (expected calibration error, Guo et al. 2017, "On calibration of modern neural
+      networks"; Naeini et al. 2015) over the 10 equal-width bins of
+      :data:`CALIBRATION_EDGES`: ``sum_b (n_b / N) |acc_b - conf_b|`` =
+      ``sum_b |correct_b - weight_sum_b| / N``, computed exactly (Fractions) and rounded
+      once.
+    - Brier score (Brier 1950): ``sum (w - y)^2 / N``, each square in IEEE double, the
+      sum exact, rounded once.
+    - bins: count, mean weight (conf_b) and accuracy (acc_b), None for an empty bin.
+
+    Record per entry: ``predictions``, ``correct``, ``brier_sum``, ``weight_sum`` and
+    ``bins`` (bin index as a string -> count, weight_sum, correct; empty bins absent), and
+    ``unweighted_entries`` (1 for an entry of the flat "triples" profile, which has no
+    weights). ECE and Brier are None (``not_applicable`` says why) when N = 0.
+    """
+
+    name = "calibration"
+    key = "calibration"
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        if ctx.profile != "hgr":
+            return {"unweighted_entries": 1}
+        correct_ids = {id(p) for _, p in score.full_matches}
+        rec: Record = {"predictions": 0, "correct": 0, "weight_sum": 0.0, "brier_sum": ExactSum(0), "bins": {}}
+        for p in score.preds:
+            w = float(p.weight)  # type: ignore[arg-type]  (the hgr profile: a number in [0, 1])
+            y = int(id(p) in correct_ids)
+            rec["predictions"] += 1
+            rec["correct"] += y
+            rec["weight_sum"] = ExactSum.of(rec["weight_sum"]) + w
+            rec["brier_sum"] = rec["brier_sum"] + (w - y) ** 2
+            cell = rec["bins"].setdefault(str(calibration_bin(w)), {"count": 0, "weight_sum": 0.0, "correct": 0})
+            cell["count"] += 1
+            cell["weight_sum"] = ExactSum.of(cell["weight_sum"]) + w
+            cell["correct"] += y
+        return rec
+
+    def entry_view(self, record: Record) -> dict[str, Any] | None:
+        if "predictions" not in record:
+            return None
+        return {"predictions": record["predictions"], "correct": record["correct"]}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n, correct = record.get("predictions", 0), record.get("correct", 0)
+        cells = record.get("bins", {})
+        bins = []
+        gap = Fraction(0)
+        for k in range(CALIBRATION_BINS):
+            cell = cells.get(str(k), {})
+            count = cell.get("count", 0)
+            weights = as_fraction(cell.get("weight_sum", 0))
+            gap += abs(cell.get("correct", 0) - weights)
+            bins.append({"low": CALIBRATION_EDGES[k], "high": CALIBRATION_EDGES[k + 1], "count": count,
+                         "mean_weight": exact_mean(cell["weight_sum"], count) if count else None,
+                         "accuracy": cell.get("correct", 0) / count if count else None})
+        reason = None
+        if not n:
+            reason = ("the schema profile has no relation weights (flat triples)" if record.get("unweighted_entries")
+                      else "no schema-valid predicted triplets")
+        return {
+            "predictions": n, "correct": correct,
+            "accuracy": correct / n if n else None,
+            "mean_weight": exact_mean(record["weight_sum"], n) if n else None,
+            "ece": float(gap / n) if n else None,
+            "brier": exact_mean(record["brier_sum"], n) if n else None,
+            "bins": bins,
+            "not_applicable": reason,
+        }
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """Additive columns for resampling: ``predictions``, ``brier_sum`` and, per bin k,
+        ``bin<k>/correct`` and ``bin<k>/weight_sum`` (absent = 0.0)."""
+        out = {"predictions": float(record.get("predictions", 0)),
+               "brier_sum": float(ExactSum.of(record.get("brier_sum", 0)))}
+        for k, cell in record.get("bins", {}).items():
+            out[f"bin{k}/correct"] = float(cell.get("correct", 0))
+            out[f"bin{k}/weight_sum"] = float(ExactSum.of(cell.get("weight_sum", 0)))
+        return out
+
+    def headline_strata(self, record: Record) -> str | None:
+        return None
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``calibration.ece`` = sum_b |correct_b - weight_sum_b| / N and
+        ``calibration.brier`` = brier_sum / N from column sums (arrays of shape (R,)); NaN
+        where N = 0. Floating-point sums: equal to the section's exact values to 1e-12."""
+        n = np.asarray(sums.get("predictions", 0.0), dtype=float)
+        zero = np.zeros_like(n)
+        gap = sum((np.abs(np.asarray(sums.get(f"bin{k}/correct", zero), dtype=float)
+                          - np.asarray(sums.get(f"bin{k}/weight_sum", zero), dtype=float))
+                   for k in range(CALIBRATION_BINS)), zero)
+        brier = np.asarray(sums.get("brier_sum", zero), dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"calibration.ece": np.where(n > 0, gap / np.where(n > 0, n, 1.0), np.nan),
+                    "calibration.brier": np.where(n > 0, brier / np.where(n > 0, n, 1.0), np.nan)}
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        head = "calibration of relation weights (correct = full match; 10 equal-width bins)"
+        if section["not_applicable"]:
+            return f"{head}\n  n/a: {section['not_applicable']}"
+        lines = [head,
+                 f"  ECE {_fmt(section['ece'])}   Brier {_fmt(section['brier'])}   predictions {section['predictions']}"
+                 f"   correct {section['correct']} (accuracy {_fmt(section['accuracy'])}, "
+                 f"mean weight {_fmt(section['mean_weight'])})",
+                 f"  {'bin':<14}{'count':>8}{'mean weight':>13}{'accuracy':>10}"]
+        for b in section["bins"]:
+            if b["count"]:
+                bracket = "]" if b["high"] == 1.0 else ")"
+                lines.append(f"  [{b['low']:.1f}, {b['high']:.1f}{bracket:<5}{b['count']:>8}"
+                             f"{_fmt(b['mean_weight']):>13}{_fmt(b['accuracy']):>10}")
+        return "\n".join(lines)
+
+
+#: Similarity thresholds of the sweep: k/20 for k = 10..20, each built as an exact
+#: fraction and rounded once (0.8 is float(Fraction(16, 20)), the default gate itself).
+SWEEP_THRESHOLDS: tuple[float, ...] = tuple(float(Fraction(k, 20)) for k in range(10, 21))
+
+
+class SweepFamily(MetricFamily):
+    """Entity and triplet P/R/F1 (micro, as the hgr summary) at each similarity threshold
+    of :data:`SWEEP_THRESHOLDS` (``--sweep`` or ``--metrics sweep``).
+
+    Per entry, the three field-similarity matrices are computed once by a twin of the run's
+    backend gated at the lowest threshold (0.50; :meth:`Similarity.with_threshold`: the
+    embeddings are reused, never recomputed, and no value gated at a higher threshold is
+    reused). For each threshold t the gate is re-applied to them (a value v >= t stays,
+    else 0.0: exactly what a backend gated at t returns, exact equality 1.0 included) and
+    the matching of SPEC.md section 5 is redone (:func:`match_from_similarities`; a
+    threshold that gates nothing more than the previous one reuses its counts). Entity tp:
+    accepted pairs with src > 0 and tgt > 0; full tp: those with rel > 0 too; P = tp /
+    predicted items, R = tp / gold triplets, F1 harmonic, from the summed counts, so the
+    row of the run's own threshold equals the summary's micro numbers exactly.
+
+    Record per entry: ``gold``, ``items`` and the lists ``entity_tp`` / ``full_tp`` (one
+    count per threshold).
+    """
+
+    name = "sweep"
+    key = "sweep"
+
+    def __init__(self) -> None:
+        self._backend: Similarity | None = None
+        self._low: Similarity | None = None
+
+    def _low_gate(self, similarity: Similarity) -> Similarity:
+        if self._backend is not similarity or self._low is None:
+            self._backend, self._low = similarity, similarity.with_threshold(SWEEP_THRESHOLDS[0])
+        return self._low
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        n = len(SWEEP_THRESHOLDS)
+        entity_tp, full_tp = [0] * n, [0] * n
+        gold = score.gold
+        preds = [p for p in score.preds if not is_self_loop(p)]
+        if gold and preds:
+            low = embedding_matching(gold, preds, self._low_gate(ctx.similarity))
+            kept: tuple[np.ndarray, ...] | None = None
+            for k, threshold in enumerate(SWEEP_THRESHOLDS):
+                masks = tuple(m >= threshold for m in low)
+                if kept is not None and all(np.array_equal(a, b) for a, b in zip(masks, kept)):
+                    entity_tp[k], full_tp[k] = entity_tp[k - 1], full_tp[k - 1]
+                    continue
+                kept = masks
+                src, tgt, rel = (np.where(mask, m, 0.0) for mask, m in zip(masks, low))
+                result = match_from_similarities(gold, preds, src, tgt, rel, ctx.align_accept)
+                for pair in result.pairs:
+                    if pair.source_sim > 0 and pair.target_sim > 0:
+                        entity_tp[k] += 1
+                        full_tp[k] += pair.relation_sim > 0
+        return {"gold": len(gold), "items": score.n_items, "entity_tp": entity_tp, "full_tp": full_tp}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n = len(SWEEP_THRESHOLDS)
+        n_gold, n_items = record.get("gold", 0), record.get("items", 0)
+        entity, full = record.get("entity_tp", [0] * n), record.get("full_tp", [0] * n)
+        rows = []
+        for k, threshold in enumerate(SWEEP_THRESHOLDS):
+            e_p, e_r = safe_ratio(entity[k], n_items), safe_ratio(entity[k], n_gold)
+            t_p, t_r = safe_ratio(full[k], n_items), safe_ratio(full[k], n_gold)
+            rows.append({"threshold": threshold, "entity_true_positives": entity[k],
+                         "full_triplet_true_positives": full[k],
+                         "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
+                         "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r)})
+        return {"gold_triplets": n_gold, "pred_triplet_items": n_items, "rows": rows}
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        lines = ["threshold sweep (micro; matching redone at each similarity threshold)",
+                 f"  {'threshold':<11}{'entity P':>10}{'R':>8}{'F1':>8}{'triplet P':>12}{'R':>8}{'F1':>8}"]
+        current = report.get("summary", {}).get("sim_threshold")
+        for r in section["rows"]:
+            mark = "  <- this run" if r["threshold"] == current else ""
+            lines.append(f"  {r['threshold']:<11.2f}{_fmt(r['entity_precision']):>10}{_fmt(r['entity_recall']):>8}"
+                         f"{_fmt(r['entity_f1']):>8}{_fmt(r['triplet_precision']):>12}{_fmt(r['triplet_recall']):>8}"
+                         f"{_fmt(r['triplet_f1']):>8}{mark}")
         return "\n".join(lines)
 
 
@@ -5223,7 +5469,8 @@ def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:
 #: The metric families by ``--metrics`` name, in report order. Adding a family: one
 #: MetricFamily subclass and one entry here (or :func:`register_family`).
 FAMILIES: dict[str, type[MetricFamily]] = {cls.name: cls for cls in (
-    HgrFamily, StrictFamily, PerRelationFamily, WebNLG2020Family, Text2KGBenchFamily)}
+    HgrFamily, StrictFamily, PerRelationFamily, CalibrationFamily, SweepFamily, WebNLG2020Family,
+    Text2KGBenchFamily)}
 
 #: The families of the default ``--metrics``.
 DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() if cls.default)
@@ -6510,6 +6757,14 @@ class EmbeddingSimilarity(Similarity):
         self._blocks.append(vectors)
         self._vectors = np.concatenate(self._blocks) if len(self._blocks) > 1 else vectors
         self._blocks = [self._vectors]
+
+    def with_threshold(self, threshold: float) -> "EmbeddingSimilarity":
+        """See :meth:`Similarity.with_threshold`: the twin reuses the embeddings computed
+        so far (never re-embedding them) and keeps its own index of them from here on."""
+        twin = super().with_threshold(threshold)
+        assert isinstance(twin, EmbeddingSimilarity)
+        twin._index, twin._blocks = dict(self._index), list(self._blocks)
+        return twin
 
     def _vector_rows(self, strings: Sequence[str]) -> np.ndarray:
         missing = [s for s in strings if s and s not in self._index]
