@@ -5816,6 +5816,584 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+# (Large runs and Statistics sections go here, in that order.)
+
+
+# ======================================================================================
+# Output formats and plots: paste-ready tables (text, Markdown, LaTeX, CSV, JSON) and
+# figures, pure functions of report dicts (matplotlib imported lazily: the 'plots' extra)
+# ======================================================================================
+#
+# Three report layouts are formatted (DESIGN of the comparison block):
+#   a single-run report                      {"summary", <family sections>, "per_entry"}
+#   a single-run report + "comparison"       (--bootstrap on one system)
+#   {"systems": {name: single-run report}, "comparison": {...}}   (several systems)
+# The tables hold the headline metrics of every family present (one table per family,
+# because all of them do not fit in one: hgr micro, hgr macro, strict, calibration,
+# webnlg2020, text2kgbench, and the threshold sweep's entity and triplet F1), one row per
+# system. A value is the number in the family's report section (the point estimate); with
+# a comparison block its 95% interval follows in brackets and a difference against the
+# baseline that is significant is marked with a dagger.
+
+#: ``--format`` choices (what stdout carries; text = the printed summary).
+OUTPUT_FORMATS = ("text", "markdown", "latex", "csv", "json")
+
+#: Headline metrics of the tables, by family: (table title, family, ((path, column label), ...)).
+#: A path is the family name, then the path inside its report section (for hgr inside
+#: ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``).
+HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("hgr micro (the published method, SPEC.md)", "hgr", (
+        ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
+        ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
+        ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
+        ("hgr.micro.hallucination_rate", "halluc. rate"))),
+    ("hgr macro (mean over entries)", "hgr", (
+        ("hgr.macro.composite", "composite"), ("hgr.macro.schema_score", "schema"),
+        ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.relation_accuracy", "relation acc."),
+        ("hgr.macro.weight_score", "weight"), ("hgr.macro.grounding", "grounding"))),
+    ("strict (exact normalised triplets)", "strict", (
+        ("strict.micro.precision", "micro P"), ("strict.micro.recall", "micro R"), ("strict.micro.f1", "micro F1"),
+        ("strict.macro.precision", "macro P"), ("strict.macro.recall", "macro R"), ("strict.macro.f1", "macro F1"))),
+    ("calibration of the relation weights", "calibration", (
+        ("calibration.ece", "ECE"), ("calibration.brier", "Brier"))),
+    ("webnlg2020 (official WebNLG+ 2020 scorer)", "webnlg2020", tuple(
+        (f"webnlg2020.Total_scores.{m}.{s}", f"{m} {s[0] if s != 'F1' else s}")
+        for m in ("Exact", "Ent_type", "Partial", "Strict") for s in ("Precision", "Recall", "F1"))),
+    ("text2kgbench (run_eval.py averages)", "text2kgbench", tuple(
+        (f"text2kgbench.averages.{k}", k) for k in T2KG_METRIC_KEYS)),
+    ("text2kgbench (global, as published)", "text2kgbench", tuple(
+        (f"text2kgbench.global_as_script.{k}", k) for k in T2KG_METRIC_KEYS)),
+    ("threshold sweep: entity F1 (micro)", "sweep", tuple(
+        (f"sweep.entity_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
+    ("threshold sweep: triplet F1 (micro)", "sweep", tuple(
+        (f"sweep.triplet_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
+)
+
+#: Headline metrics where a lower value is better (bold = the lowest): hallucination rates
+#: (hgr, text2kgbench's subject / relation / object hallucination), ECE and Brier score.
+LOWER_IS_BETTER = frozenset({"hgr.micro.hallucination_rate", "calibration.ece", "calibration.brier",
+                             *(f"text2kgbench.{where}.{k}" for where in ("averages", "global_as_script")
+                               for k in ("sub_halluc", "rel_halluc", "obj_halluc"))})
+
+#: Significance level of the dagger mark (two-sided p-value, or Holm-adjusted p-value).
+SIGNIFICANCE_LEVEL = 0.05
+
+
+def report_systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None]:
+    """The systems of a report of any of the three layouts, in order (the baseline first),
+    and its comparison block (None without one). A single-run report's system is named
+    after the comparison block's one system, else after its predictions file's stem."""
+    comparison = report.get("comparison")
+    if "systems" in report:
+        return dict(report["systems"]), comparison
+    names = list((comparison or {}).get("metrics", {}))
+    if len(names) == 1:
+        name = names[0]
+    else:
+        pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
+        name = Path(pred.get("name") or "system").stem or "system"
+    return {name: report}, comparison
+
+
+def metric_value(report: Mapping[str, Any], path: str) -> float | None:
+    """The number at a headline path of a single-run report (None when absent or N/A):
+    ``family.key.key...`` (hgr: inside ``summary``), or ``sweep.<metric>@<threshold>`` for
+    a row of the threshold sweep."""
+    family, _, rest = path.partition(".")
+    cls = FAMILIES.get(family)
+    section = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
+    if family == "sweep" and "@" in rest and isinstance(section, Mapping):
+        metric, _, threshold = rest.partition("@")
+        row = next((r for r in section.get("rows", []) if f"{r['threshold']:.2f}" == threshold), None)
+        value = None if row is None else row.get(metric)
+    else:
+        value = section
+        for part in rest.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class MetricCell:
+    """One table cell: the point estimate (None = N/A) and, with a comparison block, its
+    interval and (non-baseline systems) the difference against the baseline, its interval,
+    p-value, adjusted p-value and whether it is significant; ``best``: bold."""
+
+    estimate: float | None
+    ci: tuple[float, float] | None = None
+    delta: float | None = None
+    delta_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    significant: bool = False
+    best: bool = False
+
+
+@dataclass
+class MetricTable:
+    """One family's table: its title, columns ((path, label)) and rows (system -> cells)."""
+
+    title: str
+    columns: list[tuple[str, str]]
+    rows: dict[str, dict[str, MetricCell]]
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Sequence) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
+          correction: str | None) -> MetricCell:
+    cell = MetricCell(metric_value(report, path))
+    if not stats:
+        return cell
+    cell.ci = _pair(stats.get("ci"))
+    cell.delta = stats.get("delta")
+    cell.delta_ci = _pair(stats.get("delta_ci"))
+    cell.p_value, cell.p_adjusted = stats.get("p_value"), stats.get("p_adjusted")
+    if "significant" in stats:
+        cell.significant = bool(stats["significant"])
+    else:
+        p = cell.p_adjusted if correction else cell.p_value
+        cell.significant = p is not None and p < SIGNIFICANCE_LEVEL
+    return cell
+
+
+def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
+    """The headline tables of a report (:data:`HEADLINE_TABLES`; any layout): a table for
+    each family present in some system, a column for each path that some system has, a
+    row per system; ``best`` marks the highest estimate of a column (the lowest for
+    :data:`LOWER_IS_BETTER`), ties all marked, only when there are two systems or more.
+    Paths of the comparison block outside the catalogue get a table of their family."""
+    systems, comparison = report_systems(report)
+    stats = (comparison or {}).get("metrics", {})
+    correction = (comparison or {}).get("correction")
+    catalogue = [(title, list(columns)) for title, _, columns in HEADLINE_TABLES]
+    known = {path for _, columns in catalogue for path, _ in columns}
+    extra = [path for per in stats.values() for path in per if path not in known]
+    for family in dict.fromkeys(path.partition(".")[0] for path in extra):
+        catalogue.append((f"{family} (comparison)", [(p, p.partition(".")[2]) for p in dict.fromkeys(extra)
+                                                     if p.partition(".")[0] == family]))
+    tables = []
+    for title, columns in catalogue:
+        rows = {name: {path: _cell(rep, path, stats.get(name, {}).get(path), correction) for path, _ in columns}
+                for name, rep in systems.items()}
+        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)]
+        if not kept:
+            continue
+        for path, _ in kept:
+            values = [c.estimate for c in (rows[n][path] for n in rows) if c.estimate is not None]
+            if len(systems) >= 2 and values:
+                best = min(values) if path in LOWER_IS_BETTER else max(values)
+                for n in rows:
+                    rows[n][path].best = rows[n][path].estimate == best
+        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}))
+    return tables
+
+
+def _signature(report: Mapping[str, Any]) -> str | None:
+    systems, comparison = report_systems(report)
+    if comparison and comparison.get("signature"):
+        return str(comparison["signature"])
+    first = next(iter(systems.values()), {})
+    return (first.get("summary") or {}).get("signature")
+
+
+def _notices(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(system, kind, message) of every notice of every system, then the comparison's notes."""
+    systems, comparison = report_systems(report)
+    out = [(name, str(n.get("kind", "notice")), str(n.get("message", "")))
+           for name, rep in systems.items() for n in (rep.get("summary") or {}).get("notices", [])]
+    for note in (comparison or {}).get("notes", []):
+        out.append(("comparison", "note", note if isinstance(note, str) else json.dumps(note, sort_keys=True)))
+    return out
+
+
+def legend_lines(report: Mapping[str, Any]) -> list[str]:
+    """The legend under a table (Markdown / LaTeX): what the values, bold and dagger mean,
+    the notices (what changed the numbers), and the signature line last."""
+    systems, comparison = report_systems(report)
+    lines = []
+    if comparison:
+        lines.append(f"Values: point estimate [{comparison.get('confidence', 0.95):.0%} percentile bootstrap "
+                     f"interval; {comparison.get('bootstrap')} resamples of the entries, seed {comparison.get('seed')}].")
+    else:
+        lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
+    if len(systems) >= 2:
+        lines.append("Bold: the best value of each column; lower is better for the hallucination rates "
+                     "(hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE and Brier score, higher for "
+                     "every other metric.")
+    if comparison and len(systems) >= 2:
+        trials = comparison.get("trials")
+        if comparison.get("correction") == "holm":
+            how = (f"Holm-adjusted p < {SIGNIFICANCE_LEVEL} (Holm-Bonferroni over the headline metrics, "
+                   "--correction holm)")
+        else:
+            how = (f"p < {SIGNIFICANCE_LEVEL}, with no correction for multiple comparisons "
+                   "(give --correction holm for Holm-Bonferroni)")
+        lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
+                     f"randomisation test ({trials} trials), {how}.")
+    lines += [f"Notice ({name}): {kind}: {message}" for name, kind, message in _notices(report)]
+    signature = _signature(report)
+    if signature:
+        lines.append(f"Signature: {signature}")
+    return lines
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _display(cell: MetricCell, digits: int) -> str:
+    text = _number(cell.estimate, digits)
+    if cell.estimate is not None and cell.ci is not None:
+        text += f" [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]"
+    return text
+
+
+def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
+    """GitHub pipe tables, one per family (:func:`metric_tables`), one row per system:
+    ``0.186 [0.171, 0.201]`` (estimate [95% interval] with a comparison block), the best
+    value of a column in bold, a dagger after a value that differs significantly from the
+    baseline's; then the legend (:func:`legend_lines`) with the signature last."""
+    out = []
+    for table in metric_tables(report):
+        out += [f"**{table.title}**", "",
+                "| system | " + " | ".join(label for _, label in table.columns) + " |",
+                "|---|" + "---:|" * len(table.columns)]
+        for name, cells in table.rows.items():
+            shown = []
+            for path, _ in table.columns:
+                cell = cells[path]
+                text = _display(cell, digits)
+                text = f"**{text}**" if cell.best else text
+                shown.append(text + (" \u2020" if cell.significant else ""))
+            out.append(f"| {_markdown_escape(name)} | " + " | ".join(shown) + " |")
+        out.append("")
+    legend = [f"Signature: `{line[len('Signature: '):]}`" if line.startswith("Signature: ")
+              else _markdown_escape(line, table=False) for line in legend_lines(report)]
+    out += [line + ("  " if i < len(legend) - 1 else "") for i, line in enumerate(legend)]  # hard line breaks
+    return "\n".join(out) + "\n"
+
+
+def _markdown_escape(text: str, table: bool = True) -> str:
+    """Escape what Markdown would read as emphasis (and, inside a table, a cell border)."""
+    text = text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+    return text.replace("|", "\\|") if table else text
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "\u2020": r"$^\dagger$"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
+    """booktabs tables (``\\usepackage{booktabs}``), one ``table`` per family, as
+    :func:`format_markdown` (bold = ``\\textbf``, interval in a smaller font, dagger
+    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table."""
+    out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
+    tables = metric_tables(report)
+    for k, table in enumerate(tables):
+        out += [r"\begin{table}[ht]", r"\centering", rf"\caption{{{_latex_escape(table.title)}}}",
+                r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
+                "System & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
+        for name, cells in table.rows.items():
+            shown = []
+            for path, _ in table.columns:
+                cell = cells[path]
+                value = _number(cell.estimate, digits)
+                value = rf"\textbf{{{value}}}" if cell.best and cell.estimate is not None else value
+                if cell.estimate is not None and cell.ci is not None:
+                    value += rf" {{\scriptsize [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]}}"
+                shown.append(value + (r"$^\dagger$" if cell.significant else ""))
+            out.append(_latex_escape(name) + " & " + " & ".join(shown) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}"]
+        if k == len(tables) - 1:
+            out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+                    *(_latex_escape(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
+        out.append(r"\end{table}")
+    return "\n".join(out) + "\n"
+
+
+#: Columns of ``--format csv`` (one row per system and headline metric).
+CSV_COLUMNS = ("system", "table", "metric", "estimate", "ci_low", "ci_high", "delta", "delta_ci_low",
+               "delta_ci_high", "p_value", "p_adjusted", "significant", "best", "lower_is_better", "notices",
+               "signature")
+
+
+def _csv_number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def format_csv(report: Mapping[str, Any]) -> str:
+    """CSV (RFC 4180, ``\\r\\n`` rows as the csv module writes them), one row per system
+    and headline metric (:data:`CSV_COLUMNS`); numbers in full precision (Python's
+    shortest round-trip form, so they parse back to the same floats), empty = N/A / no
+    comparison; ``notices``: the system's notices as ``kind: message`` joined by `` | ``;
+    ``signature``: the run's signature line."""
+    import csv
+    import io
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    signature = _signature(report) or ""
+    notices: dict[str, list[str]] = {}
+    for name, kind, message in _notices(report):
+        notices.setdefault(name, []).append(f"{kind}: {message}")
+    for table in metric_tables(report):
+        for name, cells in table.rows.items():
+            for path, _ in table.columns:
+                c = cells[path]
+                writer.writerow([name, table.title, path, _csv_number(c.estimate),
+                                 *(_csv_number(x) for x in (c.ci or (None, None))), _csv_number(c.delta),
+                                 *(_csv_number(x) for x in (c.delta_ci or (None, None))),
+                                 _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
+                                 str(c.best).lower(), str(path in LOWER_IS_BETTER).lower(),
+                                 " | ".join(notices.get(name, []) + notices.get("comparison", [])), signature])
+    return buffer.getvalue()
+
+
+def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--format json`` summary: ``systems`` (name -> ``metrics`` (path -> estimate,
+    ci, delta, delta_ci, p_value, p_adjusted, significant, best), ``notices``,
+    ``signature``), ``baseline``, ``comparison`` settings (None without a block),
+    ``lower_is_better`` and ``legend`` (the Markdown legend lines)."""
+    systems, comparison = report_systems(report)
+    out_systems: dict[str, Any] = {name: {"metrics": {}, "notices": list((rep.get("summary") or {}).get("notices", [])),
+                                          "signature": (rep.get("summary") or {}).get("signature")}
+                                   for name, rep in systems.items()}
+    for table in metric_tables(report):
+        for name, cells in table.rows.items():
+            for path, _ in table.columns:
+                out_systems[name]["metrics"][path] = dataclasses.asdict(cells[path])
+    settings = None
+    if comparison:
+        settings = {k: comparison.get(k) for k in ("baseline", "bootstrap", "trials", "seed", "correction",
+                                                    "confidence", "signature", "notes")}
+    return {"systems": out_systems, "baseline": next(iter(systems)), "comparison": settings,
+            "lower_is_better": sorted(LOWER_IS_BETTER), "legend": legend_lines(report)}
+
+
+def format_text(report: Mapping[str, Any], *, title: str = "") -> str:
+    """The printed summary (:func:`format_summary`) of each system; with a comparison
+    block, a fixed-width table of its headline metrics (estimate [interval], difference
+    and p-value against the baseline) and the legend."""
+    systems, comparison = report_systems(report)
+    if not comparison and len(systems) == 1:
+        return format_summary(next(iter(systems.values())), title=title)
+    parts = [format_summary(rep, title=name if len(systems) > 1 else title) for name, rep in systems.items()]
+    lines = ["comparison" + (f" against the baseline {comparison.get('baseline')}" if comparison else "")]
+    for table in metric_tables(report):
+        lines += ["", table.title]
+        for name, cells in table.rows.items():
+            lines.append(f"  {name}")
+            for path, label in table.columns:
+                c = cells[path]
+                delta = "" if c.delta is None else (f"   delta {c.delta:+.4f}" + (
+                    f" [{c.delta_ci[0]:+.4f}, {c.delta_ci[1]:+.4f}]" if c.delta_ci else "")
+                    + (f"  p {c.p_value:.4f}" if c.p_value is not None else "") + (" \u2020" if c.significant else ""))
+                lines.append(f"    {label:<16}{_display(c, 4):>28}{delta}")
+    return "\n\n".join(parts + ["\n".join(lines + [""] + legend_lines(report))])
+
+
+def format_output(report: Mapping[str, Any], fmt: str = "text", *, title: str = "") -> str:
+    """The report's summary in ``fmt`` (:data:`OUTPUT_FORMATS`) for stdout. Raises
+    ValueError on an unknown format."""
+    if fmt == "text":
+        return format_text(report, title=title)
+    if fmt == "markdown":
+        return format_markdown(report)
+    if fmt == "latex":
+        return format_latex(report)
+    if fmt == "csv":
+        return format_csv(report)
+    if fmt == "json":
+        return report_json(summary_json(report))
+    raise ValueError(f"unknown output format {fmt!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+
+
+# --- plots (--plots DIR) ---
+
+#: Size of every figure: inches at :data:`PLOT_DPI` dots per inch (PNG: 960 x 600 pixels).
+PLOT_SIZE_INCHES = (9.6, 6.0)
+PLOT_DPI = 100
+#: The per-relation plot shows the relations with the most gold triplets (over all systems).
+PLOT_MAX_RELATIONS = 20
+#: Fixed file metadata and SVG ids, so that the same reports give the same bytes.
+_PLOT_RC = {"svg.hashsalt": PRODUCT, "svg.fonttype": "path", "path.simplify": False}
+_PNG_METADATA = {"Software": None}
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+
+PLOTS_INSTALL_HELP = (f"--plots needs matplotlib: pip install 'kg-triplet-eval[plots]' (or, in a clone, "
+                      "uv sync --extra plots)")
+
+
+def plots_missing() -> str | None:
+    """Why ``--plots`` cannot run here (matplotlib not installed), or None."""
+    import importlib.util
+    return None if importlib.util.find_spec("matplotlib") is not None else PLOTS_INSTALL_HELP
+
+
+def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    tables = {name: {row["relation"]: row for row in rep["per_relation"]["relations"]}
+              for name, rep in reports.items() if "per_relation" in rep}
+    if not tables:
+        return False
+    gold: Counter[str] = Counter()
+    for rows in tables.values():
+        for rel, row in rows.items():
+            gold[rel] += row["gold"]
+    relations = sorted(gold, key=lambda r: (-gold[r], r))[:PLOT_MAX_RELATIONS]
+    ax = fig.add_subplot()
+    height = 0.8 / len(tables)
+    y = np.arange(len(relations))
+    for k, (name, rows) in enumerate(tables.items()):
+        values = [(rows.get(r) or {}).get("f1") for r in relations]
+        ax.barh(y - 0.4 + height * (k + 0.5), [v or 0.0 for v in values], height=height, label=name)
+        for yi, v in zip(y, values):
+            if v is None:
+                ax.text(0.005, yi - 0.4 + height * (k + 0.5), "n/a", va="center", fontsize=6)
+    ax.set_yticks(y, [f"{r} ({gold[r]})" for r in relations], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("F1 (full matches)")
+    more = f"; top {PLOT_MAX_RELATIONS} of {len(gold)}" if len(gold) > PLOT_MAX_RELATIONS else ""
+    ax.set_title(f"Per-relation F1 by system (relations by gold count{more}; n/a = never predicted)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return True
+
+
+def _plot_reliability(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    sections = {name: rep["calibration"] for name, rep in reports.items()
+                if (rep.get("calibration") or {}).get("predictions")}
+    if not sections:
+        return False
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    width = 0.1 / (len(sections) + 1)
+    for k, (name, section) in enumerate(sections.items()):
+        bins = [b for b in section["bins"] if b["count"]]
+        centres = [b["low"] + width * (k + 1) for b in bins]
+        ax.bar(centres, [b["accuracy"] for b in bins], width=width, align="center", alpha=0.75,
+               label=f"{name}: ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}")
+        ax.plot([b["mean_weight"] for b in bins], [b["accuracy"] for b in bins], marker="o", linewidth=1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(CALIBRATION_EDGES)
+    ax.set_xlabel("relation weight (bars: 10 equal-width bins; dots at each bin's mean weight)")
+    ax.set_ylabel("accuracy (share of full matches)")
+    ax.set_title("Reliability diagram of the relation weights")
+    ax.legend(loc="upper left", fontsize=8)
+    return True
+
+
+def _plot_composite(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    values = {name: [row["metrics"]["composite"] for row in rep.get("per_entry", [])
+                     if row.get("metrics", {}).get("composite") is not None]
+              for name, rep in reports.items()}
+    values = {name: v for name, v in values.items() if v}
+    if not values:
+        return False
+    ax = fig.add_subplot()
+    edges = np.linspace(0.0, 1.0, 21)
+    for name, v in values.items():
+        ax.hist(v, bins=edges, histtype="step", linewidth=1.8,
+                label=f"{name}: mean {exact_mean(sum(map(ExactSum.of, v), ExactSum(0)), len(v)):.3f}, "
+                      f"{len(v)} entries")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("per-entry composite score (bins of 0.05)")
+    ax.set_ylabel("entries")
+    ax.set_title("Distribution of the per-entry composite scores by system")
+    ax.legend(loc="upper left", fontsize=8)
+    return True
+
+
+def _plot_sweep(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    sections = {name: rep["sweep"] for name, rep in reports.items() if "sweep" in rep}
+    if not sections:
+        return False
+    ax = fig.add_subplot()
+    for k, (name, section) in enumerate(sections.items()):
+        t = [r["threshold"] for r in section["rows"]]
+        color = f"C{k}"
+        ax.plot(t, [r["entity_f1"] for r in section["rows"]], marker="o", color=color, label=f"{name}: entity F1")
+        ax.plot(t, [r["triplet_f1"] for r in section["rows"]], marker="s", linestyle="--", color=color,
+                label=f"{name}: triplet F1")
+    used = {rep["summary"].get("sim_threshold") for rep in reports.values() if "summary" in rep}
+    for threshold in sorted(x for x in used if x is not None):
+        ax.axvline(threshold, color="grey", linewidth=1, linestyle=":")
+    ax.set_xticks(SWEEP_THRESHOLDS, [f"{t:.2f}" for t in SWEEP_THRESHOLDS])
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("similarity threshold (dotted: the run's threshold)")
+    ax.set_ylabel("micro F1")
+    ax.set_title("Entity and triplet F1 against the similarity threshold")
+    ax.legend(loc="lower left", fontsize=8)
+    return True
+
+
+#: The plots of :func:`write_plots`: (file stem, drawing function, family it needs).
+PLOTS = (("per_relation_f1", _plot_per_relation, "per-relation"),
+         ("reliability_diagram", _plot_reliability, "calibration"),
+         ("composite_distribution", _plot_composite, "hgr"),
+         ("threshold_sweep", _plot_sweep, "sweep"))
+
+
+def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path) -> list[Path]:
+    """Draw the plots of single-run reports (one per system, in legend order) into
+    ``folder`` as PNG (:data:`PLOT_SIZE_INCHES` at :data:`PLOT_DPI`: 960 x 600 pixels) and
+    SVG, headless (matplotlib's Agg renderer through ``Figure``, no pyplot state):
+
+    - ``per_relation_f1``: F1 of each relation (``per_relation`` sections), one bar per system;
+    - ``reliability_diagram``: accuracy against weight per calibration bin (``calibration``);
+    - ``composite_distribution``: histogram of the per-entry composite scores (``per_entry``);
+    - ``threshold_sweep``: entity and triplet F1 against the similarity threshold (``sweep``).
+
+    A plot whose section no report has (or, calibration, which is N/A everywhere) is not
+    drawn; a note names the missing family. Files are written atomically with fixed
+    metadata (no dates; SVG ids salted with a constant), so the same reports give the same
+    bytes. Returns the paths written, in :data:`PLOTS` order, PNG before SVG. Raises
+    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`) or the folder
+    cannot be written.
+    """
+    missing = plots_missing()
+    if missing:
+        raise InputError(missing)
+    import matplotlib
+    from matplotlib.figure import Figure
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--plots {folder}: cannot create the folder: {exc.strerror or exc}") from None
+    written: list[Path] = []
+    with matplotlib.rc_context(_PLOT_RC):
+        for stem, draw, family in PLOTS:
+            fig = Figure(figsize=PLOT_SIZE_INCHES, dpi=PLOT_DPI, layout="constrained")
+            if not draw(fig, reports_by_system):
+                log.info("note: --plots: %s not drawn (no system has a %s section%s)", stem, family,
+                         " with weighted predictions" if family == "calibration" else "")
+                continue
+            for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
+                path = folder / f"{stem}.{ext}"
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "wb") as handle:
+                        fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
+                    os.chmod(tmp, 0o644)
+                    os.replace(tmp, path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+                written.append(path)
+    return written
+
+
 # ======================================================================================
 # Embedding backends (fastembed -> sentence-transformers), offline only,
 # with an on-disk embedding cache
