@@ -117,6 +117,10 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "SIGNIFICANCE_LEVEL", "report_systems", "metric_value",
+    "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
+    "format_csv", "summary_json", "format_text", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
+    "PLOT_MAX_RELATIONS", "PLOTS_INSTALL_HELP", "plots_missing", "PLOTS", "write_plots",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
@@ -7496,6 +7500,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="similarity gate (default 0.80)")
     sim.add_argument("--align-accept", type=_unit_interval, default=DEFAULT_ALIGN_ACCEPT,
                      help="minimum align_sim of an accepted pair (default 0.50)")
+    fmt = p.add_argument_group("output formats and plots")
+    fmt.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default=None,
+                     help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "
+                          "CSV or JSON (one row / entry per system and headline metric; notices and the signature as "
+                          "fields); with --report - stdout carries the report, so only json is accepted there")
+    fmt.add_argument("--plots", type=Path, metavar="DIR",
+                     help="draw PNG and SVG plots into DIR (needs the 'plots' extra: matplotlib): per-relation F1, "
+                          "reliability diagram of the weights, per-entry composite distribution, F1 against the "
+                          "similarity threshold; switches on the per-relation, calibration and sweep families")
+    fmt.add_argument("--sweep", action="store_true",
+                     help="also score entity and triplet P/R/F1 at the similarity thresholds 0.50, 0.55, ..., 1.00 "
+                          "(the sweep family; the similarities are computed once)")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -7520,9 +7536,33 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
         raise InputError(f"--no-embeddings contradicts --embedding-model {args.embedding_model}: give one of them")
+    _refuse_output_contradictions(args)
     if args.pred and _same_file(args.pred[0], args.gold):
         raise InputError(f"--pred {args.pred[0]} and --gold {args.gold} are the same file: give the predictions "
                          "with --pred and the gold with --gold (or a combined file alone with --pred)")
+
+
+def _refuse_output_contradictions(args: argparse.Namespace) -> None:
+    """``--format``/``--plots``: stdout carries one thing (``--report -`` puts the report
+    there, so a summary format other than json is refused with it); ``--plots`` needs
+    matplotlib and a folder (checked before scoring)."""
+    fmt = getattr(args, "output_format", None)
+    if args.report == STDOUT_REPORT and fmt not in (None, "json"):
+        raise InputError(f"--report - puts the report on stdout, which carries one thing: --format {fmt} is refused "
+                         "with it (write the report to a file with --report PATH, or give --format json)")
+    plots = getattr(args, "plots", None)
+    if plots is not None:
+        missing = plots_missing()
+        if missing:
+            raise InputError(missing)
+        if plots.exists() and not plots.is_dir():
+            raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+
+
+def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) -> tuple[str, ...]:
+    """The families ``--sweep`` and ``--plots`` need, added to ``metrics`` (once each)."""
+    extra = (("per-relation", "calibration", "sweep") if plots is not None else ()) + (("sweep",) if sweep else ())
+    return tuple(dict.fromkeys(metrics + extra))
 
 
 @dataclass(frozen=True)
@@ -7558,6 +7598,9 @@ class RunConfig:
     embedding_threshold: float = DEFAULT_SIM_THRESHOLD
     align_accept: float = DEFAULT_ALIGN_ACCEPT
     quiet: bool = False
+    output_format: str | None = None
+    plots: Path | None = None
+    sweep: bool = False
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -7587,7 +7630,7 @@ class RunConfig:
                                            f"{NLTK_INSTALL_HELP})") for name in skipped]
             values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
-        values["metrics"] = metrics
+        values["metrics"] = _output_families(metrics, args.sweep, args.plots)
         return cls(**values)
 
     @property
@@ -8023,12 +8066,14 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         s = embedder.stats
         log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
-    summary = format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
+    title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
+    summary = format_summary(report, title=title)
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
         print(summary, file=sys.stderr)
+        _write_run_plots(config, report)
         return 0
     if report_path is not None:
         try:
@@ -8036,9 +8081,24 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
-    print(summary)
-    print(f"\nreport written to {report_path}" if report_path is not None else "\nno report written (--no-report)")
+    _write_run_plots(config, report)
+    where = f"report written to {report_path}" if report_path is not None else "no report written (--no-report)"
+    if config.output_format in (None, "text"):
+        print(format_output(report, "text", title=title))
+        print(f"\n{where}")
+    else:  # stdout carries the summary in that format only
+        sys.stdout.write(format_output(report, config.output_format, title=title))
+        log.info("%s", where)
     return 0
+
+
+def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
+    """``--plots DIR``: the plots of the run's systems (:func:`write_plots`), listed on stderr."""
+    if config.plots is None:
+        return
+    systems, _ = report_systems(report)
+    paths = write_plots(systems, config.plots)
+    log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
 
 
 @contextlib.contextmanager
