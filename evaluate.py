@@ -26,7 +26,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
                                                (Punkt tables read only when needed)
     Metric families                            MetricFamily protocol, exact mergeable
                                                statistics; HgrFamily, StrictFamily,
-                                               PerRelationFamily
+                                               PerRelationFamily, CalibrationFamily,
+                                               SweepFamily
     Input: read_jsonl                          strict JSONL reader (file, line, reason;
                                                JsonlReader)
     Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
@@ -37,6 +38,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Input: records, fields, joining            load_inputs: the one input path
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
+    Output formats and plots                   format_output (text, Markdown, LaTeX, CSV,
+                                               JSON tables), write_plots (matplotlib, lazy)
     Embedding backends                         ModelStore, FastembedBackend /
                                                SentenceTransformersBackend (offline),
                                                EmbeddingCache (SQLite), Embedder,
