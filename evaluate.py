@@ -122,7 +122,7 @@ __all__ = [
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
     "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "SIGNIFICANCE_LEVEL", "report_systems", "metric_value",
     "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
-    "format_csv", "summary_json", "format_text", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
+    "format_csv", "summary_json", "TABLE_FORMATS", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
     "PLOT_MAX_RELATIONS", "PLOTS_INSTALL_HELP", "plots_missing", "PLOTS", "write_plots",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
@@ -5842,8 +5842,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # a comparison block its 95% interval follows in brackets and a difference against the
 # baseline that is significant is marked with a dagger.
 
-#: ``--format`` choices (what stdout carries; text = the printed summary).
-OUTPUT_FORMATS = ("text", "markdown", "latex", "csv", "json")
+#: Formats of :func:`format_output` (tables of the headline metrics).
+TABLE_FORMATS = ("markdown", "latex", "csv", "json")
+#: ``--format`` choices (what stdout carries): the printed summary (text) or a table format.
+OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
 
 #: Headline metrics of the tables, by family: (table title, family, ((path, column label), ...)).
 #: A path is the family name, then the path inside its report section (for hgr inside
@@ -6187,33 +6189,11 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
             "lower_is_better": sorted(LOWER_IS_BETTER), "legend": legend_lines(report)}
 
 
-def format_text(report: Mapping[str, Any], *, title: str = "") -> str:
-    """The printed summary (:func:`format_summary`) of each system; with a comparison
-    block, a fixed-width table of its headline metrics (estimate [interval], difference
-    and p-value against the baseline) and the legend."""
-    systems, comparison = report_systems(report)
-    if not comparison and len(systems) == 1:
-        return format_summary(next(iter(systems.values())), title=title)
-    parts = [format_summary(rep, title=name if len(systems) > 1 else title) for name, rep in systems.items()]
-    lines = ["comparison" + (f" against the baseline {comparison.get('baseline')}" if comparison else "")]
-    for table in metric_tables(report):
-        lines += ["", table.title]
-        for name, cells in table.rows.items():
-            lines.append(f"  {name}")
-            for path, label in table.columns:
-                c = cells[path]
-                delta = "" if c.delta is None else (f"   delta {c.delta:+.4f}" + (
-                    f" [{c.delta_ci[0]:+.4f}, {c.delta_ci[1]:+.4f}]" if c.delta_ci else "")
-                    + (f"  p {c.p_value:.4f}" if c.p_value is not None else "") + (" \u2020" if c.significant else ""))
-                lines.append(f"    {label:<16}{_display(c, 4):>28}{delta}")
-    return "\n\n".join(parts + ["\n".join(lines + [""] + legend_lines(report))])
-
-
-def format_output(report: Mapping[str, Any], fmt: str = "text", *, title: str = "") -> str:
-    """The report's summary in ``fmt`` (:data:`OUTPUT_FORMATS`) for stdout. Raises
-    ValueError on an unknown format."""
-    if fmt == "text":
-        return format_text(report, title=title)
+def format_output(report: Mapping[str, Any], fmt: str) -> str:
+    """The report's headline tables in ``fmt``, one of :data:`TABLE_FORMATS` (Markdown,
+    LaTeX, CSV, the JSON summary), for stdout; any of the three report layouts. (``text``,
+    the default of ``--format``, is the printed summary of the command line.) Raises
+    ValueError on another format."""
     if fmt == "markdown":
         return format_markdown(report)
     if fmt == "latex":
@@ -6222,7 +6202,7 @@ def format_output(report: Mapping[str, Any], fmt: str = "text", *, title: str = 
         return format_csv(report)
     if fmt == "json":
         return report_json(summary_json(report))
-    raise ValueError(f"unknown output format {fmt!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+    raise ValueError(f"unknown table format {fmt!r}; choose from {', '.join(TABLE_FORMATS)}")
 
 
 # --- plots (--plots DIR) ---
@@ -8069,8 +8049,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         s = embedder.stats
         log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
-    title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
-    summary = format_summary(report, title=title)
+    summary = format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.write(report_json(report))
@@ -8085,14 +8064,21 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
     _write_run_plots(config, report)
-    where = f"report written to {report_path}" if report_path is not None else "no report written (--no-report)"
-    if config.output_format in (None, "text"):
-        print(format_output(report, "text", title=title))
-        print(f"\n{where}")
-    else:  # stdout carries the summary in that format only
-        sys.stdout.write(format_output(report, config.output_format, title=title))
-        log.info("%s", where)
+    _print_output(config, report, summary,
+                  f"report written to {report_path}" if report_path is not None else "no report written (--no-report)")
     return 0
+
+
+def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
+    """stdout carries one thing: the printed summary ``text`` and then ``where`` (the
+    report's path) for ``--format text``; else the tables in ``--format`` alone
+    (:func:`format_output`), ``where`` going to stderr."""
+    if config.output_format in (None, "text"):
+        print(text)
+        print(f"\n{where}")
+        return
+    sys.stdout.write(format_output(report, config.output_format))
+    log.info("%s", where)
 
 
 def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:

@@ -163,3 +163,15 @@ def test_self_loops_and_unparseable_entries_count_as_items():
     # gold 2, items 2; entity tp 1 at every threshold: P = 1/2, R = 1/2
     assert (section["gold_triplets"], section["pred_triplet_items"]) == (2, 2)
     assert all(r["entity_precision"] == 0.5 and r["entity_recall"] == 0.5 for r in section["rows"])
+
+
+PARITY = ROOT.parent / "shared" / "data" / "parity-sample" / "combined.jsonl"
+
+
+def test_parity_sample_row_080_equals_the_summary():
+    if not PARITY.is_file():
+        pytest.skip(f"shared parity sample absent ({PARITY})")
+    entries = ev.load_inputs(PARITY, None).entries
+    report = ev.evaluate_entries(entries, similarity=ev.Similarity(), families=("hgr", "sweep"))
+    row = next(r for r in report["sweep"]["rows"] if r["threshold"] == 0.8)
+    assert {k: row[k] for k in MICRO} == {k: report["summary"]["micro"][k] for k in MICRO}

@@ -125,6 +125,7 @@ def test_markdown_single_run_parses_back(reports):
     report = reports["finetuned"]
     text = ev.format_output(report, "markdown")
     parsed = check_markdown_numbers(report, text)
+    assert "Bold" not in text and "\u2020" not in text
     # one system, named after its predictions file; no bold, no dagger, no interval
     assert list(parsed["hgr micro (the published method, SPEC.md)"]) == ["finetuned"]
     row = parsed["hgr micro (the published method, SPEC.md)"]["finetuned"]
@@ -225,12 +226,16 @@ def test_latex_booktabs(reports):
     assert text.count("{") == text.count("}")
 
 
-def test_text_format_of_a_single_run_is_the_summary(reports):
-    assert ev.format_output(reports["base"], "text", title="t") == ev.format_summary(reports["base"], title="t")
-    text = ev.format_text(systems_layout(reports))
-    assert "comparison against the baseline base" in text and text.rstrip().endswith(SIGNATURE)
-    with pytest.raises(ValueError, match="unknown output format"):
-        ev.format_output(reports["base"], "html")
+def test_format_output_dispatch(reports):
+    report = systems_layout(reports)
+    assert ev.format_output(report, "markdown") == ev.format_markdown(report)
+    assert ev.format_output(report, "latex") == ev.format_latex(report)
+    assert ev.format_output(report, "csv") == ev.format_csv(report)
+    assert json.loads(ev.format_output(report, "json")) == json.loads(json.dumps(ev.summary_json(report)))
+    assert ev.OUTPUT_FORMATS == ("text",) + ev.TABLE_FORMATS
+    for fmt in ("text", "html"):  # text is the command line's printed summary
+        with pytest.raises(ValueError, match="unknown table format"):
+            ev.format_output(report, fmt)
 
 
 # ---------------------------------------------------------------- command line
