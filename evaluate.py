@@ -2923,12 +2923,15 @@ class CalibrationFamily(MetricFamily):
         """``calibration.ece`` = sum_b |correct_b - weight_sum_b| / N and
         ``calibration.brier`` = brier_sum / N from column sums (arrays of shape (R,)); NaN
         where N = 0. Floating-point sums: equal to the section's exact values to 1e-12."""
-        n = np.asarray(sums.get("predictions", 0.0), dtype=float)
-        zero = np.zeros_like(n)
-        gap = sum((np.abs(np.asarray(sums.get(f"bin{k}/correct", zero), dtype=float)
-                          - np.asarray(sums.get(f"bin{k}/weight_sum", zero), dtype=float))
-                   for k in range(CALIBRATION_BINS)), zero)
-        brier = np.asarray(sums.get("brier_sum", zero), dtype=float)
+        size = len(np.atleast_1d(np.asarray(next(iter(sums.values()), np.zeros(1)))))
+
+        def column(name: str) -> np.ndarray:  # an absent column is 0.0 in every (re)sample
+            return np.asarray(sums[name], dtype=float) if name in sums else np.zeros(size)
+
+        n = column("predictions")
+        gap = sum((np.abs(column(f"bin{k}/correct") - column(f"bin{k}/weight_sum")) for k in range(CALIBRATION_BINS)),
+                  np.zeros(size))
+        brier = column("brier_sum")
         with np.errstate(invalid="ignore", divide="ignore"):
             return {"calibration.ece": np.where(n > 0, gap / np.where(n > 0, n, 1.0), np.nan),
                     "calibration.brier": np.where(n > 0, brier / np.where(n > 0, n, 1.0), np.nan)}

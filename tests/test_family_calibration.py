@@ -143,3 +143,10 @@ def test_headlines_equal_the_section():
     # N = 0 in a resample: NaN
     nan = family.headlines({"predictions": np.array([0.0, 6.0]), "brier_sum": np.array([0.0, 3.0])})
     assert np.isnan(nan["calibration.ece"][0]) and nan["calibration.brier"][1] == 0.5
+
+
+def test_headlines_shape_with_absent_columns():
+    # a resample of flat-profile entries: predictions 0 everywhere, no bin columns -> NaN, shape (R,)
+    heads = ev.CalibrationFamily().headlines({"predictions": np.zeros(3)})
+    assert heads["calibration.ece"].shape == heads["calibration.brier"].shape == (3,)
+    assert np.isnan(heads["calibration.ece"]).all() and np.isnan(heads["calibration.brier"]).all()
