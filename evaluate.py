@@ -5861,8 +5861,9 @@ HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
         ("hgr.micro.hallucination_rate", "halluc. rate"))),
     ("hgr macro (mean over entries)", "hgr", (
         ("hgr.macro.composite", "composite"), ("hgr.macro.schema_score", "schema"),
-        ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.relation_accuracy", "relation acc."),
-        ("hgr.macro.weight_score", "weight"), ("hgr.macro.grounding", "grounding"))),
+        ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.triplet_f1", "triplet F1"),
+        ("hgr.macro.relation_accuracy", "relation acc."), ("hgr.macro.weight_score", "weight"),
+        ("hgr.macro.type_agreement", "type agr."), ("hgr.macro.grounding", "grounding"))),
     ("strict (exact normalised triplets)", "strict", (
         ("strict.micro.precision", "micro P"), ("strict.micro.recall", "micro R"), ("strict.micro.f1", "micro F1"),
         ("strict.macro.precision", "macro P"), ("strict.macro.recall", "macro R"), ("strict.macro.f1", "macro F1"))),
