@@ -6048,7 +6048,8 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
                    "(give --correction holm for Holm-Bonferroni)")
         lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
                      f"randomisation test ({trials} trials), {how}.")
-    lines += [f"Notice ({name}): {kind}: {message}" for name, kind, message in _notices(report)]
+    lines += [f"Note: {message}" if name == "comparison" else f"Notice ({name}): {kind}: {message}"
+              for name, kind, message in _notices(report)]
     signature = _signature(report)
     if signature:
         lines.append(f"Signature: {signature}")

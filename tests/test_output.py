@@ -308,3 +308,19 @@ def test_plots_skip_what_is_missing(reports, tmp_path, caplog):
     assert {p.stem for p in paths} == {"per_relation_f1", "composite_distribution"}
     assert "threshold_sweep not drawn (no system has a sweep section)" in caplog.text
     assert "reliability_diagram not drawn" in caplog.text
+
+
+def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
+    report = systems_layout(copy.deepcopy(reports))
+    report["systems"]["finetuned"]["summary"]["notices"] = [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
+    report["comparison"]["notes"] = ["delta: system minus baseline base"]
+    legend = ev.format_markdown(report).rstrip().splitlines()
+    assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
+    assert "Note: delta: system minus baseline base  " in legend
+    assert r"Notice (finetuned): limit: --limit 10: 10 of 25\par" in ev.format_latex(report)
+    rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
+    assert all("note: delta: system minus baseline base" in r["notices"] for r in rows)
+    assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
+    data = ev.summary_json(report)
+    assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
+    assert data["comparison"]["notes"] == ["delta: system minus baseline base"]
