@@ -59,11 +59,13 @@ import argparse
 import bisect
 import contextlib
 import copy
+import csv
 import dataclasses
 import difflib
 import functools
 import hashlib
 import importlib.metadata
+import io
 import json
 import logging
 import math
@@ -6151,8 +6153,6 @@ def format_csv(report: Mapping[str, Any]) -> str:
     shortest round-trip form, so they parse back to the same floats), empty = N/A / no
     comparison; ``notices``: the system's notices as ``kind: message`` joined by `` | ``;
     ``signature``: the run's signature line."""
-    import csv
-    import io
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
