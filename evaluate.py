@@ -2862,19 +2862,21 @@ class CalibrationFamily(MetricFamily):
         if ctx.profile != "hgr":
             return {"unweighted_entries": 1}
         correct_ids = {id(p) for _, p in score.full_matches}
-        rec: Record = {"predictions": 0, "correct": 0, "weight_sum": 0.0, "brier_sum": ExactSum(0), "bins": {}}
+        bins: dict[str, dict[str, Any]] = {}
+        brier = 0  # units of ExactSum: exact integer sums
         for p in score.preds:
             w = float(p.weight)  # type: ignore[arg-type]  (the hgr profile: a number in [0, 1])
             y = int(id(p) in correct_ids)
-            rec["predictions"] += 1
-            rec["correct"] += y
-            rec["weight_sum"] = ExactSum.of(rec["weight_sum"]) + w
-            rec["brier_sum"] = rec["brier_sum"] + (w - y) ** 2
-            cell = rec["bins"].setdefault(str(calibration_bin(w)), {"count": 0, "weight_sum": 0.0, "correct": 0})
+            brier += ExactSum.of((w - y) ** 2).units
+            cell = bins.setdefault(str(calibration_bin(w)), {"count": 0, "weight_sum": 0, "correct": 0})
             cell["count"] += 1
-            cell["weight_sum"] = ExactSum.of(cell["weight_sum"]) + w
+            cell["weight_sum"] += ExactSum.of(w).units
             cell["correct"] += y
-        return rec
+        for cell in bins.values():
+            cell["weight_sum"] = ExactSum(cell["weight_sum"])
+        return {"predictions": len(score.preds), "correct": sum(c["correct"] for c in bins.values()),
+                "weight_sum": ExactSum(sum(c["weight_sum"].units for c in bins.values())),
+                "brier_sum": ExactSum(brier), "bins": dict(sorted(bins.items()))}
 
     def entry_view(self, record: Record) -> dict[str, Any] | None:
         if "predictions" not in record:
