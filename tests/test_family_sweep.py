@@ -175,3 +175,20 @@ def test_parity_sample_row_080_equals_the_summary():
     report = ev.evaluate_entries(entries, similarity=ev.Similarity(), families=("hgr", "sweep"))
     row = next(r for r in report["sweep"]["rows"] if r["threshold"] == 0.8)
     assert {k: row[k] for k in MICRO} == {k: report["summary"]["micro"][k] for k in MICRO}
+
+
+def test_real_embedding_model_rows_equal_runs_at_their_threshold(minilm_dir):
+    """all-MiniLM-L6-v2 (ONNX, offline): every string embedded once for the whole run with
+    --sweep, and the rows at 0.80 and 0.65 equal runs gated there."""
+    embedder = ev.load_embedder(str(minilm_dir), progress=False)
+    calls = []
+    embed = embedder.embed
+    embedder.embed = lambda texts: calls.append(list(texts)) or embed(texts)
+    entries = _sample()
+    report = ev.evaluate_entries(entries, similarity=ev.EmbeddingSimilarity(embedder), families=("hgr", "sweep"))
+    embedded = [t for call in calls for t in call]
+    assert embedded and len(embedded) == len(set(embedded))          # never re-embedded
+    rows = {r["threshold"]: r for r in report["sweep"]["rows"]}
+    assert {k: rows[0.8][k] for k in MICRO} == {k: report["summary"]["micro"][k] for k in MICRO}
+    other = ev.evaluate_entries(entries, similarity=ev.EmbeddingSimilarity(embedder, 0.65), families=("hgr",))
+    assert {k: rows[0.65][k] for k in MICRO} == {k: other["summary"]["micro"][k] for k in MICRO}
