@@ -324,3 +324,16 @@ def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     data = ev.summary_json(report)
     assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
     assert data["comparison"]["notes"] == ["delta: system minus baseline base"]
+
+
+def test_plots_without_matplotlib_is_a_clear_error_before_scoring(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+                            "--report", tmp_path / "r.json", "--plots", tmp_path / "plots")
+    assert rc == 2 and "kg-triplet-eval[plots]" in err and "uv sync --extra plots" in err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "plots").exists()
+    with pytest.raises(ev.InputError, match="needs matplotlib"):
+        ev.write_plots({}, tmp_path / "p")
