@@ -150,3 +150,41 @@ def test_headlines_shape_with_absent_columns():
     heads = ev.CalibrationFamily().headlines({"predictions": np.zeros(3)})
     assert heads["calibration.ece"].shape == heads["calibration.brier"].shape == (3,)
     assert np.isnan(heads["calibration.ece"]).all() and np.isnan(heads["calibration.brier"]).all()
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_weights = st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.3, 0.5, 0.55, 0.7, 0.8, 0.9, 0.95, 1.0]) | st.floats(0, 1)
+_entries = st.lists(st.lists(st.tuples(_weights, st.booleans()), max_size=5), min_size=1, max_size=6)
+
+
+def _entry_of(k, predictions):
+    """Prediction i is Pk_i -based_on-> Qk_i; it is in the gold (a full match) iff correct."""
+    preds = [T(f"p{k} {i}", "based_on", f"q{k} {i}", w) for i, (w, _) in enumerate(predictions)]
+    gold = [T(f"p{k} {i}", "based_on", f"q{k} {i}") for i, (_, y) in enumerate(predictions) if y]
+    return entry(gold, preds, k=k)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_entries, st.integers(0, 6))
+def test_property_matches_an_independent_reference_and_any_split(data, cut):
+    entries = [_entry_of(k, preds) for k, preds in enumerate(data)]
+    family = ev.CalibrationFamily()
+    ctx = ev.ScoringContext(ev.Similarity())
+    whole = family.finish(ev.score_entries(entries, [family], ctx).records.get("calibration", {}))
+    parts = [ev.score_entries(part, [family], ctx).records for part in (entries[:cut], entries[cut:]) if part]
+    assert family.finish(ev.merge_records([family], parts[::-1])["calibration"]) == whole
+    pairs = [p for preds in data for p in preds]
+    if not pairs:
+        assert whole["ece"] is None
+        return
+    # reference: bins by the decimal edges, exact Fractions
+    gap = F(0)
+    for k in range(10):
+        low, high = ev.CALIBRATION_EDGES[k], ev.CALIBRATION_EDGES[k + 1]
+        inside = [(w, y) for w, y in pairs if low <= w < high or (k == 9 and w == 1.0)]
+        gap += abs(sum(y for _, y in inside) - sum(map(F, (w for w, _ in inside))))
+    assert whole["ece"] == float(gap / len(pairs))
+    assert whole["brier"] == float(sum(F((w - y) ** 2) for w, y in pairs) / len(pairs))
+    assert whole["correct"] == sum(y for _, y in pairs)
