@@ -6035,7 +6035,8 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
     lines = []
     if comparison:
         lines.append(f"Values: point estimate [{comparison.get('confidence', 0.95):.0%} percentile bootstrap "
-                     f"interval; {comparison.get('bootstrap')} resamples of the entries, seed {comparison.get('seed')}].")
+                     f"interval; {comparison.get('bootstrap')} resamples of the entries, "
+                     f"seed {comparison.get('seed')}].")
     else:
         lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
     if len(systems) >= 2:
