@@ -27,7 +27,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Metric families                            MetricFamily protocol, exact mergeable
                                                statistics, headline protocol
                                                (HeadlineSums); HgrFamily, StrictFamily,
-                                               PerRelationFamily
+                                               PerRelationFamily, CalibrationFamily,
+                                               SweepFamily
     Input: read_jsonl                          strict JSONL reader (file, line, reason;
                                                JsonlReader)
     Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
@@ -42,6 +43,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
       intervals and paired significance        intervals, paired bootstrap, paired
                                                approximate randomisation, Holm (pure numpy
                                                on report dicts, headline protocol)
+    Output formats and plots                   format_output (text, Markdown, LaTeX, CSV,
+                                               JSON tables), write_plots (matplotlib, lazy)
     Embedding backends                         ModelStore, FastembedBackend /
                                                SentenceTransformersBackend (offline),
                                                EmbeddingCache (SQLite), Embedder,
@@ -62,11 +65,14 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import copy
+import csv
 import dataclasses
 import difflib
 import functools
 import hashlib
 import importlib.metadata
+import io
 import json
 import logging
 import math
@@ -105,13 +111,15 @@ __all__ = [
     "detect_profile", "normalize_title", "normalize_label", "normalize_triplets",
     "relation_text", "token_set", "jaccard", "lexical_similarity", "Similarity",
     "embedding_matching", "hungarian", "MatchedPair", "MatchResult", "match_triplets",
-    "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
+    "match_from_similarities", "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
     "is_self_loop", "safe_ratio", "f1_score", "composite_score", "EntryMetrics", "EntryScore",
     "score_entry", "NLTK_INSTALL_HELP", "PUNKT_FETCH_HELP", "nltk_missing", "PunktTablesMissing",
     "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
     "records_to_json", "records_from_json", "HeadlineSums", "headline_column", "headline_ratio", "headline_f1",
     "headline_slices", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
     "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
+    "CALIBRATION_BINS", "CALIBRATION_EDGES", "calibration_bin", "CalibrationFamily", "SWEEP_THRESHOLDS",
+    "SweepFamily",
     "JsonlLine", "JsonlReader", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
     "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
     "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
@@ -127,6 +135,10 @@ __all__ = [
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
     "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_deltas",
     "randomization_p_value", "compare_systems",
+    "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "report_systems", "metric_value",
+    "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
+    "format_csv", "summary_json", "TABLE_FORMATS", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
+    "PLOT_MAX_RELATIONS", "PLOTS_INSTALL_HELP", "plots_missing", "PLOTS", "write_plots",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
@@ -1348,6 +1360,18 @@ class Similarity:
         value = 0.5 * matcher.ratio() + 0.5 * jac
         return value if value >= self.threshold else 0.0
 
+    def with_threshold(self, threshold: float) -> "Similarity":
+        """The same backend gated at ``threshold`` (the threshold sweep: one object gated at
+        the sweep's lowest threshold). It shares what does not depend on the gate (token
+        sets, character counts; a subclass: its embeddings) and starts with an empty memo
+        of gated values: a value gated at 0.80 is 0.0 for every pair below 0.80, so it can
+        never serve a lower threshold (nor can the cheap bounds of :meth:`_gated`, which
+        read ``self.threshold``)."""
+        twin = copy.copy(self)
+        twin.threshold = threshold
+        twin._memo = {}
+        return twin
+
     def relation(self, a: str, b: str) -> float:
         """Relation similarity: 1.0 if the normalised types are equal and non-empty, else
         the field similarity of their natural-language forms (``_`` -> space)."""
@@ -1811,7 +1835,17 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     n_gold, n_pred = len(gold), len(preds)
     if n_gold == 0 or n_pred == 0:
         return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
-    src, tgt, rel = embedding_matching(gold, preds, similarity)
+    return match_from_similarities(gold, preds, *embedding_matching(gold, preds, similarity), align_accept)
+
+
+def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], src: np.ndarray, tgt: np.ndarray,
+                            rel: np.ndarray, align_accept: float = DEFAULT_ALIGN_ACCEPT) -> MatchResult:
+    """The matching of :func:`match_triplets` from given field-similarity matrices (each
+    float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1, gated values as
+    :func:`embedding_matching` returns them): align_sim, the padded Hungarian assignment
+    and the acceptance gate (SPEC.md section 5). The threshold sweep calls it with the
+    matrices of each threshold."""
+    n_gold, n_pred = len(gold), len(preds)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
     assignment = hungarian_padded(1.0 - align, pad=1.0)
@@ -3006,6 +3040,232 @@ class PerRelationFamily(MetricFamily):
                          "confused (gold -> predicted): " + "; ".join(f"{g} -> {p} x{n}" for n, g, p in top[:5]))
         lines.append(f"  predictions with source/target swapped: {section['swapped_direction']}"
                      f" ({section['swapped_direction_same_relation']} with the gold relation)")
+        return "\n".join(lines)
+
+
+#: Equal-width bins of the calibration family on [0, 1]: bin k holds the weights w with
+#: ``CALIBRATION_EDGES[k] <= w < CALIBRATION_EDGES[k + 1]``; the last bin is closed, so a
+#: weight of exactly 1.0 is in bin 9 ([0.9, 1.0]). The edges are the doubles nearest to
+#: k/10 (``float(Fraction(k, 10))``), i.e. the numbers a user writes as 0.1, 0.2, ...: a
+#: weight written 0.3 is in bin 3, although the double 0.3 is a little under 3/10.
+CALIBRATION_BINS = 10
+CALIBRATION_EDGES: tuple[float, ...] = tuple(float(Fraction(k, CALIBRATION_BINS)) for k in range(CALIBRATION_BINS + 1))
+
+
+def calibration_bin(weight: float) -> int:
+    """The calibration bin (0..9) of a weight in [0, 1] (see :data:`CALIBRATION_EDGES`)."""
+    return bisect.bisect_right(CALIBRATION_EDGES, weight, 1, CALIBRATION_BINS) - 1
+
+
+class CalibrationFamily(MetricFamily):
+    """Calibration of the relation weights (``--metrics calibration``): is a predicted
+    weight the probability that the triplet is right?
+
+    Population: every schema-valid predicted triplet of the weighted ("hgr") profile,
+    self-loops included (never matched, so never correct); schema-invalid items have no
+    valid weight and are left out. Outcome y = 1 when the triplet is a full match (SPEC.md
+    section 5: an accepted pair with entity match, src > 0 and tgt > 0, and relation match,
+    rel > 0; exactly the matches counted by the triplet metrics), else 0; confidence = its
+    weight w in [0, 1].
+
+    - ECE (expected calibration error, Guo et al. 2017, "On calibration of modern neural
+      networks"; Naeini et al. 2015) over the 10 equal-width bins of
+      :data:`CALIBRATION_EDGES`: ``sum_b (n_b / N) |acc_b - conf_b|`` =
+      ``sum_b |correct_b - weight_sum_b| / N``, computed exactly (Fractions) and rounded
+      once.
+    - Brier score (Brier 1950): ``sum (w - y)^2 / N``, each square in IEEE double, the
+      sum exact, rounded once.
+    - bins: count, mean weight (conf_b) and accuracy (acc_b), None for an empty bin.
+
+    Record per entry: ``predictions``, ``correct``, ``brier_sum``, ``weight_sum`` and
+    ``bins`` (bin index as a string -> count, weight_sum, correct; empty bins absent), and
+    ``unweighted_entries`` (1 for an entry of the flat "triples" profile, which has no
+    weights). ECE and Brier are None (``not_applicable`` says why) when N = 0.
+    """
+
+    name = "calibration"
+    key = "calibration"
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        if ctx.profile != "hgr":
+            return {"unweighted_entries": 1}
+        correct_ids = {id(p) for _, p in score.full_matches}
+        bins: dict[str, dict[str, Any]] = {}
+        brier = 0  # units of ExactSum: exact integer sums
+        for p in score.preds:
+            w = float(p.weight)  # type: ignore[arg-type]  (the hgr profile: a number in [0, 1])
+            y = int(id(p) in correct_ids)
+            brier += ExactSum.of((w - y) ** 2).units
+            cell = bins.setdefault(str(calibration_bin(w)), {"count": 0, "weight_sum": 0, "correct": 0})
+            cell["count"] += 1
+            cell["weight_sum"] += ExactSum.of(w).units
+            cell["correct"] += y
+        for cell in bins.values():
+            cell["weight_sum"] = ExactSum(cell["weight_sum"])
+        return {"predictions": len(score.preds), "correct": sum(c["correct"] for c in bins.values()),
+                "weight_sum": ExactSum(sum(c["weight_sum"].units for c in bins.values())),
+                "brier_sum": ExactSum(brier), "bins": dict(sorted(bins.items()))}
+
+    def entry_view(self, record: Record) -> dict[str, Any] | None:
+        if "predictions" not in record:
+            return None
+        return {"predictions": record["predictions"], "correct": record["correct"]}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n, correct = record.get("predictions", 0), record.get("correct", 0)
+        cells = record.get("bins", {})
+        bins = []
+        gap = Fraction(0)
+        for k in range(CALIBRATION_BINS):
+            cell = cells.get(str(k), {})
+            count = cell.get("count", 0)
+            weights = as_fraction(cell.get("weight_sum", 0))
+            gap += abs(cell.get("correct", 0) - weights)
+            bins.append({"low": CALIBRATION_EDGES[k], "high": CALIBRATION_EDGES[k + 1], "count": count,
+                         "mean_weight": exact_mean(cell["weight_sum"], count) if count else None,
+                         "accuracy": cell.get("correct", 0) / count if count else None})
+        reason = None
+        if not n:
+            reason = ("the schema profile has no relation weights (flat triples)" if record.get("unweighted_entries")
+                      else "no schema-valid predicted triplets")
+        return {
+            "predictions": n, "correct": correct,
+            "accuracy": correct / n if n else None,
+            "mean_weight": exact_mean(record["weight_sum"], n) if n else None,
+            "ece": float(gap / n) if n else None,
+            "brier": exact_mean(record["brier_sum"], n) if n else None,
+            "bins": bins,
+            "not_applicable": reason,
+        }
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """Additive columns for resampling: ``predictions``, ``brier_sum`` and, per bin k,
+        ``bin<k>/correct`` and ``bin<k>/weight_sum`` (absent = 0.0)."""
+        out = {"predictions": float(record.get("predictions", 0)),
+               "brier_sum": float(ExactSum.of(record.get("brier_sum", 0)))}
+        for k, cell in record.get("bins", {}).items():
+            out[f"bin{k}/correct"] = float(cell.get("correct", 0))
+            out[f"bin{k}/weight_sum"] = float(ExactSum.of(cell.get("weight_sum", 0)))
+        return out
+
+    def headline_strata(self, record: Record) -> str | None:
+        return None
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``calibration.ece`` = sum_b |correct_b - weight_sum_b| / N and
+        ``calibration.brier`` = brier_sum / N from column sums (arrays of shape (R,)); NaN
+        where N = 0. Floating-point sums: equal to the section's exact values to 1e-12."""
+        size = len(np.atleast_1d(np.asarray(next(iter(sums.values()), np.zeros(1)))))
+
+        def column(name: str) -> np.ndarray:  # an absent column is 0.0 in every (re)sample
+            return np.asarray(sums[name], dtype=float) if name in sums else np.zeros(size)
+
+        n = column("predictions")
+        gap = sum((np.abs(column(f"bin{k}/correct") - column(f"bin{k}/weight_sum")) for k in range(CALIBRATION_BINS)),
+                  np.zeros(size))
+        brier = column("brier_sum")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"calibration.ece": np.where(n > 0, gap / np.where(n > 0, n, 1.0), np.nan),
+                    "calibration.brier": np.where(n > 0, brier / np.where(n > 0, n, 1.0), np.nan)}
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        head = "calibration of relation weights (correct = full match; 10 equal-width bins)"
+        if section["not_applicable"]:
+            return f"{head}\n  n/a: {section['not_applicable']}"
+        lines = [head,
+                 f"  ECE {_fmt(section['ece'])}   Brier {_fmt(section['brier'])}   predictions {section['predictions']}"
+                 f"   correct {section['correct']} (accuracy {_fmt(section['accuracy'])}, "
+                 f"mean weight {_fmt(section['mean_weight'])})",
+                 f"  {'bin':<14}{'count':>8}{'mean weight':>13}{'accuracy':>10}"]
+        for b in section["bins"]:
+            if b["count"]:
+                bracket = "]" if b["high"] == 1.0 else ")"
+                lines.append(f"  [{b['low']:.1f}, {b['high']:.1f}{bracket:<5}{b['count']:>8}"
+                             f"{_fmt(b['mean_weight']):>13}{_fmt(b['accuracy']):>10}")
+        return "\n".join(lines)
+
+
+#: Similarity thresholds of the sweep: k/20 for k = 10..20, each built as an exact
+#: fraction and rounded once (0.8 is float(Fraction(16, 20)), the default gate itself).
+SWEEP_THRESHOLDS: tuple[float, ...] = tuple(float(Fraction(k, 20)) for k in range(10, 21))
+
+
+class SweepFamily(MetricFamily):
+    """Entity and triplet P/R/F1 (micro, as the hgr summary) at each similarity threshold
+    of :data:`SWEEP_THRESHOLDS` (``--sweep`` or ``--metrics sweep``).
+
+    Per entry, the three field-similarity matrices are computed once by a twin of the run's
+    backend gated at the lowest threshold (0.50; :meth:`Similarity.with_threshold`: the
+    embeddings are reused, never recomputed, and no value gated at a higher threshold is
+    reused). For each threshold t the gate is re-applied to them (a value v >= t stays,
+    else 0.0: exactly what a backend gated at t returns, exact equality 1.0 included) and
+    the matching of SPEC.md section 5 is redone (:func:`match_from_similarities`; a
+    threshold that gates nothing more than the previous one reuses its counts). Entity tp:
+    accepted pairs with src > 0 and tgt > 0; full tp: those with rel > 0 too; P = tp /
+    predicted items, R = tp / gold triplets, F1 harmonic, from the summed counts, so the
+    row of the run's own threshold equals the summary's micro numbers exactly.
+
+    Record per entry: ``gold``, ``items`` and the lists ``entity_tp`` / ``full_tp`` (one
+    count per threshold).
+    """
+
+    name = "sweep"
+    key = "sweep"
+
+    def __init__(self) -> None:
+        self._backend: Similarity | None = None
+        self._low: Similarity | None = None
+
+    def _low_gate(self, similarity: Similarity) -> Similarity:
+        if self._backend is not similarity or self._low is None:
+            self._backend, self._low = similarity, similarity.with_threshold(SWEEP_THRESHOLDS[0])
+        return self._low
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        n = len(SWEEP_THRESHOLDS)
+        entity_tp, full_tp = [0] * n, [0] * n
+        gold = score.gold
+        preds = [p for p in score.preds if not is_self_loop(p)]
+        if gold and preds:
+            low = embedding_matching(gold, preds, self._low_gate(ctx.similarity))
+            kept: tuple[np.ndarray, ...] | None = None
+            for k, threshold in enumerate(SWEEP_THRESHOLDS):
+                masks = tuple(m >= threshold for m in low)
+                if kept is not None and all(np.array_equal(a, b) for a, b in zip(masks, kept)):
+                    entity_tp[k], full_tp[k] = entity_tp[k - 1], full_tp[k - 1]
+                    continue
+                kept = masks
+                src, tgt, rel = (np.where(mask, m, 0.0) for mask, m in zip(masks, low))
+                result = match_from_similarities(gold, preds, src, tgt, rel, ctx.align_accept)
+                for pair in result.pairs:
+                    if pair.source_sim > 0 and pair.target_sim > 0:
+                        entity_tp[k] += 1
+                        full_tp[k] += pair.relation_sim > 0
+        return {"gold": len(gold), "items": score.n_items, "entity_tp": entity_tp, "full_tp": full_tp}
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n = len(SWEEP_THRESHOLDS)
+        n_gold, n_items = record.get("gold", 0), record.get("items", 0)
+        entity, full = record.get("entity_tp", [0] * n), record.get("full_tp", [0] * n)
+        rows = []
+        for k, threshold in enumerate(SWEEP_THRESHOLDS):
+            e_p, e_r = safe_ratio(entity[k], n_items), safe_ratio(entity[k], n_gold)
+            t_p, t_r = safe_ratio(full[k], n_items), safe_ratio(full[k], n_gold)
+            rows.append({"threshold": threshold, "entity_true_positives": entity[k],
+                         "full_triplet_true_positives": full[k],
+                         "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
+                         "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r)})
+        return {"gold_triplets": n_gold, "pred_triplet_items": n_items, "rows": rows}
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        lines = ["threshold sweep (micro; matching redone at each similarity threshold)",
+                 f"  {'threshold':<11}{'entity P':>10}{'R':>8}{'F1':>8}{'triplet P':>12}{'R':>8}{'F1':>8}"]
+        current = report.get("summary", {}).get("sim_threshold")
+        for r in section["rows"]:
+            mark = "  <- this run" if r["threshold"] == current else ""
+            lines.append(f"  {r['threshold']:<11.2f}{_fmt(r['entity_precision']):>10}{_fmt(r['entity_recall']):>8}"
+                         f"{_fmt(r['entity_f1']):>8}{_fmt(r['triplet_precision']):>12}{_fmt(r['triplet_recall']):>8}"
+                         f"{_fmt(r['triplet_f1']):>8}{mark}")
         return "\n".join(lines)
 
 
@@ -5512,7 +5772,8 @@ def load_vocabulary(path: Path, flag: str = "--relations") -> tuple[str, ...]:
 #: The metric families by ``--metrics`` name, in report order. Adding a family: one
 #: MetricFamily subclass and one entry here (or :func:`register_family`).
 FAMILIES: dict[str, type[MetricFamily]] = {cls.name: cls for cls in (
-    HgrFamily, StrictFamily, PerRelationFamily, WebNLG2020Family, Text2KGBenchFamily)}
+    HgrFamily, StrictFamily, PerRelationFamily, CalibrationFamily, SweepFamily, WebNLG2020Family,
+    Text2KGBenchFamily)}
 
 #: The families of the default ``--metrics``.
 DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() if cls.default)
@@ -6328,6 +6589,560 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction) + left_out
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
             "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
+
+
+
+
+# ======================================================================================
+# Output formats and plots: paste-ready tables (text, Markdown, LaTeX, CSV, JSON) and
+# figures, pure functions of report dicts (matplotlib imported lazily: the 'plots' extra)
+# ======================================================================================
+#
+# Three report layouts are formatted (DESIGN of the comparison block):
+#   a single-run report                      {"summary", <family sections>, "per_entry"}
+#   a single-run report + "comparison"       (--bootstrap on one system)
+#   {"systems": {name: single-run report}, "comparison": {...}}   (several systems)
+# The tables hold the headline metrics of every family present (one table per family,
+# because all of them do not fit in one: hgr micro, hgr macro, strict, calibration,
+# webnlg2020, text2kgbench, and the threshold sweep's entity and triplet F1), one row per
+# system. A value is the number in the family's report section (the point estimate); with
+# a comparison block its 95% interval follows in brackets and a difference against the
+# baseline that is significant is marked with a dagger.
+
+#: Formats of :func:`format_output` (tables of the headline metrics).
+TABLE_FORMATS = ("markdown", "latex", "csv", "json")
+#: ``--format`` choices (what stdout carries): the printed summary (text) or a table format.
+OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
+
+#: Headline metrics of the tables, by family: (table title, family, ((path, column label), ...)).
+#: A path is the family name, then the path inside its report section (for hgr inside
+#: ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``).
+HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("hgr micro (the published method, SPEC.md)", "hgr", (
+        ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
+        ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
+        ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
+        ("hgr.micro.hallucination_rate", "halluc. rate"))),
+    ("hgr macro (mean over entries)", "hgr", (
+        ("hgr.macro.composite", "composite"), ("hgr.macro.schema_score", "schema"),
+        ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.triplet_f1", "triplet F1"),
+        ("hgr.macro.relation_accuracy", "relation acc."), ("hgr.macro.weight_score", "weight"),
+        ("hgr.macro.type_agreement", "type agr."), ("hgr.macro.grounding", "grounding"))),
+    ("strict (exact normalised triplets)", "strict", (
+        ("strict.micro.precision", "micro P"), ("strict.micro.recall", "micro R"), ("strict.micro.f1", "micro F1"),
+        ("strict.macro.precision", "macro P"), ("strict.macro.recall", "macro R"), ("strict.macro.f1", "macro F1"))),
+    ("calibration of the relation weights", "calibration", (
+        ("calibration.ece", "ECE"), ("calibration.brier", "Brier"))),
+    ("webnlg2020 (official WebNLG+ 2020 scorer)", "webnlg2020", tuple(
+        (f"webnlg2020.Total_scores.{m}.{s}", f"{m} {s[0] if s != 'F1' else s}")
+        for m in ("Exact", "Ent_type", "Partial", "Strict") for s in ("Precision", "Recall", "F1"))),
+    ("text2kgbench (run_eval.py averages)", "text2kgbench", tuple(
+        (f"text2kgbench.averages.{k}", k) for k in T2KG_METRIC_KEYS)),
+    ("text2kgbench (global, as published)", "text2kgbench", tuple(
+        (f"text2kgbench.global_as_script.{k}", k) for k in T2KG_METRIC_KEYS)),
+    ("threshold sweep: entity F1 (micro)", "sweep", tuple(
+        (f"sweep.entity_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
+    ("threshold sweep: triplet F1 (micro)", "sweep", tuple(
+        (f"sweep.triplet_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
+)
+
+#: Headline metrics where a lower value is better (bold = the lowest): hallucination rates
+#: (hgr, text2kgbench's subject / relation / object hallucination), ECE and Brier score.
+LOWER_IS_BETTER = frozenset({"hgr.micro.hallucination_rate", "calibration.ece", "calibration.brier",
+                             *(f"text2kgbench.{where}.{k}" for where in ("averages", "global_as_script")
+                               for k in ("sub_halluc", "rel_halluc", "obj_halluc"))})
+
+def report_systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None]:
+    """The systems of a report of any of the three layouts, in order (the baseline first),
+    and its comparison block (None without one). A single-run report's system is named
+    after the comparison block's one system, else after its predictions file's stem."""
+    comparison = report.get("comparison")
+    if "systems" in report:
+        return dict(report["systems"]), comparison
+    names = list((comparison or {}).get("metrics", {}))
+    if len(names) == 1:
+        name = names[0]
+    else:
+        pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
+        name = Path(pred.get("name") or "system").stem or "system"
+    return {name: report}, comparison
+
+
+def metric_value(report: Mapping[str, Any], path: str) -> float | None:
+    """The number at a headline path of a single-run report (None when absent or N/A):
+    ``family.key.key...`` (hgr: inside ``summary``), or ``sweep.<metric>@<threshold>`` for
+    a row of the threshold sweep."""
+    family, _, rest = path.partition(".")
+    cls = FAMILIES.get(family)
+    section = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
+    if family == "sweep" and "@" in rest and isinstance(section, Mapping):
+        metric, _, threshold = rest.partition("@")
+        row = next((r for r in section.get("rows", []) if f"{r['threshold']:.2f}" == threshold), None)
+        value = None if row is None else row.get(metric)
+    else:
+        value = section
+        for part in rest.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class MetricCell:
+    """One table cell: the point estimate (None = N/A) and, with a comparison block, its
+    interval and (non-baseline systems) the difference against the baseline, its interval,
+    p-value, adjusted p-value and whether it is significant; ``best``: bold."""
+
+    estimate: float | None
+    ci: tuple[float, float] | None = None
+    delta: float | None = None
+    delta_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    significant: bool = False
+    best: bool = False
+
+
+@dataclass
+class MetricTable:
+    """One family's table: its title, columns ((path, label)) and rows (system -> cells)."""
+
+    title: str
+    columns: list[tuple[str, str]]
+    rows: dict[str, dict[str, MetricCell]]
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Sequence) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
+          correction: str | None) -> MetricCell:
+    cell = MetricCell(metric_value(report, path))
+    if not stats:
+        return cell
+    cell.ci = _pair(stats.get("ci"))
+    cell.delta = stats.get("delta")
+    cell.delta_ci = _pair(stats.get("delta_ci"))
+    cell.p_value, cell.p_adjusted = stats.get("p_value"), stats.get("p_adjusted")
+    if "significant" in stats:
+        cell.significant = bool(stats["significant"])
+    else:
+        p = cell.p_adjusted if correction else cell.p_value
+        cell.significant = p is not None and p < SIGNIFICANCE_LEVEL
+    return cell
+
+
+def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
+    """The headline tables of a report (:data:`HEADLINE_TABLES`; any layout): a table for
+    each family present in some system, a column for each path that some system has, a
+    row per system; ``best`` marks the highest estimate of a column (the lowest for
+    :data:`LOWER_IS_BETTER`), ties all marked, only when there are two systems or more.
+    Paths of the comparison block outside the catalogue get a table of their family."""
+    systems, comparison = report_systems(report)
+    stats = (comparison or {}).get("metrics", {})
+    correction = (comparison or {}).get("correction")
+    catalogue = [(title, list(columns)) for title, _, columns in HEADLINE_TABLES]
+    known = {path for _, columns in catalogue for path, _ in columns}
+    extra = [path for per in stats.values() for path in per if path not in known]
+    for family in dict.fromkeys(path.partition(".")[0] for path in extra):
+        catalogue.append((f"{family} (comparison)", [(p, p.partition(".")[2]) for p in dict.fromkeys(extra)
+                                                     if p.partition(".")[0] == family]))
+    tables = []
+    for title, columns in catalogue:
+        rows = {name: {path: _cell(rep, path, stats.get(name, {}).get(path), correction) for path, _ in columns}
+                for name, rep in systems.items()}
+        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)]
+        if not kept:
+            continue
+        for path, _ in kept:
+            values = [c.estimate for c in (rows[n][path] for n in rows) if c.estimate is not None]
+            if len(systems) >= 2 and values:
+                best = min(values) if path in LOWER_IS_BETTER else max(values)
+                for n in rows:
+                    rows[n][path].best = rows[n][path].estimate == best
+        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}))
+    return tables
+
+
+def _signature(report: Mapping[str, Any]) -> str | None:
+    systems, comparison = report_systems(report)
+    if comparison and comparison.get("signature"):
+        return str(comparison["signature"])
+    first = next(iter(systems.values()), {})
+    return (first.get("summary") or {}).get("signature")
+
+
+def _notices(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(system, kind, message) of every notice of every system, then the comparison's notes."""
+    systems, comparison = report_systems(report)
+    out = [(name, str(n.get("kind", "notice")), str(n.get("message", "")))
+           for name, rep in systems.items() for n in (rep.get("summary") or {}).get("notices", [])]
+    for note in (comparison or {}).get("notes", []):
+        out.append(("comparison", "note", note if isinstance(note, str) else json.dumps(note, sort_keys=True)))
+    return out
+
+
+def legend_lines(report: Mapping[str, Any]) -> list[str]:
+    """The legend under a table (Markdown / LaTeX): what the values, bold and dagger mean,
+    the notices (what changed the numbers), and the signature line last."""
+    systems, comparison = report_systems(report)
+    lines = []
+    if comparison:
+        lines.append(f"Values: point estimate [{comparison.get('confidence', 0.95):.0%} percentile bootstrap "
+                     f"interval; {comparison.get('bootstrap')} resamples of the entries, "
+                     f"seed {comparison.get('seed')}].")
+    else:
+        lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
+    if len(systems) >= 2:
+        lines.append("Bold: the best value of each column; lower is better for the hallucination rates "
+                     "(hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE and Brier score, higher for "
+                     "every other metric.")
+    if comparison and len(systems) >= 2:
+        trials = comparison.get("trials")
+        if comparison.get("correction") == "holm":
+            how = (f"Holm-adjusted p < {SIGNIFICANCE_LEVEL} (Holm-Bonferroni over the headline metrics, "
+                   "--correction holm)")
+        else:
+            how = (f"p < {SIGNIFICANCE_LEVEL}, with no correction for multiple comparisons "
+                   "(give --correction holm for Holm-Bonferroni)")
+        lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
+                     f"randomisation test ({trials} trials), {how}.")
+    lines += [f"Note: {message}" if name == "comparison" else f"Notice ({name}): {kind}: {message}"
+              for name, kind, message in _notices(report)]
+    signature = _signature(report)
+    if signature:
+        lines.append(f"Signature: {signature}")
+    return lines
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _display(cell: MetricCell, digits: int) -> str:
+    text = _number(cell.estimate, digits)
+    if cell.estimate is not None and cell.ci is not None:
+        text += f" [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]"
+    return text
+
+
+def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
+    """GitHub pipe tables, one per family (:func:`metric_tables`), one row per system:
+    ``0.186 [0.171, 0.201]`` (estimate [95% interval] with a comparison block), the best
+    value of a column in bold, a dagger after a value that differs significantly from the
+    baseline's; then the legend (:func:`legend_lines`) with the signature last."""
+    out = []
+    for table in metric_tables(report):
+        out += [f"**{table.title}**", "",
+                "| system | " + " | ".join(label for _, label in table.columns) + " |",
+                "|---|" + "---:|" * len(table.columns)]
+        for name, cells in table.rows.items():
+            shown = []
+            for path, _ in table.columns:
+                cell = cells[path]
+                text = _display(cell, digits)
+                text = f"**{text}**" if cell.best else text
+                shown.append(text + (" \u2020" if cell.significant else ""))
+            out.append(f"| {_markdown_escape(name)} | " + " | ".join(shown) + " |")
+        out.append("")
+    legend = [f"Signature: `{line[len('Signature: '):]}`" if line.startswith("Signature: ")
+              else _markdown_escape(line, table=False) for line in legend_lines(report)]
+    out += [line + ("  " if i < len(legend) - 1 else "") for i, line in enumerate(legend)]  # hard line breaks
+    return "\n".join(out) + "\n"
+
+
+def _markdown_escape(text: str, table: bool = True) -> str:
+    """Escape what Markdown would read as emphasis (and, inside a table, a cell border)."""
+    text = text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
+    return text.replace("|", "\\|") if table else text
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "\u2020": r"$^\dagger$"}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
+    """booktabs tables (``\\usepackage{booktabs}``), one ``table`` per family, as
+    :func:`format_markdown` (bold = ``\\textbf``, interval in a smaller font, dagger
+    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table."""
+    out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
+    tables = metric_tables(report)
+    for k, table in enumerate(tables):
+        out += [r"\begin{table}[ht]", r"\centering", rf"\caption{{{_latex_escape(table.title)}}}",
+                r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
+                "System & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
+        for name, cells in table.rows.items():
+            shown = []
+            for path, _ in table.columns:
+                cell = cells[path]
+                value = _number(cell.estimate, digits)
+                value = rf"\textbf{{{value}}}" if cell.best and cell.estimate is not None else value
+                if cell.estimate is not None and cell.ci is not None:
+                    value += rf" {{\scriptsize [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]}}"
+                shown.append(value + (r"$^\dagger$" if cell.significant else ""))
+            out.append(_latex_escape(name) + " & " + " & ".join(shown) + r" \\")
+        out += [r"\bottomrule", r"\end{tabular}"]
+        if k == len(tables) - 1:
+            out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
+                    *(_latex_escape(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
+        out.append(r"\end{table}")
+    return "\n".join(out) + "\n"
+
+
+#: Columns of ``--format csv`` (one row per system and headline metric).
+CSV_COLUMNS = ("system", "table", "metric", "estimate", "ci_low", "ci_high", "delta", "delta_ci_low",
+               "delta_ci_high", "p_value", "p_adjusted", "significant", "best", "lower_is_better", "notices",
+               "signature")
+
+
+def _csv_number(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def format_csv(report: Mapping[str, Any]) -> str:
+    """CSV (RFC 4180, ``\\r\\n`` rows as the csv module writes them), one row per system
+    and headline metric (:data:`CSV_COLUMNS`); numbers in full precision (Python's
+    shortest round-trip form, so they parse back to the same floats), empty = N/A / no
+    comparison; ``notices``: the system's notices as ``kind: message`` joined by `` | ``;
+    ``signature``: the run's signature line."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    signature = _signature(report) or ""
+    notices: dict[str, list[str]] = {}
+    for name, kind, message in _notices(report):
+        notices.setdefault(name, []).append(f"{kind}: {message}")
+    for table in metric_tables(report):
+        for name, cells in table.rows.items():
+            for path, _ in table.columns:
+                c = cells[path]
+                writer.writerow([name, table.title, path, _csv_number(c.estimate),
+                                 *(_csv_number(x) for x in (c.ci or (None, None))), _csv_number(c.delta),
+                                 *(_csv_number(x) for x in (c.delta_ci or (None, None))),
+                                 _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
+                                 str(c.best).lower(), str(path in LOWER_IS_BETTER).lower(),
+                                 " | ".join(notices.get(name, []) + notices.get("comparison", [])), signature])
+    return buffer.getvalue()
+
+
+def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--format json`` summary: ``systems`` (name -> ``metrics`` (path -> estimate,
+    ci, delta, delta_ci, p_value, p_adjusted, significant, best), ``notices``,
+    ``signature``), ``baseline``, ``comparison`` settings (None without a block),
+    ``lower_is_better`` and ``legend`` (the Markdown legend lines)."""
+    systems, comparison = report_systems(report)
+    out_systems: dict[str, Any] = {name: {"metrics": {}, "notices": list((rep.get("summary") or {}).get("notices", [])),
+                                          "signature": (rep.get("summary") or {}).get("signature")}
+                                   for name, rep in systems.items()}
+    for table in metric_tables(report):
+        for name, cells in table.rows.items():
+            for path, _ in table.columns:
+                out_systems[name]["metrics"][path] = dataclasses.asdict(cells[path])
+    settings = None
+    if comparison:
+        settings = {k: comparison.get(k) for k in ("baseline", "bootstrap", "trials", "seed", "correction",
+                                                    "confidence", "signature", "notes")}
+    return {"systems": out_systems, "baseline": next(iter(systems)), "comparison": settings,
+            "lower_is_better": sorted(LOWER_IS_BETTER), "legend": legend_lines(report)}
+
+
+def format_output(report: Mapping[str, Any], fmt: str) -> str:
+    """The report's headline tables in ``fmt``, one of :data:`TABLE_FORMATS` (Markdown,
+    LaTeX, CSV, the JSON summary), for stdout; any of the three report layouts. (``text``,
+    the default of ``--format``, is the printed summary of the command line.) Raises
+    ValueError on another format."""
+    if fmt == "markdown":
+        return format_markdown(report)
+    if fmt == "latex":
+        return format_latex(report)
+    if fmt == "csv":
+        return format_csv(report)
+    if fmt == "json":
+        return report_json(summary_json(report))
+    raise ValueError(f"unknown table format {fmt!r}; choose from {', '.join(TABLE_FORMATS)}")
+
+
+# --- plots (--plots DIR) ---
+
+#: Size of every figure: inches at :data:`PLOT_DPI` dots per inch (PNG: 960 x 600 pixels).
+PLOT_SIZE_INCHES = (9.6, 6.0)
+PLOT_DPI = 100
+#: The per-relation plot shows the relations with the most gold triplets (over all systems).
+PLOT_MAX_RELATIONS = 20
+#: Fixed file metadata and SVG ids, so that the same reports give the same bytes.
+_PLOT_RC = {"svg.hashsalt": PRODUCT, "svg.fonttype": "path", "path.simplify": False}
+_PNG_METADATA = {"Software": None}
+_SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
+
+PLOTS_INSTALL_HELP = (f"--plots needs matplotlib: pip install 'kg-triplet-eval[plots]' (or, in a clone, "
+                      "uv sync --extra plots)")
+
+
+def plots_missing() -> str | None:
+    """Why ``--plots`` cannot run here (matplotlib not installed), or None."""
+    import importlib.util
+    return None if importlib.util.find_spec("matplotlib") is not None else PLOTS_INSTALL_HELP
+
+
+def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    tables = {name: {row["relation"]: row for row in rep["per_relation"]["relations"]}
+              for name, rep in reports.items() if "per_relation" in rep}
+    if not tables:
+        return False
+    gold: Counter[str] = Counter()
+    for rows in tables.values():
+        for rel, row in rows.items():
+            gold[rel] += row["gold"]
+    relations = sorted(gold, key=lambda r: (-gold[r], r))[:PLOT_MAX_RELATIONS]
+    ax = fig.add_subplot()
+    height = 0.8 / len(tables)
+    y = np.arange(len(relations))
+    for k, (name, rows) in enumerate(tables.items()):
+        values = [(rows.get(r) or {}).get("f1") for r in relations]
+        ax.barh(y - 0.4 + height * (k + 0.5), [v or 0.0 for v in values], height=height, label=name)
+        for yi, v in zip(y, values):
+            if v is None:
+                ax.text(0.005, yi - 0.4 + height * (k + 0.5), "n/a", va="center", fontsize=6)
+    ax.set_yticks(y, [f"{r} ({gold[r]})" for r in relations], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("F1 (full matches)")
+    more = f"; top {PLOT_MAX_RELATIONS} of {len(gold)}" if len(gold) > PLOT_MAX_RELATIONS else ""
+    ax.set_title(f"Per-relation F1 by system (relations by gold count{more}; n/a = never predicted)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    return True
+
+
+def _plot_reliability(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    sections = {name: rep["calibration"] for name, rep in reports.items()
+                if (rep.get("calibration") or {}).get("predictions")}
+    if not sections:
+        return False
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    width = 0.1 / (len(sections) + 1)
+    for k, (name, section) in enumerate(sections.items()):
+        bins = [b for b in section["bins"] if b["count"]]
+        centres = [b["low"] + width * (k + 1) for b in bins]
+        ax.bar(centres, [b["accuracy"] for b in bins], width=width, align="center", alpha=0.75,
+               label=f"{name}: ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}")
+        ax.plot([b["mean_weight"] for b in bins], [b["accuracy"] for b in bins], marker="o", linewidth=1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(CALIBRATION_EDGES)
+    ax.set_xlabel("relation weight (bars: 10 equal-width bins; dots at each bin's mean weight)")
+    ax.set_ylabel("accuracy (share of full matches)")
+    ax.set_title("Reliability diagram of the relation weights")
+    ax.legend(loc="upper left", fontsize=8)
+    return True
+
+
+def _plot_composite(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    values = {name: [row["metrics"]["composite"] for row in rep.get("per_entry", [])
+                     if row.get("metrics", {}).get("composite") is not None]
+              for name, rep in reports.items()}
+    values = {name: v for name, v in values.items() if v}
+    if not values:
+        return False
+    ax = fig.add_subplot()
+    edges = np.linspace(0.0, 1.0, 21)
+    for name, v in values.items():
+        ax.hist(v, bins=edges, histtype="step", linewidth=1.8,
+                label=f"{name}: mean {exact_mean(sum(map(ExactSum.of, v), ExactSum(0)), len(v)):.3f}, "
+                      f"{len(v)} entries")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("per-entry composite score (bins of 0.05)")
+    ax.set_ylabel("entries")
+    ax.set_title("Distribution of the per-entry composite scores by system")
+    ax.legend(loc="upper left", fontsize=8)
+    return True
+
+
+def _plot_sweep(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
+    sections = {name: rep["sweep"] for name, rep in reports.items() if "sweep" in rep}
+    if not sections:
+        return False
+    ax = fig.add_subplot()
+    for k, (name, section) in enumerate(sections.items()):
+        t = [r["threshold"] for r in section["rows"]]
+        color = f"C{k}"
+        ax.plot(t, [r["entity_f1"] for r in section["rows"]], marker="o", color=color, label=f"{name}: entity F1")
+        ax.plot(t, [r["triplet_f1"] for r in section["rows"]], marker="s", linestyle="--", color=color,
+                label=f"{name}: triplet F1")
+    used = {rep["summary"].get("sim_threshold") for rep in reports.values() if "summary" in rep}
+    for threshold in sorted(x for x in used if x is not None):
+        ax.axvline(threshold, color="grey", linewidth=1, linestyle=":")
+    ax.set_xticks(SWEEP_THRESHOLDS, [f"{t:.2f}" for t in SWEEP_THRESHOLDS])
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("similarity threshold (dotted: the run's threshold)")
+    ax.set_ylabel("micro F1")
+    ax.set_title("Entity and triplet F1 against the similarity threshold")
+    ax.legend(loc="lower left", fontsize=8)
+    return True
+
+
+#: The plots of :func:`write_plots`: (file stem, drawing function, family it needs).
+PLOTS = (("per_relation_f1", _plot_per_relation, "per-relation"),
+         ("reliability_diagram", _plot_reliability, "calibration"),
+         ("composite_distribution", _plot_composite, "hgr"),
+         ("threshold_sweep", _plot_sweep, "sweep"))
+
+
+def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path) -> list[Path]:
+    """Draw the plots of single-run reports (one per system, in legend order) into
+    ``folder`` as PNG (:data:`PLOT_SIZE_INCHES` at :data:`PLOT_DPI`: 960 x 600 pixels) and
+    SVG, headless (matplotlib's Agg renderer through ``Figure``, no pyplot state):
+
+    - ``per_relation_f1``: F1 of each relation (``per_relation`` sections), one bar per system;
+    - ``reliability_diagram``: accuracy against weight per calibration bin (``calibration``);
+    - ``composite_distribution``: histogram of the per-entry composite scores (``per_entry``);
+    - ``threshold_sweep``: entity and triplet F1 against the similarity threshold (``sweep``).
+
+    A plot whose section no report has (or, calibration, which is N/A everywhere) is not
+    drawn; a note names the missing family. Files are written atomically with fixed
+    metadata (no dates; SVG ids salted with a constant), so the same reports give the same
+    bytes. Returns the paths written, in :data:`PLOTS` order, PNG before SVG. Raises
+    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`) or the folder
+    cannot be written.
+    """
+    missing = plots_missing()
+    if missing:
+        raise InputError(missing)
+    import matplotlib
+    from matplotlib.figure import Figure
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--plots {folder}: cannot create the folder: {exc.strerror or exc}") from None
+    written: list[Path] = []
+    with matplotlib.rc_context(_PLOT_RC):
+        for stem, draw, family in PLOTS:
+            fig = Figure(figsize=PLOT_SIZE_INCHES, dpi=PLOT_DPI, layout="constrained")
+            if not draw(fig, reports_by_system):
+                log.info("note: --plots: %s not drawn (no system has a %s section%s)", stem, family,
+                         " with weighted predictions" if family == "calibration" else "")
+                continue
+            for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
+                path = folder / f"{stem}.{ext}"
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "wb") as handle:
+                        fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
+                    os.chmod(tmp, 0o644)
+                    os.replace(tmp, path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+                written.append(path)
+    return written
 
 
 # ======================================================================================
@@ -7272,6 +8087,14 @@ class EmbeddingSimilarity(Similarity):
         self._vectors = np.concatenate(self._blocks) if len(self._blocks) > 1 else vectors
         self._blocks = [self._vectors]
 
+    def with_threshold(self, threshold: float) -> "EmbeddingSimilarity":
+        """See :meth:`Similarity.with_threshold`: the twin reuses the embeddings computed
+        so far (never re-embedding them) and keeps its own index of them from here on."""
+        twin = super().with_threshold(threshold)
+        assert isinstance(twin, EmbeddingSimilarity)
+        twin._index, twin._blocks = dict(self._index), list(self._blocks)
+        return twin
+
     def _vector_rows(self, strings: Sequence[str]) -> np.ndarray:
         missing = [s for s in strings if s and s not in self._index]
         if missing:
@@ -7455,6 +8278,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
                      help="multiple-comparison correction of the p-values: none (default) or holm")
+    fmt = p.add_argument_group("output formats and plots")
+    fmt.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default=None,
+                     help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "
+                          "CSV or JSON (one row / entry per system and headline metric; notices and the signature as "
+                          "fields); with --report - stdout carries the report, so only json is accepted there")
+    fmt.add_argument("--plots", type=Path, metavar="DIR",
+                     help="draw PNG and SVG plots into DIR (needs the 'plots' extra: matplotlib): per-relation F1, "
+                          "reliability diagram of the weights, per-entry composite distribution, F1 against the "
+                          "similarity threshold; switches on the per-relation, calibration and sweep families")
+    fmt.add_argument("--sweep", action="store_true",
+                     help="also score entity and triplet P/R/F1 at the similarity thresholds 0.50, 0.55, ..., 1.00 "
+                          "(the sweep family; the similarities are computed once)")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -7473,7 +8308,7 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
 _SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
                     "gold_field", "join", "duplicate_ids", "metrics", "no_embeddings", "embedding_model",
                     "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
-                    "embedding_threshold", "align_accept")
+                    "embedding_threshold", "align_accept", "sweep")
 
 
 def _given(args: argparse.Namespace, dest: str) -> bool:
@@ -7519,10 +8354,34 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
         raise InputError(f"--no-embeddings contradicts --embedding-model {args.embedding_model}: give one of them")
+    _refuse_output_contradictions(args)
     for pred in args.pred or ():
         if _same_file(pred, args.gold):
             raise InputError(f"--pred {pred} and --gold {args.gold} are the same file: give the predictions "
                              "with --pred and the gold with --gold (or a combined file alone with --pred)")
+
+
+def _refuse_output_contradictions(args: argparse.Namespace) -> None:
+    """``--format``/``--plots``: stdout carries one thing (``--report -`` puts the report
+    there, so a summary format other than json is refused with it); ``--plots`` needs
+    matplotlib and a folder (checked before scoring)."""
+    fmt = getattr(args, "output_format", None)
+    if args.report == STDOUT_REPORT and fmt not in (None, "json"):
+        raise InputError(f"--report - puts the report on stdout, which carries one thing: --format {fmt} is refused "
+                         "with it (write the report to a file with --report PATH, or give --format json)")
+    plots = getattr(args, "plots", None)
+    if plots is not None:
+        missing = plots_missing()
+        if missing:
+            raise InputError(missing)
+        if plots.exists() and not plots.is_dir():
+            raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+
+
+def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) -> tuple[str, ...]:
+    """The families ``--sweep`` and ``--plots`` need, added to ``metrics`` (once each)."""
+    extra = (("per-relation", "calibration", "sweep") if plots is not None else ()) + (("sweep",) if sweep else ())
+    return tuple(dict.fromkeys(metrics + extra))
 
 
 @dataclass(frozen=True)
@@ -7568,6 +8427,9 @@ class RunConfig:
     trials: int | None = None
     seed: int | None = None
     correction: str | None = None
+    output_format: str | None = None
+    plots: Path | None = None
+    sweep: bool = False
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -7600,7 +8462,7 @@ class RunConfig:
                                            f"{NLTK_INSTALL_HELP})") for name in skipped]
             values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
-        values["metrics"] = metrics
+        values["metrics"] = _output_families(metrics, args.sweep, args.plots)
         return cls(**values)
 
     @property
@@ -8508,14 +9370,17 @@ def _log_embedding_stats(similarity: Similarity) -> None:
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
 
 
-def _emit(report: dict[str, Any], text: str, report_path: Path | None, outcome: RunOutcome) -> int:
-    """Write the report (file, stdout with ``--report -``, or nowhere) and print the summary
-    text: stdout carries one thing, the summary or (``--report -``) the report."""
+def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Path | None,
+          outcome: RunOutcome) -> int:
+    """Write the report (file, stdout with ``--report -``, or nowhere), draw ``--plots`` and
+    print the summary: stdout carries one thing, the summary (``text``, or the tables of
+    ``--format``) or (``--report -``) the report."""
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
         print(text, file=sys.stderr)
+        _write_run_plots(config, report)
         return 0
     if report_path is not None:
         try:
@@ -8523,8 +9388,9 @@ def _emit(report: dict[str, Any], text: str, report_path: Path | None, outcome: 
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
-    print(text)
-    print(f"\nreport written to {report_path}" if report_path is not None else "\nno report written (--no-report)")
+    _write_run_plots(config, report)
+    _print_output(config, report, text,
+                  f"report written to {report_path}" if report_path is not None else "no report written (--no-report)")
     return 0
 
 
@@ -8550,7 +9416,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     _log_embedding_stats(similarity)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
-    return _emit(report, format_text(report, titles), report_path, outcome)
+    return _emit(config, report, format_text(report, titles), report_path, outcome)
 
 
 def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
@@ -8569,7 +9435,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
-    return _emit(report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
+    return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
 
 
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
@@ -8602,7 +9468,28 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
-    return _emit(report, format_text(report, {"": title}), report_path, outcome)
+    return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+
+
+def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
+    """stdout carries one thing: the printed summary ``text`` and then ``where`` (the
+    report's path) for ``--format text``; else the tables in ``--format`` alone
+    (:func:`format_output`), ``where`` going to stderr."""
+    if config.output_format in (None, "text"):
+        print(text)
+        print(f"\n{where}")
+        return
+    sys.stdout.write(format_output(report, config.output_format))
+    log.info("%s", where)
+
+
+def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
+    """``--plots DIR``: the plots of the run's systems (:func:`write_plots`), listed on stderr."""
+    if config.plots is None:
+        return
+    systems, _ = report_systems(report)
+    paths = write_plots(systems, config.plots)
+    log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
 
 
 @contextlib.contextmanager

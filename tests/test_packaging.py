@@ -104,11 +104,12 @@ def test_wheel_entry_point_and_metadata(dist):
     assert meta["Version"] == project["version"] == ev.__version__
     assert meta["Requires-Python"] == ">=3.11"
     assert meta["License-Expression"] == "MIT"
-    assert sorted(meta.get_all("Provides-Extra")) == sorted(project["optional-dependencies"]) == ["benchmarks", "notebook", "st"]
+    assert sorted(meta.get_all("Provides-Extra")) == sorted(project["optional-dependencies"]) == ["benchmarks", "notebook", "plots", "st"]
     requires = meta.get_all("Requires-Dist")
     assert sorted(r for r in requires if "extra ==" not in r) == sorted(project["dependencies"])
     assert "nltk==3.9.2; extra == 'benchmarks'" in requires
     assert "sentence-transformers>=3.0; extra == 'st'" in requires
+    assert "matplotlib>=3.8; extra == 'plots'" in requires
 
 
 def test_sdist_has_what_the_wheel_and_the_tests_need(dist):

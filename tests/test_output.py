@@ -1,0 +1,339 @@
+"""Output formats and plots: Markdown / LaTeX / CSV / JSON / text tables of the headline
+metrics for the three report layouts (a single run, a single run + comparison block,
+``{"systems", "comparison"}``), parsed back to the same numbers; the --format / --report -
+rules of the command line; the plots (valid PNG of the stated size with real content,
+SVG that parses, same bytes on every run).
+
+The comparison blocks here are hand-made in the layout of DESIGN.md (the block of the
+statistics section), around real single-run reports of the sample predictions.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import re
+import struct
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_main
+
+import evaluate as ev
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD = ROOT / "gold" / "gold.jsonl"
+FAMILIES = ("hgr", "strict", "per-relation", "calibration", "sweep")
+SIGNATURE = "kg-triplet-eval:0.1.0|backend:lexical|thr:0.80|boot:1000|trials:10000|seed:12345"
+
+
+def single_report(stem: str) -> dict:
+    entries = ev.load_inputs(ROOT / "predictions" / f"{stem}.jsonl", GOLD).entries
+    report = ev.evaluate_entries(entries, similarity=ev.Similarity(), families=FAMILIES)
+    report["summary"]["inputs"] = {"pred": {"name": f"{stem}.jsonl"}}
+    report["summary"]["signature"] = SIGNATURE
+    return report
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {"base": single_report("base"), "finetuned": single_report("finetuned")}
+
+
+def hand_comparison(reports: dict, correction=None) -> dict:
+    """A comparison block (DESIGN.md layout) over every catalogued path: interval
+    [x - 0.0125, x + 0.025]; for finetuned a delta against base, its interval, and p-values
+    0.001 (hgr paths) / 0.2 (others): significant iff p < 0.05 (Holm: p_adjusted = min(1, 3p))."""
+    paths = [p for _, _, cols in ev.HEADLINE_TABLES for p, _ in cols if not p.startswith("sweep.")]
+    baseline = next(iter(reports))
+    metrics = {}
+    for name, rep in reports.items():
+        per = {}
+        for path in paths:
+            x = ev.metric_value(rep, path)
+            if x is None:
+                continue
+            stats = {"estimate": x, "ci": [x - 0.0125, x + 0.025], "na_resamples": 0}
+            if name != baseline:
+                d = x - ev.metric_value(reports[baseline], path)
+                p = 0.001 if path.startswith("hgr.") else 0.2
+                adjusted = min(1.0, 3 * p) if correction else None
+                stats.update({"delta": d, "delta_ci": [d - 0.05, d + 0.05], "p_value": p, "p_adjusted": adjusted,
+                              "significant": (adjusted if correction else p) < 0.05})
+            per[path] = stats
+        metrics[name] = per
+    return {"baseline": baseline, "bootstrap": 1000, "trials": 10000, "seed": 12345, "correction": correction,
+            "confidence": 0.95, "metrics": metrics, "notes": [], "signature": SIGNATURE}
+
+
+def systems_layout(reports, correction=None):
+    return {"systems": reports, "comparison": hand_comparison(reports, correction)}
+
+
+CELL = re.compile(r"^(\*\*)?(n/a|-?\d+\.\d+)(?: \[(-?\d+\.\d+), (-?\d+\.\d+)\])?(\*\*)?( \u2020)?$")
+
+
+def parse_markdown(text: str) -> dict:
+    """{table title: {system: {column label: (estimate, ci, bold, dagger)}}} of every pipe table."""
+    tables, title, header = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("**") and line.endswith("**") and "|" not in line:
+            title, header = line[2:-2], None
+        elif line.startswith("| system |"):
+            header = [c.strip() for c in line.strip("|").split("|")][1:]
+            tables[title] = {}
+        elif line.startswith("|---"):
+            continue
+        elif line.startswith("| ") and header is not None:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+            name = cells[0].replace("\\_", "_")
+            row = {}
+            for label, cell in zip(header, cells[1:]):
+                m = CELL.match(cell)
+                assert m, cell
+                est = None if m.group(2) == "n/a" else float(m.group(2))
+                ci = (float(m.group(3)), float(m.group(4))) if m.group(3) else None
+                row[label] = (est, ci, bool(m.group(1)), bool(m.group(6)))
+            tables[title][name] = row
+    return tables
+
+
+def _rounded(x, digits=3):
+    return None if x is None else float(f"{x:.{digits}f}")
+
+
+def check_markdown_numbers(report, text):
+    parsed = parse_markdown(text)
+    tables = ev.metric_tables(report)
+    assert [t.title for t in tables] == list(parsed)
+    for table in tables:
+        for name, cells in table.rows.items():
+            for path, label in table.columns:
+                est, ci, bold, dagger = parsed[table.title][name][label]
+                cell = cells[path]
+                assert est == _rounded(cell.estimate), (table.title, name, label)
+                assert ci == (None if cell.ci is None else (_rounded(cell.ci[0]), _rounded(cell.ci[1])))
+                assert (bold, dagger) == (cell.best, cell.significant)
+    return parsed
+
+
+def test_markdown_single_run_parses_back(reports):
+    report = reports["finetuned"]
+    text = ev.format_output(report, "markdown")
+    parsed = check_markdown_numbers(report, text)
+    assert "Bold" not in text and "\u2020" not in text
+    # one system, named after its predictions file; no bold, no dagger, no interval
+    assert list(parsed["hgr micro (the published method, SPEC.md)"]) == ["finetuned"]
+    row = parsed["hgr micro (the published method, SPEC.md)"]["finetuned"]
+    # entity F1 = 2PR/(P+R) with P = 65/90, R = 65/87 -> 0.7345 -> "0.734"
+    assert row["entity F1"] == (0.734, None, False, False)
+    assert text.rstrip().splitlines()[-1] == f"Signature: `{SIGNATURE}`"
+    assert "no intervals" in text
+
+
+def test_markdown_systems_parses_back_with_bold_and_dagger(reports):
+    report = systems_layout(reports)
+    text = ev.format_markdown(report)
+    parsed = check_markdown_numbers(report, text)
+    micro = parsed["hgr micro (the published method, SPEC.md)"]
+    # finetuned is better everywhere in hgr micro: bold; p = 0.001 -> dagger; the baseline never has one
+    assert micro["finetuned"]["entity F1"][2:] == (True, True)
+    assert micro["base"]["entity F1"][2:] == (False, False)
+    # interval printed with the value: estimate [x - 0.0125, x + 0.025]
+    x = ev.metric_value(reports["finetuned"], "hgr.micro.entity_f1")
+    assert micro["finetuned"]["entity F1"][1] == (_rounded(x - 0.0125), _rounded(x + 0.025))
+    # lower is better: the lower hallucination rate and ECE are bold
+    rates = {n: ev.metric_value(r, "hgr.micro.hallucination_rate") for n, r in reports.items()}
+    low = min(rates, key=rates.get)
+    assert micro[low]["halluc. rate"][2] and not micro[max(rates, key=rates.get)]["halluc. rate"][2]
+    ece = {n: ev.metric_value(r, "calibration.ece") for n, r in reports.items()}
+    assert parsed["calibration of the relation weights"][min(ece, key=ece.get)]["ECE"][2]
+    # strict: p = 0.2 -> no dagger
+    assert not any(v[3] for v in parsed["strict (exact normalised triplets)"]["finetuned"].values())
+    legend = text.rstrip().splitlines()
+    assert any("no correction for multiple comparisons" in line for line in legend)
+    assert any(line.startswith("Bold: the best value") and "ECE and Brier" in line for line in legend)
+    assert legend[-1] == f"Signature: `{SIGNATURE}`"
+
+
+def test_holm_legend_and_marks(reports):
+    text = ev.format_markdown(systems_layout(reports, correction="holm"))
+    # p = 0.001 -> Holm-adjusted 0.003 < 0.05: still marked; legend names the correction
+    assert "Holm-adjusted p < 0.05" in text and "no correction" not in text
+    assert parse_markdown(text)["hgr micro (the published method, SPEC.md)"]["finetuned"]["entity F1"][3]
+
+
+def test_single_run_with_comparison_block(reports):
+    report = copy.deepcopy(reports["finetuned"])
+    block = hand_comparison({"finetuned": reports["finetuned"]})
+    report["comparison"] = block
+    text = ev.format_markdown(report)
+    parsed = check_markdown_numbers(report, text)
+    est, ci, bold, dagger = parsed["hgr macro (mean over entries)"]["finetuned"]["composite"]
+    assert ci is not None and not bold and not dagger
+    assert "1000 resamples" in text
+
+
+def test_csv_parses_back_to_the_same_numbers(reports):
+    report = systems_layout(reports)
+    report["systems"]["base"]["summary"]["notices"] = [{"kind": "missing_predictions", "message": "2 gold ids"}]
+    rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
+    assert tuple(rows[0]) == ev.CSV_COLUMNS
+    n_cells = sum(len(t.columns) * len(t.rows) for t in ev.metric_tables(report))
+    assert len(rows) == n_cells
+    stats = report["comparison"]["metrics"]
+    for row in rows:
+        value = ev.metric_value(report["systems"][row["system"]], row["metric"])
+        assert (float(row["estimate"]) if row["estimate"] else None) == value      # exact, full precision
+        s = stats[row["system"]].get(row["metric"])
+        if s:
+            assert [float(row["ci_low"]), float(row["ci_high"])] == s["ci"]
+            if "delta" in s:
+                assert float(row["delta"]) == s["delta"] and float(row["p_value"]) == s["p_value"]
+                assert row["significant"] == str(s["significant"]).lower()
+        assert row["signature"] == SIGNATURE
+        assert row["lower_is_better"] == str(row["metric"] in ev.LOWER_IS_BETTER).lower()
+        assert ("missing_predictions: 2 gold ids" in row["notices"]) == (row["system"] == "base")
+
+
+def test_json_summary(reports):
+    report = systems_layout(reports)
+    data = json.loads(ev.format_output(report, "json"))
+    assert list(data["systems"]) == ["base", "finetuned"] and data["baseline"] == "base"
+    cell = data["systems"]["finetuned"]["metrics"]["hgr.macro.composite"]
+    assert cell["estimate"] == ev.metric_value(reports["finetuned"], "hgr.macro.composite")
+    assert cell["p_value"] == 0.001 and cell["significant"] is True
+    assert data["comparison"]["signature"] == SIGNATURE and data["legend"][-1] == f"Signature: {SIGNATURE}"
+    assert data["systems"]["base"]["metrics"]["sweep.entity_f1@0.80"]["estimate"] == \
+        reports["base"]["summary"]["micro"]["entity_f1"]
+
+
+def test_latex_booktabs(reports):
+    report = systems_layout({"base_model": reports["base"], "finetuned": reports["finetuned"]})
+    text = ev.format_latex(report)
+    n = len(ev.metric_tables(report))
+    for command in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}", r"\end{tabular}"):
+        assert text.count(command) == n
+    assert r"base\_model & " in text and r"\textbf{" in text and r"$^\dagger$" in text
+    assert r"{\scriptsize [" in text
+    x = ev.metric_value(reports["finetuned"], "hgr.micro.entity_f1")
+    assert rf"\textbf{{{x:.3f}}}" in text
+    assert "Signature: " + SIGNATURE.replace("_", r"\_") in text
+    assert text.count("{") == text.count("}")
+
+
+def test_format_output_dispatch(reports):
+    report = systems_layout(reports)
+    assert ev.format_output(report, "markdown") == ev.format_markdown(report)
+    assert ev.format_output(report, "latex") == ev.format_latex(report)
+    assert ev.format_output(report, "csv") == ev.format_csv(report)
+    assert json.loads(ev.format_output(report, "json")) == json.loads(json.dumps(ev.summary_json(report)))
+    assert ev.OUTPUT_FORMATS == ("text",) + ev.TABLE_FORMATS
+    for fmt in ("text", "html"):  # text is the command line's printed summary
+        with pytest.raises(ValueError, match="unknown table format"):
+            ev.format_output(report, fmt)
+
+
+# ---------------------------------------------------------------- command line
+def test_cli_format_markdown_and_report_rules(tmp_path):
+    pred = ROOT / "predictions" / "finetuned.jsonl"
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", tmp_path / "r.json",
+                            "--format", "markdown", "--sweep")
+    assert rc == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert "sweep" in report and "calibration" not in report
+    assert out == ev.format_markdown(report)                  # stdout carries the table only
+    assert "report written to" in err
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", "-", "--format", "csv")
+    assert rc == 2 and "--format csv is refused" in err and out == ""
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", "-", "--format", "json")
+    assert rc == 0 and "per_entry" in json.loads(out)         # the report itself
+
+
+def test_cli_plots_switch_on_their_families(tmp_path):
+    args = ev.build_parser().parse_args(["--pred", "p.jsonl", "--metrics", "hgr", "--plots", str(tmp_path)])
+    config = ev.RunConfig.from_args(args)
+    assert set(config.metrics) == {"hgr", "per-relation", "calibration", "sweep"}
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", "--plots", tmp_path / "plots", "--format", "csv")
+    assert rc == 0, err
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
+        f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg"))
+    file = tmp_path / "file"
+    file.write_text("")
+    rc, _, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-report",
+                          "--plots", file)
+    assert rc == 2 and "not a directory" in err
+
+
+# ---------------------------------------------------------------- plots
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_plots_are_valid_sized_non_blank_and_deterministic(reports, tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+
+    paths = ev.write_plots(reports, tmp_path / "a")
+    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg")]
+    width, height = (round(x * ev.PLOT_DPI) for x in ev.PLOT_SIZE_INCHES)
+    assert (width, height) == (960, 600)
+    for path in paths:
+        if path.suffix == ".png":
+            assert png_size(path.read_bytes()) == (width, height)
+            pixels = matplotlib.image.imread(path)
+            assert pixels.shape[:2] == (height, width)
+            assert float(np.var(pixels[..., :3])) > 1e-3                   # real content, not blank
+            rgb = (pixels[..., :3] * 255).astype(np.uint32)
+            assert len(np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2])) > 8   # several colours
+        else:
+            root = ET.fromstring(path.read_bytes())
+            assert root.tag.endswith("svg") and len(list(root.iter())) > 50
+            assert b"<dc:date>" not in path.read_bytes()
+    again = ev.write_plots(reports, tmp_path / "b")
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in again]
+
+
+def test_plots_skip_what_is_missing(reports, tmp_path, caplog):
+    pytest.importorskip("matplotlib")
+    bare = {k: v for k, v in reports["base"].items() if k not in ("sweep", "calibration")}
+    with caplog.at_level("INFO", logger=ev.PRODUCT):
+        paths = ev.write_plots({"base": bare}, tmp_path)
+    assert {p.stem for p in paths} == {"per_relation_f1", "composite_distribution"}
+    assert "threshold_sweep not drawn (no system has a sweep section)" in caplog.text
+    assert "reliability_diagram not drawn" in caplog.text
+
+
+def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
+    report = systems_layout(copy.deepcopy(reports))
+    report["systems"]["finetuned"]["summary"]["notices"] = [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
+    report["comparison"]["notes"] = ["delta: system minus baseline base"]
+    legend = ev.format_markdown(report).rstrip().splitlines()
+    assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
+    assert "Note: delta: system minus baseline base  " in legend
+    assert r"Notice (finetuned): limit: --limit 10: 10 of 25\par" in ev.format_latex(report)
+    rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
+    assert all("note: delta: system minus baseline base" in r["notices"] for r in rows)
+    assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
+    data = ev.summary_json(report)
+    assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
+    assert data["comparison"]["notes"] == ["delta: system minus baseline base"]
+
+
+def test_plots_without_matplotlib_is_a_clear_error_before_scoring(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+                            "--report", tmp_path / "r.json", "--plots", tmp_path / "plots")
+    assert rc == 2 and "kg-triplet-eval[plots]" in err and "uv sync --extra plots" in err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "plots").exists()
+    with pytest.raises(ev.InputError, match="needs matplotlib"):
+        ev.write_plots({}, tmp_path / "p")
