@@ -6009,14 +6009,18 @@ def resample_counts(rng: np.random.Generator, strata: np.ndarray, size: int) -> 
     row sums to n and each stratum keeps its size (Efron & Tibshirani 1993, sec. 6.2;
     stratified: Davison & Hinkley 1997, sec. 3.2)."""
     n = len(strata)
-    w = np.zeros((size, n))
-    for s in np.unique(strata):
+    groups = np.unique(strata)
+    w = np.zeros((size, n)) if len(groups) > 1 else None
+    for s in groups:
         members = np.flatnonzero(strata == s)
         m = len(members)
-        draws = rng.integers(0, m, size=(size, m))
-        counts = np.bincount((draws + (np.arange(size) * m)[:, None]).ravel(), minlength=size * m)
-        w[:, members] = counts.reshape(size, m)
-    return w
+        draws = rng.integers(0, m, size=(size, m), dtype=np.int32)  # size * m < 2**31 (RESAMPLE_BLOCK_CELLS)
+        draws += (np.arange(size, dtype=np.int32) * m)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * m).reshape(size, m)
+        if w is None:
+            return counts.astype(np.float64)
+        w[:, members] = counts
+    return w if w is not None else np.zeros((size, n))
 
 
 def swap_masks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
