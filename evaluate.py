@@ -6129,11 +6129,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # (headline_slices). A resample is a vector of counts w (how often each entry is drawn,
 # sum n), so its column sums are w @ X; R resamples are W @ X (W: R x n), computed in
 # blocks of bounded size (RESAMPLE_BLOCK_CELLS), and the headline metrics come from
-# the families' ``headlines`` on those sums: the same arithmetic as the point estimate.
+# the families' ``headlines`` on those sums: exact sums divided with one rounding, the
+# arithmetic of the point estimate (the family's section).
 #
 #   bootstrap (Efron & Tibshirani 1993, ch. 13): entries drawn with replacement (within
-#     each stratum when a family names strata: text2kgbench's ontology), B resamples; the
-#     95% interval is the percentile interval of the B replicate values.
+#     each stratum: in directory mode each ontology, whose size the benchmark fixes), B
+#     resamples; the 95% interval is the percentile interval of the B replicate values.
 #   paired bootstrap of a difference (Koehn 2004): the same resamples for both systems,
 #     delta_b = m(system, w_b) - m(baseline, w_b), percentile interval of the delta_b.
 #   paired approximate randomisation (Noreen 1989; Riezler & Maxwell 2005; Dror et al.
@@ -6176,6 +6177,7 @@ RESAMPLE_BLOCK_CELLS = 1 << 22
 def _block_rows(n: int) -> int:
     return max(1, min(RESAMPLE_BLOCK, RESAMPLE_BLOCK_CELLS // max(n, 1)))
 
+
 #: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
 #: that are equal in exact arithmetic may differ by a few float roundings; 1e-9 relative is
 #: far above that and far below any difference a write-up reports.
@@ -6189,12 +6191,12 @@ CORRECTIONS: tuple[str, ...] = ("holm",)
 class HeadlineData:
     """The headline columns of several systems over the same entries, ready to sum.
 
-    ``names``: column names (sorted); ``layout``: per column, the indices of its slices
-    in the sliced matrices; ``sliced``: per system, an (n, k') float64 matrix (k' slices);
-    ``strata``: per entry, the index of its stratum; ``strata_names``: those strata (None =
-    the whole sample)."""
+    ``names``: the columns as (family name, column name), sorted (each family sees only its
+    own columns); ``layout``: per column, the indices of its slices in the sliced matrices;
+    ``sliced``: per system, an (n, k') float64 matrix (k' slices); ``strata``: per entry,
+    the index of its stratum; ``strata_names``: those strata (None = the whole sample)."""
 
-    names: list[str]
+    names: list[tuple[str, str]]
     layout: list[list[int]]
     sliced: list[np.ndarray]
     strata: np.ndarray
@@ -6204,10 +6206,12 @@ class HeadlineData:
     def n(self) -> int:
         return len(self.strata)
 
-    def sums(self, parts: np.ndarray) -> HeadlineSums:
-        """Sliced sums of shape (R, k') -> :class:`HeadlineSums` (column name -> slice sums)."""
-        return HeadlineSums({name: tuple(parts[:, j] for j in idx) for name, idx in zip(self.names, self.layout)},
-                            parts.shape[0])
+    def sums(self, parts: np.ndarray) -> dict[str, HeadlineSums]:
+        """Sliced sums of shape (R, k') -> family name -> its :class:`HeadlineSums`."""
+        grouped: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+        for (family, name), idx in zip(self.names, self.layout):
+            grouped.setdefault(family, {})[name] = tuple(parts[:, j] for j in idx)
+        return {family: HeadlineSums(cols, parts.shape[0]) for family, cols in grouped.items()}
 
 
 def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
@@ -6218,15 +6222,15 @@ def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
     system's record (it depends on the gold side only), else ``strata[i]`` when given (the
     report row's ontology in directory mode), else None (the whole sample). Raises
     ValueError on a column value that is not a finite number."""
-    per_system: list[list[dict[str, Any]]] = []
-    names: set[str] = set()
+    per_system: list[list[dict[tuple[str, str], Any]]] = []
+    names: set[tuple[str, str]] = set()
     for system in records:
         rows = []
         for entry in system:
-            cols: dict[str, Any] = {}
+            cols: dict[tuple[str, str], Any] = {}
             for family in families:
                 if family.name in entry:
-                    cols.update(family.headline_columns(entry[family.name]))
+                    cols.update(((family.name, k), v) for k, v in family.headline_columns(entry[family.name]).items())
             names.update(cols)
             rows.append(cols)
         per_system.append(rows)
@@ -6271,14 +6275,18 @@ def resample_counts(rng: np.random.Generator, strata: np.ndarray, size: int) -> 
     row sums to n and each stratum keeps its size (Efron & Tibshirani 1993, sec. 6.2;
     stratified: Davison & Hinkley 1997, sec. 3.2)."""
     n = len(strata)
-    w = np.zeros((size, n))
-    for s in np.unique(strata):
+    groups = np.unique(strata)
+    w = np.zeros((size, n)) if len(groups) > 1 else None
+    for s in groups:
         members = np.flatnonzero(strata == s)
         m = len(members)
-        draws = rng.integers(0, m, size=(size, m))
-        counts = np.bincount((draws + (np.arange(size) * m)[:, None]).ravel(), minlength=size * m)
-        w[:, members] = counts.reshape(size, m)
-    return w
+        draws = rng.integers(0, m, size=(size, m), dtype=np.int32)  # size * m < 2**31 (RESAMPLE_BLOCK_CELLS)
+        draws += (np.arange(size, dtype=np.int32) * m)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * m).reshape(size, m)
+        if w is None:
+            return counts.astype(np.float64)
+        w[:, members] = counts
+    return w if w is not None else np.zeros((size, n))
 
 
 def swap_masks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
@@ -6289,11 +6297,13 @@ def swap_masks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     return np.unpackbits(packed, axis=1, count=n).astype(np.float64)
 
 
-def headline_values(families: Sequence[MetricFamily], sums: HeadlineSums) -> dict[str, np.ndarray]:
-    """Every family's :meth:`MetricFamily.headlines` on the same sums, in family order."""
+def headline_values(families: Sequence[MetricFamily], sums: Mapping[str, HeadlineSums]) -> dict[str, np.ndarray]:
+    """Every family's :meth:`MetricFamily.headlines` on its own sums (``sums``: family name
+    -> :class:`HeadlineSums`, :meth:`HeadlineData.sums`), in family order."""
     out: dict[str, np.ndarray] = {}
+    size = next((v.size for v in sums.values()), 0)
     for family in families:
-        out.update(family.headlines(sums))
+        out.update(family.headlines(sums.get(family.name, HeadlineSums({}, size))))
     return out
 
 
@@ -6547,7 +6557,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
     sample = data.sums(data.sliced[0].sum(axis=0)[None, :])
-    owner = {path: f for f in headline_families for path in f.headlines(sample)}
+    owner = {path: f for f in headline_families for path in f.headlines(sample.get(f.name, HeadlineSums({}, 1)))}
     paths = list(full[0])
     estimates = [_checked_estimates(name, reports[name], values, owner) for name, values in zip(order, full)]
     boot = bootstrap_replicates(data, headline_families, bootstrap, seed) if bootstrap else None

@@ -89,7 +89,8 @@ def merged_value(families, records: list[dict], counts, path: str):
 
 def full_sample_headlines(report: dict, families) -> dict:
     data = ev.headline_data([entry_records(report, families)], families)
-    return {p: float(v[0]) for p, v in ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :])).items()}
+    values = ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))
+    return {p: float(v[0]) for p, v in values.items()}
 
 
 # ---------------------------------------------------------------- headline protocol
@@ -490,7 +491,8 @@ def test_text2kgbench_directory_mode_resamples_within_each_ontology(tmp_path):
         d.mkdir()
     keys = ("1_university", "3_airport", "9_astronaut")
     for key in keys:
-        (dirs["gold"] / f"ont_{key}_ground_truth.jsonl").symlink_to(T2KG / "ground_truth" / f"ont_{key}_ground_truth.jsonl")
+        gt = f"ont_{key}_ground_truth.jsonl"
+        (dirs["gold"] / gt).symlink_to(T2KG / "ground_truth" / gt)
         (dirs["onto"] / f"{key}_ontology.json").symlink_to(T2KG / "ontologies" / f"{key}_ontology.json")
         resp = next((T2KG / "baselines" / "Vicuna-13B" / "llm_responses").glob(f"{key}_*.jsonl"))
         (dirs["pred"] / resp.name).symlink_to(resp)
