@@ -6790,8 +6790,16 @@ def _notices(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     out = [(name, str(n.get("kind", "notice")), str(n.get("message", "")))
            for name, rep in systems.items() for n in (rep.get("summary") or {}).get("notices", [])]
     for note in (comparison or {}).get("notes", []):
-        out.append(("comparison", "note", note if isinstance(note, str) else json.dumps(note, sort_keys=True)))
+        text = note if isinstance(note, str) else json.dumps(note, sort_keys=True)
+        if not text.startswith(_LEGEND_SAYS):
+            out.append(("comparison", "note", text))
     return out
+
+
+#: The general notes of :func:`compare_systems` that the legend's own lines already say
+#: (how the intervals, differences and p-values were made); the legend leaves them out.
+_LEGEND_SAYS = (f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from ", "delta: system minus baseline ",
+                "significant: p < ")
 
 
 def legend_lines(report: Mapping[str, Any]) -> list[str]:
@@ -6799,7 +6807,7 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
     the notices (what changed the numbers), and the signature line last."""
     systems, comparison = report_systems(report)
     lines = []
-    if comparison:
+    if comparison and comparison.get("bootstrap"):
         lines.append(f"Values: point estimate [{comparison.get('confidence', 0.95):.0%} percentile bootstrap "
                      f"interval; {comparison.get('bootstrap')} resamples of the entries, "
                      f"seed {comparison.get('seed')}].")
@@ -6809,7 +6817,7 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append("Bold: the best value of each column; lower is better for the hallucination rates "
                      "(hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE and Brier score, higher for "
                      "every other metric.")
-    if comparison and len(systems) >= 2:
+    if comparison and comparison.get("trials") and len(systems) >= 2:
         trials = comparison.get("trials")
         if comparison.get("correction") == "holm":
             how = (f"Holm-adjusted p < {SIGNIFICANCE_LEVEL} (Holm-Bonferroni over the headline metrics, "

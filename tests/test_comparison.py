@@ -463,6 +463,20 @@ def test_readme_comparison_example_is_what_the_command_prints(runs):
     assert not missing, missing  # the rows shown are the real output (the signature's versions vary)
 
 
+def test_readme_markdown_example_is_what_format_markdown_prints(runs):
+    """The README's Markdown comparison is format_output of the same report (--format
+    markdown); the signature line aside (its library versions vary between machines)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Comparing models for a write-up"):readme.index("## The method")]
+    start = section.index("**hgr micro")
+    shown = [ln for ln in section[start:section.index("![")].strip().splitlines()
+             if ln.strip() and not ln.startswith(("Signature:", "`--plots", "the per-entry"))]
+    printed = ev.format_output(runs["both"], "markdown").splitlines()
+    missing = [ln for ln in shown if ln not in printed]
+    assert not missing, missing
+    assert (ROOT / "docs" / "composite_distribution.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 # ------------------------------------------------------------------ with an embedding model
 
 
