@@ -313,17 +313,20 @@ def test_plots_skip_what_is_missing(reports, tmp_path, caplog):
 def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     report = systems_layout(copy.deepcopy(reports))
     report["systems"]["finetuned"]["summary"]["notices"] = [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
-    report["comparison"]["notes"] = ["delta: system minus baseline base"]
+    general = "delta: system minus baseline base; delta_ci: paired bootstrap on the same resamples"
+    specific = "finetuned_missing: 2 gold entries have no prediction"
+    report["comparison"]["notes"] = [general, specific]
     legend = ev.format_markdown(report).rstrip().splitlines()
     assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
-    assert "Note: delta: system minus baseline base  " in legend
+    assert f"Note: {specific}  " in legend
+    assert not any(general in line for line in legend)  # the legend's own dagger line says it
     assert r"Notice (finetuned): limit: --limit 10: 10 of 25\par" in ev.format_latex(report)
     rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
-    assert all("note: delta: system minus baseline base" in r["notices"] for r in rows)
+    assert all(f"note: {specific}" in r["notices"] for r in rows)
     assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
     data = ev.summary_json(report)
     assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
-    assert data["comparison"]["notes"] == ["delta: system minus baseline base"]
+    assert data["comparison"]["notes"] == [general, specific]
 
 
 def test_plots_without_matplotlib_is_a_clear_error_before_scoring(tmp_path, monkeypatch):
