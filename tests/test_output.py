@@ -314,7 +314,7 @@ def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     report = systems_layout(copy.deepcopy(reports))
     report["systems"]["finetuned"]["summary"]["notices"] = [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
     general = "delta: system minus baseline base; delta_ci: paired bootstrap on the same resamples"
-    specific = "finetuned_missing: 2 gold entries have no prediction"
+    specific = "finetuned: 2 gold entries have no prediction"
     report["comparison"]["notes"] = [general, specific]
     legend = ev.format_markdown(report).rstrip().splitlines()
     assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
