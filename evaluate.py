@@ -37,6 +37,9 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Input: records, fields, joining            load_inputs: the one input path
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
+    Large runs: workers, shards, merge         score_entries_parallel (--workers),
+                                               combine_scored, shards (--shard K/N) and
+                                               the checks of --merge
     Embedding backends                         ModelStore, FastembedBackend /
                                                SentenceTransformersBackend (offline),
                                                EmbeddingCache (SQLite), Embedder,
@@ -58,6 +61,7 @@ import contextlib
 import dataclasses
 import difflib
 import functools
+import gc
 import hashlib
 import importlib.metadata
 import json
@@ -114,11 +118,15 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "score_entries_parallel",
+    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
+    "similarity_of", "similarity_description",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "run_directory", "RunOutcome", "run", "Terminated", "main",
+    "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "run_directory", "RunOutcome",
+    "run", "Terminated", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).
@@ -2437,6 +2445,9 @@ class FamilyUnavailable(InputError):
     def __init__(self, family: str, reason: str) -> None:
         super().__init__(f"{family}: {reason}")
         self.family, self.reason = family, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, re-raised in the parent
+        return (type(self), (self.family, self.reason))
 
 
 class MetricFamily:
@@ -5273,7 +5284,8 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 class ScoredFile:
     """One input file scored: the report's per-entry rows, each family's merged record,
     and what the summary says about the file (schema profile, relation vocabulary,
-    input problems, duplicates dropped, input checksums, gold file name). ``skipped``:
+    input problems, duplicates dropped, input checksums, gold file name; ``span``: which
+    entries of the file a shard scored). ``skipped``:
     the families left out because they could not run here (see :class:`ScoringContext`);
     ``notices``: the file's :func:`notice` items (input problems, skipped families)."""
 
@@ -5287,6 +5299,8 @@ class ScoredFile:
     gold_name: str = ""
     skipped: list[str] = field(default_factory=list)
     notices: list[dict[str, str]] = field(default_factory=list)
+    #: (start, stop, total): the entries of a shard (``--shard``), None for all of them.
+    span: tuple[int, int, int] | None = None
 
     def drop(self, family: MetricFamily) -> None:
         """Remove everything of ``family`` (its record, per-entry statistics and view)."""
@@ -5309,19 +5323,22 @@ def drop_skipped(files: Sequence[ScoredFile], families: Sequence[MetricFamily]) 
 
 
 def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
-                  progress: bool = False) -> ScoredFile:
+                  progress: bool = False, prepare: bool = True) -> ScoredFile:
     """Score every entry (:func:`score_entry`) and let every family turn it into its
     statistics record; records are merged in entry order (exactly, so the order does not
     matter). Returns a :class:`ScoredFile` whose ``rows`` are the report's per-entry rows
     (``stats``: family name -> record, as JSON). Raises :class:`InputError` when a family
     lacks its inputs or meets input it cannot score; with ``ctx.skip_unavailable`` a family
-    that cannot run here (:class:`FamilyUnavailable`) is left out (``skipped``, noted)."""
+    that cannot run here (:class:`FamilyUnavailable`) is left out (``skipped``, noted).
+    ``prepare`` False: the backend already has every string (a worker's chunk, see
+    :func:`score_entries_parallel`)."""
     for family in families:
         with family.guard():
             family.check_inputs(ctx)
     active = list(families)
     scored = ScoredFile([], {}, profile=ctx.profile)
-    _prepare_similarity(entries, ctx.similarity, ctx.profile)
+    if prepare:
+        _prepare_similarity(entries, ctx.similarity, ctx.profile)
     iterator: Iterable[Entry] = entries
     if progress:
         from tqdm import tqdm
@@ -5567,6 +5584,281 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+# ======================================================================================
+# Large runs: workers, shards, merge
+# ======================================================================================
+#
+# Entries are scored in contiguous chunks, by worker processes (--workers) or by separate
+# jobs (--shard K/N); each chunk is a ScoredFile (its rows and its families' merged
+# records). combine_scored puts chunks back together in input order: rows concatenated,
+# records merged with the families' exact merge (MetricFamily.merge), so the result is
+# the ScoredFile of one pass over all entries, to the last bit and in the same key order
+# (a chunk's new keys come after those of the chunks before it, as they would in one pass).
+
+#: Entries per chunk handed to a worker process (at most; fewer for small inputs, so that
+#: every worker gets several chunks).
+WORKER_CHUNK_MAX = 256
+#: Below this many entries a run scores in process whatever ``--workers`` says.
+WORKER_MIN_ENTRIES = 64
+
+
+def default_workers() -> int:
+    """The number of CPUs this process may run on (``os.sched_getaffinity``, which Slurm,
+    taskset and cgroup cpusets set), else ``os.cpu_count()``; at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]) -> ScoredFile:
+    """One :class:`ScoredFile` from consecutive chunks of the same input file (``parts``
+    in input order): the ScoredFile a single pass over all their entries gives, exactly.
+
+    Rows are concatenated; records are merged in order (:func:`merge_records`, exact). A
+    family skipped in any chunk (:class:`FamilyUnavailable`) is dropped from every chunk,
+    as one pass drops it from the entries before the one that failed; its
+    ``family_skipped`` notice is the first chunk's (= the first failing entry's). The
+    file-level fields (profile, vocabulary, problems, inputs, ...) are the first part's.
+    """
+    if not parts:
+        raise ValueError("combine_scored: no parts")
+    skipped: list[str] = []
+    skip_notices: list[dict[str, str]] = []
+    for part in parts:
+        own = iter(n for n in part.notices if n["kind"] == "family_skipped")
+        for name, skip_notice in zip(part.skipped, own):
+            if name not in skipped:
+                skipped.append(name)
+                skip_notices.append(skip_notice)
+    for family in families:
+        if family.name in skipped:
+            for part in parts:
+                part.drop(family)
+    first = parts[0]
+    return dataclasses.replace(
+        first, rows=[row for part in parts for row in part.rows],
+        records=merge_records(families, (part.records for part in parts)), skipped=skipped,
+        notices=[n for n in first.notices if n["kind"] != "family_skipped"] + skip_notices)
+
+
+#: What a forked worker scores: (entries, families, context), set in the parent just
+#: before the pool forks, so that the children share the entries instead of receiving
+#: them pickled.
+_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext] | None = None
+
+
+def _worker_init() -> None:
+    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _score_range(bounds: tuple[int, int]) -> ScoredFile:
+    """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`."""
+    assert _WORKER_STATE is not None
+    entries, families, ctx = _WORKER_STATE
+    start, stop = bounds
+    return score_entries(entries[start:stop], families, ctx, prepare=False)
+
+
+def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
+    """Consecutive (start, stop) ranges covering ``range(n)``: about 8 per worker, at most
+    :data:`WORKER_CHUNK_MAX` entries each (small chunks balance uneven entries)."""
+    size = max(1, min(WORKER_CHUNK_MAX, -(-n // (workers * 8))))
+    return [(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def _fork_context() -> Any:
+    """The multiprocessing context of the workers: fork (children inherit the prepared
+    similarity backend and the entries), or None where the platform has no fork."""
+    import multiprocessing
+    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
+                           workers: int = 1, progress: bool = False) -> ScoredFile:
+    """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
+    byte, for any number of workers.
+
+    The similarity backend is prepared in this process first (every string of every
+    entry: embeddings are computed once, here); then forked workers score consecutive
+    chunks (:func:`_chunks`) and the chunks are put back together in input order by
+    :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
+    :data:`WORKER_MIN_ENTRIES` entries, or a platform without ``fork`` (Windows): scored
+    in this process. Errors raised in a worker (:class:`InputError`) are raised here;
+    Ctrl-C and SIGTERM stop the pool.
+    """
+    global _WORKER_STATE
+    context = _fork_context() if workers > 1 and len(entries) >= WORKER_MIN_ENTRIES else None
+    if context is None:
+        return score_entries(entries, families, ctx, progress=progress)
+    for family in families:  # an input error before any process starts
+        with family.guard():
+            family.check_inputs(ctx)
+    _prepare_similarity(entries, ctx.similarity, ctx.profile)
+    ranges = _chunks(len(entries), workers)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(entries), desc=f"scoring ({workers} workers)", unit="entry", file=sys.stderr,
+                   leave=False)
+    _WORKER_STATE = (entries, families, ctx)
+    parts: list[ScoredFile] = []
+    # Objects that exist before the fork are left out of the children's garbage collection
+    # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
+    # parsed inputs), which costs more than the scoring and copies every page it touches.
+    gc.freeze()
+    try:
+        with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
+            for part in pool.imap(_score_range, ranges):
+                parts.append(part)
+                if bar is not None:
+                    bar.update(len(part.rows))
+    finally:
+        gc.unfreeze()
+        _WORKER_STATE = None
+        if bar is not None:
+            bar.close()
+    return combine_scored(parts, families)
+
+
+# --- Large runs: shards (--shard K/N) and their merge (--merge) ---
+#
+# Shards are contiguous: shard K of N scores entries [floor((K-1)*n/N), floor(K*n/N)) of
+# the n entries left after --limit (sizes differ by at most one). Contiguous, not strided,
+# because merging the parts' records in shard order is then exactly the one-pass merge,
+# key order included (a family's per-id or per-relation keys appear in input order), and
+# each part's per_entry is a slice of the whole report's. A part is a report of its own
+# entries plus a "shard" block holding what the merge needs to rebuild the whole run's
+# report: the family records of its entries, and the run's description, which every
+# part computes from the whole input (load-time notices, input checksums, schema
+# profile, vocabulary, configuration).
+
+#: Version of the "shard" block of a partial report.
+SHARD_FORMAT = 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (1 <= K <= N) -> (K, N). Raises ValueError naming what is wrong."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise ValueError(f"expected K/N (shard K of N, e.g. 2/8), found {text!r}")
+    k, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise ValueError(f"expected K/N with 1 <= K <= N, found {text!r}")
+    return k, n
+
+
+def shard_range(k: int, n: int, total: int) -> tuple[int, int]:
+    """The contiguous entries [start, stop) of shard ``k`` of ``n`` over ``total`` entries:
+    ``floor((k-1)*total/n)`` to ``floor(k*total/n)`` (every entry in exactly one shard)."""
+    return (k - 1) * total // n, k * total // n
+
+
+def shard_suffix(k: int, n: int) -> str:
+    """The part of a file name that names a shard: ``".shard-2-of-3"``."""
+    return f".shard-{k}-of-{n}"
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The dotted path of the first place where two JSON values differ, with both values
+    (shortened), or None when they are equal."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in list(a) + [k for k in b if k not in a]:
+            inner = _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+            if inner is not None:
+                return inner
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _first_difference(x, y, f"{path}[{i}]"))),
+                    None)
+    if a == b and type(a) is type(b):
+        return None
+    return f"{path or 'value'}: {json.dumps(a, ensure_ascii=False)[:80]} vs {json.dumps(b, ensure_ascii=False)[:80]}"
+
+
+def _identity(block: Mapping[str, Any]) -> dict[str, Any]:
+    """What must be equal in every part of one run: shard count, entries, configuration
+    and the run's description, input files by name and checksum (their paths may differ
+    between the machines that ran the shards)."""
+    source = dict(block["source"])
+    source["inputs"] = {key: None if info is None else {"name": info["name"], "sha256": info["sha256"]}
+                        for key, info in source["inputs"].items()}
+    return {"count": block["count"], "entries": block["entries"], "config": block["config"], "source": source}
+
+
+def check_shard_parts(parts: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[tuple[Path, Mapping[str, Any]]]:
+    """The parts of one sharded run (``(file, parsed report)``), checked and in shard order.
+
+    Raises:
+        InputError: naming the file: not a partial report (no ``shard`` block of this
+            :data:`SHARD_FORMAT`), written by another version of the evaluator, a part of
+            another run (other inputs, configuration, shard count or entries: the first
+            difference is shown), a shard given twice, or shards missing (listed).
+    """
+    if not parts:
+        raise InputError("--merge: no parts given")
+    for path, data in parts:
+        block = data.get("shard") if isinstance(data, Mapping) else None
+        if not isinstance(block, Mapping) or block.get("format") != SHARD_FORMAT:
+            raise InputError(f"--merge {path}: not a partial report of {PRODUCT} (no 'shard' block of format "
+                             f"{SHARD_FORMAT}); write the parts with --shard K/N")
+        version = block["config"]["versions"].get(PRODUCT)
+        if version != __version__:
+            raise InputError(f"--merge {path}: written by {PRODUCT} {version}, this is {__version__}: merge the "
+                             "parts with the version that wrote them (or rerun the shards)")
+    first_path, first = parts[0]
+    reference = _identity(first["shard"])
+    for path, data in parts[1:]:
+        difference = _first_difference(reference, _identity(data["shard"]))
+        if difference is not None:
+            raise InputError(f"--merge {path}: a part of another run than {first_path} (other inputs, "
+                             f"configuration or shard count): first difference: {difference}")
+    count = first["shard"]["count"]
+    by_index: dict[int, Path] = {}
+    for path, data in parts:
+        index = data["shard"]["index"]
+        if index in by_index:
+            raise InputError(f"--merge: shard {index}/{count} given twice: {by_index[index]} and {path}")
+        by_index[index] = path
+    missing = [k for k in range(1, count + 1) if k not in by_index]
+    if missing:
+        raise InputError(f"--merge: {len(missing)} of {count} shard(s) missing: "
+                         f"{', '.join(f'{k}/{count}' for k in missing[:20])}{' ...' if len(missing) > 20 else ''} "
+                         f"(given: {', '.join(f'{k}/{count}' for k in sorted(by_index))})")
+    return sorted(parts, key=lambda part: part[1]["shard"]["index"])
+
+
+def scored_part(data: Mapping[str, Any]) -> ScoredFile:
+    """The :class:`ScoredFile` of one checked part: its rows, records and skipped families
+    (with their notices); the file-level fields from its ``shard`` block."""
+    block = data["shard"]
+    source = block["source"]
+    return ScoredFile(list(data["per_entry"]), records_from_json(block["records"]), profile=source["profile"],
+                      vocabulary=dict(source["vocabulary"]), problems=list(source["problems"]),
+                      duplicates_dropped=source["duplicates_dropped"], inputs=dict(source["inputs"]),
+                      gold_name=block["gold_name"], skipped=list(block["skipped"]),
+                      notices=[dict(n) for n in block["skip_notices"]])
+
+
+def similarity_of(description: Mapping[str, Any]) -> Similarity:
+    """A :class:`Similarity` that describes a run's backend as its report does (backend,
+    model, model id, threshold, fallback reason), for rebuilding a report; not for scoring."""
+    similarity = Similarity(description["threshold"], fallback_reason=description["fallback_reason"])
+    similarity.backend = description["backend"]
+    similarity.model = description["model"]
+    similarity.model_id = description["model_id"]
+    return similarity
+
+
+def similarity_description(similarity: Similarity) -> dict[str, Any]:
+    """What :func:`similarity_of` needs, as JSON."""
+    return {"backend": similarity.backend, "model": similarity.model,
+            "model_id": getattr(similarity, "model_id", None), "threshold": similarity.threshold,
+            "fallback_reason": similarity.fallback_reason}
 
 
 # ======================================================================================
@@ -6570,6 +6862,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shard_spec(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _metric_list(text: str) -> tuple[str, ...]:
     """``--metrics``: family names from the registry, or "all" alone (returned as
     ``("all", every name...)`` and resolved by :meth:`RunConfig.from_args`)."""
@@ -6663,6 +6962,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="similarity gate (default 0.80)")
     sim.add_argument("--align-accept", type=_unit_interval, default=DEFAULT_ALIGN_ACCEPT,
                      help="minimum align_sim of an accepted pair (default 0.50)")
+    large = p.add_argument_group("large runs (README \"Large runs\")")
+    large.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                       help="worker processes that score entries (default: the CPUs this process may use, "
+                            f"here {default_workers()}; 1 = in this process); the report is the same for any N")
+    large.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                       help="score only shard K of N (contiguous; after --limit) and write a partial report, by "
+                            "default reports/<pred stem>.shard-K-of-N.json; combine the N parts with --merge")
+    large.add_argument("--merge", type=Path, nargs="+", metavar="PART",
+                       help="combine the partial reports of --shard 1/N ... N/N into the report of the whole run "
+                            "(default path: the parts' name without .shard-K-of-N); refuses missing, repeated "
+                            "or foreign parts")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -6681,6 +6991,15 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
     if args.pred is not None and len(args.pred) > 1:
         raise InputError(f"--pred given {len(args.pred)} times ({', '.join(map(str, args.pred))}): one run scores "
                          "one predictions file; run once per file")
+    if args.merge:
+        given = [flag for flag, value in (("--pred", args.pred), ("--gold", args.gold), ("--shard", args.shard),
+                                          ("--limit", args.limit), ("--relations", args.relations),
+                                          ("--ontology", args.ontology)) if value]
+        if given:
+            raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
+                             "(the parts carry their inputs and configuration)")
+    if args.shard and args.no_report:
+        raise InputError("--shard writes a partial report: --no-report would throw the shard's work away")
     if args.no_report and args.report is not None:
         raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
     if args.no_embeddings and args.require_embeddings:
@@ -6725,6 +7044,12 @@ class RunConfig:
     embedding_threshold: float = DEFAULT_SIM_THRESHOLD
     align_accept: float = DEFAULT_ALIGN_ACCEPT
     quiet: bool = False
+    #: ``--workers``: scoring processes (None: :func:`default_workers`); no number depends on it.
+    workers: int | None = None
+    #: ``--shard K/N``: (K, N), or None for every entry.
+    shard: tuple[int, int] | None = None
+    #: ``--merge PART ...``: the partial reports to combine (no scoring).
+    merge: tuple[Path, ...] = ()
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -6736,6 +7061,7 @@ class RunConfig:
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
                   if f.name not in ("skip_unavailable", "notices")}
         values["pred"] = args.pred[0] if args.pred else None
+        values["merge"] = tuple(args.merge or ())
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
@@ -6913,7 +7239,13 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
                          skip_unavailable=config.skip_unavailable)
-    scored = score_entries(loaded.entries, families, ctx, progress=config.progress)
+    workers = config.workers if config.workers is not None else default_workers()
+    entries, span = loaded.entries, None
+    if config.shard is not None:  # after --limit (load_inputs); the run's description stays the whole input's
+        start, stop = shard_range(*config.shard, len(entries))
+        entries, span = entries[start:stop], (start, stop, len(entries))
+    scored = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress)
+    scored.span = span
     scored.vocabulary = vocab_info
     scored.problems = loaded.problems
     scored.notices = loaded.notices + scored.notices
@@ -6923,8 +7255,12 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {row['gold_line']}: {r}" for row in scored.rows
                for r in row["invalid_gold_items"]]
-    if invalid and len(invalid) == sum(len(e.gold.items) for e in loaded.entries):
-        raise InputError(_all_gold_invalid(config.schema, profile, invalid))
+    n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
+        len(validate_schema(e.gold.items, profile).invalid) for e in loaded.entries)
+    if n_invalid and n_invalid == sum(len(e.gold.items) for e in loaded.entries):
+        raise InputError(_all_gold_invalid(config.schema, profile, invalid or [
+            f"{scored.gold_name} line {e.gold.line}: {r}" for e in loaded.entries
+            for _, r in validate_schema(e.gold.items, profile).invalid]))
     if invalid:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
@@ -6951,13 +7287,87 @@ def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: 
                    relations: Path | None) -> dict[str, Any]:
     """Single-file mode: the report of one prediction file (and gold file);
     ``relations`` gives the vocabulary (and, for text2kgbench, the ontology)."""
-    families = families_for(config.metrics)
+    families = requested = families_for(config.metrics)
     scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations,
                                      given=(config.pred, config.gold, config.vocabulary_path))
     families = drop_skipped([scored], families)
     source = _file_source(scored, similarity, config)
     source.notices = [*config.notices, *source.notices]
+    if config.shard is not None:
+        return partial_report(config, scored, families, source, config_record(config, requested, similarity, vocab_hash),
+                              config_record(config, families, similarity, vocab_hash))
     return build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
+
+
+def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[MetricFamily], source: ReportSource,
+                   requested_config: Mapping[str, Any], own_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The partial report of ``--shard K/N``: the report of the shard's entries (its summary
+    says so in a ``shard`` notice), with a ``shard`` block after the summary that holds what
+    :func:`merge_partial_reports` needs: shard index, count and entry range; the run's
+    configuration for the requested families (``requested_config``); the run's
+    description (similarity, profile, vocabulary, input problems and checksums, and the
+    notices of the whole input, without this shard's ``family_skipped`` ones, which are
+    ``skip_notices``); and the family records of the shard's entries."""
+    assert config.shard is not None and scored.span is not None
+    (k, n), (start, stop, total) = config.shard, scored.span
+    skip_notices = source.notices[len(source.notices) - len(scored.skipped):] if scored.skipped else []
+    base = list(source.notices[:len(source.notices) - len(skip_notices)])
+    where = f"entries {start + 1}-{stop} of {total}" if stop > start else f"no entries (of {total})"
+    own = dataclasses.replace(source, notices=[*base, notice("shard", f"--shard {k}/{n}: a partial report of {where}; "
+                                                                      f"--merge the {n} parts for the run's report"),
+                                               *skip_notices])
+    report = build_report([scored], families, own, config=own_config)
+    block = {
+        "format": SHARD_FORMAT, "index": k, "count": n, "entries": total, "start": start, "stop": stop,
+        "config": dict(requested_config),
+        "source": {"similarity": similarity_description(source.similarity), "align_accept": source.align_accept,
+                   "profile": source.profile, "vocabulary": dict(source.vocabulary),
+                   "problems": list(source.problems), "duplicates_dropped": source.duplicates_dropped,
+                   "inputs": dict(source.inputs), "notices": base},
+        "gold_name": scored.gold_name, "skipped": list(scored.skipped), "skip_notices": list(skip_notices),
+        "records": records_to_json(scored.records),
+    }
+    return {"summary": report.pop("summary"), "shard": block, **report}
+
+
+def config_without(record: Mapping[str, Any], skipped: Iterable[str]) -> dict[str, Any]:
+    """``summary.config`` (:func:`config_record`) for the same run with the families
+    ``skipped`` left out (as :func:`drop_skipped` leaves them out of a run)."""
+    skipped = set(skipped)
+    out = dict(record)
+    out["metric_families"] = [name for name in record["metric_families"] if name not in skipped]
+    if not any(FAMILIES[name].needs_nltk for name in out["metric_families"]):
+        out["versions"] = {k: v for k, v in record["versions"].items() if k not in _NUMBER_PACKAGES["nltk"]}
+    return out
+
+
+def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
+    """``--merge``: the report of a whole run from the partial reports of its shards
+    (:func:`partial_report`), byte-identical to the report of the run in one piece (the
+    input paths in ``summary.inputs`` are the first part's). The parts are checked by
+    :func:`check_shard_parts`; the shards' rows and records are combined in order
+    (:func:`combine_scored`, exact) and the report is built as the unsharded run builds it.
+
+    Raises:
+        InputError: an unreadable part, or parts that are not one run's complete set.
+    """
+    parts = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                parts.append((path, json.load(handle)))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--merge {path}: cannot read the partial report: {exc}") from None
+    parts = check_shard_parts(parts)
+    block = parts[0][1]["shard"]
+    families = families_for(block["config"]["metric_families"])
+    scored = combine_scored([scored_part(data) for _, data in parts], families)
+    families = [f for f in families if f.name not in scored.skipped]
+    src = block["source"]
+    source = ReportSource(similarity_of(src["similarity"]), src["align_accept"], src["profile"], src["vocabulary"],
+                          src["problems"], src["duplicates_dropped"], src["inputs"],
+                          notices=[*src["notices"], *scored.notices])
+    return build_report([scored], families, source, config=config_without(block["config"], scored.skipped))
 
 
 def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> list[tuple[str, Path, Path, Path]]:
@@ -7115,16 +7525,42 @@ def _report_path(config: RunConfig) -> Path | None:
     if config.pred.exists() and not (config.pred.is_file() or config.pred.is_dir()):
         raise InputError(f"--pred {config.pred}: not a regular file (a pipe or stream?), so it has no name for the "
                          f"default report path; {options}")
-    path = Path("reports") / f"{config.pred.stem}.json"
-    if path.exists():
-        try:
-            with open(path, encoding="utf-8") as handle:
-                previous = json.load(handle)["summary"]["inputs"]["pred"]["path"]
-        except (OSError, ValueError, KeyError, TypeError):
-            previous = None
-        if previous != str(config.pred.resolve()):
-            was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
-            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+    suffix = shard_suffix(*config.shard) if config.shard is not None else ""
+    path = Path("reports") / f"{config.pred.stem}{suffix}.json"
+    _refuse_foreign_report(path, str(config.pred.resolve()), options)
+    return path
+
+
+def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
+    """Refuse a default report path that holds the report of another ``--pred`` (or no report)."""
+    if not path.exists():
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            previous = json.load(handle)["summary"]["inputs"]["pred"]["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None
+    if previous is None or previous != pred:
+        was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
+        raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+
+
+def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
+    """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
+    part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
+    another ``--pred``)."""
+    if config.no_report:
+        return None
+    if config.report is not None:
+        return config.report
+    first = config.merge[0]
+    name = re.sub(r"\.shard-\d+-of-\d+(?=\.json$)", "", first.name)
+    if name == first.name:
+        raise InputError(f"--merge {first}: its name has no .shard-K-of-N part to drop for the merged report's "
+                         "name: give --report PATH (or --report -, or --no-report)")
+    path = first.with_name(name)
+    _refuse_foreign_report(path, (report["summary"]["inputs"].get("pred") or {}).get("path"),
+                           "give --report PATH, --report - or --no-report")
     return path
 
 
@@ -7170,8 +7606,17 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
             raise InputError(f"--download-model {config.download_model}: {exc}") from None
         print(f"downloaded {config.download_model} to {path}")
         return 0
+    if config.merge:
+        report = merge_partial_reports(config.merge)
+        report_path = _merge_report_path(config, report)
+        if report_path is not None and report_path != STDOUT_REPORT:
+            _check_report_path(report_path, config.merge)
+        return _deliver(report, report_path, f"{len(config.merge)} parts merged", outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None
+    if directory and config.shard is not None:
+        raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
+                         "file instead (or no --shard)")
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
@@ -7190,7 +7635,12 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         s = embedder.stats
         log.info("embeddings: %d unique strings, %d from the cache, %d embedded in %.1f s (model load %.1f s)",
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
-    summary = format_summary(report, title=f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
+    return _deliver(report, report_path, f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""), outcome)
+
+
+def _deliver(report: dict[str, Any], report_path: Path | None, title: str, outcome: RunOutcome) -> int:
+    """Write the report (atomically, or to stdout for ``--report -``) and print the summary."""
+    summary = format_summary(report, title=title)
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.write(report_json(report))
