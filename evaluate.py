@@ -68,6 +68,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import platform
 import re
 import shlex
@@ -88,6 +89,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import json_repair
 import numpy as np
+import orjson
 
 __version__ = "0.1.0"
 
@@ -5281,6 +5283,87 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 
 
 @dataclass
+class RowTally:
+    """What the summary counts over the per-entry rows (entries, prediction statuses,
+    invalid-item reasons, schema-invalid gold items as (gold line, reason)), accumulated
+    row by row as the rows are made, so that the rows themselves need not stay in memory
+    (:class:`RowSpool`). Tallies of consecutive parts add up (:meth:`merge`)."""
+
+    n_entries: int = 0
+    status: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    invalid_gold: list[tuple[int | None, str]] = field(default_factory=list)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count one per-entry row."""
+        self.n_entries += 1
+        self.status[row["parse_status"]] += 1
+        for reason in row["invalid_items"]:
+            self.reasons[_strip_index(reason)] += 1
+        for reason in row["invalid_gold_items"]:
+            self.invalid_gold.append((row["gold_line"], reason))
+
+    def merge(self, other: "RowTally") -> "RowTally":
+        """This tally followed by ``other`` (a new tally)."""
+        return RowTally(self.n_entries + other.n_entries, self.status + other.status, self.reasons + other.reasons,
+                        self.invalid_gold + other.invalid_gold)
+
+    @classmethod
+    def of(cls, rows: Iterable[Mapping[str, Any]]) -> "RowTally":
+        tally = cls()
+        for row in rows:
+            tally.add(row)
+        return tally
+
+
+class RowSpool:
+    """Per-entry rows kept on disk instead of in memory: appended one by one (pickled to
+    an anonymous temporary file), read back in order, as often as needed, one row at a
+    time. A family dropped from the run (:meth:`drop`) is removed from each row as it is
+    read back. Used by long runs (:data:`SPOOL_MIN_ENTRIES`), so that memory does not grow
+    with the number of entries; the report writer streams it (:func:`report_chunks`)."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+        self._n = 0
+        self._dropped: list[tuple[str, str]] = []
+
+    def append(self, row: dict[str, Any]) -> None:
+        pickle.dump(row, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._n += 1
+
+    def extend(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def drop(self, name: str, key: str) -> None:
+        """Leave family ``name`` (report key ``key``) out of every row read back."""
+        self._dropped.append((name, key))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._file.flush()
+        with open(self._file.name, "rb") as reader:
+            for _ in range(self._n):
+                row = pickle.load(reader)
+                for name, key in self._dropped:
+                    row.get("stats", {}).pop(name, None)
+                    if key != "summary":
+                        row.pop(key, None)
+                yield row
+
+    def close(self) -> None:
+        self._file.close()
+
+
+#: From this many entries on, a single-file run keeps its per-entry rows on disk
+#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same.
+SPOOL_MIN_ENTRIES = 20_000
+
+
+@dataclass
 class ScoredFile:
     """One input file scored: the report's per-entry rows, each family's merged record,
     and what the summary says about the file (schema profile, relation vocabulary,
@@ -5301,10 +5384,19 @@ class ScoredFile:
     notices: list[dict[str, str]] = field(default_factory=list)
     #: (start, stop, total): the entries of a shard (``--shard``), None for all of them.
     span: tuple[int, int, int] | None = None
+    #: What the summary counts over ``rows`` (computed from ``rows`` when not given).
+    tally: RowTally | None = None
+
+    def __post_init__(self) -> None:
+        if self.tally is None:
+            self.tally = RowTally.of(self.rows)
 
     def drop(self, family: MetricFamily) -> None:
         """Remove everything of ``family`` (its record, per-entry statistics and view)."""
         self.records.pop(family.name, None)
+        if isinstance(self.rows, RowSpool):
+            self.rows.drop(family.name, family.key)
+            return
         for row in self.rows:
             row.get("stats", {}).pop(family.name, None)
             if family.key != "summary":
@@ -5323,11 +5415,12 @@ def drop_skipped(files: Sequence[ScoredFile], families: Sequence[MetricFamily]) 
 
 
 def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
-                  progress: bool = False, prepare: bool = True) -> ScoredFile:
+                  progress: bool = False, prepare: bool = True, rows: Any = None) -> ScoredFile:
     """Score every entry (:func:`score_entry`) and let every family turn it into its
     statistics record; records are merged in entry order (exactly, so the order does not
     matter). Returns a :class:`ScoredFile` whose ``rows`` are the report's per-entry rows
-    (``stats``: family name -> record, as JSON). Raises :class:`InputError` when a family
+    (``stats``: family name -> record, as JSON), in a new list or appended to ``rows``
+    (e.g. a :class:`RowSpool`); its ``tally`` counts them. Raises :class:`InputError` when a family
     lacks its inputs or meets input it cannot score; with ``ctx.skip_unavailable`` a family
     that cannot run here (:class:`FamilyUnavailable`) is left out (``skipped``, noted).
     ``prepare`` False: the backend already has every string (a worker's chunk, see
@@ -5336,7 +5429,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         with family.guard():
             family.check_inputs(ctx)
     active = list(families)
-    scored = ScoredFile([], {}, profile=ctx.profile)
+    scored = ScoredFile([] if rows is None else rows, {}, profile=ctx.profile, tally=RowTally())
     if prepare:
         _prepare_similarity(entries, ctx.similarity, ctx.profile)
     iterator: Iterable[Entry] = entries
@@ -5382,6 +5475,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                 row[family.key] = view
         row["stats"] = records_to_json(stats)
         rows.append(row)
+        scored.tally.add(row)
     return scored
 
 
@@ -5434,13 +5528,13 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     section already splits by ontology after ``per_ontology``), then ``per_entry``.
     Every number comes from the families' merged records (:meth:`MetricFamily.finish`).
     """
-    rows = [row for f in files for row in f.rows]
+    rows = files[0].rows if len(files) == 1 else [row for f in files for row in f.rows]
     sections = _sections(families, merge_records(families, (f.records for f in files)))
-    status = Counter(row["parse_status"] for row in rows)
-    reasons = Counter(_strip_index(r) for row in rows for r in row["invalid_items"])
+    tallies = [f.tally or RowTally.of(f.rows) for f in files]
+    status = sum((t.status for t in tallies), Counter())
+    reasons = sum((t.reasons for t in tallies), Counter())
     sim = source.similarity
-    invalid_gold = [f"{f.gold_name} line {row['gold_line']}: {r}"
-                    for f in files for row in f.rows for r in row["invalid_gold_items"]]
+    invalid_gold = [f"{f.gold_name} line {line}: {r}" for f, t in zip(files, tallies) for line, r in t.invalid_gold]
     notices = [dict(n) for n in source.notices]
     if sim.fallback_reason:
         notices.append(notice("embedding_fallback", "FALLBACK to lexical similarity (not comparable with embedding "
@@ -5449,7 +5543,7 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
         notices.append(notice("invalid_gold_items", f"{len(invalid_gold)} schema-invalid gold item(s) excluded "
                               f"from scoring: {'; '.join(invalid_gold[:3])}{' ...' if len(invalid_gold) > 3 else ''}"))
     summary: dict[str, Any] = {
-        "n_entries": len(rows),
+        "n_entries": sum(t.n_entries for t in tallies),
         "embedding_backend": sim.backend,
         "sim_threshold": sim.threshold,
         "align_accept": source.align_accept,
@@ -5553,28 +5647,123 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     return "\n".join(lines)
 
 
+#: orjson's layout of the report (two-space indent); the content is what ``json`` writes.
+_ORJSON_OPTIONS = orjson.OPT_INDENT_2
+
+
+def _all_finite(value: Any) -> bool:
+    """False when a float anywhere in ``value`` (dicts, lists, tuples) is NaN or infinite
+    (orjson would write them as null; a report refuses them, like ``allow_nan=False``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if item - item != 0.0:  # NaN - NaN and inf - inf are NaN
+                return False
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False
+    return True
+
+
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as indented JSON bytes: orjson (exact shortest float text, UTF-8), or the
+    ``json`` module where orjson cannot (integers beyond 64 bits, lone surrogates,
+    non-string keys), with the same layout and the same content.
+
+    Raises:
+        ValueError: a NaN or infinite float anywhere in ``value``.
+    """
+    if not _all_finite(value):
+        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: written as its \\u escape, which reads back the same
+            return json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
+    """The report's JSON text as UTF-8 chunks, ``per_entry`` one row at a time (it may be
+    any iterable of rows, e.g. a :class:`RowSpool` read back from disk), so that a report
+    is written without holding its text, or its rows, in memory. The concatenation is
+    exactly ``orjson.dumps(data, option=OPT_INDENT_2) + b"\\n"`` (with ``per_entry`` as a
+    list): strict JSON, two-space indent, the keys in ``data``'s order.
+
+    Raises:
+        ValueError: a NaN or infinite float (the report would not be strict JSON).
+    """
+    if not data:
+        yield b"{}\n"
+        return
+    yield b"{"
+    for n, (key, value) in enumerate(data.items()):
+        yield (b",\n  " if n else b"\n  ") + _json_bytes(key) + b": "
+        if key == "per_entry" and not isinstance(value, list):
+            empty = True
+            for row in value:
+                yield (b"[\n    " if empty else b",\n    ") + _json_bytes(row).replace(b"\n", b"\n    ")
+                empty = False
+            yield b"[]" if empty else b"\n  ]"
+        else:
+            yield _json_bytes(value).replace(b"\n", b"\n  ")
+    yield b"\n}\n"
+
+
 def report_json(data: Any) -> str:
-    """The report's JSON text (UTF-8, indent 1, strict: NaN/Infinity raise ValueError)."""
-    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    """The report's JSON text (UTF-8, two-space indent, strict: NaN/Infinity raise
+    ValueError); see :func:`report_chunks`."""
+    if not isinstance(data, Mapping):
+        return (_json_bytes(data) + b"\n").decode("utf-8")
+    return b"".join(report_chunks(data)).decode("utf-8")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
-    file. NaN/Infinity are refused (``allow_nan=False``), so the report is strict JSON.
+    file. A report is written chunk by chunk (:func:`report_chunks`: its ``per_entry`` rows
+    may come from disk). NaN/Infinity are refused, so the report is strict JSON.
 
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    text = report_json(data)
+    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]))
+
+
+def _json_line(value: Any) -> bytes:
+    """``value`` as one line of JSON (compact, strict; orjson, else ``json``)."""
+    if not _all_finite(value):
+        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+    try:
+        return orjson.dumps(value) + b"\n"
+    except TypeError:
+        return json.dumps(value, ensure_ascii=True, allow_nan=False).encode("ascii") + b"\n"
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    """Write ``rows`` as JSON Lines (one compact row a line) to ``path`` atomically, row by
+    row (``rows`` may be a :class:`RowSpool`). Raises as :func:`write_json_atomic`."""
+    _write_atomic(path, (_json_line(row) for row in rows))
+
+
+def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -5638,8 +5827,11 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
             for part in parts:
                 part.drop(family)
     first = parts[0]
+    tally = RowTally()
+    for part in parts:
+        tally = tally.merge(part.tally or RowTally.of(part.rows))
     return dataclasses.replace(
-        first, rows=[row for part in parts for row in part.rows],
+        first, rows=[row for part in parts for row in part.rows], tally=tally,
         records=merge_records(families, (part.records for part in parts)), skipped=skipped,
         notices=[n for n in first.notices if n["kind"] != "family_skipped"] + skip_notices)
 
@@ -5679,7 +5871,7 @@ def _fork_context() -> Any:
 
 
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
-                           workers: int = 1, progress: bool = False) -> ScoredFile:
+                           workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
     """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
     byte, for any number of workers.
 
@@ -5689,12 +5881,13 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
     :data:`WORKER_MIN_ENTRIES` entries, or a platform without ``fork`` (Windows): scored
     in this process. Errors raised in a worker (:class:`InputError`) are raised here;
-    Ctrl-C and SIGTERM stop the pool.
+    Ctrl-C and SIGTERM stop the pool. ``rows``: where the rows go (see
+    :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
     """
     global _WORKER_STATE
     context = _fork_context() if workers > 1 and len(entries) >= WORKER_MIN_ENTRIES else None
     if context is None:
-        return score_entries(entries, families, ctx, progress=progress)
+        return score_entries(entries, families, ctx, progress=progress, rows=rows)
     for family in families:  # an input error before any process starts
         with family.guard():
             family.check_inputs(ctx)
@@ -5714,15 +5907,24 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     try:
         with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
             for part in pool.imap(_score_range, ranges):
-                parts.append(part)
                 if bar is not None:
                     bar.update(len(part.rows))
+                if rows is not None:
+                    rows.extend(part.rows)
+                    part.rows = []
+                parts.append(part)
     finally:
         gc.unfreeze()
         _WORKER_STATE = None
         if bar is not None:
             bar.close()
-    return combine_scored(parts, families)
+    combined = combine_scored(parts, families)
+    if rows is not None:
+        combined.rows = rows
+        for family in families:
+            if family.name in combined.skipped:
+                combined.drop(family)
+    return combined
 
 
 # --- Large runs: shards (--shard K/N) and their merge (--merge) ---
@@ -6973,6 +7175,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="combine the partial reports of --shard 1/N ... N/N into the report of the whole run "
                             "(default path: the parts' name without .shard-K-of-N); refuses missing, repeated "
                             "or foreign parts")
+    large.add_argument("--per-entry-jsonl", type=Path, metavar="PATH",
+                       help="write the per-entry rows as JSON Lines to PATH (row by row) instead of into the "
+                            "report, which then names the file under per_entry_jsonl")
+    large.add_argument("--summary-only", action="store_true",
+                       help="leave the per-entry rows out (a report of the summary and the family sections)")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -6998,6 +7205,13 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         if given:
             raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
                              "(the parts carry their inputs and configuration)")
+    if args.per_entry_jsonl is not None and args.summary_only:
+        raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
+    rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),
+                                             ("--summary-only", args.summary_only)) if value]
+    if rows_options and (args.shard or args.merge):
+        raise InputError(f"{rows_options[0]} is not available with --shard/--merge (a part carries its rows to the "
+                         "merge); give it to neither")
     if args.shard and args.no_report:
         raise InputError("--shard writes a partial report: --no-report would throw the shard's work away")
     if args.no_report and args.report is not None:
@@ -7050,6 +7264,10 @@ class RunConfig:
     shard: tuple[int, int] | None = None
     #: ``--merge PART ...``: the partial reports to combine (no scoring).
     merge: tuple[Path, ...] = ()
+    #: ``--per-entry-jsonl PATH``: the per-entry rows go to this JSONL file, not the report.
+    per_entry_jsonl: Path | None = None
+    #: ``--summary-only``: no per-entry rows at all.
+    summary_only: bool = False
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -7244,7 +7462,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     if config.shard is not None:  # after --limit (load_inputs); the run's description stays the whole input's
         start, stop = shard_range(*config.shard, len(entries))
         entries, span = entries[start:stop], (start, stop, len(entries))
-    scored = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress)
+    sink = _row_sink(config, len(entries)) if not group else None
+    scored = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress, rows=sink)
     scored.span = span
     scored.vocabulary = vocab_info
     scored.problems = loaded.problems
@@ -7253,8 +7472,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.inputs = {key: _file_info(path, origin)
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
     scored.gold_name = (gold or pred).name
-    invalid = [f"{scored.gold_name} line {row['gold_line']}: {r}" for row in scored.rows
-               for r in row["invalid_gold_items"]]
+    invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
     n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
         len(validate_schema(e.gold.items, profile).invalid) for e in loaded.entries)
     if n_invalid and n_invalid == sum(len(e.gold.items) for e in loaded.entries):
@@ -7265,6 +7483,27 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
     return scored, _vocabulary_hash(vocabulary)
+
+
+class _NoRows(list):
+    """``--summary-only``: rows are counted (:class:`RowTally`) and not kept."""
+
+    def append(self, row: Any) -> None:
+        pass
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        pass
+
+
+def _row_sink(config: RunConfig, n_entries: int) -> Any:
+    """Where a single-file run keeps its per-entry rows: nowhere (``--summary-only``), on
+    disk (``--per-entry-jsonl``, or :data:`SPOOL_MIN_ENTRIES` entries or more: a
+    :class:`RowSpool`), else None (a list in memory)."""
+    if config.summary_only:
+        return _NoRows()
+    if config.per_entry_jsonl is not None or n_entries >= SPOOL_MIN_ENTRIES:
+        return RowSpool()
+    return None
 
 
 def _all_gold_invalid(schema: str, profile: str, invalid: Sequence[str]) -> str:
@@ -7296,7 +7535,23 @@ def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: 
     if config.shard is not None:
         return partial_report(config, scored, families, source, config_record(config, requested, similarity, vocab_hash),
                               config_record(config, families, similarity, vocab_hash))
-    return build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
+    report = build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
+    return _place_rows(config, report)
+
+
+def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
+    """``--summary-only``: the report without ``per_entry``; ``--per-entry-jsonl PATH``: the
+    rows written to PATH (atomically, row by row) and the report's ``per_entry_jsonl``
+    naming it (resolved path) where ``per_entry`` was."""
+    if config.summary_only:
+        del report["per_entry"]
+    elif config.per_entry_jsonl is not None:
+        try:
+            write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
+        except OSError as exc:
+            raise InputError(f"--per-entry-jsonl {config.per_entry_jsonl}: cannot write: {exc.strerror or exc}") from None
+        report["per_entry_jsonl"] = str(config.per_entry_jsonl.resolve())
+    return report
 
 
 def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[MetricFamily], source: ReportSource,
@@ -7643,8 +7898,14 @@ def _deliver(report: dict[str, Any], report_path: Path | None, title: str, outco
     summary = format_summary(report, title=title)
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
-        sys.stdout.write(report_json(report))
         sys.stdout.flush()
+        binary = getattr(sys.stdout, "buffer", None)
+        for chunk in report_chunks(report):
+            if binary is not None:
+                binary.write(chunk)
+            else:  # a text-only stdout (redirected in-process)
+                sys.stdout.write(chunk.decode("utf-8"))
+        (binary or sys.stdout).flush()
         print(summary, file=sys.stderr)
         return 0
     if report_path is not None:

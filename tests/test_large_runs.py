@@ -269,3 +269,107 @@ def test_shard_and_merge_default_paths_and_contradictions(tmp_path, monkeypatch,
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(SystemExit):
             ev.build_parser().parse_args(["--pred", "x", "--shard", bad])
+
+
+def test_rows_kept_on_disk_give_the_same_report_bytes(tmp_path, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)   # a family dropped after rows were spooled
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 6)
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "all"]
+    in_memory = _report_bytes(tmp_path, "memory.json", *args, "--workers", "1")
+    assert b'"fails-on-s21"' not in in_memory and b"fails-on-s21 skipped" in in_memory
+    monkeypatch.setattr(ev, "SPOOL_MIN_ENTRIES", 1)
+    for workers in ("1", "2"):
+        assert _report_bytes(tmp_path, f"spooled-{workers}.json", *args, "--workers", workers) == in_memory
+
+
+def test_per_entry_jsonl_and_summary_only(tmp_path, capsys):
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "hgr,strict,text2kgbench"]
+    whole = json.loads(_report_bytes(tmp_path, "whole.json", *args))
+    rows_path = tmp_path / "out" / "rows.jsonl"
+    split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(rows_path)))
+    lines = rows_path.read_bytes().splitlines()
+    assert len(lines) == 30 and [json.loads(x) for x in lines] == whole["per_entry"]
+    assert split.pop("per_entry_jsonl") == str(rows_path.resolve())
+    rest = {k: v for k, v in whole.items() if k != "per_entry"}
+    assert split == rest and list(split) == list(rest)
+    assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
+    capsys.readouterr()
+    assert ev.main([*args, "--summary-only", "--per-entry-jsonl", "x.jsonl", "--no-embeddings"]) == 2
+    assert "--per-entry-jsonl x.jsonl contradicts --summary-only" in capsys.readouterr().err
+    assert ev.main([*args, "--summary-only", "--shard", "1/2", "--no-embeddings"]) == 2
+    assert "--summary-only is not available with --shard/--merge" in capsys.readouterr().err
+
+
+def test_report_text_is_orjson_layout_with_the_json_modules_content():
+    import orjson
+    data = {"summary": {"a": 1e-05, "b": 1e16, "c": 0.1 + 0.2, "d": None, "e": "é ✓", "f": [], "g": {}},
+            "per_entry": [{"x": [1, 2.5], "y": {"z": -0.0}}, {}]}
+    text = ev.report_json(data)
+    assert text.encode() == orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    assert json.loads(text) == data and text.startswith('{\n  "summary": {\n    "a": ')
+    streamed = b"".join(ev.report_chunks({**data, "per_entry": iter(data["per_entry"])}))
+    assert streamed == text.encode()
+    assert b"".join(ev.report_chunks({"per_entry": iter([])})) == orjson.dumps({"per_entry": []},
+                                                                                option=orjson.OPT_INDENT_2) + b"\n"
+    # where orjson cannot write a value, the json module does, with the same content
+    odd = {"big": 2 ** 70, "lone": "\ud800", "keys": {1: "one"}}
+    assert json.loads(ev.report_json(odd)) == {"big": 2 ** 70, "lone": "\ud800", "keys": {"1": "one"}}
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            ev.report_json({"summary": {"x": [1.0, {"y": bad}]}})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            b"".join(ev.report_chunks({"per_entry": iter([{"m": bad}])}))
+
+
+def test_row_tally_counts_what_the_summary_shows():
+    rows = [{"parse_status": "ok", "invalid_items": ["[0].target: missing", "[3].target: missing"],
+             "invalid_gold_items": [], "gold_line": 1},
+            {"parse_status": "unparseable", "invalid_items": [], "invalid_gold_items": ["[1].source: missing"],
+             "gold_line": 7}]
+    tally = ev.RowTally.of(rows[:1]).merge(ev.RowTally.of(rows[1:]))
+    assert tally == ev.RowTally.of(rows)
+    assert (tally.n_entries, dict(tally.status), dict(tally.reasons), tally.invalid_gold) == (
+        2, {"ok": 1, "unparseable": 1}, {"target: missing": 2}, [(7, "[1].source: missing")])
+
+
+class CharHistogramEmbedder:
+    """Deterministic embeddings (character histograms over 8 buckets: similar strings get
+    cosines above the gate); refuses to embed in any process but the one that made it,
+    so a worker that needed a vector its parent did not prepare fails the test."""
+
+    backend = "fake"
+    model_name = "char-histogram"
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.calls = 0
+
+    def embed(self, texts):
+        if os.getpid() != self.pid:
+            raise RuntimeError("embedded in a worker process")
+        self.calls += 1
+        import numpy as np
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text:
+                out[i, ord(ch) % 8] += 1.0
+        return out
+
+
+def test_embedding_vectors_are_prepared_once_in_the_parent_and_workers_give_the_same_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 7)
+    gold, pred, onto = _corpus(tmp_path / "c", n=60)
+    entries = ev.load_inputs(pred, gold).entries
+    names = ("hgr", "strict", "per-relation")
+    one_sim, many_sim = ev.EmbeddingSimilarity(CharHistogramEmbedder()), ev.EmbeddingSimilarity(CharHistogramEmbedder())
+    one = ev.score_entries(entries, ev.families_for(names), ev.ScoringContext(one_sim, "triples", None))
+    many = ev.score_entries_parallel(entries, ev.families_for(names), ev.ScoringContext(many_sim, "triples", None),
+                                     workers=3)
+    assert many_sim.embedder.calls == 1   # every string embedded in one batch, before the workers started
+    assert many.rows == one.rows and ev.records_to_json(many.records) == ev.records_to_json(one.records)
+    sims = [p["source_sim"] for row in one.rows for p in row["pairs"]]
+    assert any(0.8 <= s < 1.0 for s in sims)   # the embedding similarities are in play, not only exact matches
