@@ -7723,8 +7723,8 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
                                                   ("--pred", config.pred))),
                  *(n for f in files for n in f.notices)])
     vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
-    return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
-                        per_ontology=per_ontology)
+    return _place_rows(config, build_report(files, families, source, per_ontology=per_ontology,
+                                            config=config_record(config, families, similarity, vocab_hash)))
 
 
 def _spool_stream(path: Path | None, folder: Path) -> Path | None:

@@ -373,3 +373,22 @@ def test_embedding_vectors_are_prepared_once_in_the_parent_and_workers_give_the_
     assert many.rows == one.rows and ev.records_to_json(many.records) == ev.records_to_json(one.records)
     sims = [p["source_sim"] for row in one.rows for p in row["pairs"]]
     assert any(0.8 <= s < 1.0 for s in sims)   # the embedding similarities are in play, not only exact matches
+
+
+def test_summary_only_and_per_entry_jsonl_in_directory_mode(tmp_path):
+    gold, pred, onto = _corpus(tmp_path / "c", n=20)
+    dirs = {name: tmp_path / name for name in ("pred", "gold", "onto")}
+    for d in dirs.values():
+        d.mkdir()
+    pred.rename(dirs["pred"] / "1_city_responses.jsonl")
+    gold.rename(dirs["gold"] / "ont_1_city_ground_truth.jsonl")
+    onto.rename(dirs["onto"] / "1_city_ontology.json")
+    args = ["--pred", str(dirs["pred"]), "--gold", str(dirs["gold"]), "--ontology", str(dirs["onto"]),
+            "--metrics", "hgr,text2kgbench"]
+    whole = json.loads(_report_bytes(tmp_path, "whole.json", *args))
+    rest = {k: v for k, v in whole.items() if k != "per_entry"}
+    assert len(whole["per_entry"]) == 20 and "per_ontology" in rest
+    assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
+    split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(tmp_path / "rows.jsonl")))
+    assert split.pop("per_entry_jsonl") == str((tmp_path / "rows.jsonl").resolve()) and split == rest
+    assert [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()] == whole["per_entry"]
