@@ -5865,9 +5865,12 @@ def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
 
 def _fork_context() -> Any:
     """The multiprocessing context of the workers: fork (children inherit the prepared
-    similarity backend and the entries), or None where the platform has no fork."""
+    similarity backend and the entries) on Linux; None elsewhere (no fork on Windows, and
+    fork is unsafe with macOS system libraries), where runs score in process."""
+    if not sys.platform.startswith("linux"):
+        return None
     import multiprocessing
-    return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    return multiprocessing.get_context("fork")
 
 
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
@@ -5879,8 +5882,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     entry: embeddings are computed once, here); then forked workers score consecutive
     chunks (:func:`_chunks`) and the chunks are put back together in input order by
     :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
-    :data:`WORKER_MIN_ENTRIES` entries, or a platform without ``fork`` (Windows): scored
-    in this process. Errors raised in a worker (:class:`InputError`) are raised here;
+    :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
+    (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
     Ctrl-C and SIGTERM stop the pool. ``rows``: where the rows go (see
     :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
     """
@@ -7615,7 +7618,11 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
             raise InputError(f"--merge {path}: cannot read the partial report: {exc}") from None
     parts = check_shard_parts(parts)
     block = parts[0][1]["shard"]
-    families = families_for(block["config"]["metric_families"])
+    try:
+        families = families_for(block["config"]["metric_families"])
+    except KeyError as exc:
+        raise InputError(f"--merge {parts[0][0]}: the parts use a metric family this evaluator does not have "
+                         f"({exc.args[0]}); merge with the installation that wrote them") from None
     scored = combine_scored([scored_part(data) for _, data in parts], families)
     families = [f for f in families if f.name not in scored.skipped]
     src = block["source"]

@@ -392,3 +392,13 @@ def test_summary_only_and_per_entry_jsonl_in_directory_mode(tmp_path):
     split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(tmp_path / "rows.jsonl")))
     assert split.pop("per_entry_jsonl") == str((tmp_path / "rows.jsonl").resolve()) and split == rest
     assert [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()] == whole["per_entry"]
+
+
+def test_merge_names_a_family_this_evaluator_lacks(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)
+    gold, pred, onto = _corpus(tmp_path / "c", n=12)
+    parts = _shards(tmp_path, "fam", ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,fails-on-s21"], 2)
+    monkeypatch.delitem(ev.FAMILIES, FailsOnS21.name)
+    err = _refused(tmp_path, capsys, *parts)
+    assert f"--merge {parts[0]}: the parts use a metric family this evaluator does not have (unknown metric family " \
+           "fails-on-s21)" in err
