@@ -5336,6 +5336,17 @@ class RowSpool:
         for row in rows:
             self.append(row)
 
+    @staticmethod
+    def pickled(rows: Iterable[dict[str, Any]]) -> bytes:
+        """Rows in this spool's file format (consecutive pickles), for :meth:`append_pickled`."""
+        return b"".join(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL) for row in rows)
+
+    def append_pickled(self, blob: bytes, n_rows: int) -> None:
+        """Append ``n_rows`` rows already pickled by :meth:`pickled` (a worker's chunk: the
+        rows are not unpickled and pickled again here)."""
+        self._file.write(blob)
+        self._n += n_rows
+
     def drop(self, name: str, key: str) -> None:
         """Leave family ``name`` (report key ``key``) out of every row read back."""
         self._dropped.append((name, key))
@@ -5839,7 +5850,7 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
 #: What a forked worker scores: (entries, families, context), set in the parent just
 #: before the pool forks, so that the children share the entries instead of receiving
 #: them pickled.
-_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext] | None = None
+_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, bool] | None = None
 
 
 def _worker_init() -> None:
@@ -5848,12 +5859,19 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _score_range(bounds: tuple[int, int]) -> ScoredFile:
-    """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`."""
+def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, bytes | None, int]:
+    """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`. Returns the chunk,
+    with its rows already in :class:`RowSpool` format (the bytes, and how many rows) when
+    the parent spools them (then the chunk's own ``rows`` is empty)."""
     assert _WORKER_STATE is not None
-    entries, families, ctx = _WORKER_STATE
+    entries, families, ctx, spooled = _WORKER_STATE
     start, stop = bounds
-    return score_entries(entries[start:stop], families, ctx, prepare=False)
+    part = score_entries(entries[start:stop], families, ctx, prepare=False)
+    if not spooled:
+        return part, None, 0
+    blob, n_rows = RowSpool.pickled(part.rows), len(part.rows)
+    part.rows = []
+    return part, blob, n_rows
 
 
 def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
@@ -5901,7 +5919,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         from tqdm import tqdm
         bar = tqdm(total=len(entries), desc=f"scoring ({workers} workers)", unit="entry", file=sys.stderr,
                    leave=False)
-    _WORKER_STATE = (entries, families, ctx)
+    spooled = isinstance(rows, RowSpool)
+    _WORKER_STATE = (entries, families, ctx, spooled)
     parts: list[ScoredFile] = []
     # Objects that exist before the fork are left out of the children's garbage collection
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
@@ -5909,10 +5928,12 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     gc.freeze()
     try:
         with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
-            for part in pool.imap(_score_range, ranges):
+            for part, blob, n_rows in pool.imap(_score_range, ranges):
                 if bar is not None:
-                    bar.update(len(part.rows))
-                if rows is not None:
+                    bar.update(part.tally.n_entries)
+                if blob is not None:
+                    rows.append_pickled(blob, n_rows)
+                elif rows is not None:
                     rows.extend(part.rows)
                     part.rows = []
                 parts.append(part)
