@@ -39,6 +39,9 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Input: records, fields, joining            load_inputs: the one input path
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
+    Large runs: workers, shards, merge         score_entries_parallel (--workers),
+                                               combine_scored, shards (--shard K/N) and
+                                               the checks of --merge
     Statistics: bootstrap confidence           compare_systems: percentile bootstrap
       intervals and paired significance        intervals, paired bootstrap, paired
                                                approximate randomisation, Holm (pure numpy
@@ -70,6 +73,7 @@ import csv
 import dataclasses
 import difflib
 import functools
+import gc
 import hashlib
 import importlib.metadata
 import io
@@ -77,6 +81,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import platform
 import re
 import shlex
@@ -97,6 +102,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import json_repair
 import numpy as np
+import orjson
 
 __version__ = "0.1.0"
 
@@ -129,7 +135,11 @@ __all__ = [
     "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
-    "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_json", "write_json_atomic",
+    "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
+    "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
+    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "score_entries_parallel",
+    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
+    "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
     "RESAMPLE_BLOCK_CELLS",
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
@@ -143,7 +153,8 @@ __all__ = [
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "run_directory", "RunOutcome", "ComparisonOptions", "comparison_options",
+    "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "run_directory", "RunOutcome",
+    "ComparisonOptions", "comparison_options",
     "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "check_comparable",
     "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
     "run", "Terminated", "main",
@@ -2639,6 +2650,9 @@ class FamilyUnavailable(InputError):
     def __init__(self, family: str, reason: str) -> None:
         super().__init__(f"{family}: {reason}")
         self.family, self.reason = family, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, re-raised in the parent
+        return (type(self), (self.family, self.reason))
 
 
 class MetricFamily:
@@ -5820,10 +5834,103 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 
 
 @dataclass
+class RowTally:
+    """What the summary counts over the per-entry rows (entries, prediction statuses,
+    invalid-item reasons, schema-invalid gold items as (gold line, reason)), accumulated
+    row by row as the rows are made, so that the rows themselves need not stay in memory
+    (:class:`RowSpool`). Tallies of consecutive parts add up (:meth:`merge`)."""
+
+    n_entries: int = 0
+    status: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    invalid_gold: list[tuple[int | None, str]] = field(default_factory=list)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count one per-entry row."""
+        self.n_entries += 1
+        self.status[row["parse_status"]] += 1
+        for reason in row["invalid_items"]:
+            self.reasons[_strip_index(reason)] += 1
+        for reason in row["invalid_gold_items"]:
+            self.invalid_gold.append((row["gold_line"], reason))
+
+    def merge(self, other: "RowTally") -> "RowTally":
+        """This tally followed by ``other`` (a new tally)."""
+        return RowTally(self.n_entries + other.n_entries, self.status + other.status, self.reasons + other.reasons,
+                        self.invalid_gold + other.invalid_gold)
+
+    @classmethod
+    def of(cls, rows: Iterable[Mapping[str, Any]]) -> "RowTally":
+        tally = cls()
+        for row in rows:
+            tally.add(row)
+        return tally
+
+
+class RowSpool:
+    """Per-entry rows kept on disk instead of in memory: appended one by one (pickled to
+    an anonymous temporary file), read back in order, as often as needed, one row at a
+    time. A family dropped from the run (:meth:`drop`) is removed from each row as it is
+    read back. Used by long runs (:data:`SPOOL_MIN_ENTRIES`), so that memory does not grow
+    with the number of entries; the report writer streams it (:func:`report_chunks`)."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+        self._n = 0
+        self._dropped: list[tuple[str, str]] = []
+
+    def append(self, row: dict[str, Any]) -> None:
+        pickle.dump(row, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._n += 1
+
+    def extend(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self.append(row)
+
+    @staticmethod
+    def pickled(rows: Iterable[dict[str, Any]]) -> bytes:
+        """Rows in this spool's file format (consecutive pickles), for :meth:`append_pickled`."""
+        return b"".join(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL) for row in rows)
+
+    def append_pickled(self, blob: bytes, n_rows: int) -> None:
+        """Append ``n_rows`` rows already pickled by :meth:`pickled` (a worker's chunk: the
+        rows are not unpickled and pickled again here)."""
+        self._file.write(blob)
+        self._n += n_rows
+
+    def drop(self, name: str, key: str) -> None:
+        """Leave family ``name`` (report key ``key``) out of every row read back."""
+        self._dropped.append((name, key))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._file.flush()
+        with open(self._file.name, "rb") as reader:
+            for _ in range(self._n):
+                row = pickle.load(reader)
+                for name, key in self._dropped:
+                    row.get("stats", {}).pop(name, None)
+                    if key != "summary":
+                        row.pop(key, None)
+                yield row
+
+    def close(self) -> None:
+        self._file.close()
+
+
+#: From this many entries on, a single-file run keeps its per-entry rows on disk
+#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same.
+SPOOL_MIN_ENTRIES = 20_000
+
+
+@dataclass
 class ScoredFile:
     """One input file scored: the report's per-entry rows, each family's merged record,
     and what the summary says about the file (schema profile, relation vocabulary,
-    input problems, duplicates dropped, input checksums, gold file name). ``skipped``:
+    input problems, duplicates dropped, input checksums, gold file name; ``span``: which
+    entries of the file a shard scored). ``skipped``:
     the families left out because they could not run here (see :class:`ScoringContext`);
     ``notices``: the file's :func:`notice` items (input problems, skipped families)."""
 
@@ -5837,10 +5944,21 @@ class ScoredFile:
     gold_name: str = ""
     skipped: list[str] = field(default_factory=list)
     notices: list[dict[str, str]] = field(default_factory=list)
+    #: (start, stop, total): the entries of a shard (``--shard``), None for all of them.
+    span: tuple[int, int, int] | None = None
+    #: What the summary counts over ``rows`` (computed from ``rows`` when not given).
+    tally: RowTally | None = None
+
+    def __post_init__(self) -> None:
+        if self.tally is None:
+            self.tally = RowTally.of(self.rows)
 
     def drop(self, family: MetricFamily) -> None:
         """Remove everything of ``family`` (its record, per-entry statistics and view)."""
         self.records.pop(family.name, None)
+        if isinstance(self.rows, RowSpool):
+            self.rows.drop(family.name, family.key)
+            return
         for row in self.rows:
             row.get("stats", {}).pop(family.name, None)
             if family.key != "summary":
@@ -5859,19 +5977,23 @@ def drop_skipped(files: Sequence[ScoredFile], families: Sequence[MetricFamily]) 
 
 
 def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
-                  progress: bool = False) -> ScoredFile:
+                  progress: bool = False, prepare: bool = True, rows: Any = None) -> ScoredFile:
     """Score every entry (:func:`score_entry`) and let every family turn it into its
     statistics record; records are merged in entry order (exactly, so the order does not
     matter). Returns a :class:`ScoredFile` whose ``rows`` are the report's per-entry rows
-    (``stats``: family name -> record, as JSON). Raises :class:`InputError` when a family
+    (``stats``: family name -> record, as JSON), in a new list or appended to ``rows``
+    (e.g. a :class:`RowSpool`); its ``tally`` counts them. Raises :class:`InputError` when a family
     lacks its inputs or meets input it cannot score; with ``ctx.skip_unavailable`` a family
-    that cannot run here (:class:`FamilyUnavailable`) is left out (``skipped``, noted)."""
+    that cannot run here (:class:`FamilyUnavailable`) is left out (``skipped``, noted).
+    ``prepare`` False: the backend already has every string (a worker's chunk, see
+    :func:`score_entries_parallel`)."""
     for family in families:
         with family.guard():
             family.check_inputs(ctx)
     active = list(families)
-    scored = ScoredFile([], {}, profile=ctx.profile)
-    _prepare_similarity(entries, ctx.similarity, ctx.profile)
+    scored = ScoredFile([] if rows is None else rows, {}, profile=ctx.profile, tally=RowTally())
+    if prepare:
+        _prepare_similarity(entries, ctx.similarity, ctx.profile)
     iterator: Iterable[Entry] = entries
     if progress:
         from tqdm import tqdm
@@ -5915,6 +6037,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                 row[family.key] = view
         row["stats"] = records_to_json(stats)
         rows.append(row)
+        scored.tally.add(row)
     return scored
 
 
@@ -5967,13 +6090,13 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     section already splits by ontology after ``per_ontology``), then ``per_entry``.
     Every number comes from the families' merged records (:meth:`MetricFamily.finish`).
     """
-    rows = [row for f in files for row in f.rows]
+    rows = files[0].rows if len(files) == 1 else [row for f in files for row in f.rows]
     sections = _sections(families, merge_records(families, (f.records for f in files)))
-    status = Counter(row["parse_status"] for row in rows)
-    reasons = Counter(_strip_index(r) for row in rows for r in row["invalid_items"])
+    tallies = [f.tally or RowTally.of(f.rows) for f in files]
+    status = sum((t.status for t in tallies), Counter())
+    reasons = sum((t.reasons for t in tallies), Counter())
     sim = source.similarity
-    invalid_gold = [f"{f.gold_name} line {row['gold_line']}: {r}"
-                    for f in files for row in f.rows for r in row["invalid_gold_items"]]
+    invalid_gold = [f"{f.gold_name} line {line}: {r}" for f, t in zip(files, tallies) for line, r in t.invalid_gold]
     notices = [dict(n) for n in source.notices]
     if sim.fallback_reason:
         notices.append(notice("embedding_fallback", "FALLBACK to lexical similarity (not comparable with embedding "
@@ -5982,7 +6105,7 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
         notices.append(notice("invalid_gold_items", f"{len(invalid_gold)} schema-invalid gold item(s) excluded "
                               f"from scoring: {'; '.join(invalid_gold[:3])}{' ...' if len(invalid_gold) > 3 else ''}"))
     summary: dict[str, Any] = {
-        "n_entries": len(rows),
+        "n_entries": sum(t.n_entries for t in tallies),
         "embedding_backend": sim.backend,
         "sim_threshold": sim.threshold,
         "align_accept": source.align_accept,
@@ -6086,28 +6209,123 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     return "\n".join(lines)
 
 
+#: orjson's layout of the report (two-space indent); the content is what ``json`` writes.
+_ORJSON_OPTIONS = orjson.OPT_INDENT_2
+
+
+def _all_finite(value: Any) -> bool:
+    """False when a float anywhere in ``value`` (dicts, lists, tuples) is NaN or infinite
+    (orjson would write them as null; a report refuses them, like ``allow_nan=False``)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if item - item != 0.0:  # NaN - NaN and inf - inf are NaN
+                return False
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False
+    return True
+
+
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as indented JSON bytes: orjson (exact shortest float text, UTF-8), or the
+    ``json`` module where orjson cannot (integers beyond 64 bits, lone surrogates,
+    non-string keys), with the same layout and the same content.
+
+    Raises:
+        ValueError: a NaN or infinite float anywhere in ``value``.
+    """
+    if not _all_finite(value):
+        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: written as its \\u escape, which reads back the same
+            return json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
+    """The report's JSON text as UTF-8 chunks, ``per_entry`` one row at a time (it may be
+    any iterable of rows, e.g. a :class:`RowSpool` read back from disk), so that a report
+    is written without holding its text, or its rows, in memory. The concatenation is
+    exactly ``orjson.dumps(data, option=OPT_INDENT_2) + b"\\n"`` (with ``per_entry`` as a
+    list): strict JSON, two-space indent, the keys in ``data``'s order.
+
+    Raises:
+        ValueError: a NaN or infinite float (the report would not be strict JSON).
+    """
+    if not data:
+        yield b"{}\n"
+        return
+    yield b"{"
+    for n, (key, value) in enumerate(data.items()):
+        yield (b",\n  " if n else b"\n  ") + _json_bytes(key) + b": "
+        if key == "per_entry" and not isinstance(value, list):
+            empty = True
+            for row in value:
+                yield (b"[\n    " if empty else b",\n    ") + _json_bytes(row).replace(b"\n", b"\n    ")
+                empty = False
+            yield b"[]" if empty else b"\n  ]"
+        else:
+            yield _json_bytes(value).replace(b"\n", b"\n  ")
+    yield b"\n}\n"
+
+
 def report_json(data: Any) -> str:
-    """The report's JSON text (UTF-8, indent 1, strict: NaN/Infinity raise ValueError)."""
-    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    """The report's JSON text (UTF-8, two-space indent, strict: NaN/Infinity raise
+    ValueError); see :func:`report_chunks`."""
+    if not isinstance(data, Mapping):
+        return (_json_bytes(data) + b"\n").decode("utf-8")
+    return b"".join(report_chunks(data)).decode("utf-8")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
-    file. NaN/Infinity are refused (``allow_nan=False``), so the report is strict JSON.
+    file. A report is written chunk by chunk (:func:`report_chunks`: its ``per_entry`` rows
+    may come from disk). NaN/Infinity are refused, so the report is strict JSON.
 
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    text = report_json(data)
+    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]))
+
+
+def _json_line(value: Any) -> bytes:
+    """``value`` as one line of JSON (compact, strict; orjson, else ``json``)."""
+    if not _all_finite(value):
+        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+    try:
+        return orjson.dumps(value) + b"\n"
+    except TypeError:
+        return json.dumps(value, ensure_ascii=True, allow_nan=False).encode("ascii") + b"\n"
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    """Write ``rows`` as JSON Lines (one compact row a line) to ``path`` atomically, row by
+    row (``rows`` may be a :class:`RowSpool`). Raises as :func:`write_json_atomic`."""
+    _write_atomic(path, (_json_line(row) for row in rows))
+
+
+def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -6117,6 +6335,307 @@ def write_json_atomic(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+# ======================================================================================
+# Large runs: workers, shards, merge
+# ======================================================================================
+#
+# Entries are scored in contiguous chunks, by worker processes (--workers) or by separate
+# jobs (--shard K/N); each chunk is a ScoredFile (its rows and its families' merged
+# records). combine_scored puts chunks back together in input order: rows concatenated,
+# records merged with the families' exact merge (MetricFamily.merge), so the result is
+# the ScoredFile of one pass over all entries, to the last bit and in the same key order
+# (a chunk's new keys come after those of the chunks before it, as they would in one pass).
+
+#: Entries per chunk handed to a worker process (at most; fewer for small inputs, so that
+#: every worker gets several chunks).
+WORKER_CHUNK_MAX = 256
+#: Below this many entries a run scores in process whatever ``--workers`` says.
+WORKER_MIN_ENTRIES = 64
+
+
+def default_workers() -> int:
+    """The number of CPUs this process may run on (``os.sched_getaffinity``, which Slurm,
+    taskset and cgroup cpusets set), else ``os.cpu_count()``; at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]) -> ScoredFile:
+    """One :class:`ScoredFile` from consecutive chunks of the same input file (``parts``
+    in input order): the ScoredFile a single pass over all their entries gives, exactly.
+
+    Rows are concatenated; records are merged in order (:func:`merge_records`, exact). A
+    family skipped in any chunk (:class:`FamilyUnavailable`) is dropped from every chunk,
+    as one pass drops it from the entries before the one that failed; its
+    ``family_skipped`` notice is the first chunk's (= the first failing entry's). The
+    file-level fields (profile, vocabulary, problems, inputs, ...) are the first part's.
+    """
+    if not parts:
+        raise ValueError("combine_scored: no parts")
+    skipped: list[str] = []
+    skip_notices: list[dict[str, str]] = []
+    for part in parts:
+        own = iter(n for n in part.notices if n["kind"] == "family_skipped")
+        for name, skip_notice in zip(part.skipped, own):
+            if name not in skipped:
+                skipped.append(name)
+                skip_notices.append(skip_notice)
+    for family in families:
+        if family.name in skipped:
+            for part in parts:
+                part.drop(family)
+    first = parts[0]
+    tally = RowTally()
+    for part in parts:
+        tally = tally.merge(part.tally or RowTally.of(part.rows))
+    return dataclasses.replace(
+        first, rows=[row for part in parts for row in part.rows], tally=tally,
+        records=merge_records(families, (part.records for part in parts)), skipped=skipped,
+        notices=[n for n in first.notices if n["kind"] != "family_skipped"] + skip_notices)
+
+
+#: What a forked worker scores: (entries, families, context), set in the parent just
+#: before the pool forks, so that the children share the entries instead of receiving
+#: them pickled.
+_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, bool] | None = None
+
+
+def _worker_init() -> None:
+    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, bytes | None, int]:
+    """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`. Returns the chunk,
+    with its rows already in :class:`RowSpool` format (the bytes, and how many rows) when
+    the parent spools them (then the chunk's own ``rows`` is empty)."""
+    assert _WORKER_STATE is not None
+    entries, families, ctx, spooled = _WORKER_STATE
+    start, stop = bounds
+    part = score_entries(entries[start:stop], families, ctx, prepare=False)
+    if not spooled:
+        return part, None, 0
+    blob, n_rows = RowSpool.pickled(part.rows), len(part.rows)
+    part.rows = []
+    return part, blob, n_rows
+
+
+def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
+    """Consecutive (start, stop) ranges covering ``range(n)``: about 8 per worker, at most
+    :data:`WORKER_CHUNK_MAX` entries each (small chunks balance uneven entries)."""
+    size = max(1, min(WORKER_CHUNK_MAX, -(-n // (workers * 8))))
+    return [(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def _fork_context() -> Any:
+    """The multiprocessing context of the workers: fork (children inherit the prepared
+    similarity backend and the entries) on Linux; None elsewhere (no fork on Windows, and
+    fork is unsafe with macOS system libraries), where runs score in process."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import multiprocessing
+    return multiprocessing.get_context("fork")
+
+
+def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
+                           workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
+    """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
+    byte, for any number of workers.
+
+    The similarity backend is prepared in this process first (every string of every
+    entry: embeddings are computed once, here); then forked workers score consecutive
+    chunks (:func:`_chunks`) and the chunks are put back together in input order by
+    :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
+    :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
+    (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
+    Ctrl-C and SIGTERM stop the pool. ``rows``: where the rows go (see
+    :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
+    """
+    global _WORKER_STATE
+    context = _fork_context() if workers > 1 and len(entries) >= WORKER_MIN_ENTRIES else None
+    if context is None:
+        return score_entries(entries, families, ctx, progress=progress, rows=rows)
+    for family in families:  # an input error before any process starts
+        with family.guard():
+            family.check_inputs(ctx)
+    _prepare_similarity(entries, ctx.similarity, ctx.profile)
+    ranges = _chunks(len(entries), workers)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(entries), desc=f"scoring ({workers} workers)", unit="entry", file=sys.stderr,
+                   leave=False)
+    spooled = isinstance(rows, RowSpool)
+    _WORKER_STATE = (entries, families, ctx, spooled)
+    parts: list[ScoredFile] = []
+    # Objects that exist before the fork are left out of the children's garbage collection
+    # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
+    # parsed inputs), which costs more than the scoring and copies every page it touches.
+    gc.freeze()
+    try:
+        with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
+            for part, blob, n_rows in pool.imap(_score_range, ranges):
+                if bar is not None:
+                    bar.update(part.tally.n_entries)
+                if blob is not None:
+                    rows.append_pickled(blob, n_rows)
+                elif rows is not None:
+                    rows.extend(part.rows)
+                    part.rows = []
+                parts.append(part)
+    finally:
+        gc.unfreeze()
+        _WORKER_STATE = None
+        if bar is not None:
+            bar.close()
+    combined = combine_scored(parts, families)
+    if rows is not None:
+        combined.rows = rows
+        for family in families:
+            if family.name in combined.skipped:
+                combined.drop(family)
+    return combined
+
+
+# --- Large runs: shards (--shard K/N) and their merge (--merge) ---
+#
+# Shards are contiguous: shard K of N scores entries [floor((K-1)*n/N), floor(K*n/N)) of
+# the n entries left after --limit (sizes differ by at most one). Contiguous, not strided,
+# because merging the parts' records in shard order is then exactly the one-pass merge,
+# key order included (a family's per-id or per-relation keys appear in input order), and
+# each part's per_entry is a slice of the whole report's. A part is a report of its own
+# entries plus a "shard" block holding what the merge needs to rebuild the whole run's
+# report: the family records of its entries, and the run's description, which every
+# part computes from the whole input (load-time notices, input checksums, schema
+# profile, vocabulary, configuration).
+
+#: Version of the "shard" block of a partial report.
+SHARD_FORMAT = 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (1 <= K <= N) -> (K, N). Raises ValueError naming what is wrong."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise ValueError(f"expected K/N (shard K of N, e.g. 2/8), found {text!r}")
+    k, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise ValueError(f"expected K/N with 1 <= K <= N, found {text!r}")
+    return k, n
+
+
+def shard_range(k: int, n: int, total: int) -> tuple[int, int]:
+    """The contiguous entries [start, stop) of shard ``k`` of ``n`` over ``total`` entries:
+    ``floor((k-1)*total/n)`` to ``floor(k*total/n)`` (every entry in exactly one shard)."""
+    return (k - 1) * total // n, k * total // n
+
+
+def shard_suffix(k: int, n: int) -> str:
+    """The part of a file name that names a shard: ``".shard-2-of-3"``."""
+    return f".shard-{k}-of-{n}"
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The dotted path of the first place where two JSON values differ, with both values
+    (shortened), or None when they are equal."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in list(a) + [k for k in b if k not in a]:
+            inner = _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+            if inner is not None:
+                return inner
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _first_difference(x, y, f"{path}[{i}]"))),
+                    None)
+    if a == b and type(a) is type(b):
+        return None
+    return f"{path or 'value'}: {json.dumps(a, ensure_ascii=False)[:80]} vs {json.dumps(b, ensure_ascii=False)[:80]}"
+
+
+def _identity(block: Mapping[str, Any]) -> dict[str, Any]:
+    """What must be equal in every part of one run: shard count, entries, configuration
+    and the run's description, input files by name and checksum (their paths may differ
+    between the machines that ran the shards)."""
+    source = dict(block["source"])
+    source["inputs"] = {key: None if info is None else {"name": info["name"], "sha256": info["sha256"]}
+                        for key, info in source["inputs"].items()}
+    return {"count": block["count"], "entries": block["entries"], "config": block["config"], "source": source}
+
+
+def check_shard_parts(parts: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[tuple[Path, Mapping[str, Any]]]:
+    """The parts of one sharded run (``(file, parsed report)``), checked and in shard order.
+
+    Raises:
+        InputError: naming the file: not a partial report (no ``shard`` block of this
+            :data:`SHARD_FORMAT`), written by another version of the evaluator, a part of
+            another run (other inputs, configuration, shard count or entries: the first
+            difference is shown), a shard given twice, or shards missing (listed).
+    """
+    if not parts:
+        raise InputError("--merge: no parts given")
+    for path, data in parts:
+        block = data.get("shard") if isinstance(data, Mapping) else None
+        if not isinstance(block, Mapping) or block.get("format") != SHARD_FORMAT:
+            raise InputError(f"--merge {path}: not a partial report of {PRODUCT} (no 'shard' block of format "
+                             f"{SHARD_FORMAT}); write the parts with --shard K/N")
+        version = block["config"]["versions"].get(PRODUCT)
+        if version != __version__:
+            raise InputError(f"--merge {path}: written by {PRODUCT} {version}, this is {__version__}: merge the "
+                             "parts with the version that wrote them (or rerun the shards)")
+    first_path, first = parts[0]
+    reference = _identity(first["shard"])
+    for path, data in parts[1:]:
+        difference = _first_difference(reference, _identity(data["shard"]))
+        if difference is not None:
+            raise InputError(f"--merge {path}: a part of another run than {first_path} (other inputs, "
+                             f"configuration or shard count): first difference: {difference}")
+    count = first["shard"]["count"]
+    by_index: dict[int, Path] = {}
+    for path, data in parts:
+        index = data["shard"]["index"]
+        if index in by_index:
+            raise InputError(f"--merge: shard {index}/{count} given twice: {by_index[index]} and {path}")
+        by_index[index] = path
+    missing = [k for k in range(1, count + 1) if k not in by_index]
+    if missing:
+        raise InputError(f"--merge: {len(missing)} of {count} shard(s) missing: "
+                         f"{', '.join(f'{k}/{count}' for k in missing[:20])}{' ...' if len(missing) > 20 else ''} "
+                         f"(given: {', '.join(f'{k}/{count}' for k in sorted(by_index))})")
+    return sorted(parts, key=lambda part: part[1]["shard"]["index"])
+
+
+def scored_part(data: Mapping[str, Any]) -> ScoredFile:
+    """The :class:`ScoredFile` of one checked part: its rows, records and skipped families
+    (with their notices); the file-level fields from its ``shard`` block."""
+    block = data["shard"]
+    source = block["source"]
+    return ScoredFile(list(data["per_entry"]), records_from_json(block["records"]), profile=source["profile"],
+                      vocabulary=dict(source["vocabulary"]), problems=list(source["problems"]),
+                      duplicates_dropped=source["duplicates_dropped"], inputs=dict(source["inputs"]),
+                      gold_name=block["gold_name"], skipped=list(block["skipped"]),
+                      notices=[dict(n) for n in block["skip_notices"]])
+
+
+def similarity_of(description: Mapping[str, Any]) -> Similarity:
+    """A :class:`Similarity` that describes a run's backend as its report does (backend,
+    model, model id, threshold, fallback reason), for rebuilding a report; not for scoring."""
+    similarity = Similarity(description["threshold"], fallback_reason=description["fallback_reason"])
+    similarity.backend = description["backend"]
+    similarity.model = description["model"]
+    similarity.model_id = description["model_id"]
+    return similarity
+
+
+def similarity_description(similarity: Similarity) -> dict[str, Any]:
+    """What :func:`similarity_of` needs, as JSON."""
+    return {"backend": similarity.backend, "model": similarity.model,
+            "model_id": getattr(similarity, "model_id", None), "threshold": similarity.threshold,
+            "fallback_reason": similarity.fallback_reason}
 
 
 # ======================================================================================
@@ -8180,6 +8699,13 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
+def _shard_spec(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _metric_list(text: str) -> tuple[str, ...]:
     """``--metrics``: family names from the registry, or "all" alone (returned as
     ``("all", every name...)`` and resolved by :meth:`RunConfig.from_args`)."""
@@ -8308,6 +8834,22 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--sweep", action="store_true",
                      help="also score entity and triplet P/R/F1 at the similarity thresholds 0.50, 0.55, ..., 1.00 "
                           "(the sweep family; the similarities are computed once)")
+    large = p.add_argument_group("large runs (README \"Large runs\")")
+    large.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                       help="worker processes that score entries (default: the CPUs this process may use, "
+                            f"here {default_workers()}; 1 = in this process); the report is the same for any N")
+    large.add_argument("--shard", type=_shard_spec, metavar="K/N",
+                       help="score only shard K of N (contiguous; after --limit) and write a partial report, by "
+                            "default reports/<pred stem>.shard-K-of-N.json; combine the N parts with --merge")
+    large.add_argument("--merge", type=Path, nargs="+", metavar="PART",
+                       help="combine the partial reports of --shard 1/N ... N/N into the report of the whole run "
+                            "(default path: the parts' name without .shard-K-of-N); refuses missing, repeated "
+                            "or foreign parts")
+    large.add_argument("--per-entry-jsonl", type=Path, metavar="PATH",
+                       help="write the per-entry rows as JSON Lines to PATH (row by row) instead of into the "
+                            "report, which then names the file under per_entry_jsonl")
+    large.add_argument("--summary-only", action="store_true",
+                       help="leave the per-entry rows out (a report of the summary and the family sections)")
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
@@ -8365,7 +8907,31 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
 
 def _refuse_contradictions(args: argparse.Namespace) -> None:
     """Options that contradict each other are an error (exit 2), never a silent choice."""
+    systems = [flag for flag, given in (("a repeated --pred", len(args.pred or ()) > 1),
+                                        ("--compare", args.compare is not None)) if given]
+    large = [flag for flag, value in (("--shard", args.shard), ("--merge", args.merge),
+                                      ("--per-entry-jsonl", args.per_entry_jsonl),
+                                      ("--summary-only", args.summary_only)) if value]
+    if systems and large:
+        raise InputError(f"{large[0]} is an option of one system's run and {systems[0]} compares several: give "
+                         "them to separate runs (score or merge each system on its own, then --compare the reports)")
     _refuse_comparison_contradictions(args)
+    if args.merge:
+        given = [flag for flag, value in (("--pred", args.pred), ("--gold", args.gold), ("--shard", args.shard),
+                                          ("--limit", args.limit), ("--relations", args.relations),
+                                          ("--ontology", args.ontology)) if value]
+        if given:
+            raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
+                             "(the parts carry their inputs and configuration)")
+    if args.per_entry_jsonl is not None and args.summary_only:
+        raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
+    rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),
+                                             ("--summary-only", args.summary_only)) if value]
+    if rows_options and (args.shard or args.merge):
+        raise InputError(f"{rows_options[0]} is not available with --shard/--merge (a part carries its rows to the "
+                         "merge); give it to neither")
+    if args.shard and args.no_report:
+        raise InputError("--shard writes a partial report: --no-report would throw the shard's work away")
     if args.no_report and args.report is not None:
         raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
     if args.no_embeddings and args.require_embeddings:
@@ -8448,6 +9014,16 @@ class RunConfig:
     output_format: str | None = None
     plots: Path | None = None
     sweep: bool = False
+    #: ``--workers``: scoring processes (None: :func:`default_workers`); no number depends on it.
+    workers: int | None = None
+    #: ``--shard K/N``: (K, N), or None for every entry.
+    shard: tuple[int, int] | None = None
+    #: ``--merge PART ...``: the partial reports to combine (no scoring).
+    merge: tuple[Path, ...] = ()
+    #: ``--per-entry-jsonl PATH``: the per-entry rows go to this JSONL file, not the report.
+    per_entry_jsonl: Path | None = None
+    #: ``--summary-only``: no per-entry rows at all.
+    summary_only: bool = False
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
@@ -8462,6 +9038,7 @@ class RunConfig:
         values["preds"] = tuple(args.pred or ())
         values["names"] = tuple(args.names or ())
         values["compare"] = tuple(args.compare or ())
+        values["merge"] = tuple(args.merge or ())
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
@@ -8653,7 +9230,14 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
                          skip_unavailable=config.skip_unavailable)
-    scored = score_entries(loaded.entries, families, ctx, progress=config.progress)
+    workers = config.workers if config.workers is not None else default_workers()
+    entries, span = loaded.entries, None
+    if config.shard is not None:  # after --limit (load_inputs); the run's description stays the whole input's
+        start, stop = shard_range(*config.shard, len(entries))
+        entries, span = entries[start:stop], (start, stop, len(entries))
+    sink = _row_sink(config, len(entries)) if not group else None
+    scored = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress, rows=sink)
+    scored.span = span
     scored.vocabulary = vocab_info
     scored.problems = loaded.problems
     scored.notices = loaded.notices + scored.notices
@@ -8661,14 +9245,38 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.inputs = {key: _file_info(path, origin)
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
     scored.gold_name = (gold or pred).name
-    invalid = [f"{scored.gold_name} line {row['gold_line']}: {r}" for row in scored.rows
-               for r in row["invalid_gold_items"]]
-    if invalid and len(invalid) == sum(len(e.gold.items) for e in loaded.entries):
-        raise InputError(_all_gold_invalid(config.schema, profile, invalid))
+    invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
+    n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
+        len(validate_schema(e.gold.items, profile).invalid) for e in loaded.entries)
+    if n_invalid and n_invalid == sum(len(e.gold.items) for e in loaded.entries):
+        raise InputError(_all_gold_invalid(config.schema, profile, invalid or [
+            f"{scored.gold_name} line {e.gold.line}: {r}" for e in loaded.entries
+            for _, r in validate_schema(e.gold.items, profile).invalid]))
     if invalid:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
     return scored, _vocabulary_hash(vocabulary)
+
+
+class _NoRows(list):
+    """``--summary-only``: rows are counted (:class:`RowTally`) and not kept."""
+
+    def append(self, row: Any) -> None:
+        pass
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        pass
+
+
+def _row_sink(config: RunConfig, n_entries: int) -> Any:
+    """Where a single-file run keeps its per-entry rows: nowhere (``--summary-only``), on
+    disk (``--per-entry-jsonl``, or :data:`SPOOL_MIN_ENTRIES` entries or more: a
+    :class:`RowSpool`), else None (a list in memory)."""
+    if config.summary_only:
+        return _NoRows()
+    if config.per_entry_jsonl is not None or n_entries >= SPOOL_MIN_ENTRIES:
+        return RowSpool()
+    return None
 
 
 def _all_gold_invalid(schema: str, profile: str, invalid: Sequence[str]) -> str:
@@ -8691,13 +9299,107 @@ def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: 
                    relations: Path | None) -> dict[str, Any]:
     """Single-file mode: the report of one prediction file (and gold file);
     ``relations`` gives the vocabulary (and, for text2kgbench, the ontology)."""
-    families = families_for(config.metrics)
+    families = requested = families_for(config.metrics)
     scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations,
                                      given=(config.pred, config.gold, config.vocabulary_path))
     families = drop_skipped([scored], families)
     source = _file_source(scored, similarity, config)
     source.notices = [*config.notices, *source.notices]
-    return build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
+    if config.shard is not None:
+        return partial_report(config, scored, families, source, config_record(config, requested, similarity, vocab_hash),
+                              config_record(config, families, similarity, vocab_hash))
+    report = build_report([scored], families, source, config=config_record(config, families, similarity, vocab_hash))
+    return _place_rows(config, report)
+
+
+def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
+    """``--summary-only``: the report without ``per_entry``; ``--per-entry-jsonl PATH``: the
+    rows written to PATH (atomically, row by row) and the report's ``per_entry_jsonl``
+    naming it (resolved path) where ``per_entry`` was."""
+    if config.summary_only:
+        del report["per_entry"]
+    elif config.per_entry_jsonl is not None:
+        try:
+            write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
+        except OSError as exc:
+            raise InputError(f"--per-entry-jsonl {config.per_entry_jsonl}: cannot write: {exc.strerror or exc}") from None
+        report["per_entry_jsonl"] = str(config.per_entry_jsonl.resolve())
+    return report
+
+
+def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[MetricFamily], source: ReportSource,
+                   requested_config: Mapping[str, Any], own_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The partial report of ``--shard K/N``: the report of the shard's entries (its summary
+    says so in a ``shard`` notice), with a ``shard`` block after the summary that holds what
+    :func:`merge_partial_reports` needs: shard index, count and entry range; the run's
+    configuration for the requested families (``requested_config``); the run's
+    description (similarity, profile, vocabulary, input problems and checksums, and the
+    notices of the whole input, without this shard's ``family_skipped`` ones, which are
+    ``skip_notices``); and the family records of the shard's entries."""
+    assert config.shard is not None and scored.span is not None
+    (k, n), (start, stop, total) = config.shard, scored.span
+    skip_notices = source.notices[len(source.notices) - len(scored.skipped):] if scored.skipped else []
+    base = list(source.notices[:len(source.notices) - len(skip_notices)])
+    where = f"entries {start + 1}-{stop} of {total}" if stop > start else f"no entries (of {total})"
+    own = dataclasses.replace(source, notices=[*base, notice("shard", f"--shard {k}/{n}: a partial report of {where}; "
+                                                                      f"--merge the {n} parts for the run's report"),
+                                               *skip_notices])
+    report = build_report([scored], families, own, config=own_config)
+    block = {
+        "format": SHARD_FORMAT, "index": k, "count": n, "entries": total, "start": start, "stop": stop,
+        "config": dict(requested_config),
+        "source": {"similarity": similarity_description(source.similarity), "align_accept": source.align_accept,
+                   "profile": source.profile, "vocabulary": dict(source.vocabulary),
+                   "problems": list(source.problems), "duplicates_dropped": source.duplicates_dropped,
+                   "inputs": dict(source.inputs), "notices": base},
+        "gold_name": scored.gold_name, "skipped": list(scored.skipped), "skip_notices": list(skip_notices),
+        "records": records_to_json(scored.records),
+    }
+    return {"summary": report.pop("summary"), "shard": block, **report}
+
+
+def config_without(record: Mapping[str, Any], skipped: Iterable[str]) -> dict[str, Any]:
+    """``summary.config`` (:func:`config_record`) for the same run with the families
+    ``skipped`` left out (as :func:`drop_skipped` leaves them out of a run)."""
+    skipped = set(skipped)
+    out = dict(record)
+    out["metric_families"] = [name for name in record["metric_families"] if name not in skipped]
+    if not any(FAMILIES[name].needs_nltk for name in out["metric_families"]):
+        out["versions"] = {k: v for k, v in record["versions"].items() if k not in _NUMBER_PACKAGES["nltk"]}
+    return out
+
+
+def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
+    """``--merge``: the report of a whole run from the partial reports of its shards
+    (:func:`partial_report`), byte-identical to the report of the run in one piece (the
+    input paths in ``summary.inputs`` are the first part's). The parts are checked by
+    :func:`check_shard_parts`; the shards' rows and records are combined in order
+    (:func:`combine_scored`, exact) and the report is built as the unsharded run builds it.
+
+    Raises:
+        InputError: an unreadable part, or parts that are not one run's complete set.
+    """
+    parts = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                parts.append((path, json.load(handle)))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--merge {path}: cannot read the partial report: {exc}") from None
+    parts = check_shard_parts(parts)
+    block = parts[0][1]["shard"]
+    try:
+        families = families_for(block["config"]["metric_families"])
+    except KeyError as exc:
+        raise InputError(f"--merge {parts[0][0]}: the parts use a metric family this evaluator does not have "
+                         f"({exc.args[0]}); merge with the installation that wrote them") from None
+    scored = combine_scored([scored_part(data) for _, data in parts], families)
+    families = [f for f in families if f.name not in scored.skipped]
+    src = block["source"]
+    source = ReportSource(similarity_of(src["similarity"]), src["align_accept"], src["profile"], src["vocabulary"],
+                          src["problems"], src["duplicates_dropped"], src["inputs"],
+                          notices=[*src["notices"], *scored.notices])
+    return build_report([scored], families, source, config=config_without(block["config"], scored.skipped))
 
 
 def _pair_directory_files(pred_dir: Path, gold_dir: Path, onto_dir: Path) -> list[tuple[str, Path, Path, Path]]:
@@ -8798,8 +9500,8 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
                                                   ("--pred", config.pred))),
                  *(n for f in files for n in f.notices)])
     vocab_hash = hashlib.sha256("".join(hashes).encode("utf-8")).hexdigest()
-    return build_report(files, families, source, config=config_record(config, families, similarity, vocab_hash),
-                        per_ontology=per_ontology)
+    return _place_rows(config, build_report(files, families, source, per_ontology=per_ontology,
+                                            config=config_record(config, families, similarity, vocab_hash)))
 
 
 def _spool_stream(path: Path | None, folder: Path) -> Path | None:
@@ -8876,13 +9578,39 @@ def _report_path(config: RunConfig) -> Path | None:
         return config.report
     assert config.pred is not None
     options = _refuse_unnamed_default(config.preds or (config.pred,))
-    path = Path("reports") / f"{config.pred.stem}.json"
-    if path.exists():
-        recorded = _recorded_pred_paths(path)
-        previous = recorded[0] if recorded and len(recorded) == 1 else None
-        if previous != str(config.pred.resolve()):
-            was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
-            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+    suffix = shard_suffix(*config.shard) if config.shard is not None else ""
+    path = Path("reports") / f"{config.pred.stem}{suffix}.json"
+    _refuse_foreign_report(path, str(config.pred.resolve()), options)
+    return path
+
+
+def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
+    """Refuse a default report path that holds the report of another ``--pred`` (or no report)."""
+    if not path.exists():
+        return
+    recorded = _recorded_pred_paths(path)
+    previous = recorded[0] if recorded and len(recorded) == 1 else None
+    if previous is None or previous != pred:
+        was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
+        raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+
+
+def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
+    """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
+    part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
+    another ``--pred``)."""
+    if config.no_report:
+        return None
+    if config.report is not None:
+        return config.report
+    first = config.merge[0]
+    name = re.sub(r"\.shard-\d+-of-\d+(?=\.json$)", "", first.name)
+    if name == first.name:
+        raise InputError(f"--merge {first}: its name has no .shard-K-of-N part to drop for the merged report's "
+                         "name: give --report PATH (or --report -, or --no-report)")
+    path = first.with_name(name)
+    _refuse_foreign_report(path, (report["summary"]["inputs"].get("pred") or {}).get("path"),
+                           "give --report PATH, --report - or --no-report")
     return path
 
 
@@ -9250,6 +9978,10 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
     plus ``"comparison"``. The block is :func:`compare_systems` on the systems (baseline
     first) after :func:`check_comparable`, with ``signature`` (:func:`report_signature` over
     every system) added, and the notices of :func:`check_comparable` appended to its ``notes``."""
+    # the statistics need every system's per-entry records at once: rows spooled to disk
+    # by a long run (RowSpool) are read back into lists here
+    systems = {name: report if isinstance(report.get("per_entry", []), list)
+               else {**report, "per_entry": list(report["per_entry"])} for name, report in systems.items()}
     notices = check_comparable(systems, origins)
     for item in notices:
         log.warning("note: %s", item["message"])
@@ -9395,8 +10127,14 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     ``--format``) or (``--report -``) the report."""
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
-        sys.stdout.write(report_json(report))
         sys.stdout.flush()
+        binary = getattr(sys.stdout, "buffer", None)
+        for chunk in report_chunks(report):
+            if binary is not None:
+                binary.write(chunk)
+            else:  # a text-only stdout (redirected in-process)
+                sys.stdout.write(chunk.decode("utf-8"))
+        (binary or sys.stdout).flush()
         print(text, file=sys.stderr)
         _write_run_plots(config, report)
         return 0
@@ -9472,8 +10210,18 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
         return run_systems(config, outcome)
-    _check_input_paths(config)
+    if config.merge:
+        report = sign_report(merge_partial_reports(config.merge))
+        report_path = _merge_report_path(config, report)
+        if report_path is not None and report_path != STDOUT_REPORT:
+            _check_report_path(report_path, config.merge)
+        title = f"{len(config.merge)} parts merged"
+        return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+    directory = _check_input_paths(config)
     assert config.pred is not None
+    if directory and config.shard is not None:
+        raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
+                         "file instead (or no --shard)")
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))

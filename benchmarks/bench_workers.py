@@ -1,0 +1,78 @@
+"""Benchmark: ``--workers 2`` against ``--workers 1`` on a generated 20,000-entry set.
+
+Run: ``uv run python benchmarks/bench_workers.py [--entries N] [--workers 2] [--seed S]``
+
+Writes the seeded corpus of ``bench_lexical.py`` as gold and prediction JSONL files, runs
+the whole command line (reading, scoring, report writing; lexical similarity) once with
+``--workers 1`` and once with ``--workers N``, side by side, prints both wall times and
+their ratio, and checks that the two reports are byte-identical. Not a test: wall-clock
+numbers on shared machines are noisy (other processes take cores); compare the ratio on
+a quiet machine with at least N cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_lexical import generate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_corpus(folder: Path, n_entries: int, seed: int) -> tuple[Path, Path]:
+    """The seeded corpus as (gold, predictions) JSONL files in ``folder``."""
+    gold, pred = folder / "gold.jsonl", folder / "pred.jsonl"
+    with open(gold, "w", encoding="utf-8") as g, open(pred, "w", encoding="utf-8") as p:
+        for e in generate(n_entries, seed):
+            g.write(json.dumps({"id": e.gold.id, "prompt": e.gold.prompt, "triplets": e.gold.items}) + "\n")
+            p.write(json.dumps({"id": e.pred.id, "triplets": e.pred.items}) + "\n")
+    return gold, pred
+
+
+def timed_run(gold: Path, pred: Path, report: Path, workers: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the run and its worker processes)."""
+    cmd = [sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold), "--no-embeddings",
+           "--quiet", "--workers", str(workers), "--report", str(report)]
+    before = os.times()
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    return wall, (after.children_user + after.children_system) - (before.children_user + before.children_system)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=20_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        gold, pred = write_corpus(folder, args.entries, args.seed)
+        load = os.getloadavg()[0]
+        (one, cpu_one), (many, cpu_many) = (timed_run(gold, pred, folder / "one.json", 1),
+                                            timed_run(gold, pred, folder / "many.json", args.workers))
+        same = (folder / "one.json").read_bytes() == (folder / "many.json").read_bytes()
+    print(f"{args.entries} entries, {cpus} CPU(s) available, load average {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after (other processes share the cores when it exceeds 0)")
+    print(f"--workers 1: {one:.2f} s ({cpu_one:.2f} CPU s)   --workers {args.workers}: {many:.2f} s "
+          f"({cpu_many:.2f} CPU s, all processes)   speed-up {one / many:.2f}x   "
+          f"reports byte-identical: {same}")
+    print(f"CPU seconds of all processes, {args.workers} workers / 1 worker: {cpu_many / cpu_one:.2f} (the cost of "
+          "forking, pickling rows back and merging; wall-clock ratios need quiet cores)")
+    if not same:
+        sys.exit("reports differ")
+
+
+if __name__ == "__main__":
+    main()

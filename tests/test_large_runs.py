@@ -1,0 +1,404 @@
+"""The "Large runs" section: worker processes (--workers), shards (--shard K/N) and their
+merge (--merge): every way of splitting a run gives the report of the run in one piece,
+byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+from helpers import NLTK_DATA, SHARED, write_jsonl
+
+import evaluate as ev  # noqa: E402
+
+if NLTK_DATA.is_dir():  # before nltk is first imported
+    os.environ.setdefault("NLTK_DATA", str(NLTK_DATA))
+
+PARITY = SHARED / "data" / "parity-sample" / "combined.jsonl"
+
+ONTOLOGY = {"id": "o", "title": "t", "concepts": [{"label": "City"}, {"label": "Country"}],
+            "relations": [{"label": "capital"}, {"label": "country"}, {"label": "leader"}]}
+PLACES = [("Paris", "France"), ("Rome", "Italy"), ("Berlin", "Germany"), ("Oslo", "Norway"), ("Bern", "Swiss"),
+          ("Lima", "Peru"), ("Quito", "Ecuador"), ("Cairo", "Egypt")]
+
+
+def _corpus(folder: Path, n: int = 150, seed: int = 3) -> tuple[Path, Path, Path]:
+    """A seeded Text2KGBench-style input of ``n`` sentences (gold, predictions, ontology):
+    correct, reversed, misspelt, out-of-ontology, empty and unparseable predictions."""
+    rng = random.Random(seed)
+    gold, pred = [], []
+    for k in range(n):
+        city, country = rng.choice(PLACES)
+        rel = rng.choice(("capital", "country", "leader"))
+        truth = [[country, rel, city]] + ([[city, "country", country]] if rng.random() < 0.4 else [])
+        roll = rng.random()
+        guess: object = (truth if roll < 0.35 else [[city, rel, country]] if roll < 0.5
+                         else [[country.lower() + "x", rel, city]] if roll < 0.65
+                         else [[country, "mayor", city], *truth] if roll < 0.8
+                         else [] if roll < 0.9 else "not json")
+        gold.append({"id": f"s{k}", "sent": f"{city} and {country}, item {k}.",
+                     "triples": [dict(zip(("sub", "rel", "obj"), t)) for t in truth]})
+        pred.append({"id": f"s{k}", "triples": guess} if not isinstance(guess, str) else
+                    {"id": f"s{k}", "output": guess})
+    folder.mkdir(parents=True, exist_ok=True)
+    onto = folder / "onto.json"
+    onto.write_text(json.dumps(ONTOLOGY), encoding="utf-8")
+    return write_jsonl(folder / "gold.jsonl", gold), write_jsonl(folder / "pred.jsonl", pred), onto
+
+
+def _report_bytes(tmp_path: Path, name: str, *args: str) -> bytes:
+    report = tmp_path / name
+    assert ev.main([*args, "--no-embeddings", "--quiet", "--report", str(report)]) == 0
+    return report.read_bytes()
+
+
+def _inputs(tmp_path: Path) -> list[tuple[str, list[str]]]:
+    """(name, CLI input arguments) with --metrics all: the seeded corpus (every family but
+    the NLTK ones when NLTK is missing) and the parity sample (when ../shared is present)."""
+    gold, pred, onto = _corpus(tmp_path / "corpus")
+    out = [("corpus", ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "all"])]
+    if PARITY.is_file():
+        out.append(("parity", ["--pred", str(PARITY), "--metrics", "all"]))
+    return out
+
+
+def test_reports_are_byte_identical_for_1_2_and_3_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 7)   # many chunk boundaries, uneven last chunk
+    for name, args in _inputs(tmp_path):
+        one = _report_bytes(tmp_path, f"{name}-1.json", *args, "--workers", "1")
+        report = json.loads(one)
+        families = report["summary"]["config"]["metric_families"]
+        assert {"hgr", "strict", "per-relation", "text2kgbench"} <= set(families) or name == "parity"
+        if ev.nltk_missing() is None:
+            assert "webnlg2020" in families
+        for workers in (2, 3):
+            assert _report_bytes(tmp_path, f"{name}-{workers}.json", *args, "--workers", str(workers)) == one, \
+                (name, workers)
+
+
+def test_chunks_cover_the_input_in_order():
+    for n in (1, 2, 63, 64, 1000, 20_000):
+        for workers in (1, 2, 3, 16):
+            ranges = ev._chunks(n, workers)
+            assert ranges[0][0] == 0 and ranges[-1][1] == n
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            assert all(0 < stop - start <= ev.WORKER_CHUNK_MAX for start, stop in ranges)
+    assert len(ev._chunks(20_000, 2)) == 20_000 // 256 + 1   # 2 workers: 8 * 2 chunks would be 1250 each
+
+
+class FailsOnMarkedEntries(ev.MetricFamily):
+    """A family that cannot run on entries whose id ends in "7" (as with missing NLTK data)."""
+
+    name = key = "fails-on-7"
+
+    def entry_stats(self, entry, score, ctx):
+        if entry.gold.id.endswith("7"):
+            raise ev.FamilyUnavailable(self.name, f"entry {entry.gold.id} needs data that is missing")
+        return {"entries": 1}
+
+    def finish(self, record):
+        return {"entries": record.get("entries", 0)}
+
+    def format(self, section, report):
+        return f"entries {section['entries']}"
+
+
+def test_a_family_skipped_in_one_chunk_is_skipped_in_all_with_the_first_notice(tmp_path, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnMarkedEntries.name, FailsOnMarkedEntries)
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 5)
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    loaded = ev.load_inputs(pred, gold)
+    ctx = ev.ScoringContext(ev.Similarity(), "triples", None, 0.5, skip_unavailable=True)
+    names = ("hgr", "strict", "fails-on-7")
+    one = ev.score_entries(loaded.entries, ev.families_for(names), ctx)
+    # entries s0..s39: the first id ending in 7 is s7 (chunk 2 of 5-entry chunks); s17, s27, s37 fail later
+    assert one.skipped == ["fails-on-7"] and len(one.notices) == 1 and "entry s7 " in one.notices[0]["message"]
+    for workers in (2, 3):
+        split = ev.score_entries_parallel(loaded.entries, ev.families_for(names), ctx, workers=workers)
+        assert split.skipped == one.skipped and split.notices == one.notices
+        assert split.rows == one.rows
+        assert ev.records_to_json(split.records) == ev.records_to_json(one.records)
+        assert "fails-on-7" not in split.records and all("fails-on-7" not in r["stats"] for r in split.rows)
+
+
+def test_an_input_error_in_a_worker_is_the_runs_input_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 5)
+    monkeypatch.setitem(ev.FAMILIES, FailsOnMarkedEntries.name, FailsOnMarkedEntries)
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    loaded = ev.load_inputs(pred, gold)
+    ctx = ev.ScoringContext(ev.Similarity(), "triples", None, 0.5)  # no skip: the family was asked for
+    with pytest.raises(ev.FamilyUnavailable, match="entry s7 needs data") as exc:
+        ev.score_entries_parallel(loaded.entries, ev.families_for(("hgr", "fails-on-7")), ctx, workers=2)
+    assert exc.value.family == "fails-on-7"
+
+
+def test_default_workers_is_the_cpu_affinity():
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert ev.default_workers() == expected
+    assert ev.RunConfig.from_args(ev.build_parser().parse_args(["--pred", "x"])).workers is None
+    assert ev.RunConfig.from_args(ev.build_parser().parse_args(["--pred", "x", "--workers", "3"])).workers == 3
+
+
+class FailsOnS21(FailsOnMarkedEntries):
+    """Cannot run on entry s21 only (in shard 2 of 3 of 40 entries)."""
+
+    name = key = "fails-on-s21"
+
+    def entry_stats(self, entry, score, ctx):
+        if entry.gold.id == "s21":
+            raise ev.FamilyUnavailable(self.name, "entry s21 needs data that is missing")
+        return {"entries": 1}
+
+
+def _shards(tmp_path: Path, name: str, args: list[str], n: int, *extra: str) -> list[Path]:
+    parts = []
+    for k in range(1, n + 1):
+        part = tmp_path / f"{name}.shard-{k}-of-{n}.json"
+        assert ev.main([*args, *extra, "--shard", f"{k}/{n}", "--no-embeddings", "--quiet", "--report", str(part)]) == 0
+        parts.append(part)
+    return parts
+
+
+def _merge(tmp_path: Path, parts: list[Path], out: str = "merged.json") -> bytes:
+    assert ev.main(["--merge", *map(str, parts), "--quiet", "--report", str(tmp_path / out)]) == 0
+    return (tmp_path / out).read_bytes()
+
+
+def test_three_shards_merged_equal_the_single_run_byte_for_byte(tmp_path):
+    for name, args in _inputs(tmp_path):
+        whole = _report_bytes(tmp_path, f"{name}.json", *args)
+        parts = _shards(tmp_path, name, args, 3)
+        assert _merge(tmp_path, parts[::-1]) == whole, name   # any order on the command line
+        sections = json.loads(whole)
+        first = json.loads(parts[0].read_bytes())
+        block = first["shard"]
+        n = sections["summary"]["n_entries"]
+        assert (block["index"], block["count"], block["entries"], block["start"], block["stop"]) == (1, 3, n, 0, n // 3)
+        assert first["summary"]["n_entries"] == n // 3
+        assert first["per_entry"] == sections["per_entry"][:n // 3]  # contiguous: a slice of the whole report
+        assert any(x["kind"] == "shard" for x in first["summary"]["notices"])
+        # the part's family records rebuild its own sections (its report is a report of its entries)
+        families = ev.families_for(block["config"]["metric_families"])
+        records = ev.records_from_json(block["records"])
+        for family in families:
+            if family.key != "summary":
+                assert first[family.key] == json.loads(json.dumps(family.finish(records[family.name]))), family.name
+
+
+def test_limit_applies_before_sharding_and_more_shards_than_entries(tmp_path):
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "hgr,strict"]
+    whole = _report_bytes(tmp_path, "limit.json", *args, "--limit", "5")
+    parts = _shards(tmp_path, "limit", args, 7, "--limit", "5")   # 5 entries in 7 shards: two shards are empty
+    sizes = [json.loads(p.read_bytes())["summary"]["n_entries"] for p in parts]
+    assert sizes == [0, 1, 1, 0, 1, 1, 1]   # floor(k*5/7) - floor((k-1)*5/7)
+    assert _merge(tmp_path, parts) == whole
+
+
+def test_a_family_skipped_in_one_shard_is_left_out_of_the_merged_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    args = ["--pred", str(pred), "--gold", str(gold), "--metrics", "all"]
+    whole = _report_bytes(tmp_path, "whole.json", *args)
+    skipped = [n for n in json.loads(whole)["summary"]["notices"] if "fails-on-s21" in n["message"]]
+    assert len(skipped) == 1 and "entry s21 needs data" in skipped[0]["message"]
+    parts = _shards(tmp_path, "skip", args, 3)
+    assert [json.loads(p.read_bytes())["shard"]["skipped"] for p in parts] == [[], ["fails-on-s21"], []]
+    assert _merge(tmp_path, parts) == whole
+
+
+def _refused(tmp_path: Path, capsys, *parts: Path) -> str:
+    assert ev.main(["--merge", *map(str, parts), "--quiet", "--report", str(tmp_path / "m.json")]) == 2
+    assert not (tmp_path / "m.json").exists()
+    return capsys.readouterr().err
+
+
+def test_merge_refuses_missing_repeated_and_foreign_parts_naming_them(tmp_path, capsys):
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    args = ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr"]
+    p1, p2, p3 = _shards(tmp_path, "run", args, 3)
+    assert "1 of 3 shard(s) missing: 2/3 (given: 1/3, 3/3)" in _refused(tmp_path, capsys, p1, p3)
+    assert f"shard 3/3 given twice: {p3} and {p3}" in _refused(tmp_path, capsys, p1, p2, p3, p3)
+    (tmp_path / "o").mkdir()
+    foreign_config = _shards(tmp_path / "o", "cfg", args + ["--align-accept", "0.6"], 3)[1]
+    err = _refused(tmp_path, capsys, p1, foreign_config, p3)
+    assert f"--merge {foreign_config}: a part of another run than {p1}" in err and "config.align_accept: 0.5 vs 0.6" in err
+    gold2 = tmp_path / "o" / "gold.jsonl"   # same name, other content
+    gold2.write_bytes(gold.read_bytes().replace(b"item 3.", b"item three."))
+    foreign_input = _shards(tmp_path / "o", "inp", ["--pred", str(pred), "--gold", str(gold2), "--metrics", "hgr"], 3)[1]
+    err = _refused(tmp_path, capsys, p1, foreign_input, p3)
+    assert "first difference: source.inputs.gold.sha256: " in err
+    other_count = _shards(tmp_path / "o", "n4", args, 4)[1]
+    assert "first difference: count: 3 vs 4" in _refused(tmp_path, capsys, p1, other_count, p3)
+    whole = tmp_path / "whole.json"
+    whole.write_bytes(_report_bytes(tmp_path, "whole.json", *args))
+    assert f"--merge {whole}: not a partial report" in _refused(tmp_path, capsys, p1, whole, p3)
+    old = json.loads(p2.read_bytes())
+    old["shard"]["config"]["versions"]["kg-triplet-eval"] = "0.0.1"
+    old_part = tmp_path / "old.shard-2-of-3.json"
+    old_part.write_text(json.dumps(old), encoding="utf-8")
+    assert f"--merge {old_part}: written by kg-triplet-eval 0.0.1" in _refused(tmp_path, capsys, p1, old_part, p3)
+
+
+def test_shard_and_merge_default_paths_and_contradictions(tmp_path, monkeypatch, capsys):
+    gold, pred, onto = _corpus(tmp_path / "c", n=12)
+    monkeypatch.chdir(tmp_path)
+    for k in (1, 2):
+        assert ev.main(["--pred", str(pred), "--gold", str(gold), "--shard", f"{k}/2", "--no-embeddings",
+                        "--quiet"]) == 0
+    parts = [Path("reports") / f"pred.shard-{k}-of-2.json" for k in (1, 2)]
+    assert all(p.is_file() for p in parts)
+    assert ev.main(["--merge", *map(str, parts), "--quiet"]) == 0
+    assert ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
+                    "--report", "whole.json"]) == 0
+    assert Path("reports/pred.json").read_bytes() == Path("whole.json").read_bytes()
+    capsys.readouterr()
+    assert ev.main(["--merge", str(parts[0]), "--pred", str(pred)]) == 2
+    assert "--merge combines partial reports and scores nothing: it takes no --pred" in capsys.readouterr().err
+    assert ev.main(["--pred", str(pred), "--gold", str(gold), "--shard", "1/2", "--no-report"]) == 2
+    assert "--shard writes a partial report" in capsys.readouterr().err
+    assert ev.main(["--merge", str(parts[0]), str(parts[1]), "--report", str(parts[0])]) == 2
+    assert "is one of the input files" in capsys.readouterr().err
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(SystemExit):
+            ev.build_parser().parse_args(["--pred", "x", "--shard", bad])
+
+
+def test_rows_kept_on_disk_give_the_same_report_bytes(tmp_path, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)   # a family dropped after rows were spooled
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 6)
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "all"]
+    in_memory = _report_bytes(tmp_path, "memory.json", *args, "--workers", "1")
+    assert b'"fails-on-s21"' not in in_memory and b"fails-on-s21 skipped" in in_memory
+    monkeypatch.setattr(ev, "SPOOL_MIN_ENTRIES", 1)
+    for workers in ("1", "2"):
+        assert _report_bytes(tmp_path, f"spooled-{workers}.json", *args, "--workers", workers) == in_memory
+
+
+def test_per_entry_jsonl_and_summary_only(tmp_path, capsys):
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "hgr,strict,text2kgbench"]
+    whole = json.loads(_report_bytes(tmp_path, "whole.json", *args))
+    rows_path = tmp_path / "out" / "rows.jsonl"
+    split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(rows_path)))
+    lines = rows_path.read_bytes().splitlines()
+    assert len(lines) == 30 and [json.loads(x) for x in lines] == whole["per_entry"]
+    assert split.pop("per_entry_jsonl") == str(rows_path.resolve())
+    rest = {k: v for k, v in whole.items() if k != "per_entry"}
+    assert split == rest and list(split) == list(rest)
+    assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
+    capsys.readouterr()
+    assert ev.main([*args, "--summary-only", "--per-entry-jsonl", "x.jsonl", "--no-embeddings"]) == 2
+    assert "--per-entry-jsonl x.jsonl contradicts --summary-only" in capsys.readouterr().err
+    assert ev.main([*args, "--summary-only", "--shard", "1/2", "--no-embeddings"]) == 2
+    assert "--summary-only is not available with --shard/--merge" in capsys.readouterr().err
+
+
+def test_report_text_is_orjson_layout_with_the_json_modules_content():
+    import orjson
+    data = {"summary": {"a": 1e-05, "b": 1e16, "c": 0.1 + 0.2, "d": None, "e": "é ✓", "f": [], "g": {}},
+            "per_entry": [{"x": [1, 2.5], "y": {"z": -0.0}}, {}]}
+    text = ev.report_json(data)
+    assert text.encode() == orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    assert json.loads(text) == data and text.startswith('{\n  "summary": {\n    "a": ')
+    streamed = b"".join(ev.report_chunks({**data, "per_entry": iter(data["per_entry"])}))
+    assert streamed == text.encode()
+    assert b"".join(ev.report_chunks({"per_entry": iter([])})) == orjson.dumps({"per_entry": []},
+                                                                                option=orjson.OPT_INDENT_2) + b"\n"
+    # where orjson cannot write a value, the json module does, with the same content
+    odd = {"big": 2 ** 70, "lone": "\ud800", "keys": {1: "one"}}
+    assert json.loads(ev.report_json(odd)) == {"big": 2 ** 70, "lone": "\ud800", "keys": {"1": "one"}}
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            ev.report_json({"summary": {"x": [1.0, {"y": bad}]}})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            b"".join(ev.report_chunks({"per_entry": iter([{"m": bad}])}))
+
+
+def test_row_tally_counts_what_the_summary_shows():
+    rows = [{"parse_status": "ok", "invalid_items": ["[0].target: missing", "[3].target: missing"],
+             "invalid_gold_items": [], "gold_line": 1},
+            {"parse_status": "unparseable", "invalid_items": [], "invalid_gold_items": ["[1].source: missing"],
+             "gold_line": 7}]
+    tally = ev.RowTally.of(rows[:1]).merge(ev.RowTally.of(rows[1:]))
+    assert tally == ev.RowTally.of(rows)
+    assert (tally.n_entries, dict(tally.status), dict(tally.reasons), tally.invalid_gold) == (
+        2, {"ok": 1, "unparseable": 1}, {"target: missing": 2}, [(7, "[1].source: missing")])
+
+
+class CharHistogramEmbedder:
+    """Deterministic embeddings (character histograms over 8 buckets: similar strings get
+    cosines above the gate); refuses to embed in any process but the one that made it,
+    so a worker that needed a vector its parent did not prepare fails the test."""
+
+    backend = "fake"
+    model_name = "char-histogram"
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.calls = 0
+
+    def embed(self, texts):
+        if os.getpid() != self.pid:
+            raise RuntimeError("embedded in a worker process")
+        self.calls += 1
+        import numpy as np
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text:
+                out[i, ord(ch) % 8] += 1.0
+        return out
+
+
+def test_embedding_vectors_are_prepared_once_in_the_parent_and_workers_give_the_same_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 7)
+    gold, pred, onto = _corpus(tmp_path / "c", n=60)
+    entries = ev.load_inputs(pred, gold).entries
+    names = ("hgr", "strict", "per-relation")
+    one_sim, many_sim = ev.EmbeddingSimilarity(CharHistogramEmbedder()), ev.EmbeddingSimilarity(CharHistogramEmbedder())
+    one = ev.score_entries(entries, ev.families_for(names), ev.ScoringContext(one_sim, "triples", None))
+    many = ev.score_entries_parallel(entries, ev.families_for(names), ev.ScoringContext(many_sim, "triples", None),
+                                     workers=3)
+    assert many_sim.embedder.calls == 1   # every string embedded in one batch, before the workers started
+    assert many.rows == one.rows and ev.records_to_json(many.records) == ev.records_to_json(one.records)
+    sims = [p["source_sim"] for row in one.rows for p in row["pairs"]]
+    assert any(0.8 <= s < 1.0 for s in sims)   # the embedding similarities are in play, not only exact matches
+
+
+def test_summary_only_and_per_entry_jsonl_in_directory_mode(tmp_path):
+    gold, pred, onto = _corpus(tmp_path / "c", n=20)
+    dirs = {name: tmp_path / name for name in ("pred", "gold", "onto")}
+    for d in dirs.values():
+        d.mkdir()
+    pred.rename(dirs["pred"] / "1_city_responses.jsonl")
+    gold.rename(dirs["gold"] / "ont_1_city_ground_truth.jsonl")
+    onto.rename(dirs["onto"] / "1_city_ontology.json")
+    args = ["--pred", str(dirs["pred"]), "--gold", str(dirs["gold"]), "--ontology", str(dirs["onto"]),
+            "--metrics", "hgr,text2kgbench"]
+    whole = json.loads(_report_bytes(tmp_path, "whole.json", *args))
+    rest = {k: v for k, v in whole.items() if k != "per_entry"}
+    assert len(whole["per_entry"]) == 20 and "per_ontology" in rest
+    assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
+    split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(tmp_path / "rows.jsonl")))
+    assert split.pop("per_entry_jsonl") == str((tmp_path / "rows.jsonl").resolve()) and split == rest
+    assert [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()] == whole["per_entry"]
+
+
+def test_merge_names_a_family_this_evaluator_lacks(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)
+    gold, pred, onto = _corpus(tmp_path / "c", n=12)
+    parts = _shards(tmp_path, "fam", ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,fails-on-s21"], 2)
+    monkeypatch.delitem(ev.FAMILIES, FailsOnS21.name)
+    err = _refused(tmp_path, capsys, *parts)
+    assert f"--merge {parts[0]}: the parts use a metric family this evaluator does not have (unknown metric family " \
+           "fails-on-s21)" in err
