@@ -8908,13 +8908,15 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
 def _refuse_contradictions(args: argparse.Namespace) -> None:
     """Options that contradict each other are an error (exit 2), never a silent choice."""
     systems = [flag for flag, given in (("a repeated --pred", len(args.pred or ()) > 1),
-                                        ("--compare", args.compare is not None)) if given]
+                                        ("--compare", args.compare is not None),
+                                        ("--bootstrap", args.bootstrap is not None)) if given]
     large = [flag for flag, value in (("--shard", args.shard), ("--merge", args.merge),
                                       ("--per-entry-jsonl", args.per_entry_jsonl),
                                       ("--summary-only", args.summary_only)) if value]
     if systems and large:
-        raise InputError(f"{large[0]} is an option of one system's run and {systems[0]} compares several: give "
-                         "them to separate runs (score or merge each system on its own, then --compare the reports)")
+        raise InputError(f"{large[0]} is an option of one system's run without statistics, and {systems[0]} "
+                         "needs every per-entry record in one report: give them to separate runs (score or merge "
+                         "each system on its own with its per-entry rows, then --compare the reports)")
     _refuse_comparison_contradictions(args)
     if args.merge:
         given = [flag for flag, value in (("--pred", args.pred), ("--gold", args.gold), ("--shard", args.shard),

@@ -402,3 +402,33 @@ def test_merge_names_a_family_this_evaluator_lacks(tmp_path, capsys, monkeypatch
     err = _refused(tmp_path, capsys, *parts)
     assert f"--merge {parts[0]}: the parts use a metric family this evaluator does not have (unknown metric family " \
            "fails-on-s21)" in err
+
+
+def test_rows_kept_on_disk_in_a_comparison_give_the_same_report_and_tables(tmp_path, monkeypatch, capsys):
+    """A comparison of long runs (rows spooled to disk) reads the rows back for its
+    statistics: the same report bytes and Markdown tables as with the rows in memory."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=40)
+    _, other, _ = _corpus(tmp_path / "d", n=40, seed=4)
+    other = other.rename(tmp_path / "other.jsonl")
+    args = ["--pred", str(pred), "--pred", str(other), "--gold", str(gold), "--ontology", str(onto),
+            "--bootstrap", "200", "--trials", "300", "--format", "markdown"]
+    outputs = {}
+    for spool in (10**9, 1):
+        monkeypatch.setattr(ev, "SPOOL_MIN_ENTRIES", spool)
+        capsys.readouterr()
+        report = _report_bytes(tmp_path, f"both-{spool}.json", *args)
+        outputs[spool] = (report, capsys.readouterr().out)
+    assert outputs[1] == outputs[10**9]
+    assert b'"comparison"' in outputs[1][0] and "| system |" in outputs[1][1]
+
+
+def test_large_run_options_exclude_the_statistics_options(tmp_path, capsys):
+    """--bootstrap and comparisons need every per-entry record in one report: --shard,
+    --merge, --per-entry-jsonl and --summary-only are refused with them (exit 2, named)."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=10)
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--no-report"]
+    for large in (["--summary-only"], ["--per-entry-jsonl", str(tmp_path / "rows.jsonl")], ["--shard", "1/2"]):
+        for stats in (["--bootstrap", "100"], ["--pred", str(pred), "--name", "a", "--name", "b"]):
+            capsys.readouterr()
+            assert ev.main([*base, *large, *stats]) == 2, (large, stats)
+            assert f"{large[0]} is an option of one system's run" in capsys.readouterr().err
