@@ -1636,6 +1636,201 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
     return _assignment_from_columns(_solve_numpy(cost).p, n, m)
 
 
+def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray,
+                       minv: np.ndarray, used: np.ndarray, cols: np.ndarray, vx: np.ndarray,
+                       pad: float, group: np.ndarray, start: int,
+                       stop_at: int) -> tuple[int, float, int]:
+    """Do the zero-delta steps of :func:`_solve_padded_columns` that follow the arrival at
+    the assigned group column ``group[start]``, the group's rows in numpy blocks.
+
+    On entry the group's ``minv`` is 0 and no unused individual column (``cols[~used]``)
+    has ``minv < 0``; ``group[:stop_at]`` are the assigned group columns. Step by step,
+    the next column is the lowest-index unused one whose ``minv`` is 0: the next group
+    column unless a zero individual column has a lower index. So: the group's rows are
+    scanned in blocks until a row makes an unused individual value <= 0 (or its padding
+    value ``pad - u`` < 0); then the zero individual columns below the next group column
+    are scanned one by one in index order; then the group's rows again. Every such step
+    has delta 0 (no potential moves, the group keeps 0 and its ``way``). A block's
+    ``minv``/``way`` updates take, per column, the first row with the strictly smallest
+    value (``argmin`` over [minv; rows]), exactly what the sequential strict ``<`` keeps.
+
+    It returns as soon as a scan leaves a negative value (the next delta is not 0), the
+    next column to reach is free (the phase ends there) or the lowest zero individual
+    column lies above the next group column; the caller then continues step by step.
+
+    Returns ``(q, row_pad, column)``: ``group[:q]`` have been reached, ``row_pad`` is the
+    padding value of the last scanned row and ``column`` the column of that row (the
+    caller's group update); ``(q, 0.0, 0)`` when no update can apply.
+    """
+    real_width = c.shape[1]
+    extra = cols.size - real_width
+    block_rows = 16         # doubled for each new block: little wasted work
+    s = start               # group[s] is the next group column whose row is scanned
+    b0 = b1 = start         # the current block: rows of group[b0:b1]
+    while True:
+        # the group's rows from s on, up to the first that stops the walk
+        stopped = False
+        while s < stop_at:
+            if s >= b1:     # a new block: its values and, per column, its first value <= 0
+                b0, b1 = s, min(stop_at, s + block_rows)
+                block_rows = min(2 * block_rows, _TIE_BLOCK_ROWS)
+                block_cols = np.flatnonzero(~used)
+                rows = p[group[b0:b1]]
+                costs = c[rows][:, block_cols[block_cols < real_width]]
+                if extra:
+                    costs = np.hstack((costs, np.full((rows.size, int((block_cols >= real_width).sum())), pad)))
+                cur = costs - u[rows][:, None] - vx[block_cols]   # (cost - u) - v, as the scalar step
+                row_pad = pad - u[rows]
+                le0 = cur <= 0.0
+                first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), b1 - b0)
+                pad_neg = np.flatnonzero(row_pad < 0.0)
+                first_pad_neg = int(pad_neg[0]) if pad_neg.size else b1 - b0
+            live = ~used[block_cols]     # an earlier value <= 0 of a live column would have stopped
+            stop = min(int(first_le0[live].min()) if live.any() else b1 - b0, first_pad_neg)
+            top = min(stop + 1, b1 - b0)
+            seg = np.vstack((minv[block_cols[live]][None, :], cur[s - b0:top][:, live]))
+            best = np.argmin(seg, axis=0)                       # first minimum, as strict <
+            better = best > 0
+            changed = block_cols[live][better]
+            minv[changed] = seg[best[better], better]
+            way[cols[changed]] = group[s + best[better] - 1]
+            s = b0 + top
+            if stop < b1 - b0:
+                if row_pad[stop] < 0.0 or (cur[stop][live] < 0.0).any():
+                    return s, float(row_pad[stop]), int(group[s - 1])
+                stopped = True
+                break
+        if not stopped:
+            return s, 0.0, 0
+        # the zero individual columns below the next group column, one by one in index order
+        next_group = int(group[s]) if s < group.size else sys.maxsize
+        while True:
+            zeros = np.flatnonzero((minv == 0.0) & ~used)
+            if not zeros.size:
+                break
+            x = int(zeros[0])
+            j = int(cols[x])
+            if j > next_group or p[j] == 0:
+                return s, 0.0, 0
+            used[x] = True
+            i0 = p[j]
+            row = np.concatenate((c[i0], np.full(extra, pad))) if extra else c[i0]
+            cur_j = row - u[i0] - vx
+            better = ~used & (cur_j < minv)
+            minv[better] = cur_j[better]
+            way[cols[better]] = j
+            pad_j = pad - u[i0]
+            if pad_j < 0.0 or (cur_j[~used] < 0.0).any():
+                return s, float(pad_j), j
+
+
+def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
+    """:func:`_solve_python` on the n x n square of an n x m ``cost`` with n > m whose
+    columns m+1..n are all ``pad``, without scanning the padding columns one by one.
+
+    Returns the square's final state (``p``, ``u``, ``v`` over all n columns), equal to the
+    scalar solver's (``==``: at most the sign of a zero differs, which changes no
+    comparison and no non-zero result).
+
+    Why the padding columns can be grouped (1-based, as the solver):
+
+    (1) A column is marked used only after it was reached while assigned, so a free column
+        was never used and its potential is still the initial 0.0; a column once assigned
+        stays assigned (augmenting only swaps rows).
+    (2) Call a padding column *regular* while its potential is 0 (every free one, by (1)).
+        Within a phase, every unused regular column has the same ``minv`` and ``way``:
+        all start at inf, every scanned row gives each of them the same value
+        ``(pad - u) - 0``, so the same strict ``<`` updates apply, and ``minv -= delta``
+        is the same subtraction. ``argmin`` therefore reaches them one by one in index
+        order (the lowest unused one first; a real column, whose index is lower, wins a
+        tie), so they are kept as one *group*: their common ``minv`` ``g``, ``way`` ``w``
+        and how many of them (``q``, in index order) the phase has reached. In
+        particular the free padding column that ends a phase is the lowest free one,
+        and the assigned padding columns are always m+1..m+A.
+    (3) The real columns and the *irregular* padding columns (assigned, potential != 0,
+        rare: a float rounding of a potential) are scanned as individual columns, with
+        the same arithmetic ``(cost - u) - v`` and the same first-minimum ``argmin``
+        (the group's column index decides a tie with an individual column).
+    (4) A delta of 0 changes potentials and ``minv`` at most in the sign of a zero, so it
+        is skipped; a non-zero delta is applied to every used column, the group's used
+        ones included (which then become irregular in later phases).
+    (5) The walks through the assigned regular columns that padding creates (each row
+        that ends in padding passes every one of them, with delta 0) are scanned in numpy
+        blocks by :func:`_scan_padding_walk`, exactly as the steps would.
+
+    Per phase this costs O(m + irregular) per step plus the walk's blocks, instead of
+    O(n) per step with about one step per assigned padding column.
+    """
+    n, m = cost.shape
+    inf = math.inf
+    c = np.zeros((n + 1, m + 1))
+    c[1:, 1:] = cost
+    u = np.zeros(n + 1)
+    v = np.zeros(n + 1)
+    p = np.zeros(n + 1, dtype=np.int64)
+    way = np.zeros(n + 1, dtype=np.int64)
+    padding = np.arange(m + 1, n + 1)
+    assigned = 0                # padding columns m+1..m+assigned have a row, by (2)
+    for i in range(1, n + 1):
+        regular = v[m + 1:] == 0.0
+        group = padding[regular]
+        cols = np.concatenate((np.arange(m + 1), padding[~regular]))    # ascending
+        pad_extra = np.full(cols.size - (m + 1), pad)
+        vx = v[cols]
+        group_assigned = int(np.searchsorted(group, m + assigned, side="right"))
+        minv = np.full(cols.size, inf)
+        used = np.zeros(cols.size, dtype=bool)
+        g, w, q = inf, 0, 0     # the group's minv and way; group[:q] reached this phase
+        p[0] = i
+        j0, x0 = 0, 0           # x0: position of j0 in cols, -1 for a group column
+        while True:
+            if x0 < 0 and g == 0.0 and (minv[~used] >= 0.0).all():
+                last, row_pad, scanned = _scan_padding_walk(c, u, p, way, minv, used, cols, vx,
+                                                            pad, group, q - 1, group_assigned)
+                way[group[q:last]] = w
+                q = last
+                if row_pad < g:
+                    g, w = row_pad, scanned
+            else:
+                if x0 >= 0:
+                    used[x0] = True
+                i0 = p[j0]
+                row = np.concatenate((c[i0], pad_extra)) if pad_extra.size else c[i0]
+                cur = row - u[i0] - vx
+                better = ~used & (cur < minv)
+                minv[better] = cur[better]
+                way[cols[better]] = j0
+                row_pad = pad - u[i0]
+                if row_pad < g:
+                    g, w = row_pad, j0
+            masked = np.where(used, inf, minv)
+            x1 = int(np.argmin(masked))
+            delta = float(masked[x1])
+            if q < group.size and (g < delta or (g == delta and group[q] < cols[x1])):
+                j1, delta, x1 = int(group[q]), g, -1
+            else:
+                j1 = int(cols[x1])
+            if delta != 0.0:
+                u[p[cols[used]]] += delta
+                vx[used] -= delta
+                minv[~used] -= delta
+                if q:
+                    u[p[group[:q]]] += delta
+                    v[group[:q]] -= delta
+                g -= delta
+            if x1 < 0:
+                way[j1] = w
+                q += 1
+            j0, x0 = j1, x1
+            if p[j0] == 0:
+                break
+        v[cols] = vx
+        _augment(p, way, j0)
+        if j0 > m:
+            assigned += 1
+    return _SolverState(p, u, v)
+
+
 def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     """``cost`` as a finite float64 matrix (a 1-D empty input -> shape (0, 0))."""
     arr = np.asarray(cost, dtype=float)
@@ -1723,8 +1918,11 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
     augmenting path is the padding row alone and no real row moves. The test is O(n m)
     and, when it fails (not seen on tie-heavy random matrices), the square is solved.
     n > m: padding columns come last, and transposing would change the tie-breaking
-    (SPEC.md ties are defined row by row), so the padded square is solved as it is; its
-    long zero-delta walks through the equal padding columns are scanned in numpy blocks.
+    (SPEC.md ties are defined row by row), so the padded square's own steps are done, by
+    :func:`_solve_padded_columns`: the padding columns whose potential is still 0 (every
+    free one) keep identical state within a phase and are handled as one group, reached
+    in index order; the long zero-delta walks through their rows are scanned in numpy
+    blocks (its docstring has the argument). Same final state as the square's solve.
 
     Raises:
         ValueError: a ragged or non-2-D matrix, a non-finite cost or pad.
@@ -1747,9 +1945,8 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
         square = np.full((m, m), float(pad))
         square[:n] = arr
         return hungarian(square)[:n]
-    square = np.full((n, n), float(pad))
-    square[:, :m] = arr
-    return [j if j < m else -1 for j in hungarian(square)]
+    state = _solve_padded_columns(arr, float(pad))
+    return [j if j < m else -1 for j in _assignment_from_columns(state.p, n, n)]
 
 
 @dataclass(frozen=True)
