@@ -3293,9 +3293,11 @@ class Text2KGBench:
         return concepts, relations
 
     @staticmethod
+    @functools.lru_cache(maxsize=1 << 16)
     def stem_squash(text: str) -> str:
         """run_eval.py's hallucination normalisation: word_tokenize, Porter-stem each
-        token, join the stems with no separator, delete ``_`` and whitespace, lowercase."""
+        token, join the stems with no separator, delete ``_`` and whitespace, lowercase.
+        Memoised (a pure function of ``text``; subjects and objects recur across sentences)."""
         word_tokenize, stem = _nltk_tokenize_and_stem()
         return Text2KGBench.squash("".join(stem(tok) for tok in word_tokenize(text)))
 
