@@ -28,7 +28,7 @@ cache at the edge, the command line last). Sections, in file order (search for t
                                                statistics; HgrFamily, StrictFamily,
                                                PerRelationFamily
     Input: read_jsonl                          strict JSONL reader (file, line, reason;
-                                               JsonlReader)
+                                               JsonlReader; orjson, json where they differ)
     Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
                                                (Text2KGBench, Text2KGBenchFamily)
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
@@ -39,7 +39,8 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Engine                                     score_entries, build_report, format_summary
     Embedding backends                         ModelStore, FastembedBackend /
                                                SentenceTransformersBackend (offline),
-                                               EmbeddingCache (SQLite), Embedder,
+                                               EmbeddingCache (SQLite), Embedder (model
+                                               loaded at the first cache miss),
                                                EmbeddingSimilarity
     Command line                               RunConfig, summary.config, run, main
 
