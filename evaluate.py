@@ -1638,6 +1638,65 @@ def _hungarian_numpy(cost: np.ndarray) -> list[int]:
     return _assignment_from_columns(_solve_numpy(cost).p, n, m)
 
 
+def _padding_block_at_once(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray,
+                           minv: np.ndarray, used: np.ndarray, cols: np.ndarray, vx: np.ndarray,
+                           pad: float, group: np.ndarray, b0: int, cur: np.ndarray,
+                           row_pad: np.ndarray, block_cols: np.ndarray, first_le0: np.ndarray) -> bool:
+    """All the zero-delta steps of one fresh block of :func:`_scan_padding_walk` at once,
+    when nothing in it can change their order; False (nothing changed) otherwise.
+
+    Only real individual columns (no irregular padding column). Step by step, group row r
+    makes zero the open columns whose first value <= 0 is in row r (``first_le0``); they
+    are reached next, in index order, before row r + 1, and their rows are scanned. If
+    no row leaves a negative value on a column still open at its turn, no scanned real
+    row makes another open column zero before its own group row does, no padding value
+    is negative and every zero column is assigned, then that order is known in advance:
+    group rows in order, each followed by the columns it makes zero (by index). Each
+    column's ``minv``/``way`` then take the first row with the strictly smallest value
+    among the rows before its turn (``argmin`` over [minv; those rows in that order]),
+    exactly what the sequential strict ``<`` keeps.
+    """
+    n_rows = cur.shape[0]
+    if not n_rows or row_pad.min() < 0.0:
+        return False
+    hit = np.flatnonzero(first_le0 < n_rows)                 # block positions made zero
+    order = np.lexsort((block_cols[hit], first_le0[hit]))
+    zero_pos = hit[order]                                    # in their turn's order
+    zero_cols = block_cols[zero_pos]                         # positions in cols
+    if (p[cols[zero_cols]] == 0).any():                      # a free column ends the phase
+        return False
+    k = zero_pos.size
+    stride = k + 1
+    times = np.concatenate((np.arange(n_rows) * stride,     # group row r, then its zeros
+                            first_le0[zero_pos] * stride + 1 + np.arange(k)))
+    turn = np.full(block_cols.size, np.inf)
+    turn[zero_pos] = times[n_rows:]
+    if k:
+        rows = p[cols[zero_cols]]
+        cur_z = c[rows][:, block_cols] - u[rows][:, None] - vx[block_cols]   # as the scalar step
+        if (pad - u[rows] < 0.0).any():
+            return False
+        values = np.vstack((cur, cur_z))
+    else:
+        values = cur
+    still_open = times[:, None] < turn[None, :]
+    if ((values < 0.0) & still_open).any():
+        return False
+    if k and ((values[n_rows:] <= 0.0) & still_open[n_rows:]
+              & (first_le0[None, :] > first_le0[zero_pos][:, None])).any():
+        return False                                         # a scanned column's row moves a zero
+    sequence = np.argsort(times, kind="stable")
+    stacked = np.vstack((minv[block_cols][None, :], np.where(still_open, values, np.inf)[sequence]))
+    best = np.argmin(stacked, axis=0)                        # first minimum, as strict <
+    better = best > 0
+    source = sequence[best[better] - 1]
+    row_columns = np.concatenate((group[b0:b0 + n_rows], cols[zero_cols]))
+    minv[block_cols[better]] = stacked[best[better], better]
+    way[cols[block_cols[better]]] = row_columns[source]
+    used[zero_cols] = True
+    return True
+
+
 def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray,
                        minv: np.ndarray, used: np.ndarray, cols: np.ndarray, vx: np.ndarray,
                        pad: float, group: np.ndarray, start: int,
@@ -1687,6 +1746,10 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
                 first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), b1 - b0)
                 pad_neg = np.flatnonzero(row_pad < 0.0)
                 first_pad_neg = int(pad_neg[0]) if pad_neg.size else b1 - b0
+                if not extra and _padding_block_at_once(c, u, p, way, minv, used, cols, vx, pad, group,
+                                                        b0, cur, row_pad, block_cols, first_le0):
+                    s = b1
+                    continue
             live = ~used[block_cols]     # an earlier value <= 0 of a live column would have stopped
             stop = min(int(first_le0[live].min()) if live.any() else b1 - b0, first_pad_neg)
             top = min(stop + 1, b1 - b0)
@@ -1758,7 +1821,9 @@ def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
         ones included (which then become irregular in later phases).
     (5) The walks through the assigned regular columns that padding creates (each row
         that ends in padding passes every one of them, with delta 0) are scanned in numpy
-        blocks by :func:`_scan_padding_walk`, exactly as the steps would.
+        blocks by :func:`_scan_padding_walk`, exactly as the steps would; a block whose
+        order of steps is known in advance is done in one go
+        (:func:`_padding_block_at_once`).
 
     Per phase this costs O(m + irregular) per step plus the walk's blocks, instead of
     O(n) per step with about one step per assigned padding column.

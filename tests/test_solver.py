@@ -311,9 +311,12 @@ def square_state(cost: np.ndarray, pad: float) -> ev._SolverState:
     return ev._solve_python(square.tolist(), n, n)
 
 
-def test_padding_group_state_equals_square_on_10000_matrices():
+def test_padding_group_state_equals_square_on_10000_matrices(monkeypatch):
     # the whole final state (p, u, v of every column; == ignores the sign of a zero) of the
     # scalar solver on the padded square, every shape k x 0 ... k x (k-1), ties and roundings
+    at_once = []
+    real = ev._padding_block_at_once
+    monkeypatch.setattr(ev, "_padding_block_at_once", lambda *a: at_once.append(real(*a)) or at_once[-1])
     rng = np.random.default_rng(20261201)
     shapes = set()
     irregular = 0
@@ -333,6 +336,8 @@ def test_padding_group_state_equals_square_on_10000_matrices():
         irregular += int(np.count_nonzero(np.asarray(ref.v[m + 1:])))
     assert {(n, m) for n in range(1, 9) for m in range(n)} <= shapes     # k x 0 included
     assert irregular > 100      # padding columns with a potential != 0 were exercised
+    # whole blocks done at once, and blocks whose order could change done step by step
+    assert at_once.count(True) > 1000 and at_once.count(False) > 100
 
 
 @pytest.mark.parametrize("block_rows", [1, 2, 256])
