@@ -6763,7 +6763,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
             log.warning("%s: embedding cache in %s unusable (%s); running without it", PRODUCT, cdir, exc)
     loaders = {"fastembed": FastembedBackend.load, "sentence-transformers": SentenceTransformersBackend.load}
     record_key = f"model|{model}|{os.fspath(model_cache) if model_cache else ''}"
-    known = _identified_model(cache, record_key, model)
+    known = _identified_model(cache, record_key, model, model_cache)
     if known is not None:
         emb = Embedder(None, model_name=model, model_id=known["model_id"], cache=cache,
                        progress=progress, batch_size=batch_size, dim=int(known["dim"]),
@@ -6806,7 +6806,8 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     model_dir = getattr(backend, "model_dir", None)
     if cache is not None and model_dir is not None:
         record = {"backend": backend.name, "model_id": model_id, "dim": emb.dim,
-                  "model_dir": os.fspath(model_dir), "versions": _embedding_backend_versions()}
+                  "model_dir": os.fspath(model_dir), "versions": _embedding_backend_versions(),
+                  "searched": _model_search_path(model, model_cache)}
         try:
             cache.put_meta(record_key, json.dumps(record, sort_keys=True))
         except sqlite3.Error as exc:
@@ -6826,11 +6827,20 @@ def _embedding_backend_versions() -> dict[str, str | None]:
     return versions
 
 
-def _identified_model(cache: EmbeddingCache | None, record_key: str, model: str) -> dict[str, Any] | None:
+def _model_search_path(model: str, model_cache: str | os.PathLike | None) -> list[str]:
+    """Where a named model is looked for, in order (a directory model: nowhere else)."""
+    if Path(model).expanduser().is_dir():
+        return []
+    return [os.fspath(path) for path in ModelStore.cache_candidates(model_cache)]
+
+
+def _identified_model(cache: EmbeddingCache | None, record_key: str, model: str,
+                      model_cache: str | os.PathLike | None = None) -> dict[str, Any] | None:
     """The cache's record of how ``model`` was identified at its last load (see
-    :func:`load_embedder`) when it still holds: same backend package versions, the model
-    directory still there (for a directory model: the same directory) and its files'
-    fingerprint still giving the recorded model id. None otherwise (the model is loaded)."""
+    :func:`load_embedder`) when it still holds: same backend package versions, the same
+    model caches searched (a named model), the model directory still there (for a
+    directory model: the same directory) and its files' fingerprint still giving the
+    recorded model id. None otherwise (the model is loaded)."""
     if cache is None:
         return None
     try:
@@ -6841,6 +6851,8 @@ def _identified_model(cache: EmbeddingCache | None, record_key: str, model: str)
     if not isinstance(record, dict) or record.get("backend") not in ("fastembed", "sentence-transformers"):
         return None
     if record.get("versions") != _embedding_backend_versions() or not isinstance(record.get("dim"), int):
+        return None
+    if record.get("searched") != _model_search_path(model, model_cache):
         return None
     model_dir = Path(str(record.get("model_dir", "")))
     local = Path(model).expanduser()

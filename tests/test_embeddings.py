@@ -729,3 +729,27 @@ def test_warm_cli_run_imports_no_fastembed(minilm_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     assert warm.read_bytes() == cold.read_bytes()
     assert json.loads(warm.read_text())["summary"]["embedding_backend"] == "fastembed"
+
+
+def test_named_model_warm_cache_is_not_loaded(minilm_hub_cache, tmp_path, monkeypatch, no_network):
+    # --embedding-model NAME --model-cache DIR: the record names the snapshot directory; a
+    # changed search path (another model cache in front) makes the next call load again
+    from conftest import MINILM_FASTEMBED_NAME
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    cache_dir = tmp_path / "cache"
+    cold = load_embedder(MINILM_FASTEMBED_NAME, model_cache=minilm_hub_cache, cache_dir=cache_dir, progress=False)
+    vectors = cold.embed(["neural network", "Paris"])
+    cold.close()
+    loads = _counting_fastembed_load(monkeypatch)
+    warm = load_embedder(MINILM_FASTEMBED_NAME, model_cache=minilm_hub_cache, cache_dir=cache_dir, progress=False)
+    assert (warm.backend, warm.model_id, warm.dim) == (cold.backend, cold.model_id, 384)
+    assert warm.embed(["neural network", "Paris"]).tobytes() == vectors.tobytes()
+    assert loads == [] and warm.stats.model_loads == 0
+    warm.close()
+    # without --model-cache the search path differs ($FASTEMBED_CACHE_PATH first): loaded
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(minilm_hub_cache))
+    other = load_embedder(MINILM_FASTEMBED_NAME, cache_dir=cache_dir, progress=False)
+    assert loads == [MINILM_FASTEMBED_NAME] and other.model_id == cold.model_id
+    other.close()
