@@ -1448,6 +1448,9 @@ def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
 _NUMPY_SOLVER_MIN_SIZE = 48
 #: Rows scanned per numpy block in a run of zero-delta steps (bounds the block's memory).
 _TIE_BLOCK_ROWS = 256
+#: Cells (rows x columns) of a padding-walk block in :func:`_scan_padding_walk` beyond
+#: :data:`_TIE_BLOCK_ROWS` rows: narrow matrices (few predictions) take longer blocks.
+_PAD_BLOCK_CELLS = 1 << 15
 #: Zero-delta steps in a row before :func:`_solve_numpy` tries a block scan (short runs,
 #: often interrupted, are cheaper step by step).
 _ZERO_RUN_MIN_STREAK = 8
@@ -1725,7 +1728,9 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
     """
     real_width = c.shape[1]
     extra = cols.size - real_width
-    block_rows = 16         # doubled for each new block: little wasted work
+    # a walk normally runs through every assigned group column (the free one ends it), so
+    # the first block takes them all, up to the cell bound
+    block_rows = max(_TIE_BLOCK_ROWS, _PAD_BLOCK_CELLS // cols.size)
     s = start               # group[s] is the next group column whose row is scanned
     b0 = b1 = start         # the current block: rows of group[b0:b1]
     while True:
@@ -1734,7 +1739,6 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
         while s < stop_at:
             if s >= b1:     # a new block: its values and, per column, its first value <= 0
                 b0, b1 = s, min(stop_at, s + block_rows)
-                block_rows = min(2 * block_rows, _TIE_BLOCK_ROWS)
                 block_cols = np.flatnonzero(~used)
                 rows = p[group[b0:b1]]
                 costs = c[rows][:, block_cols[block_cols < real_width]]

@@ -344,6 +344,7 @@ def test_padding_group_state_equals_square_on_10000_matrices(monkeypatch):
 def test_padding_group_walk_blocks_any_size(monkeypatch, block_rows):
     # the walk's numpy blocks (any block size) give the square's assignment, numpy sizes
     monkeypatch.setattr(ev, "_TIE_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(ev, "_PAD_BLOCK_CELLS", block_rows)
     rng = np.random.default_rng(block_rows)
     for n, m in [(60, 3), (70, 1), (55, 48), (90, 20), (120, 0)]:
         cost = tied_matrix(rng, n, m) if n % 2 else noisy_matrix(rng, n, m)
