@@ -83,19 +83,9 @@ def old_padded(module: Any, cost: Any) -> list[int]:
     return [j if j < m else -1 for j in module.hungarian(square)[:n]]
 
 
-def _common(a: Any, b: Any) -> tuple[Any, Any]:
-    """``a`` and ``b`` restricted to the dict keys both have (recursively): summary fields
-    added after the baseline (notices, inputs, new counters) are not compared."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = [k for k in a if k in b]
-        pairs = {k: _common(a[k], b[k]) for k in keys}
-        return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
-    return a, b
-
-
 def same_summary(new: dict[str, Any], old: dict[str, Any]) -> bool:
     """The two reports' summaries agree on every field both have."""
-    a, b = _common(new["summary"], old["summary"])
+    a, b = _baseline.common_fields(new["summary"], old["summary"])
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
