@@ -3085,11 +3085,14 @@ class JsonlReader:
     RAW_HEAD = 4096
     STRING_RE = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
     NON_BRACKET_RE = re.compile(rb"[^\[\]{}]++")
-    #: 19 digits in a row: possibly an integer beyond 64 bits, which orjson reads as a float.
-    LONG_DIGITS_RE = re.compile(r"[0-9]{19}")
+    #: Every ASCII digit made a ``9``: a run of 19 digits (possibly an integer beyond 64 bits,
+    #: which orjson reads as a float) becomes ``b"9" * 19`` (bytes.translate + find: ~4x
+    #: faster than a regular expression).
+    DIGITS_AS_NINE = bytes.maketrans(b"012345678", b"999999999")
+    LONG_DIGIT_RUN = b"9" * 19
 
     @staticmethod
-    def loads(text: str) -> Any:
+    def loads(text: str, raw: bytes | None = None) -> Any:
         """Exactly ``json.loads(text)`` (same value, same exception), with orjson (several
         times faster) for every line it reads the same way.
 
@@ -3100,8 +3103,10 @@ class JsonlReader:
         integer of 19+ digits, conservatively), is read by ``json.loads``, which also gives
         every error message. Both keep the last of duplicate keys, at the first key's place;
         floats are both correctly rounded (tests/test_input_jsonl.py compares them).
+        ``raw``: the line's bytes (``text`` encoded as UTF-8), when the caller has them.
         """
-        if JsonlReader.LONG_DIGITS_RE.search(text) is None:
+        data = text.encode("utf-8", "surrogatepass") if raw is None else raw
+        if data.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0:
             try:
                 return orjson.loads(text)
             except orjson.JSONDecodeError:
@@ -3167,7 +3172,7 @@ class JsonlReader:
             return None
         s = s.rstrip("\r\n")  # error columns then count within the line
         try:
-            value = JsonlReader.loads(s)
+            value = JsonlReader.loads(s, raw)
         except RecursionError:
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than "
                                             f"{max_depth} levels (exceeds the decoder's recursion limit)",
