@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +48,12 @@ def _load(path: Path, name: str) -> ModuleType:
     sys.modules[name] = module          # dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     return module
+
+
+def common_fields(a: Any, b: Any) -> tuple[Any, Any]:
+    """``a`` and ``b`` restricted to the dict keys both have (recursively): report fields
+    added after the baseline (notices, inputs, new counters) are not compared."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        pairs = {k: common_fields(a[k], b[k]) for k in a if k in b}
+        return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
+    return a, b

@@ -637,3 +637,119 @@ def test_sentence_transformers_backend_matches_onnx(minilm_dir, embedder, tmp_pa
     ref = embedder.embed(texts)
     assert np.all(np.sum(got * ref, axis=1) >= 0.95)  # fp32 torch vs int8 onnx
     emb.close()
+
+
+# --------------------------------------------------------------------------------------
+# Warm cache: the model is identified from its files, and loaded only for a missing text
+# --------------------------------------------------------------------------------------
+
+def _counting_fastembed_load(monkeypatch) -> list[str]:
+    loads: list[str] = []
+    real = ev.FastembedBackend.load
+
+    def counting(model, model_cache):
+        loads.append(model)
+        return real(model, model_cache)
+
+    monkeypatch.setattr(ev.FastembedBackend, "load", staticmethod(counting))
+    return loads
+
+
+def test_warm_cache_does_not_load_the_model(minilm_dir, tmp_path, monkeypatch):
+    texts = ["subject", "predicate", "object", "knowledge graph"]
+    cold = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    v1 = cold.embed(texts)
+    assert cold.stats.model_loads == 1
+    cold.close()
+
+    loads = _counting_fastembed_load(monkeypatch)
+    warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert (warm.backend, warm.model_id, warm.dim) == (cold.backend, cold.model_id, cold.dim) == (
+        "fastembed", cold.model_id, 384)
+    v2 = warm.embed(texts)
+    assert loads == [] and warm.stats.model_loads == 0          # every vector from the cache
+    assert v2.tobytes() == v1.tobytes()
+
+    # a text the cache lacks: the model is loaded now, once, and gives the eager vector
+    v3 = warm.embed(["a text no run has embedded", "subject"])
+    assert loads == [str(minilm_dir)] and warm.stats.model_loads == 1
+    warm.embed(["another new text"])
+    assert loads == [str(minilm_dir)]
+    warm.close()
+    eager = load_embedder(str(minilm_dir), progress=False)       # no cache: loads at once
+    assert eager.stats.model_loads == 1
+    assert v3.tobytes() == eager.embed(["a text no run has embedded", "subject"]).tobytes()
+    eager.close()
+
+
+def test_changed_model_files_are_loaded_again(minilm_dir, tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    for p in minilm_dir.rglob("*"):
+        if p.is_file():
+            dst = model / p.relative_to(minilm_dir)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(p.read_bytes())
+    cache_dir = tmp_path / "cache"
+    first = load_embedder(str(model), cache_dir=cache_dir, progress=False)
+    first.embed(["shared text"])
+    first.close()
+    (model / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    loads = _counting_fastembed_load(monkeypatch)
+    second = load_embedder(str(model), cache_dir=cache_dir, progress=False)
+    assert loads == [str(model)] and second.stats.model_loads == 1   # not identified: loaded
+    assert second.model_id != first.model_id
+    second.close()
+    # and the record now names the new files: a third call does not load
+    third = load_embedder(str(model), cache_dir=cache_dir, progress=False)
+    assert loads == [str(model)] and third.model_id == second.model_id
+    third.close()
+
+
+def test_warm_cli_run_imports_no_fastembed(minilm_dir, tmp_path):
+    # the second run cannot import fastembed at all (a package on PYTHONPATH that refuses),
+    # yet scores with the embeddings from the cache: the same report bytes
+    from helpers import run_cli
+
+    combined = _parity_combined()
+    if not combined.is_file():
+        pytest.skip(f"{combined} not found")
+    blocker = tmp_path / "blocker" / "fastembed"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("fastembed import blocked by the test")\n')
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    args = ["--pred", combined, "--embedding-model", minilm_dir, "--require-embeddings", "--quiet", "--limit", "30"]
+    cold, warm = tmp_path / "cold.json", tmp_path / "warm.json"
+    done = run_cli(*args, "--report", cold, env=env)
+    assert done.returncode == 0, done.stderr
+    blocked_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(blocker.parent), os.environ.get("PYTHONPATH")]))}
+    check = subprocess.run([sys.executable, "-c", "import fastembed"], env={**os.environ, **blocked_env},
+                           capture_output=True, text=True)
+    assert "blocked by the test" in check.stderr                    # the blocker works
+    done = run_cli(*args, "--report", warm, env=blocked_env)
+    assert done.returncode == 0, done.stderr
+    assert warm.read_bytes() == cold.read_bytes()
+    assert json.loads(warm.read_text())["summary"]["embedding_backend"] == "fastembed"
+
+
+def test_named_model_warm_cache_is_not_loaded(minilm_hub_cache, tmp_path, monkeypatch, no_network):
+    # --embedding-model NAME --model-cache DIR: the record names the snapshot directory; a
+    # changed search path (another model cache in front) makes the next call load again
+    from conftest import MINILM_FASTEMBED_NAME
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)
+    cache_dir = tmp_path / "cache"
+    cold = load_embedder(MINILM_FASTEMBED_NAME, model_cache=minilm_hub_cache, cache_dir=cache_dir, progress=False)
+    vectors = cold.embed(["neural network", "Paris"])
+    cold.close()
+    loads = _counting_fastembed_load(monkeypatch)
+    warm = load_embedder(MINILM_FASTEMBED_NAME, model_cache=minilm_hub_cache, cache_dir=cache_dir, progress=False)
+    assert (warm.backend, warm.model_id, warm.dim) == (cold.backend, cold.model_id, 384)
+    assert warm.embed(["neural network", "Paris"]).tobytes() == vectors.tobytes()
+    assert loads == [] and warm.stats.model_loads == 0
+    warm.close()
+    # without --model-cache the search path differs ($FASTEMBED_CACHE_PATH first): loaded
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(minilm_hub_cache))
+    other = load_embedder(MINILM_FASTEMBED_NAME, cache_dir=cache_dir, progress=False)
+    assert loads == [MINILM_FASTEMBED_NAME] and other.model_id == cold.model_id
+    other.close()

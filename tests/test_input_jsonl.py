@@ -1,9 +1,11 @@
 """Input: read_jsonl, the strict JSONL reader: BOM, CRLF, CR-only files, invalid UTF-8,
-invalid JSON, nesting depth, long lines in bounded memory, missing files.
+invalid JSON, nesting depth, long lines in bounded memory, missing files; orjson's
+fast path and its exact fallback to the json module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tracemalloc
 
@@ -111,3 +113,117 @@ def test_jsonl_long_line_bounded_memory(tmp_path):
 def test_jsonl_missing_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_jsonl(tmp_path / "nope.jsonl")
+
+
+# --------------------------------------------------------------------------------------
+# orjson reads the lines; every line it reads differently goes to json.loads
+# --------------------------------------------------------------------------------------
+
+def same_json(a, b) -> bool:
+    """Equal values of equal types, NaN equal to NaN, dict key order included."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return repr(a) == repr(b)           # nan == nan, -0.0 vs 0.0 told apart
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# (line, orjson reads it differently from json.loads: rejects it or changes its value)
+SPECIAL_LINES = [
+    ('{"x": NaN}', True),
+    ('[Infinity, -Infinity]', True),
+    ('{"w": 1e999}', True),                          # json: inf; orjson: rejected
+    ('{"w": -1e999, "v": 1.7976931348623159e308}', True),
+    ('{"s": "\\ud800"}', True),                       # lone high surrogate
+    ('{"s": "x\\udc00y"}', True),                     # lone low surrogate
+    ('{"s": "\\ud800\\u0041"}', True),                # high surrogate without its pair
+    ('{"id": 18446744073709551616}', True),          # 2**64: orjson -> 1.8446744073709552e+19
+    ('{"id": -9223372036854775809}', True),          # below -2**63: orjson -> float
+    ('{"id": 123456789012345678901234567890}', True),
+    ('{"id": 18446744073709551615}', False),          # 2**64 - 1: orjson keeps the int
+    ('{"id": -9223372036854775808}', False),
+    ('{"a": 1, "b": 0, "a": 2}', False),              # duplicates: last value, first place
+    ('{"a": {"a": 1}, "a": [2]}', False),
+    ('{"s": "\\ud83d\\ude00", "t": "\\u0000\\u2028"}', False),   # a surrogate pair, NUL, LS
+    ('[-0, -0.0, 0e0, 1E2, 1e-400, 4.9e-324, 2.2250738585072011e-308]', False),
+    ('{"f": 0.30000000000000004, "g": 1.7976931348623157e308}', False),
+]
+
+
+@pytest.mark.parametrize("line, differs", SPECIAL_LINES)
+def test_jsonl_values_equal_json_loads(tmp_path, line, differs):
+    orjson = pytest.importorskip("orjson")
+    try:
+        direct = ("value", orjson.loads(line))
+    except orjson.JSONDecodeError:
+        direct = ("rejected", None)
+    # the case is what it claims: orjson alone would get this line wrong (or right)
+    assert (direct[0] == "rejected" or not same_json(direct[1], json.loads(line))) == differs
+    path = tmp_path / "x.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    [rec] = read_jsonl(path)
+    assert rec.error is None
+    assert same_json(rec.value, json.loads(line))
+    assert same_json(ev.JsonlReader.loads(line), json.loads(line))
+
+
+@pytest.mark.parametrize("line", ['[1,]', '{"a": 1} x', '01', '"\x01"', '{"a" 1}', "{'a': 1}", '[1]\x0c'])
+def test_jsonl_invalid_lines_keep_json_messages(tmp_path, line):
+    # orjson rejects them too; the error (message and column) is json's, as before
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(line)
+    path = tmp_path / "x.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    [rec] = read_jsonl(path)
+    assert rec.value is None
+    assert rec.error == f"line 1: invalid JSON: {expected.value.msg} (column {expected.value.colno})"
+
+
+def test_jsonl_ordinary_lines_go_through_orjson(tmp_path, monkeypatch):
+    # the fast path is really taken (and the json module only for the lines that need it)
+    orjson = pytest.importorskip("orjson")
+    calls = {"orjson": 0, "json": 0}
+    real_orjson, real_json = orjson.loads, json.loads
+
+    def spy_orjson(text):
+        calls["orjson"] += 1
+        return real_orjson(text)
+
+    def spy_json(text, *args, **kwargs):
+        calls["json"] += 1
+        return real_json(text, *args, **kwargs)
+
+    monkeypatch.setattr(ev.orjson, "loads", spy_orjson)
+    monkeypatch.setattr(ev.json, "loads", spy_json)
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"id": "1", "triplets": []}\n{"id": 2, "w": 0.5}\n{"x": NaN}\n'
+                    '{"id": 1234567890123456789012}\n', encoding="utf-8")
+    recs = list(read_jsonl(path))
+    assert [r.error for r in recs] == [None] * 4
+    # lines 1-3 tried with orjson (3 rejects NaN), line 4 skips it (19+ digits)
+    assert calls == {"orjson": 3, "json": 2}
+    assert recs[3].value == {"id": 1234567890123456789012}
+
+
+def test_jsonl_floats_equal_json_loads():
+    # correctly rounded in both: random decimal strings and the repr of random doubles
+    import random
+    import struct
+
+    orjson = pytest.importorskip("orjson")
+    rng = random.Random(20261201)
+    for k in range(20_000):
+        if k % 2:
+            digits = str(rng.randint(0, 10 ** rng.randint(1, 18)))
+            text = f"{digits[:1]}.{digits[1:] or '0'}e{rng.randint(-330, 307)}"
+        else:
+            text = repr(struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0])
+            if "n" in text:         # nan, inf
+                continue
+        assert same_json(ev.JsonlReader.loads(text), json.loads(text)), text
+        with contextlib.suppress(orjson.JSONDecodeError):
+            assert same_json(orjson.loads(text), json.loads(text)), text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,106 @@ def test_a_piped_input_gives_byte_identical_reports(tmp_path):
     inputs = json.loads(reports[0])["summary"]["inputs"]
     assert inputs["pred"] == {"name": "stream", "sha256": hashlib.sha256(text.encode()).hexdigest(), "path": None}
     assert inputs["gold"]["path"] == str(gold.resolve())
+
+
+# --------------------------------------------------------------------------------------
+# The same report bytes on every supported Python (3.11, 3.12, 3.13)
+# --------------------------------------------------------------------------------------
+
+#: What the CLI imports on a lexical run of every family (fastembed is imported only when
+#: embeddings are used); pinned to the lock by ``uv export``.
+CROSS_PYTHON_PACKAGES = {"numpy", "json-repair", "orjson", "tqdm", "platformdirs", "filelock",
+                         "nltk", "click", "joblib", "regex"}
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of ``version`` ("3.12"): on PATH, under pyenv, or one uv knows."""
+    import glob
+    import shutil
+    import subprocess
+
+    candidates = [shutil.which(f"python{version}")]
+    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    uv = shutil.which("uv")
+    if uv:
+        found = subprocess.run([uv, "python", "find", "--no-project", version], capture_output=True, text=True)
+        candidates.append(found.stdout.strip() if found.returncode == 0 else None)
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "-c", "import sys; print(sys.version)"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def python_env(version: str, folder: Path) -> str:
+    """A virtual environment of ``version`` with the locked versions of the packages a
+    lexical run needs; skips the test (with the reason) when that is not possible."""
+    import shutil
+    import subprocess
+
+    from helpers import ROOT
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed: cannot make another interpreter's environment")
+    interpreter = find_python(version)
+    if interpreter is None:
+        pytest.skip(f"no Python {version} interpreter found (PATH, pyenv, uv)")
+    exported = subprocess.run([uv, "export", "--frozen", "--no-hashes", "--no-emit-project", "--all-extras"],
+                              cwd=ROOT, capture_output=True, text=True)
+    if exported.returncode != 0:
+        pytest.skip(f"uv export failed: {exported.stderr.strip()[:200]}")
+    pins = [line for line in exported.stdout.splitlines()
+            if line.split("==")[0].strip().lower() in CROSS_PYTHON_PACKAGES]
+    requirements = folder / "requirements.txt"
+    requirements.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    venv = folder / f"py{version}"
+    for command in ([uv, "venv", "--quiet", "-p", interpreter, str(venv)],
+                    [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                     "-r", str(requirements)]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            pytest.skip(f"cannot make the Python {version} environment ({' '.join(command[:3])}): "
+                        f"{done.stderr.strip()[:300]}")
+    return str(venv / "bin" / "python")
+
+
+def report_without_config(path: Path) -> str:
+    """The report's JSON with ``summary.config`` (interpreter, library versions, timing)
+    removed, written back exactly (float reprs unchanged)."""
+    report = json.loads(path.read_text(encoding="utf-8"))
+    del report["summary"]["config"]
+    return json.dumps(report, ensure_ascii=False, indent=1)
+
+
+def test_reports_are_identical_on_python_311_312_313(tmp_path_factory):
+    # every family on the sample data, lexical path: the reports agree to the byte apart from
+    # summary.config (python, package versions, unicodedata version, wall-clock timing)
+    import subprocess
+
+    from helpers import NLTK_DATA, ROOT
+
+    if not (NLTK_DATA / "tokenizers").is_dir():
+        pytest.skip(f"NLTK tables not found in {NLTK_DATA}")
+    folder = tmp_path_factory.mktemp("pythons")
+    pythons = {"3.11": sys.executable if sys.version_info[:2] == (3, 11) else python_env("3.11", folder)}
+    for version in ("3.12", "3.13"):
+        if sys.version_info[:2] == tuple(map(int, version.split("."))):
+            pythons[version] = sys.executable
+        else:
+            pythons[version] = python_env(version, folder)
+    reports = {}
+    for version, python in pythons.items():
+        out = folder / f"report-{version}.json"
+        done = subprocess.run(
+            [python, str(ROOT / "evaluate.py"), "--pred", "predictions/base.jsonl", "--gold", "gold/gold.jsonl",
+             "--no-embeddings", "--metrics", "all", "--quiet", "--report", str(out)],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "NLTK_DATA": str(NLTK_DATA)})
+        assert done.returncode == 0, (version, done.stderr[-2000:])
+        reports[version] = report_without_config(out)
+        versions = json.loads(out.read_text(encoding="utf-8"))["summary"]["config"]["versions"]
+        assert versions["python"].startswith(version + ".")      # really that interpreter
+    first = reports["3.11"]
+    for version, text in reports.items():
+        assert text == first, f"the Python {version} report differs from 3.11's"

@@ -286,3 +286,82 @@ def test_zero_runs_give_the_scalar_state(monkeypatch, block_rows):
         vec = ev._solve_numpy(square)
         assert vec.p.tolist() == ref.p
         assert vec.u.tolist() == ref.u and vec.v.tolist() == ref.v
+
+
+# --------------------------------------------------------------------------------------
+# n > m: the padding columns as one group (_solve_padded_columns) against the square
+# --------------------------------------------------------------------------------------
+
+def noisy_matrix(rng: np.random.Generator, n: int, m: int) -> np.ndarray:
+    """Costs whose float sums round (0.1, 0.3, a 0.01 grid, 1 - 1 ulp): potentials of padding
+    columns then leave 0 by a rounding error (irregular columns) and walks get negative
+    deltas, besides exact ties."""
+    kind = rng.integers(0, 3)
+    if kind == 0:
+        return rng.choice([0.1, 0.2, 0.30000000000000004, 0.7, 1.0, 0.9999999999999999], size=(n, m))
+    if kind == 1:
+        return rng.choice(np.round(np.linspace(0.0, 1.0, 101), 2), size=(n, m))
+    return np.round(rng.random((n, m)) * 3.0 - 1.0, 1)        # above and below the padding
+
+
+def square_state(cost: np.ndarray, pad: float) -> ev._SolverState:
+    n, m = cost.shape
+    square = np.full((n, n), pad)
+    square[:, :m] = cost
+    return ev._solve_python(square.tolist(), n, n)
+
+
+def test_padding_group_state_equals_square_on_10000_matrices(monkeypatch):
+    # the whole final state (p, u, v of every column; == ignores the sign of a zero) of the
+    # scalar solver on the padded square, every shape k x 0 ... k x (k-1), ties and roundings
+    at_once = []
+    real = ev._padding_block_at_once
+    monkeypatch.setattr(ev, "_padding_block_at_once", lambda *a: at_once.append(real(*a)) or at_once[-1])
+    rng = np.random.default_rng(20261201)
+    shapes = set()
+    irregular = 0
+    for k in range(10_000):
+        m = int(rng.integers(0, 9))
+        n = m + int(rng.integers(1, 10))
+        if k % 100 == 0:
+            m = int(rng.integers(0, 20))
+            n = m + int(rng.integers(1, 30))
+        shapes.add((n, m))
+        cost = tied_matrix(rng, n, m) if k % 2 else noisy_matrix(rng, n, m)
+        pad = 1.0 if k % 3 else float(rng.choice([0.0, 0.5, 2.0]))
+        ref = square_state(cost, pad)
+        got = ev._solve_padded_columns(cost, pad)
+        assert got.p.tolist() == ref.p, (cost.tolist(), pad)
+        assert got.u.tolist() == ref.u and got.v.tolist() == ref.v, (cost.tolist(), pad)
+        irregular += int(np.count_nonzero(np.asarray(ref.v[m + 1:])))
+    assert {(n, m) for n in range(1, 9) for m in range(n)} <= shapes     # k x 0 included
+    assert irregular > 100      # padding columns with a potential != 0 were exercised
+    # whole blocks done at once, and blocks whose order could change done step by step
+    assert at_once.count(True) > 1000 and at_once.count(False) > 100
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 256])
+def test_padding_group_walk_blocks_any_size(monkeypatch, block_rows):
+    # the walk's numpy blocks (any block size) give the square's assignment, numpy sizes
+    monkeypatch.setattr(ev, "_TIE_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(ev, "_PAD_BLOCK_CELLS", block_rows)
+    rng = np.random.default_rng(block_rows)
+    for n, m in [(60, 3), (70, 1), (55, 48), (90, 20), (120, 0)]:
+        cost = tied_matrix(rng, n, m) if n % 2 else noisy_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost), (n, m)
+
+
+def test_padding_group_hand_case():
+    # 3 gold x 1 prediction, costs 0.5, 0, 0 (1-based columns: 1 real, 2 and 3 padding).
+    # Row 1: [0.5, 1, 1] -> delta 0.5, takes column 1; u1 = 0.5.
+    # Row 2: column 1 at 0 (delta 0, row 1 rescanned): padding 1 - 0.5 = 0.5 (way column 1);
+    #   delta 0.5 reaches free column 2: row 1 -> column 2, row 2 -> column 1; u1 = 1,
+    #   u2 = 0.5, v1 = -0.5.
+    # Row 3: column 1 at 0 - 0 + 0.5 = 0.5 < padding 1 (delta 0.5; u3 = 0.5); row 2's scan
+    #   gives padding 1 - 0.5 = 0.5, not < 0.5: the group keeps way 0. Delta 0.5 reaches
+    #   column 2 (the group's first, assigned; u3 = 1, u2 = 1, v1 = -1); row 1's scan gives
+    #   1 - 1 = 0, not < 0: delta 0 reaches free column 3 with way 0: row 3 takes padding.
+    assert ev.hungarian_padded([[0.5], [0.0], [0.0]]) == [-1, 0, -1]
+    assert padded_reference(np.array([[0.5], [0.0], [0.0]])) == [-1, 0, -1]
+    state = ev._solve_padded_columns(np.array([[0.5], [0.0], [0.0]]), 1.0)
+    assert state.u.tolist() == [0.0, 1.0, 1.0, 1.0] and state.v.tolist() == [-2.0, -1.0, 0.0, 0.0]
