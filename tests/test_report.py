@@ -276,9 +276,14 @@ def python_env(version: str, folder: Path) -> str:
 
 def report_without_config(path: Path) -> str:
     """The report's JSON with ``summary.config`` (interpreter, library versions, timing)
-    removed, written back exactly (float reprs unchanged)."""
+    and the version parts of ``summary.signature`` removed, written back exactly (float
+    reprs unchanged)."""
     report = json.loads(path.read_text(encoding="utf-8"))
-    del report["summary"]["config"]
+    versions = report["summary"].pop("config")["versions"]
+    # the signature names the same versions (py:, unicode:, each package's): those go too
+    keys = {"py", "unicode", "version", "numpy", *versions}
+    report["summary"]["signature"] = "|".join(
+        part for part in report["summary"]["signature"].split("|") if part.split(":", 1)[0] not in keys)
     return json.dumps(report, ensure_ascii=False, indent=1)
 
 
