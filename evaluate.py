@@ -6173,9 +6173,42 @@ DEFAULT_SEED = 12345
 RESAMPLE_BLOCK = 256
 RESAMPLE_BLOCK_CELLS = 1 << 22
 
+#: The headline metrics of resampled sums are computed for at most this many resamples /
+#: trials at a time (the sums of several blocks are gathered, then turned into metrics),
+#: so that nothing of size B or R x columns is held: the bootstrap keeps only its B
+#: replicate values per metric and system (percentile intervals need them all), the
+#: randomisation test only two counts per metric. How the rows are grouped here does not
+#: touch the random stream (drawn block by block as above).
+HEADLINE_ROWS = 1 << 14
+
+#: Upper limits of ``--bootstrap`` and ``--trials``. The bootstrap keeps B float64 replicate
+#: values per headline metric and system (1,000,000 resamples: 8 MB per metric, about
+#: 0.5 GB for 60 metrics and one system); Davison & Hinkley (1997, sec. 5.2.3) call
+#: B = 1,000 to 2,000 enough for 95% percentile intervals. The randomisation test keeps
+#: two counts per metric, but its time grows with R: 10,000,000 trials resolve p-values
+#: to 1e-7, far below any significance level.
+MAX_BOOTSTRAP = 1_000_000
+MAX_TRIALS = 10_000_000
+#: The fewest resamples accepted for percentile 95% intervals (0 = no intervals): with
+#: B < 100 the 2.5% and 97.5% quantiles rest on fewer than 3 replicates each and the
+#: interval is mostly noise (it need not even contain the estimate); Davison & Hinkley
+#: (1997, sec. 5.2.3) and Efron & Tibshirani (1993, sec. 13.3) recommend B >= 1,000.
+MIN_BOOTSTRAP = 100
+
 
 def _block_rows(n: int) -> int:
     return max(1, min(RESAMPLE_BLOCK, RESAMPLE_BLOCK_CELLS // max(n, 1)))
+
+
+def _headline_blocks(total: int, n: int) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+    """Group the sampling blocks of ``total`` resamples / trials over ``n`` entries (each
+    at most :func:`_block_rows` rows, in stream order) into runs of at most
+    :data:`HEADLINE_ROWS` rows: yields (first row, [(start, size) of each sampling block])."""
+    block = _block_rows(n)
+    per_run = max(1, HEADLINE_ROWS // block) * block
+    for first in range(0, total, per_run):
+        last = min(total, first + per_run)
+        yield first, [(start, min(block, last - start)) for start in range(first, last, block)]
 
 
 #: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
@@ -6347,42 +6380,79 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
     """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
     path -> array shape (bootstrap,). Resamples come from ``Generator(PCG64(seed))`` in
     blocks (:data:`RESAMPLE_BLOCK`, :data:`RESAMPLE_BLOCK_CELLS`; :func:`resample_counts`); the sums of a block are
-    ``W @ X`` (exact, see :func:`headline_slices`)."""
+    ``W @ X`` (exact, see :func:`headline_slices`), turned into metrics
+    :data:`HEADLINE_ROWS` resamples at a time: memory is the B values per metric and system
+    plus bounded work space. Raises ValueError above :data:`MAX_BOOTSTRAP`."""
+    if bootstrap > MAX_BOOTSTRAP:
+        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP}, got {bootstrap}")
     rng = np.random.Generator(np.random.PCG64(seed))
-    parts = [np.zeros((bootstrap, x.shape[1])) for x in data.sliced]
-    block = _block_rows(data.n)
-    for start in range(0, bootstrap, block):
-        size = min(block, bootstrap - start)
-        w = resample_counts(rng, data.strata, size)
-        for s, x in enumerate(data.sliced):
-            parts[s][start:start + size] = w @ x
-    return [headline_values(families, data.sums(p)) for p in parts]
+    out: list[dict[str, np.ndarray]] = [{} for _ in data.sliced]
+    for first, blocks in _headline_blocks(bootstrap, data.n):
+        rows = sum(size for _, size in blocks)
+        parts = [np.zeros((rows, x.shape[1])) for x in data.sliced]
+        for start, size in blocks:
+            w = resample_counts(rng, data.strata, size)
+            for s, x in enumerate(data.sliced):
+                parts[s][start - first:start - first + size] = w @ x
+        for s, p in enumerate(parts):
+            for path, values in headline_values(families, data.sums(p)).items():
+                if path not in out[s]:
+                    out[s][path] = np.empty(bootstrap)
+                out[s][path][first:first + rows] = values
+    if not bootstrap:
+        empty = data.sums(np.zeros((0, data.sliced[0].shape[1] if data.sliced else 0)))
+        return [headline_values(families, empty) for _ in data.sliced]
+    return out
 
 
-def randomization_deltas(data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
-                         trials: int, seed: int) -> dict[str, np.ndarray]:
-    """Paired approximate randomisation: delta* = m(system*) - m(baseline*) for ``trials``
+def randomization_test(data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
+                       trials: int, seed: int, observed: Mapping[str, float]) -> dict[str, tuple[float | None, int]]:
+    """Paired approximate randomisation of ``system`` against ``baseline``: for ``trials``
     random swaps (:func:`swap_masks`, ``Generator(PCG64(seed).jumped())``: the same swaps
-    for every pair of systems, independent of the bootstrap stream). With S the swap
-    matrix and D = X_baseline - X_system (slice by slice, exact), system* sums = 1'X_system
-    + S D and baseline* sums = 1'X_baseline - S D. Returns path -> array shape (trials,)."""
+    for every pair of systems, independent of the bootstrap stream), delta* = m(system*) -
+    m(baseline*). With S the swap matrix and D = X_baseline - X_system (slice by slice,
+    exact), system* sums = 1'X_system + S D and baseline* sums = 1'X_baseline - S D.
+    ``observed``: path -> the observed difference. Returns path -> (p, NaN trials) of
+    :func:`randomization_p_value`, counted block by block (:data:`HEADLINE_ROWS` trials at
+    a time), so memory does not grow with R. Raises ValueError above :data:`MAX_TRIALS`."""
+    if trials > MAX_TRIALS:
+        raise ValueError(f"trials must be <= {MAX_TRIALS}, got {trials}")
     rng = np.random.Generator(np.random.PCG64(seed).jumped())
     xs, xb = data.sliced[system], data.sliced[baseline]
     d = xb - xs
     moving = np.flatnonzero(np.any(d != 0, axis=0))  # columns equal in both systems do not move
     ds = d[:, moving]
     base_s, base_b = xs.sum(axis=0), xb.sum(axis=0)  # exact: see headline_slices
-    sys_parts = np.repeat(base_s[None, :], trials, axis=0)
-    bas_parts = np.repeat(base_b[None, :], trials, axis=0)
-    block = _block_rows(data.n)
-    for start in range(0, trials, block):
-        size = min(block, trials - start)
-        moved = swap_masks(rng, data.n, size) @ ds
-        sys_parts[start:start + size, moving] += moved
-        bas_parts[start:start + size, moving] -= moved
-    m_sys = headline_values(families, data.sums(sys_parts))
-    m_bas = headline_values(families, data.sums(bas_parts))
-    return {path: m_sys[path] - m_bas[path] for path in m_sys}
+    counts: dict[str, list[int]] = {}  # path -> [trials at least as extreme, finite trials]
+    for first, blocks in _headline_blocks(trials, data.n):
+        rows = sum(size for _, size in blocks)
+        sys_parts = np.repeat(base_s[None, :], rows, axis=0)
+        bas_parts = np.repeat(base_b[None, :], rows, axis=0)
+        for start, size in blocks:
+            moved = swap_masks(rng, data.n, size) @ ds
+            sys_parts[start - first:start - first + size, moving] += moved
+            bas_parts[start - first:start - first + size, moving] -= moved
+        m_sys = headline_values(families, data.sums(sys_parts))
+        m_bas = headline_values(families, data.sums(bas_parts))
+        for path in m_sys:
+            c, finite = _ar_counts(m_sys[path] - m_bas[path], observed.get(path, math.nan))
+            total = counts.setdefault(path, [0, 0])
+            total[0] += c
+            total[1] += finite
+    out: dict[str, tuple[float | None, int]] = {}
+    for path, (c, finite) in counts.items():
+        value = observed.get(path, math.nan)
+        p = None if not finite or math.isnan(value) else (c + 1) / (finite + 1)
+        out[path] = (p, trials - finite)
+    return out
+
+
+def _ar_counts(deltas: np.ndarray, observed: float) -> tuple[int, int]:
+    """(trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)``, trials whose delta* is not NaN)."""
+    finite = deltas[~np.isnan(deltas)]
+    if math.isnan(observed):
+        return 0, len(finite)
+    return int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE))), len(finite)
 
 
 def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | None, int]:
@@ -6390,12 +6460,11 @@ def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | 
     trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)`` (Phipson & Smyth 2010: never 0,
     exact-size test). Trials whose delta* is NaN (an N/A macro value) are left out of R.
     Returns (p, number of NaN trials); p is None when no trial is left or ``observed`` is NaN."""
-    finite = deltas[~np.isnan(deltas)]
-    na = int(len(deltas) - len(finite))
-    if not len(finite) or math.isnan(observed):
+    c, finite = _ar_counts(deltas, observed)
+    na = int(len(deltas) - finite)
+    if not finite or math.isnan(observed):
         return None, na
-    c = int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE)))
-    return (c + 1) / (len(finite) + 1), na
+    return (c + 1) / (finite + 1), na
 
 
 def _section_value(report: Mapping[str, Any], family: MetricFamily, path: str) -> Any:
@@ -6550,6 +6619,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         raise ValueError(f"correction must be None or one of {CORRECTIONS}, got {correction!r}")
     if bootstrap < 0 or trials < 0:
         raise ValueError("bootstrap and trials must be >= 0")
+    if bootstrap > MAX_BOOTSTRAP or trials > MAX_TRIALS:
+        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP} and trials <= {MAX_TRIALS}")
     order = [baseline] + [n for n in names if n != baseline]
     headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
     records = [_system_records(name, reports[name], headline_families) for name in order]
@@ -6573,7 +6644,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 row["na_resamples"] = bootstrap
             rows[path] = row
         if s:
-            deltas = randomization_deltas(data, headline_families, s, 0, trials, seed) if trials else None
+            observed = {path: float(full[s][path][0] - full[0][path][0]) for path in paths}
+            tests = randomization_test(data, headline_families, s, 0, trials, seed, observed) if trials else None
             skipped: list[str] = []
             for path in paths:
                 row = rows[path]
@@ -6582,9 +6654,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 row["delta_ci"] = row["p_value"] = None
                 if boot is not None and row["delta"] is not None:
                     row["delta_ci"], _ = percentile_interval(boot[s][path] - boot[0][path])
-                if deltas is not None and row["delta"] is not None:
-                    observed = float(full[s][path][0] - full[0][path][0])
-                    row["p_value"], na = randomization_p_value(deltas[path], observed)
+                if tests is not None and row["delta"] is not None:
+                    row["p_value"], na = tests[path]
                     if na:
                         skipped.append(f"{path} {na}")
             if skipped:
@@ -8180,6 +8251,17 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
+def _count_at_most(high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in [0, ``high``]; above it, a usage error (exit 2)
+    saying why (``what``: the limit's reason)."""
+    def parse(text: str) -> int:
+        value = _non_negative_int(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected at most {high:,}, found {value:,} ({what})")
+        return value
+    return parse
+
+
 def _metric_list(text: str) -> tuple[str, ...]:
     """``--metrics``: family names from the registry, or "all" alone (returned as
     ``("all", every name...)`` and resolved by :meth:`RunConfig.from_args`)."""
@@ -8286,10 +8368,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--compare", type=Path, nargs="+", metavar="REPORT",
                      help="compare reports written earlier (with per_entry statistics, same gold and "
                           "configuration) without rescoring; a report of several systems adds all of them")
-    cmp.add_argument("--bootstrap", type=_non_negative_int, metavar="N",
+    cmp.add_argument("--bootstrap", metavar="N", type=_count_at_most(
+                         MAX_BOOTSTRAP, "each resample's value of every headline metric is kept for the percentile "
+                         "intervals; 1,000 to 2,000 are enough for 95% intervals"),
                      help=f"bootstrap resamples for the 95%% percentile intervals (default {DEFAULT_BOOTSTRAP} "
                           "when comparing, 0 for none; a single system gets intervals only when this is given)")
-    cmp.add_argument("--trials", type=_non_negative_int, metavar="R",
+    cmp.add_argument("--trials", metavar="R", type=_count_at_most(
+                         MAX_TRIALS, "the time grows with R; 10,000,000 trials already resolve p-values to 1e-7"),
                      help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS}; "
                           "0 for no p-values)")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",

@@ -499,3 +499,14 @@ def test_embedding_systems_equal_their_single_runs_and_name_the_model_files(mini
     digest = ev.ModelStore.fingerprint_dir(minilm_dir)[:12]
     assert config["model_files_hash"] == digest and config["model_id"] == f"{minilm_dir.name}@{digest}"
     assert f"|sim:fastembed:{minilm_dir.name}@{digest}|" in report["comparison"]["signature"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--trials", "1000000000", "expected at most 10,000,000, found 1,000,000,000 (the time grows with R"),
+    ("--bootstrap", "3000000", "expected at most 1,000,000, found 3,000,000 (each resample's value"),
+])
+def test_resamples_and_trials_above_the_limit_exit_2_before_scoring(tmp_path, option, value, message):
+    rc, out, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", option, value,
+                            cwd=tmp_path)
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert out == "" and not (tmp_path / "reports").exists()
