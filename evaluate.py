@@ -7198,8 +7198,9 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
     drawn; a note names the missing family. Files are written atomically with fixed
     metadata (no dates; SVG ids salted with a constant), so the same reports give the same
     bytes. Returns the paths written, in :data:`PLOTS` order, PNG before SVG. Raises
-    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`) or the folder
-    cannot be written.
+    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the folder cannot
+    be created, or a plot file cannot be written (naming the file and the system's reason;
+    the files written before it stay).
     """
     missing = plots_missing()
     if missing:
@@ -7220,18 +7221,28 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
                 continue
             for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
                 path = folder / f"{stem}.{ext}"
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
                 try:
-                    with os.fdopen(fd, "wb") as handle:
-                        fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
-                    os.chmod(tmp, 0o644)
-                    os.replace(tmp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
+                    _save_figure(fig, path, ext, metadata)
+                except OSError as exc:
+                    raise InputError(f"--plots {folder}: cannot write the plot {path}: {exc.strerror or exc}"
+                                     + (f" ({len(written)} plot files written before it)" if written else "")) from None
                 written.append(path)
     return written
+
+
+def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) -> None:
+    """Write one figure atomically (a temporary file beside ``path``, then renamed over it);
+    OSError when the folder or ``path`` cannot be written (``path`` a folder, say)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ======================================================================================
@@ -9475,9 +9486,11 @@ def _log_embedding_stats(similarity: Similarity) -> None:
 
 def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Path | None,
           outcome: RunOutcome) -> int:
-    """Write the report (file, stdout with ``--report -``, or nowhere), draw ``--plots`` and
-    print the summary: stdout carries one thing, the summary (``text``, or the tables of
-    ``--format``) or (``--report -``) the report."""
+    """Write the report (file, stdout with ``--report -``, or nowhere), print the summary,
+    then draw ``--plots``: stdout carries one thing, the summary (``text``, or the tables of
+    ``--format``) or (``--report -``) the report. The plots come last, so that a plot that
+    cannot be written (an InputError naming the file, exit 2) loses neither the report nor
+    the summary."""
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.write(report_json(report))
@@ -9491,9 +9504,10 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
-    _write_run_plots(config, report)
     _print_output(config, report, text,
                   f"report written to {report_path}" if report_path is not None else "no report written (--no-report)")
+    sys.stdout.flush()
+    _write_run_plots(config, report)
     return 0
 
 

@@ -340,3 +340,30 @@ def test_plots_without_matplotlib_is_a_clear_error_before_scoring(tmp_path, monk
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "plots").exists()
     with pytest.raises(ev.InputError, match="needs matplotlib"):
         ev.write_plots({}, tmp_path / "p")
+
+
+def test_a_plot_that_cannot_be_written_exits_2_naming_it_after_the_report_and_tables(tmp_path):
+    # the plots are drawn last: the report is written and the tables printed before a plot fails
+    pytest.importorskip("matplotlib")
+    plots = tmp_path / "plots"
+    (plots / "per_relation_f1.svg").mkdir(parents=True)  # a folder where a plot file goes
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--pred", ROOT / "predictions" /
+                            "finetuned.jsonl", "--gold", GOLD, "--no-embeddings", "--bootstrap", "100", "--trials",
+                            "100", "--plots", plots, "--format", "markdown", "--report", tmp_path / "r.json")
+    assert rc == 2 and "Traceback" not in err and "internal error" not in err
+    assert f"error: --plots {plots}: cannot write the plot {plots / 'per_relation_f1.svg'}: Is a directory" in err
+    assert "(1 plot files written before it)" in err and (plots / "per_relation_f1.png").is_file()
+    assert "| finetuned |" in out and (tmp_path / "r.json").is_file()
+    assert not [p for p in plots.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = Path("/proc/sys")  # exists, is a directory, but no file can be created in it
+    if not folder.is_dir():
+        pytest.skip("needs Linux /proc/sys")
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+                            "--report", tmp_path / "r.json", "--plots", folder)
+    assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
+    assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
+    assert "report written to" in out and (tmp_path / "r.json").is_file()
