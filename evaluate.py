@@ -6557,6 +6557,10 @@ def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstr
         notes.append("significant: p < 0.05 "
                      + ("after Holm's correction across the headline metrics of each system against the baseline"
                         if correction == "holm" else "with no correction for multiple comparisons"))
+        if trials and 1 / (trials + 1) >= SIGNIFICANCE_LEVEL:
+            notes.append(f"with {trials} randomisation trials the smallest possible p-value is 1/(R + 1) = "
+                         f"{1 / (trials + 1):.4g}, not below {SIGNIFICANCE_LEVEL}: no difference can be marked "
+                         "significant (give --trials 10000 or more)")
     return notes
 
 
@@ -8262,13 +8266,15 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
-def _count_at_most(high: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer in [0, ``high``]; above it, a usage error (exit 2)
-    saying why (``what``: the limit's reason)."""
+def _count_at_most(high: int, what: str, low: int = 1, why_low: str = "") -> Callable[[str], int]:
+    """An argparse type: 0 (none) or an integer in [``low``, ``high``]; outside, a usage
+    error (exit 2) saying why (``what``: the upper limit's reason; ``why_low``: the lower's)."""
     def parse(text: str) -> int:
         value = _non_negative_int(text)
         if value > high:
             raise argparse.ArgumentTypeError(f"expected at most {high:,}, found {value:,} ({what})")
+        if 0 < value < low:
+            raise argparse.ArgumentTypeError(f"expected 0 (none) or at least {low}, found {value} ({why_low})")
         return value
     return parse
 
@@ -8381,13 +8387,18 @@ def build_parser() -> argparse.ArgumentParser:
                           "configuration) without rescoring; a report of several systems adds all of them")
     cmp.add_argument("--bootstrap", metavar="N", type=_count_at_most(
                          MAX_BOOTSTRAP, "each resample's value of every headline metric is kept for the percentile "
-                         "intervals; 1,000 to 2,000 are enough for 95% intervals"),
+                         "intervals; 1,000 to 2,000 are enough for 95% intervals", MIN_BOOTSTRAP,
+                         f"with fewer than {MIN_BOOTSTRAP} resamples the 2.5% and 97.5% quantiles rest on one or two "
+                         "resamples and a 95% percentile interval is mostly noise, which need not even contain the "
+                         "estimate; 1,000 or more are recommended"),
                      help=f"bootstrap resamples for the 95%% percentile intervals (default {DEFAULT_BOOTSTRAP} "
-                          "when comparing, 0 for none; a single system gets intervals only when this is given)")
+                          f"when comparing, 0 for none, else {MIN_BOOTSTRAP} to {MAX_BOOTSTRAP:,}; a single system gets "
+                          "intervals only when this is given)")
     cmp.add_argument("--trials", metavar="R", type=_count_at_most(
                          MAX_TRIALS, "the time grows with R; 10,000,000 trials already resolve p-values to 1e-7"),
                      help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS}; "
-                          "0 for no p-values)")
+                          f"0 for no p-values; at most {MAX_TRIALS:,}); the smallest p-value R trials can give is "
+                          "1/(R + 1), so below 19 trials no difference can be significant at 0.05")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=("none", *CORRECTIONS),

@@ -299,9 +299,9 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     (["--pred", BASE, "--gold", GOLD, "--seed", "3"], "--seed applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--name", "x"], "--name applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--trials", "30"], "--trials applies to a comparison"),
-    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--name", "a", "--name", "b"],
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--name", "a", "--name", "b"],
      "--name given 2 times for 1 system (one --pred)"),
-    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--correction", "holm"],
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--correction", "holm"],
      "--correction applies to the significance test of two or more systems"),
     (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
 ])
@@ -315,7 +315,7 @@ def test_refusals_exit_2_naming_the_problem(tmp_path, args, message):
 def test_compare_of_one_report_needs_bootstrap(runs, tmp_path):
     rc, _, err = cli("--compare", runs["dir"] / "base.json", "--no-report")
     assert rc == 2 and "give two or more, or --bootstrap N" in err
-    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--bootstrap", "50", cwd=tmp_path)
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--bootstrap", "100", cwd=tmp_path)
     assert rc == 0, err
     report = load_report(tmp_path / "reports" / "base-intervals.json")
     assert report["comparison"]["metrics"]["base"]["hgr.macro.composite"]["ci"] is not None
@@ -362,9 +362,9 @@ def test_every_number_changing_option_changes_the_signature(tmp_path):
         "gold-field": (*base, "--gold-field", "triplets"),
         "pred": ("--pred", FINETUNED, "--gold", GOLD),
         "gold": ("--pred", BASE, "--gold", gold2),
-        "bootstrap": (*base, "--bootstrap", "50"),
-        "bootstrap-seed": (*base, "--bootstrap", "50", "--seed", "1"),
-        "bootstrap-more": (*base, "--bootstrap", "60"),
+        "bootstrap": (*base, "--bootstrap", "100"),
+        "bootstrap-seed": (*base, "--bootstrap", "100", "--seed", "1"),
+        "bootstrap-more": (*base, "--bootstrap", "120"),
     }
     signatures = {name: _signature(tmp_path, *args) for name, args in variants.items()}
     assert len(set(signatures.values())) == len(signatures), signatures
@@ -510,3 +510,18 @@ def test_resamples_and_trials_above_the_limit_exit_2_before_scoring(tmp_path, op
                             cwd=tmp_path)
     assert rc == 2 and message in err and "Traceback" not in err
     assert out == "" and not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("value", ["1", "99"])
+def test_too_few_resamples_for_a_percentile_interval_exit_2_saying_why(tmp_path, value):
+    # --bootstrap 1 printed "95% intervals" [x, x] that did not contain the estimate
+    rc, out, err = run_main("--pred", BASE, "--gold", GOLD, "--no-embeddings", "--bootstrap", value, cwd=tmp_path)
+    assert rc == 2 and f"expected 0 (none) or at least {ev.MIN_BOOTSTRAP}, found {value}" in err
+    assert "a 95% percentile interval is mostly noise" in err and out == ""
+
+
+def test_too_few_trials_to_mark_anything_is_said_in_the_notes(tmp_path):
+    rc, out, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "9",
+                       "--no-report")
+    assert rc == 0, err
+    assert "with 9 randomisation trials the smallest possible p-value is 1/(R + 1) = 0.1, not below 0.05" in out
