@@ -7067,7 +7067,8 @@ def format_output(report: Mapping[str, Any], fmt: str) -> str:
 #: Size of every figure: inches at :data:`PLOT_DPI` dots per inch (PNG: 960 x 600 pixels).
 PLOT_SIZE_INCHES = (9.6, 6.0)
 PLOT_DPI = 100
-#: The per-relation plot shows the relations with the most gold triplets (over all systems).
+#: The per-relation plot shows the relations with the most gold triplets (the gold support,
+#: shared by the systems), each labelled with that count.
 PLOT_MAX_RELATIONS = 20
 #: Fixed file metadata and SVG ids, so that the same reports give the same bytes.
 _PLOT_RC = {"svg.hashsalt": PRODUCT, "svg.fonttype": "path", "path.simplify": False}
@@ -7089,10 +7090,10 @@ def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bo
               for name, rep in reports.items() if "per_relation" in rep}
     if not tables:
         return False
-    gold: Counter[str] = Counter()
+    gold: dict[str, int] = {}  # the gold support: the same for every system (one gold), so the first's
     for rows in tables.values():
         for rel, row in rows.items():
-            gold[rel] += row["gold"]
+            gold.setdefault(rel, row["gold"])
     relations = sorted(gold, key=lambda r: (-gold[r], r))[:PLOT_MAX_RELATIONS]
     ax = fig.add_subplot()
     height = 0.8 / len(tables)

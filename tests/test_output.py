@@ -367,3 +367,19 @@ def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp
     assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
     assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
     assert "report written to" in out and (tmp_path / "r.json").is_file()
+
+
+def test_per_relation_plot_labels_carry_the_gold_support_not_a_sum_over_systems(reports):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    assert ev._plot_per_relation(fig, {"base": reports["base"], "finetuned": reports["finetuned"]})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    support: dict[str, int] = {}
+    for name in ("base", "finetuned"):
+        for row in reports[name]["per_relation"]["relations"]:
+            assert support.setdefault(row["relation"], row["gold"]) == row["gold"]  # one gold: the same support
+    expected = sorted(support, key=lambda r: (-support[r], r))[:ev.PLOT_MAX_RELATIONS]
+    assert labels == [f"{r} ({support[r]})" for r in expected]
+    assert "located_in (10)" in labels  # gold/gold.jsonl has 10 located_in triplets (grep -o located_in: 10)
