@@ -6952,19 +6952,46 @@ def _markdown_escape(text: str, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
+#: How each character special to LaTeX (or turned into something else by the OT1 font
+#: encoding: ``|``, ``<``, ``>`` print other glyphs; ``--``, ``''``, `` `` `` and ``!```
+#: are ligatures) is written in text mode (textcomp symbols, in the LaTeX kernel since 2020).
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                  "'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}",
                   "\u2020": r"$^\dagger$"}
 
 
 def _latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    """``text`` as LaTeX text-mode source that prints it verbatim (:data:`_LATEX_SPECIAL`;
+    a hyphen followed by another is ``-{}``, so that ``--`` is not an en dash)."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text).replace("--", "-{}-").replace("--", "-{}-")
+
+
+#: An option name in a legend line (``--correction``), set in typewriter type.
+_OPTION_NAME = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def _latex_legend_line(line: str) -> str:
+    """One legend line as LaTeX: the signature in ``\\texttt`` with a break allowed after
+    each ``|``, option names (``--correction``) in ``\\texttt``, the rest escaped."""
+    if line.startswith("Signature: "):
+        body = _latex_escape(line[len("Signature: "):]).replace(r"\textbar{}", r"\textbar{}\allowbreak{}")
+        return rf"Signature: \texttt{{{body}}}"
+    out, last = [], 0
+    for match in _OPTION_NAME.finditer(line):
+        out += [_latex_escape(line[last:match.start()]), rf"\texttt{{{_latex_escape(match.group())}}}"]
+        last = match.end()
+    return "".join(out + [_latex_escape(line[last:])])
 
 
 def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
     """booktabs tables (``\\usepackage{booktabs}``), one ``table`` per family, as
     :func:`format_markdown` (bold = ``\\textbf``, interval in a smaller font, dagger
-    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table."""
+    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table. Every
+    name, label and legend line is escaped (:func:`_latex_escape`; a system name is set in
+    braces, so that one starting with ``[`` is not an optional argument of ``\\\\``);
+    option names and the signature are in ``\\texttt``."""
     out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
     tables = metric_tables(report)
     for k, table in enumerate(tables):
@@ -6980,11 +7007,12 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
                 if cell.estimate is not None and cell.ci is not None:
                     value += rf" {{\scriptsize [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]}}"
                 shown.append(value + (r"$^\dagger$" if cell.significant else ""))
-            out.append(_latex_escape(name) + " & " + " & ".join(shown) + r" \\")
+            # the name in braces: after \\ or \midrule a cell starting with [ would be read as their optional argument
+            out.append("{" + _latex_escape(name) + "} & " + " & ".join(shown) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}"]
         if k == len(tables) - 1:
             out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
-                    *(_latex_escape(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
+                    *(_latex_legend_line(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
         out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 

@@ -218,12 +218,36 @@ def test_latex_booktabs(reports):
     n = len(ev.metric_tables(report))
     for command in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}", r"\end{tabular}"):
         assert text.count(command) == n
-    assert r"base\_model & " in text and r"\textbf{" in text and r"$^\dagger$" in text
+    assert r"{base\_model} & " in text and r"\textbf{" in text and r"$^\dagger$" in text
     assert r"{\scriptsize [" in text
     x = ev.metric_value(reports["finetuned"], "hgr.micro.entity_f1")
     assert rf"\textbf{{{x:.3f}}}" in text
-    assert "Signature: " + SIGNATURE.replace("_", r"\_") in text
+    assert r"Signature: \texttt{" + ev._latex_escape(SIGNATURE).replace(r"\textbar{}", r"\textbar{}\allowbreak{}") + "}" \
+        in text
     assert text.count("{") == text.count("}")
+
+
+@pytest.mark.parametrize("char, source", [
+    ("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"),
+    ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}"), ("|", r"\textbar{}"),
+    ("<", r"\textless{}"), (">", r"\textgreater{}"), ("--", "-{}-"), ("---", "-{}-{}-"), ("-", "-"),
+    ("'", r"\textquotesingle{}"),
+    ("`", r"\textasciigrave{}"), ('"', r"\textquotedbl{}"), ("\u2020", r"$^\dagger$"), ("[", "["), ("é", "é"),
+])
+def test_latex_escapes_every_special_character(reports, char, source):
+    assert ev._latex_escape(f"a{char}b") == f"a{source}b"
+    name = f"{char}x"  # a system name starting with the character, in the first column of a row
+    text = ev.format_latex(systems_layout({"base": reports["base"], name: reports["finetuned"]}))
+    assert "\n{" + ev._latex_escape(name) + "} & " in text  # braced: "[x]" after \\ or \midrule is no argument
+
+
+def test_latex_rows_cannot_start_an_optional_argument_and_the_legend_sets_options_in_texttt(reports):
+    text = ev.format_latex(systems_layout({"base": reports["base"], "[ft] v2--a|b<c>": reports["finetuned"]}))
+    row = next(line for line in text.splitlines() if "ft" in line and " & " in line)
+    assert row.startswith(r"{[ft] v2-{}-a\textbar{}b\textless{}c\textgreater{}} & ")
+    assert not re.search(r"(\\\\|\\midrule)\s*\[", text)  # no row, after \\ or \midrule, starts with [
+    assert r"(give \texttt{-{}-correction} holm for Holm-Bonferroni)" in text
+    assert "--" not in text  # no en/em dash ligature anywhere
 
 
 def test_format_output_dispatch(reports):
