@@ -9194,7 +9194,8 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
     are listed per system, ``+``-joined, when they differ), the short hashes of the inputs, then the resampling
     (:func:`_resampling_signature`). Two runs whose numbers could differ never share a
     signature: everything that moves a number is in ``summary.config`` or an input hash.
-    The tool version is the one running now (it computes the intervals and tests)."""
+    The tool version is the one that scored the systems, each system's when they differ,
+    and the one computing the comparison when it is another (:func:`_tool_versions`)."""
     settings, versions = config_signature(summaries[0].get("config", {}))
     for key in _PER_SYSTEM_CONFIG:  # each system's value, when they differ
         values = [s.get("config", {}).get(key) for s in summaries]
@@ -9203,7 +9204,19 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
             settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
                         for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
-                     *_resampling_signature(options, len(summaries)), *versions, f"version:{__version__}"])
+                     *_resampling_signature(options, len(summaries)), *versions, *_tool_versions(summaries)])
+
+
+def _tool_versions(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``version:X``: this tool's version, when it scored every system (or there is only the
+    run being made). Systems scored by other versions (saved reports) are listed one per
+    system, ``+``-joined in system order (``version:0.1.0+0.2.0``), and the version that
+    computes the comparison now follows as ``cmp-version:X`` when it is not the one
+    that scored them all."""
+    scored = [(s.get("config", {}).get("versions") or {}).get(PRODUCT) or __version__ for s in summaries]
+    if set(scored) == {__version__}:
+        return [f"version:{__version__}"]
+    return [f"version:{'+'.join(scored) if len(set(scored)) > 1 else scored[0]}", f"cmp-version:{__version__}"]
 
 
 def sign_report(report: dict[str, Any], options: ComparisonOptions | None = None) -> dict[str, Any]:

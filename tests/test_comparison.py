@@ -170,6 +170,18 @@ def test_compare_notes_another_tool_version_and_refuses_another_configuration(ru
     rc, out, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
     assert rc == 0, err
     assert "old was scored by kg-triplet-eval 0.0.9, the baseline base by 0.1.0" in out  # a note of the table
+    # the signature names both versions (it said version:0.1.0, hiding 0.0.9)
+    assert [x for x in out.splitlines() if x.startswith("signature: ")][-1].endswith(f"|version:{ev.__version__}+0.0.9|cmp-version:{ev.__version__}")
+    same = load_report(d / "base.json")
+    for report in (same, other):
+        report["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
+    (tmp_path / "old_base.json").write_text(json.dumps(same), encoding="utf-8")
+    (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
+    rc, out, err = cli("--compare", tmp_path / "old_base.json", tmp_path / "old.json", "--no-report", *FAST)
+    assert rc == 0, err
+    assert [x for x in out.splitlines() if x.startswith("signature: ")][-1].endswith(f"|version:0.0.9|cmp-version:{ev.__version__}")
+    other = load_report(d / "finetuned.json")
+    other["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
     other["summary"]["config"]["sim_threshold"] = 0.85
     (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
     rc, _, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
