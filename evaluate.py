@@ -8474,6 +8474,12 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
     """The comparison options (repeated ``--pred``, ``--compare``, ``--name``, ``--bootstrap``,
     ``--trials``, ``--seed``, ``--correction``) against each other and the rest: an option that
     would change nothing, or two ways of giving the systems, is an error naming them."""
+    if args.trials == 0 and args.correction == "holm":
+        raise InputError("--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes "
+                         "none: leave --correction out, or give --trials R")
+    if args.bootstrap == 0 and args.trials == 0 and args.seed is not None:
+        raise InputError(f"--seed {args.seed} seeds the bootstrap resamples and the randomisation trials, but "
+                         "--bootstrap 0 and --trials 0 draw none: leave --seed out")
     preds = args.pred or []
     if args.compare is not None:
         if preds:
@@ -9071,7 +9077,8 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
     ``--correction`` need two systems (they are about the test against the baseline):
     given for one, they are refused (:class:`InputError`), never ignored, and so is
     ``--bootstrap 0`` for one (several systems: 0 resamples = no intervals, 0 trials = no
-    p-values)."""
+    p-values); :func:`_refuse_comparison_contradictions` has refused ``--correction holm``
+    with ``--trials 0`` and ``--seed`` with ``--bootstrap 0 --trials 0``."""
     if n_systems < 2:
         for option, value in (("--trials", config.trials), ("--correction", config.correction)):
             if value is not None:

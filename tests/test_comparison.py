@@ -316,6 +316,12 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--correction", "holm"],
      "--correction applies to the significance test of two or more systems"),
     (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--trials", "0", "--correction", "holm"],
+     "--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes none"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "0", "--seed", "5"],
+     "--seed 5 seeds the bootstrap resamples and the randomisation trials, but --bootstrap 0 and --trials 0 draw "
+     "none"),
+    (["--compare", ROOT / "README.md", "--trials", "0", "--correction", "holm"], "but --trials 0 computes none"),
 ])
 def test_refusals_exit_2_naming_the_problem(tmp_path, args, message):
     rc, out, err = run_main(*args, "--no-embeddings" if "--compare" not in args else "--quiet", cwd=tmp_path)
