@@ -9649,14 +9649,15 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
 
 
 def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
-    """stdout carries one thing: the printed summary ``text`` and then ``where`` (the
-    report's path) for ``--format text``; else the tables in ``--format`` alone
-    (:func:`format_output`), ``where`` going to stderr."""
+    """stdout carries one thing: the printed summary ``text`` (``--format text``) or the
+    tables of ``--format`` (:func:`format_output`); ``where`` (the report's path, or that
+    none was written) goes to stderr with the other notes (``--quiet`` silences it), so
+    ``> summary.txt`` captures the summary alone."""
     if config.output_format in (None, "text"):
         print(text)
-        print(f"\n{where}")
-        return
-    sys.stdout.write(format_output(report, config.output_format))
+    else:
+        sys.stdout.write(format_output(report, config.output_format))
+    sys.stdout.flush()
     log.info("%s", where)
 
 

@@ -344,7 +344,7 @@ def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
     assert f"Note: {specific}  " in legend
     assert not any(general in line for line in legend)  # the legend's own dagger line says it
-    assert r"Notice (finetuned): limit: --limit 10: 10 of 25\par" in ev.format_latex(report)
+    assert r"Notice (finetuned): limit: \texttt{-{}-limit} 10: 10 of 25\par" in ev.format_latex(report)
     rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
     assert all(f"note: {specific}" in r["notices"] for r in rows)
     assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
@@ -390,7 +390,7 @@ def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp
                             "--report", tmp_path / "r.json", "--plots", folder)
     assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
     assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
-    assert "report written to" in out and (tmp_path / "r.json").is_file()
+    assert "report written to" in err and (tmp_path / "r.json").is_file() and "signature: " in out
 
 
 def test_per_relation_plot_labels_carry_the_gold_support_not_a_sum_over_systems(reports):
