@@ -6771,6 +6771,32 @@ def metric_value(report: Mapping[str, Any], path: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _explicit_na(report: Mapping[str, Any], path: str) -> bool:
+    """Whether a headline path is in the report's section and N/A there (null), as opposed
+    to absent (a family or a key that this run does not have)."""
+    family, _, rest = path.partition(".")
+    cls = FAMILIES.get(family)
+    node: Any = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
+    *parents, last = rest.split(".")
+    for part in parents:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return isinstance(node, Mapping) and last in node and node[last] is None
+
+
+def _na_reason(systems: Mapping[str, Mapping[str, Any]], family: str) -> str | None:
+    """The family sections' ``not_applicable`` reasons (``system: reason``; one reason
+    alone when every system has the same), or None when no section gives one."""
+    cls = FAMILIES.get(family)
+    reasons = {name: (rep.get(cls.key) or {}).get("not_applicable") if cls and isinstance(rep.get(cls.key), Mapping)
+               else None for name, rep in systems.items()}
+    given = {n: r for n, r in reasons.items() if r}
+    if not given:
+        return None
+    if len(set(given.values())) == 1 and len(given) == len(reasons):
+        return next(iter(given.values()))
+    return "; ".join(f"{n}: {r}" for n, r in given.items())
+
+
 @dataclass
 class MetricCell:
     """One table cell: the point estimate (None = N/A) and, with a comparison block, its
@@ -6794,6 +6820,8 @@ class MetricTable:
     title: str
     columns: list[tuple[str, str]]
     rows: dict[str, dict[str, MetricCell]]
+    #: Why every value is N/A (the family section's ``not_applicable``), else None.
+    note: str | None = None
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -6824,7 +6852,10 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
     each family present in some system, a column for each path that some system has, a
     row per system; ``best`` marks the highest estimate of a column (the lowest for
     :data:`LOWER_IS_BETTER`), ties all marked, only when there are two systems or more.
-    Paths of the comparison block outside the catalogue get a table of their family."""
+    A column that is N/A (null) for every system is kept (its cells say n/a), and a table
+    whose every value is N/A carries the family's reason in ``note``; only paths absent
+    from every report are left out. Paths of the comparison block outside the catalogue
+    get a table of their family."""
     systems, comparison = report_systems(report)
     stats = (comparison or {}).get("metrics", {})
     correction = (comparison or {}).get("correction")
@@ -6838,16 +6869,21 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
     for title, columns in catalogue:
         rows = {name: {path: _cell(rep, path, stats.get(name, {}).get(path), correction) for path, _ in columns}
                 for name, rep in systems.items()}
-        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)]
+        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)
+                or any(_explicit_na(rep, path) for rep in systems.values())]
         if not kept:
             continue
+        note = None
+        if all(rows[n][p].estimate is None for n in rows for p, _ in kept):
+            family = kept[0][0].partition(".")[0]
+            note = f"{title}: n/a for every system ({_na_reason(systems, family) or 'no value to compute'})"
         for path, _ in kept:
             values = [c.estimate for c in (rows[n][path] for n in rows) if c.estimate is not None]
             if len(systems) >= 2 and values:
                 best = min(values) if path in LOWER_IS_BETTER else max(values)
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
-        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}))
+        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
     return tables
 
 
@@ -6902,6 +6938,7 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
                    "(give --correction holm for Holm-Bonferroni)")
         lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
                      f"randomisation test ({trials} trials), {how}.")
+    lines += [f"N/A: {table.note}." for table in metric_tables(report) if table.note]
     lines += [f"Note: {message}" if name == "comparison" else f"Notice ({name}): {kind}: {message}"
               for name, kind, message in _notices(report)]
     signature = _signature(report)

@@ -407,3 +407,23 @@ def test_per_relation_plot_labels_carry_the_gold_support_not_a_sum_over_systems(
     expected = sorted(support, key=lambda r: (-support[r], r))[:ev.PLOT_MAX_RELATIONS]
     assert labels == [f"{r} ({support[r]})" for r in expected]
     assert "located_in (10)" in labels  # gold/gold.jsonl has 10 located_in triplets (grep -o located_in: 10)
+
+
+def test_a_family_na_for_every_system_keeps_its_table_and_says_why(reports):
+    # flat triples: no weights, so calibration's ECE and Brier are N/A (the table was dropped silently)
+    flat = copy.deepcopy(reports["base"])
+    reason = "the schema profile has no relation weights (flat triples)"
+    flat["calibration"].update(ece=None, brier=None, not_applicable=reason)
+    flat["summary"]["macro"]["weight_score"] = None
+    report = systems_layout({"base": flat, "finetuned": copy.deepcopy(flat)})
+    tables = {t.title: t for t in ev.metric_tables(report)}
+    calibration = tables["calibration of the relation weights"]
+    assert [p for p, _ in calibration.columns] == ["calibration.ece", "calibration.brier"]
+    assert calibration.note == f"calibration of the relation weights: n/a for every system ({reason})"
+    assert "hgr.macro.weight_score" in [p for p, _ in tables["hgr macro (mean over entries)"].columns]
+    markdown = ev.format_markdown(report)
+    assert "| base | n/a | n/a |" in markdown
+    assert f"N/A: calibration of the relation weights: n/a for every system ({reason}).  " in markdown
+    assert "N/A: calibration of the relation weights: n/a for every system" in ev.format_latex(report)
+    absent = {k: v for k, v in reports["base"].items() if k != "calibration"}  # not scored: no table
+    assert "calibration of the relation weights" not in [t.title for t in ev.metric_tables(absent)]
