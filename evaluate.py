@@ -9497,8 +9497,8 @@ def _format_cell(value: float | None, ci: Sequence[float | None] | None = None, 
 
 
 def format_comparison(block: Mapping[str, Any]) -> str:
-    """The comparison block as plain text: a header (baseline, resamples, trials, seed,
-    correction), one table of estimates with their 95% intervals (metric x system), one
+    """The comparison block as plain text: a header (baseline, and what was done: resamples,
+    trials and seed, or no intervals / no p-values when they are 0), one table of estimates with their 95% intervals (metric x system), one
     table per other system of its difference to the baseline (interval, p-value, the
     Holm-adjusted p-value when asked for, ``*`` when significant), the legend, the
     comparison's notices, and its signature. One function, so that other formats can
@@ -9508,11 +9508,16 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     base = block["baseline"]
     paths = list(dict.fromkeys(path for name in names for path in metrics[name]))
     width = max([len("metric"), *map(len, paths)])
+    level = f"{round(100 * block.get('confidence', 0.95))}%"
+    done = [f"{block['bootstrap']} bootstrap resamples (percentile {level} intervals)" if block["bootstrap"]
+            else "no intervals (--bootstrap 0)"]
+    if len(names) > 1:
+        done.append(f"{block['trials']} approximate-randomisation trials" if block["trials"]
+                    else "no p-values (--trials 0)")
+    if block["bootstrap"] or (block["trials"] and len(names) > 1):
+        done.append(f"seed {block['seed']}")
     lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: "
-             f"{block['bootstrap']} bootstrap resamples "
-             f"(percentile {round(100 * block.get('confidence', 0.95))}% intervals)"
-             + (f", {block['trials']} approximate-randomisation trials" if len(names) > 1 else "")
-             + f", seed {block['seed']}", ""]
+             + ", ".join(done), ""]
     cells = {n: [_format_cell(metrics[n][p]["estimate"], metrics[n][p]["ci"]) if p in metrics[n] else "-"
                  for p in paths] for n in names}
     widths = {n: max(len(n), *(len(c) for c in cells[n])) for n in names}
@@ -9520,15 +9525,19 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     for i, path in enumerate(paths):
         lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
     holm = block.get("correction") == "holm"
+    tested = bool(block["trials"])
+    label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
     for name in names[1:]:
         rows = [(path, _format_cell(m["delta"], m["delta_ci"], signed=True), _format_p(m["p_value"]),
                  _format_p(m.get("p_adjusted")), "*" if m.get("significant") else "")
                 for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
-        cell = max([len("delta [95% interval]"), *(len(r[1]) for r in rows)])
-        header = [f"{name + ' - ' + base:<{width}}", f"{'delta [95% interval]':>{cell}}", f"{'p':>8}"]
-        lines += ["", "  ".join(header + ([f"{'Holm p':>8}"] if holm else []))]
+        cell = max([len(label), *(len(r[1]) for r in rows)])
+        header = [f"{name + ' - ' + base:<{width}}", f"{label:>{cell}}"]
+        header += [f"{'p':>8}", *([f"{'Holm p':>8}"] if holm else [])] if tested else []
+        lines += ["", "  ".join(header).rstrip()]
         for path, delta, p, q, mark in rows:
-            lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", p, *([q] if holm else []), mark]).rstrip())
+            tests = [p, *([q] if holm else []), mark] if tested else []
+            lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", *tests]).rstrip())
     lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
           if metrics[n][p].get("na_resamples")]

@@ -114,9 +114,18 @@ def test_zero_resamples_or_trials_leave_out_the_intervals_or_the_p_values(tmp_pa
     assert (row["ci"], row["delta_ci"], row["p_value"], row["significant"]) == (None, None, None, False)
     assert row["delta"] == row["estimate"] - block["metrics"]["base"]["hgr.macro.composite"]["estimate"]
     assert "|boot:0|trials:0|" in block["signature"]
+    # the header says what was done (it said "0 bootstrap resamples (percentile 95% intervals)")
+    assert "comparison of 2 systems, baseline base: no intervals (--bootstrap 0), no p-values (--trials 0)\n" in out
+    assert "percentile 95% intervals" not in out and "seed 12345" not in out
     table = out[out.index("finetuned - base"):]
+    assert table.splitlines()[0].split() == ["finetuned", "-", "base", "delta"]  # no "[95% interval]", no p
     assert next(ln for ln in table.splitlines() if ln.startswith("hgr.macro.composite")).split() == \
-        ["hgr.macro.composite", "+0.2947", "n/a"]
+        ["hgr.macro.composite", "+0.2947"]
+    rc, out, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "500",
+                       "--no-report")
+    assert "baseline base: no intervals (--bootstrap 0), 500 approximate-randomisation trials, seed 12345\n" in out
+    table = out[out.index("finetuned - base"):]
+    assert table.splitlines()[0].split() == ["finetuned", "-", "base", "delta", "p"]
     rc, _, err = cli("--pred", BASE, "--gold", GOLD, "--bootstrap", "0", "--no-report")
     assert rc == 2 and "--bootstrap 0 on one system: nothing to compute" in err
 
