@@ -9624,6 +9624,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     names = list(config.names) if config.names else system_names(config.preds)
     _check_names(names, len(config.preds), f"--pred given {len(config.preds)} times")
     configs = [dataclasses.replace(config, pred=p) for p in config.preds]
+    _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _check_input_paths(system)
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
@@ -9640,6 +9641,19 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
+
+
+def _refuse_mixed_systems(preds: Sequence[Path]) -> None:
+    """A repeated ``--pred`` gives all files or all directories (a directory run is compared
+    with directory runs, on the same --gold/--ontology directories): a mix is an InputError
+    saying which --pred is a file and which a directory."""
+    folders = [p for p in preds if p.is_dir()]
+    if not folders or len(folders) == len(preds):
+        return
+    kinds = ", ".join(f"{p} is {'a directory' if p in folders else 'a file'}" for p in preds)
+    raise InputError(f"--pred mixes files and directories ({kinds}): the systems of one comparison are all "
+                     "predictions files (with a --gold file) or all directories (a whole benchmark run each, with "
+                     "--gold and --ontology directories)")
 
 
 def run_compare(config: RunConfig, outcome: RunOutcome) -> int:

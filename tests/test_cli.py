@@ -85,7 +85,7 @@ def test_basic_run_exit_0_summary_and_report(finetuned_run):
     assert f"kg-triplet-eval {ev.__version__}" in proc.stdout
     assert "entries 25" in proc.stdout
     assert "micro" in proc.stdout and "macro" in proc.stdout and "composite" in proc.stdout
-    assert f"report written to {out}" in proc.stderr and "report written" not in proc.stdout  # stdout: the summary alone
+    assert f"report written to {out}" in proc.stderr and "report written" not in proc.stdout  # the summary alone
     report = load_report(out)
     assert list(report)[0] == "summary" and list(report)[-1] == "per_entry"
     assert "strict" in report and "per_relation" in report  # default families

@@ -88,7 +88,8 @@ def test_text_prints_each_summary_and_signature_then_the_comparison(runs):
         assert f"signature: {both['systems'][name]['summary']['signature']}" in text
     comparison = text[text.index("comparison of 2 systems, baseline base"):]
     assert "finetuned - base" in comparison and "hgr.macro.composite" in comparison
-    assert comparison.rstrip().splitlines()[-1] == f"signature: {both['comparison']['signature']}"  # the last line: the summary alone
+    # the last line: stdout carries the summary alone
+    assert comparison.rstrip().splitlines()[-1] == f"signature: {both['comparison']['signature']}"
     assert "no correction for multiple comparisons" in comparison
 
 
@@ -180,7 +181,8 @@ def test_compare_notes_another_tool_version_and_refuses_another_configuration(ru
     assert rc == 0, err
     assert "old was scored by kg-triplet-eval 0.0.9, the baseline base by 0.1.0" in out  # a note of the table
     # the signature names both versions (it said version:0.1.0, hiding 0.0.9)
-    assert [x for x in out.splitlines() if x.startswith("signature: ")][-1].endswith(f"|version:{ev.__version__}+0.0.9|cmp-version:{ev.__version__}")
+    last = [x for x in out.splitlines() if x.startswith("signature: ")][-1]
+    assert last.endswith(f"|version:{ev.__version__}+0.0.9|cmp-version:{ev.__version__}")
     same = load_report(d / "base.json")
     for report in (same, other):
         report["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
@@ -188,7 +190,8 @@ def test_compare_notes_another_tool_version_and_refuses_another_configuration(ru
     (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
     rc, out, err = cli("--compare", tmp_path / "old_base.json", tmp_path / "old.json", "--no-report", *FAST)
     assert rc == 0, err
-    assert [x for x in out.splitlines() if x.startswith("signature: ")][-1].endswith(f"|version:0.0.9|cmp-version:{ev.__version__}")
+    last = [x for x in out.splitlines() if x.startswith("signature: ")][-1]
+    assert last.endswith(f"|version:0.0.9|cmp-version:{ev.__version__}")
     other = load_report(d / "finetuned.json")
     other["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
     other["summary"]["config"]["sim_threshold"] = 0.85
@@ -324,7 +327,13 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
      "--name given 2 times for 1 system (one --pred)"),
     (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--correction", "holm"],
      "--correction applies to the significance test of two or more systems"),
-    (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
+    (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD],
+     f"--pred mixes files and directories ({BASE} is a file, {ROOT / 'predictions'} is a directory)"),
+    (["--pred", ROOT / "predictions", "--pred", ROOT / "benchmarks", "--pred", BASE, "--gold", ROOT / "gold"],
+     f"--pred mixes files and directories ({ROOT / 'predictions'} is a directory, "
+     f"{ROOT / 'benchmarks'} is a directory, "
+     f"{BASE} is a file): the systems of one comparison are all predictions files (with a --gold file) or all "
+     "directories"),
     (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--trials", "0", "--correction", "holm"],
      "--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes none"),
     (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "0", "--seed", "5"],
