@@ -9617,6 +9617,13 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     return 0
 
 
+#: Added to a system's prediction-field error in a repeated --pred run: one --pred-field
+#: applies to every system.
+_PRED_FIELD_WORKAROUND = ("; --pred-field applies to every system of a repeated --pred, so for files whose predictions "
+                          "sit in different fields score each file on its own with its --pred-field (--report "
+                          "NAME.json), then compare the saved reports: --compare A.json B.json")
+
+
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     """``--pred`` given several times: score each system exactly as its own run would (one
     shared similarity backend, so the embedding model loads once), sign each report as
@@ -9636,7 +9643,11 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     systems: dict[str, dict[str, Any]] = {}
     for name, system in zip(names, configs):
         log.info("system %s: %s", name, system.pred)
-        systems[name] = sign_report(score_system(system, similarity))
+        try:
+            systems[name] = sign_report(score_system(system, similarity))
+        except InputError as exc:
+            raise InputError(f"system {name}: {exc}{_PRED_FIELD_WORKAROUND if 'prediction field' in str(exc) else ''}"
+                             ) from None
     _log_embedding_stats(similarity)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}

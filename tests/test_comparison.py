@@ -561,3 +561,14 @@ def test_too_few_trials_to_mark_anything_is_said_in_the_notes(tmp_path):
                        "--no-report")
     assert rc == 0, err
     assert "with 9 randomisation trials the smallest possible p-value is 1/(R + 1) = 0.1, not below 0.05" in out
+
+
+def test_a_prediction_field_failing_for_one_system_names_it_and_the_workaround(tmp_path):
+    other = tmp_path / "other.jsonl"  # the finetuned predictions under another field name
+    other.write_text(FINETUNED.read_text(encoding="utf-8").replace('"output"', '"response"'), encoding="utf-8")
+    rc, out, err = cli("--pred", BASE, "--pred", other, "--gold", GOLD, "--pred-field", "output", "--no-report")
+    assert rc == 2 and out == ""
+    assert f"error: system other: {other}: no line has a recognised prediction field" in err
+    assert "--pred-field applies to every system of a repeated --pred" in err
+    assert "score each file on its own with its --pred-field (--report NAME.json), then compare the saved reports: " \
+        "--compare A.json B.json" in err
