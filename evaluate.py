@@ -6895,15 +6895,16 @@ def _signature(report: Mapping[str, Any]) -> str | None:
     return (first.get("summary") or {}).get("signature")
 
 
-def _notices(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(system, kind, message) of every notice of every system, then the comparison's notes."""
+def _notices(report: Mapping[str, Any]) -> list[tuple[str | None, str, str]]:
+    """(system, kind, message) of every notice of every system, then the comparison's notes
+    (system None: a system may be named "comparison")."""
     systems, comparison = report_systems(report)
     out = [(name, str(n.get("kind", "notice")), str(n.get("message", "")))
            for name, rep in systems.items() for n in (rep.get("summary") or {}).get("notices", [])]
     for note in (comparison or {}).get("notes", []):
         text = note if isinstance(note, str) else json.dumps(note, sort_keys=True)
         if not text.startswith(_LEGEND_SAYS):
-            out.append(("comparison", "note", text))
+            out.append((None, "note", text))
     return out
 
 
@@ -6939,7 +6940,7 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
                      f"randomisation test ({trials} trials), {how}.")
     lines += [f"N/A: {table.note}." for table in metric_tables(report) if table.note]
-    lines += [f"Note: {message}" if name == "comparison" else f"Notice ({name}): {kind}: {message}"
+    lines += [f"Note: {message}" if name is None else f"Notice ({name}): {kind}: {message}"
               for name, kind, message in _notices(report)]
     signature = _signature(report)
     if signature:
@@ -7057,7 +7058,7 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
 #: Columns of ``--format csv`` (one row per system and headline metric).
 CSV_COLUMNS = ("system", "table", "metric", "estimate", "ci_low", "ci_high", "delta", "delta_ci_low",
                "delta_ci_high", "p_value", "p_adjusted", "significant", "best", "lower_is_better", "notices",
-               "signature")
+               "comparison_notes", "signature")
 
 
 def _csv_number(value: float | None) -> str:
@@ -7068,15 +7069,19 @@ def format_csv(report: Mapping[str, Any]) -> str:
     """CSV (RFC 4180, ``\\r\\n`` rows as the csv module writes them), one row per system
     and headline metric (:data:`CSV_COLUMNS`); numbers in full precision (Python's
     shortest round-trip form, so they parse back to the same floats), empty = N/A / no
-    comparison; ``notices``: the system's notices as ``kind: message`` joined by `` | ``;
+    comparison; ``notices``: the row's system's own notices as ``kind: message`` joined by
+    `` | `` (empty for a system without any, the baseline's included); ``comparison_notes``:
+    the comparison's notes (another tool version, missing predictions, ...: about the
+    comparison, not one system), joined the same way, the same on every row;
     ``signature``: the run's signature line."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     signature = _signature(report) or ""
-    notices: dict[str, list[str]] = {}
+    notices: dict[str | None, list[str]] = {}
     for name, kind, message in _notices(report):
-        notices.setdefault(name, []).append(f"{kind}: {message}")
+        notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
+    comparison_notes = " | ".join(notices.pop(None, []))
     for table in metric_tables(report):
         for name, cells in table.rows.items():
             for path, _ in table.columns:
@@ -7086,7 +7091,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
                                  str(c.best).lower(), str(path in LOWER_IS_BETTER).lower(),
-                                 " | ".join(notices.get(name, []) + notices.get("comparison", [])), signature])
+                                 " | ".join(notices.get(name, [])), comparison_notes, signature])
     return buffer.getvalue()
 
 

@@ -346,7 +346,8 @@ def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     assert not any(general in line for line in legend)  # the legend's own dagger line says it
     assert r"Notice (finetuned): limit: \texttt{-{}-limit} 10: 10 of 25\par" in ev.format_latex(report)
     rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
-    assert all(f"note: {specific}" in r["notices"] for r in rows)
+    # the comparison's notes in their own column, the same on every row; a system's notices on its rows only
+    assert all(r["comparison_notes"] == specific and specific not in r["notices"] for r in rows)
     assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
     data = ev.summary_json(report)
     assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
