@@ -9470,8 +9470,8 @@ _REPORT_NAME_MAX = 100
 def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Sequence[str | None]) -> Path | None:
     """Where a comparison's report goes: ``--report`` (- = stdout), None with ``--no-report``,
     else ``reports/<name>-vs-<name>[-vs-...].json`` (one system, from ``--compare``:
-    ``reports/<name>-intervals.json``; characters other than letters, digits,
-    ``.``, ``_`` and ``-`` become ``_``; a name longer than 100 characters becomes
+    ``reports/<name>-intervals.json``; characters other than ASCII letters and digits,
+    ``.``, ``_`` and ``-`` become ``_``, for portable file names; a name longer than 100 characters becomes
     ``<baseline>-vs-<k>-systems-<8 hex of the names>``). Like the single-run default it is
     refused when the file exists and is not the report of these same prediction files
     (``pred_paths``, in order)."""

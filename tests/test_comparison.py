@@ -572,3 +572,10 @@ def test_a_prediction_field_failing_for_one_system_names_it_and_the_workaround(t
     assert "--pred-field applies to every system of a repeated --pred" in err
     assert "score each file on its own with its --pred-field (--report NAME.json), then compare the saved reports: " \
         "--compare A.json B.json" in err
+
+
+def test_default_report_name_keeps_ascii_letters_digits_dot_underscore_hyphen_only(tmp_path):
+    rc, _, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "modèle v1.0", "--name",
+                     "ft_2-b/c", "--bootstrap", "0", "--trials", "0", cwd=tmp_path)
+    assert rc == 0, err
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["mod_le_v1.0-vs-ft_2-b_c.json"]  # è is not ASCII
