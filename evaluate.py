@@ -6787,8 +6787,10 @@ def _na_reason(systems: Mapping[str, Mapping[str, Any]], family: str) -> str | N
     """The family sections' ``not_applicable`` reasons (``system: reason``; one reason
     alone when every system has the same), or None when no section gives one."""
     cls = FAMILIES.get(family)
-    reasons = {name: (rep.get(cls.key) or {}).get("not_applicable") if cls and isinstance(rep.get(cls.key), Mapping)
-               else None for name, rep in systems.items()}
+    reasons = {}
+    for name, rep in systems.items():
+        section = rep.get(cls.key) if cls else None
+        reasons[name] = section.get("not_applicable") if isinstance(section, Mapping) else None
     given = {n: r for n, r in reasons.items() if r}
     if not given:
         return None
