@@ -142,9 +142,9 @@ __all__ = [
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
     "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
-    "RESAMPLE_BLOCK_CELLS",
+    "RESAMPLE_BLOCK_CELLS", "HEADLINE_ROWS", "MAX_BOOTSTRAP", "MAX_TRIALS", "MIN_BOOTSTRAP",
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
-    "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_deltas",
+    "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_test",
     "randomization_p_value", "compare_systems",
     "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "report_systems", "metric_value",
     "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
@@ -6987,9 +6987,42 @@ DEFAULT_SEED = 12345
 RESAMPLE_BLOCK = 256
 RESAMPLE_BLOCK_CELLS = 1 << 22
 
+#: The headline metrics of resampled sums are computed for at most this many resamples /
+#: trials at a time (the sums of several blocks are gathered, then turned into metrics),
+#: so that nothing of size B or R x columns is held: the bootstrap keeps only its B
+#: replicate values per metric and system (percentile intervals need them all), the
+#: randomisation test only two counts per metric. How the rows are grouped here does not
+#: touch the random stream (drawn block by block as above).
+HEADLINE_ROWS = 1 << 14
+
+#: Upper limits of ``--bootstrap`` and ``--trials``. The bootstrap keeps B float64 replicate
+#: values per headline metric and system (1,000,000 resamples: 8 MB per metric, about
+#: 0.5 GB for 60 metrics and one system); Davison & Hinkley (1997, sec. 5.2.3) call
+#: B = 1,000 to 2,000 enough for 95% percentile intervals. The randomisation test keeps
+#: two counts per metric, but its time grows with R: 10,000,000 trials resolve p-values
+#: to 1e-7, far below any significance level.
+MAX_BOOTSTRAP = 1_000_000
+MAX_TRIALS = 10_000_000
+#: The fewest resamples accepted for percentile 95% intervals (0 = no intervals): with
+#: B < 100 the 2.5% and 97.5% quantiles rest on fewer than 3 replicates each and the
+#: interval is mostly noise (it need not even contain the estimate); Davison & Hinkley
+#: (1997, sec. 5.2.3) and Efron & Tibshirani (1993, sec. 13.3) recommend B >= 1,000.
+MIN_BOOTSTRAP = 100
+
 
 def _block_rows(n: int) -> int:
     return max(1, min(RESAMPLE_BLOCK, RESAMPLE_BLOCK_CELLS // max(n, 1)))
+
+
+def _headline_blocks(total: int, n: int) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+    """Group the sampling blocks of ``total`` resamples / trials over ``n`` entries (each
+    at most :func:`_block_rows` rows, in stream order) into runs of at most
+    :data:`HEADLINE_ROWS` rows: yields (first row, [(start, size) of each sampling block])."""
+    block = _block_rows(n)
+    per_run = max(1, HEADLINE_ROWS // block) * block
+    for first in range(0, total, per_run):
+        last = min(total, first + per_run)
+        yield first, [(start, min(block, last - start)) for start in range(first, last, block)]
 
 
 #: Relative tolerance of ``|delta*| >= |delta|`` in the randomisation test: differences
@@ -7161,42 +7194,79 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
     """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
     path -> array shape (bootstrap,). Resamples come from ``Generator(PCG64(seed))`` in
     blocks (:data:`RESAMPLE_BLOCK`, :data:`RESAMPLE_BLOCK_CELLS`; :func:`resample_counts`); the sums of a block are
-    ``W @ X`` (exact, see :func:`headline_slices`)."""
+    ``W @ X`` (exact, see :func:`headline_slices`), turned into metrics
+    :data:`HEADLINE_ROWS` resamples at a time: memory is the B values per metric and system
+    plus bounded work space. Raises ValueError above :data:`MAX_BOOTSTRAP`."""
+    if bootstrap > MAX_BOOTSTRAP:
+        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP}, got {bootstrap}")
     rng = np.random.Generator(np.random.PCG64(seed))
-    parts = [np.zeros((bootstrap, x.shape[1])) for x in data.sliced]
-    block = _block_rows(data.n)
-    for start in range(0, bootstrap, block):
-        size = min(block, bootstrap - start)
-        w = resample_counts(rng, data.strata, size)
-        for s, x in enumerate(data.sliced):
-            parts[s][start:start + size] = w @ x
-    return [headline_values(families, data.sums(p)) for p in parts]
+    out: list[dict[str, np.ndarray]] = [{} for _ in data.sliced]
+    for first, blocks in _headline_blocks(bootstrap, data.n):
+        rows = sum(size for _, size in blocks)
+        parts = [np.zeros((rows, x.shape[1])) for x in data.sliced]
+        for start, size in blocks:
+            w = resample_counts(rng, data.strata, size)
+            for s, x in enumerate(data.sliced):
+                parts[s][start - first:start - first + size] = w @ x
+        for s, p in enumerate(parts):
+            for path, values in headline_values(families, data.sums(p)).items():
+                if path not in out[s]:
+                    out[s][path] = np.empty(bootstrap)
+                out[s][path][first:first + rows] = values
+    if not bootstrap:
+        empty = data.sums(np.zeros((0, data.sliced[0].shape[1] if data.sliced else 0)))
+        return [headline_values(families, empty) for _ in data.sliced]
+    return out
 
 
-def randomization_deltas(data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
-                         trials: int, seed: int) -> dict[str, np.ndarray]:
-    """Paired approximate randomisation: delta* = m(system*) - m(baseline*) for ``trials``
+def randomization_test(data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
+                       trials: int, seed: int, observed: Mapping[str, float]) -> dict[str, tuple[float | None, int]]:
+    """Paired approximate randomisation of ``system`` against ``baseline``: for ``trials``
     random swaps (:func:`swap_masks`, ``Generator(PCG64(seed).jumped())``: the same swaps
-    for every pair of systems, independent of the bootstrap stream). With S the swap
-    matrix and D = X_baseline - X_system (slice by slice, exact), system* sums = 1'X_system
-    + S D and baseline* sums = 1'X_baseline - S D. Returns path -> array shape (trials,)."""
+    for every pair of systems, independent of the bootstrap stream), delta* = m(system*) -
+    m(baseline*). With S the swap matrix and D = X_baseline - X_system (slice by slice,
+    exact), system* sums = 1'X_system + S D and baseline* sums = 1'X_baseline - S D.
+    ``observed``: path -> the observed difference. Returns path -> (p, NaN trials) of
+    :func:`randomization_p_value`, counted block by block (:data:`HEADLINE_ROWS` trials at
+    a time), so memory does not grow with R. Raises ValueError above :data:`MAX_TRIALS`."""
+    if trials > MAX_TRIALS:
+        raise ValueError(f"trials must be <= {MAX_TRIALS}, got {trials}")
     rng = np.random.Generator(np.random.PCG64(seed).jumped())
     xs, xb = data.sliced[system], data.sliced[baseline]
     d = xb - xs
     moving = np.flatnonzero(np.any(d != 0, axis=0))  # columns equal in both systems do not move
     ds = d[:, moving]
     base_s, base_b = xs.sum(axis=0), xb.sum(axis=0)  # exact: see headline_slices
-    sys_parts = np.repeat(base_s[None, :], trials, axis=0)
-    bas_parts = np.repeat(base_b[None, :], trials, axis=0)
-    block = _block_rows(data.n)
-    for start in range(0, trials, block):
-        size = min(block, trials - start)
-        moved = swap_masks(rng, data.n, size) @ ds
-        sys_parts[start:start + size, moving] += moved
-        bas_parts[start:start + size, moving] -= moved
-    m_sys = headline_values(families, data.sums(sys_parts))
-    m_bas = headline_values(families, data.sums(bas_parts))
-    return {path: m_sys[path] - m_bas[path] for path in m_sys}
+    counts: dict[str, list[int]] = {}  # path -> [trials at least as extreme, finite trials]
+    for first, blocks in _headline_blocks(trials, data.n):
+        rows = sum(size for _, size in blocks)
+        sys_parts = np.repeat(base_s[None, :], rows, axis=0)
+        bas_parts = np.repeat(base_b[None, :], rows, axis=0)
+        for start, size in blocks:
+            moved = swap_masks(rng, data.n, size) @ ds
+            sys_parts[start - first:start - first + size, moving] += moved
+            bas_parts[start - first:start - first + size, moving] -= moved
+        m_sys = headline_values(families, data.sums(sys_parts))
+        m_bas = headline_values(families, data.sums(bas_parts))
+        for path in m_sys:
+            c, finite = _ar_counts(m_sys[path] - m_bas[path], observed.get(path, math.nan))
+            total = counts.setdefault(path, [0, 0])
+            total[0] += c
+            total[1] += finite
+    out: dict[str, tuple[float | None, int]] = {}
+    for path, (c, finite) in counts.items():
+        value = observed.get(path, math.nan)
+        p = None if not finite or math.isnan(value) else (c + 1) / (finite + 1)
+        out[path] = (p, trials - finite)
+    return out
+
+
+def _ar_counts(deltas: np.ndarray, observed: float) -> tuple[int, int]:
+    """(trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)``, trials whose delta* is not NaN)."""
+    finite = deltas[~np.isnan(deltas)]
+    if math.isnan(observed):
+        return 0, len(finite)
+    return int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE))), len(finite)
 
 
 def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | None, int]:
@@ -7204,12 +7274,11 @@ def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | 
     trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)`` (Phipson & Smyth 2010: never 0,
     exact-size test). Trials whose delta* is NaN (an N/A macro value) are left out of R.
     Returns (p, number of NaN trials); p is None when no trial is left or ``observed`` is NaN."""
-    finite = deltas[~np.isnan(deltas)]
-    na = int(len(deltas) - len(finite))
-    if not len(finite) or math.isnan(observed):
+    c, finite = _ar_counts(deltas, observed)
+    na = int(len(deltas) - finite)
+    if not finite or math.isnan(observed):
         return None, na
-    c = int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE)))
-    return (c + 1) / (len(finite) + 1), na
+    return (c + 1) / (finite + 1), na
 
 
 def _section_value(report: Mapping[str, Any], family: MetricFamily, path: str) -> Any:
@@ -7302,6 +7371,10 @@ def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstr
         notes.append("significant: p < 0.05 "
                      + ("after Holm's correction across the headline metrics of each system against the baseline"
                         if correction == "holm" else "with no correction for multiple comparisons"))
+        if trials and 1 / (trials + 1) >= SIGNIFICANCE_LEVEL:
+            notes.append(f"with {trials} randomisation trials the smallest possible p-value is 1/(R + 1) = "
+                         f"{1 / (trials + 1):.4g}, not below {SIGNIFICANCE_LEVEL}: no difference can be marked "
+                         "significant (give --trials 10000 or more)")
     return notes
 
 
@@ -7364,6 +7437,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         raise ValueError(f"correction must be None or one of {CORRECTIONS}, got {correction!r}")
     if bootstrap < 0 or trials < 0:
         raise ValueError("bootstrap and trials must be >= 0")
+    if bootstrap > MAX_BOOTSTRAP or trials > MAX_TRIALS:
+        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP} and trials <= {MAX_TRIALS}")
     order = [baseline] + [n for n in names if n != baseline]
     headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
     records = [_system_records(name, reports[name], headline_families) for name in order]
@@ -7387,7 +7462,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 row["na_resamples"] = bootstrap
             rows[path] = row
         if s:
-            deltas = randomization_deltas(data, headline_families, s, 0, trials, seed) if trials else None
+            observed = {path: float(full[s][path][0] - full[0][path][0]) for path in paths}
+            tests = randomization_test(data, headline_families, s, 0, trials, seed, observed) if trials else None
             skipped: list[str] = []
             for path in paths:
                 row = rows[path]
@@ -7396,9 +7472,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                 row["delta_ci"] = row["p_value"] = None
                 if boot is not None and row["delta"] is not None:
                     row["delta_ci"], _ = percentile_interval(boot[s][path] - boot[0][path])
-                if deltas is not None and row["delta"] is not None:
-                    observed = float(full[s][path][0] - full[0][path][0])
-                    row["p_value"], na = randomization_p_value(deltas[path], observed)
+                if tests is not None and row["delta"] is not None:
+                    row["p_value"], na = tests[path]
                     if na:
                         skipped.append(f"{path} {na}")
             if skipped:
@@ -7510,6 +7585,34 @@ def metric_value(report: Mapping[str, Any], path: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _explicit_na(report: Mapping[str, Any], path: str) -> bool:
+    """Whether a headline path is in the report's section and N/A there (null), as opposed
+    to absent (a family or a key that this run does not have)."""
+    family, _, rest = path.partition(".")
+    cls = FAMILIES.get(family)
+    node: Any = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
+    *parents, last = rest.split(".")
+    for part in parents:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return isinstance(node, Mapping) and last in node and node[last] is None
+
+
+def _na_reason(systems: Mapping[str, Mapping[str, Any]], family: str) -> str | None:
+    """The family sections' ``not_applicable`` reasons (``system: reason``; one reason
+    alone when every system has the same), or None when no section gives one."""
+    cls = FAMILIES.get(family)
+    reasons = {}
+    for name, rep in systems.items():
+        section = rep.get(cls.key) if cls else None
+        reasons[name] = section.get("not_applicable") if isinstance(section, Mapping) else None
+    given = {n: r for n, r in reasons.items() if r}
+    if not given:
+        return None
+    if len(set(given.values())) == 1 and len(given) == len(reasons):
+        return next(iter(given.values()))
+    return "; ".join(f"{n}: {r}" for n, r in given.items())
+
+
 @dataclass
 class MetricCell:
     """One table cell: the point estimate (None = N/A) and, with a comparison block, its
@@ -7533,6 +7636,8 @@ class MetricTable:
     title: str
     columns: list[tuple[str, str]]
     rows: dict[str, dict[str, MetricCell]]
+    #: Why every value is N/A (the family section's ``not_applicable``), else None.
+    note: str | None = None
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -7563,7 +7668,10 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
     each family present in some system, a column for each path that some system has, a
     row per system; ``best`` marks the highest estimate of a column (the lowest for
     :data:`LOWER_IS_BETTER`), ties all marked, only when there are two systems or more.
-    Paths of the comparison block outside the catalogue get a table of their family."""
+    A column that is N/A (null) for every system is kept (its cells say n/a), and a table
+    whose every value is N/A carries the family's reason in ``note``; only paths absent
+    from every report are left out. Paths of the comparison block outside the catalogue
+    get a table of their family."""
     systems, comparison = report_systems(report)
     stats = (comparison or {}).get("metrics", {})
     correction = (comparison or {}).get("correction")
@@ -7577,16 +7685,21 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
     for title, columns in catalogue:
         rows = {name: {path: _cell(rep, path, stats.get(name, {}).get(path), correction) for path, _ in columns}
                 for name, rep in systems.items()}
-        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)]
+        kept = [(path, label) for path, label in columns if any(rows[n][path].estimate is not None for n in rows)
+                or any(_explicit_na(rep, path) for rep in systems.values())]
         if not kept:
             continue
+        note = None
+        if all(rows[n][p].estimate is None for n in rows for p, _ in kept):
+            family = kept[0][0].partition(".")[0]
+            note = f"{title}: n/a for every system ({_na_reason(systems, family) or 'no value to compute'})"
         for path, _ in kept:
             values = [c.estimate for c in (rows[n][path] for n in rows) if c.estimate is not None]
             if len(systems) >= 2 and values:
                 best = min(values) if path in LOWER_IS_BETTER else max(values)
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
-        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}))
+        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
     return tables
 
 
@@ -7598,15 +7711,16 @@ def _signature(report: Mapping[str, Any]) -> str | None:
     return (first.get("summary") or {}).get("signature")
 
 
-def _notices(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(system, kind, message) of every notice of every system, then the comparison's notes."""
+def _notices(report: Mapping[str, Any]) -> list[tuple[str | None, str, str]]:
+    """(system, kind, message) of every notice of every system, then the comparison's notes
+    (system None: a system may be named "comparison")."""
     systems, comparison = report_systems(report)
     out = [(name, str(n.get("kind", "notice")), str(n.get("message", "")))
            for name, rep in systems.items() for n in (rep.get("summary") or {}).get("notices", [])]
     for note in (comparison or {}).get("notes", []):
         text = note if isinstance(note, str) else json.dumps(note, sort_keys=True)
         if not text.startswith(_LEGEND_SAYS):
-            out.append(("comparison", "note", text))
+            out.append((None, "note", text))
     return out
 
 
@@ -7641,7 +7755,8 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
                    "(give --correction holm for Holm-Bonferroni)")
         lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
                      f"randomisation test ({trials} trials), {how}.")
-    lines += [f"Note: {message}" if name == "comparison" else f"Notice ({name}): {kind}: {message}"
+    lines += [f"N/A: {table.note}." for table in metric_tables(report) if table.note]
+    lines += [f"Note: {message}" if name is None else f"Notice ({name}): {kind}: {message}"
               for name, kind, message in _notices(report)]
     signature = _signature(report)
     if signature:
@@ -7691,19 +7806,46 @@ def _markdown_escape(text: str, table: bool = True) -> str:
     return text.replace("|", "\\|") if table else text
 
 
+#: How each character special to LaTeX (or turned into something else by the OT1 font
+#: encoding: ``|``, ``<``, ``>`` print other glyphs; ``--``, ``''``, `` `` `` and ``!```
+#: are ligatures) is written in text mode (textcomp symbols, in the LaTeX kernel since 2020).
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                  "'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}",
                   "\u2020": r"$^\dagger$"}
 
 
 def _latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    """``text`` as LaTeX text-mode source that prints it verbatim (:data:`_LATEX_SPECIAL`;
+    a hyphen followed by another is ``-{}``, so that ``--`` is not an en dash)."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text).replace("--", "-{}-").replace("--", "-{}-")
+
+
+#: An option name in a legend line (``--correction``), set in typewriter type.
+_OPTION_NAME = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+
+
+def _latex_legend_line(line: str) -> str:
+    """One legend line as LaTeX: the signature in ``\\texttt`` with a break allowed after
+    each ``|``, option names (``--correction``) in ``\\texttt``, the rest escaped."""
+    if line.startswith("Signature: "):
+        body = _latex_escape(line[len("Signature: "):]).replace(r"\textbar{}", r"\textbar{}\allowbreak{}")
+        return rf"Signature: \texttt{{{body}}}"
+    out, last = [], 0
+    for match in _OPTION_NAME.finditer(line):
+        out += [_latex_escape(line[last:match.start()]), rf"\texttt{{{_latex_escape(match.group())}}}"]
+        last = match.end()
+    return "".join(out + [_latex_escape(line[last:])])
 
 
 def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
     """booktabs tables (``\\usepackage{booktabs}``), one ``table`` per family, as
     :func:`format_markdown` (bold = ``\\textbf``, interval in a smaller font, dagger
-    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table."""
+    ``$^\\dagger$``); the legend as a footnote-size paragraph after the last table. Every
+    name, label and legend line is escaped (:func:`_latex_escape`; a system name is set in
+    braces, so that one starting with ``[`` is not an optional argument of ``\\\\``);
+    option names and the signature are in ``\\texttt``."""
     out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
     tables = metric_tables(report)
     for k, table in enumerate(tables):
@@ -7719,11 +7861,12 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
                 if cell.estimate is not None and cell.ci is not None:
                     value += rf" {{\scriptsize [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]}}"
                 shown.append(value + (r"$^\dagger$" if cell.significant else ""))
-            out.append(_latex_escape(name) + " & " + " & ".join(shown) + r" \\")
+            # the name in braces: after \\ or \midrule a cell starting with [ would be read as their optional argument
+            out.append("{" + _latex_escape(name) + "} & " + " & ".join(shown) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}"]
         if k == len(tables) - 1:
             out += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize",
-                    *(_latex_escape(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
+                    *(_latex_legend_line(line) + r"\par" for line in legend_lines(report)), r"\end{minipage}"]
         out.append(r"\end{table}")
     return "\n".join(out) + "\n"
 
@@ -7731,7 +7874,7 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
 #: Columns of ``--format csv`` (one row per system and headline metric).
 CSV_COLUMNS = ("system", "table", "metric", "estimate", "ci_low", "ci_high", "delta", "delta_ci_low",
                "delta_ci_high", "p_value", "p_adjusted", "significant", "best", "lower_is_better", "notices",
-               "signature")
+               "comparison_notes", "signature")
 
 
 def _csv_number(value: float | None) -> str:
@@ -7742,15 +7885,19 @@ def format_csv(report: Mapping[str, Any]) -> str:
     """CSV (RFC 4180, ``\\r\\n`` rows as the csv module writes them), one row per system
     and headline metric (:data:`CSV_COLUMNS`); numbers in full precision (Python's
     shortest round-trip form, so they parse back to the same floats), empty = N/A / no
-    comparison; ``notices``: the system's notices as ``kind: message`` joined by `` | ``;
+    comparison; ``notices``: the row's system's own notices as ``kind: message`` joined by
+    `` | `` (empty for a system without any, the baseline's included); ``comparison_notes``:
+    the comparison's notes (another tool version, missing predictions, ...: about the
+    comparison, not one system), joined the same way, the same on every row;
     ``signature``: the run's signature line."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     signature = _signature(report) or ""
-    notices: dict[str, list[str]] = {}
+    notices: dict[str | None, list[str]] = {}
     for name, kind, message in _notices(report):
-        notices.setdefault(name, []).append(f"{kind}: {message}")
+        notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
+    comparison_notes = " | ".join(notices.pop(None, []))
     for table in metric_tables(report):
         for name, cells in table.rows.items():
             for path, _ in table.columns:
@@ -7760,7 +7907,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
                                  str(c.best).lower(), str(path in LOWER_IS_BETTER).lower(),
-                                 " | ".join(notices.get(name, []) + notices.get("comparison", [])), signature])
+                                 " | ".join(notices.get(name, [])), comparison_notes, signature])
     return buffer.getvalue()
 
 
@@ -7806,7 +7953,8 @@ def format_output(report: Mapping[str, Any], fmt: str) -> str:
 #: Size of every figure: inches at :data:`PLOT_DPI` dots per inch (PNG: 960 x 600 pixels).
 PLOT_SIZE_INCHES = (9.6, 6.0)
 PLOT_DPI = 100
-#: The per-relation plot shows the relations with the most gold triplets (over all systems).
+#: The per-relation plot shows the relations with the most gold triplets (the gold support,
+#: shared by the systems), each labelled with that count.
 PLOT_MAX_RELATIONS = 20
 #: Fixed file metadata and SVG ids, so that the same reports give the same bytes.
 _PLOT_RC = {"svg.hashsalt": PRODUCT, "svg.fonttype": "path", "path.simplify": False}
@@ -7828,10 +7976,10 @@ def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bo
               for name, rep in reports.items() if "per_relation" in rep}
     if not tables:
         return False
-    gold: Counter[str] = Counter()
+    gold: dict[str, int] = {}  # the gold support: the same for every system (one gold), so the first's
     for rows in tables.values():
         for rel, row in rows.items():
-            gold[rel] += row["gold"]
+            gold.setdefault(rel, row["gold"])
     relations = sorted(gold, key=lambda r: (-gold[r], r))[:PLOT_MAX_RELATIONS]
     ax = fig.add_subplot()
     height = 0.8 / len(tables)
@@ -7941,8 +8089,9 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
     drawn; a note names the missing family. Files are written atomically with fixed
     metadata (no dates; SVG ids salted with a constant), so the same reports give the same
     bytes. Returns the paths written, in :data:`PLOTS` order, PNG before SVG. Raises
-    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`) or the folder
-    cannot be written.
+    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the folder cannot
+    be created, or a plot file cannot be written (naming the file and the system's reason;
+    the files written before it stay).
     """
     missing = plots_missing()
     if missing:
@@ -7963,18 +8112,28 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
                 continue
             for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
                 path = folder / f"{stem}.{ext}"
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
                 try:
-                    with os.fdopen(fd, "wb") as handle:
-                        fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
-                    os.chmod(tmp, 0o644)
-                    os.replace(tmp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
+                    _save_figure(fig, path, ext, metadata)
+                except OSError as exc:
+                    raise InputError(f"--plots {folder}: cannot write the plot {path}: {exc.strerror or exc}"
+                                     + (f" ({len(written)} plot files written before it)" if written else "")) from None
                 written.append(path)
     return written
+
+
+def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) -> None:
+    """Write one figure atomically (a temporary file beside ``path``, then renamed over it);
+    OSError when the folder or ``path`` cannot be written (``path`` a folder, say)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 # ======================================================================================
@@ -9148,6 +9307,18 @@ def _shard_spec(text: str) -> tuple[int, int]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
+def _count_at_most(high: int, what: str, low: int = 1, why_low: str = "") -> Callable[[str], int]:
+    """An argparse type: 0 (none) or an integer in [``low``, ``high``]; outside, a usage
+    error (exit 2) saying why (``what``: the upper limit's reason; ``why_low``: the lower's)."""
+    def parse(text: str) -> int:
+        value = _non_negative_int(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"expected at most {high:,}, found {value:,} ({what})")
+        if 0 < value < low:
+            raise argparse.ArgumentTypeError(f"expected 0 (none) or at least {low}, found {value} ({why_low})")
+        return value
+    return parse
+
 
 def _metric_list(text: str) -> tuple[str, ...]:
     """``--metrics``: family names from the registry, or "all" alone (returned as
@@ -9255,12 +9426,20 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--compare", type=Path, nargs="+", metavar="REPORT",
                      help="compare reports written earlier (with per_entry statistics, same gold and "
                           "configuration) without rescoring; a report of several systems adds all of them")
-    cmp.add_argument("--bootstrap", type=_non_negative_int, metavar="N",
+    cmp.add_argument("--bootstrap", metavar="N", type=_count_at_most(
+                         MAX_BOOTSTRAP, "each resample's value of every headline metric is kept for the percentile "
+                         "intervals; 1,000 to 2,000 are enough for 95% intervals", MIN_BOOTSTRAP,
+                         f"with fewer than {MIN_BOOTSTRAP} resamples the 2.5% and 97.5% quantiles rest on one or two "
+                         "resamples and a 95% percentile interval is mostly noise, which need not even contain the "
+                         "estimate; 1,000 or more are recommended"),
                      help=f"bootstrap resamples for the 95%% percentile intervals (default {DEFAULT_BOOTSTRAP} "
-                          "when comparing, 0 for none; a single system gets intervals only when this is given)")
-    cmp.add_argument("--trials", type=_non_negative_int, metavar="R",
+                          f"when comparing, 0 for none, else {MIN_BOOTSTRAP} to {MAX_BOOTSTRAP:,}; a single system gets "
+                          "intervals only when this is given)")
+    cmp.add_argument("--trials", metavar="R", type=_count_at_most(
+                         MAX_TRIALS, "the time grows with R; 10,000,000 trials already resolve p-values to 1e-7"),
                      help=f"paired approximate-randomisation trials per metric (default {DEFAULT_TRIALS}; "
-                          "0 for no p-values)")
+                          f"0 for no p-values; at most {MAX_TRIALS:,}); the smallest p-value R trials can give is "
+                          "1/(R + 1), so below 19 trials no difference can be significant at 0.05")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
@@ -9323,6 +9502,12 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
     """The comparison options (repeated ``--pred``, ``--compare``, ``--name``, ``--bootstrap``,
     ``--trials``, ``--seed``, ``--correction``) against each other and the rest: an option that
     would change nothing, or two ways of giving the systems, is an error naming them."""
+    if args.trials == 0 and args.correction == "holm":
+        raise InputError("--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes "
+                         "none: leave --correction out, or give --trials R")
+    if args.bootstrap == 0 and args.trials == 0 and args.seed is not None:
+        raise InputError(f"--seed {args.seed} seeds the bootstrap resamples and the randomisation trials, but "
+                         "--bootstrap 0 and --trials 0 draw none: leave --seed out")
     preds = args.pred or []
     if args.compare is not None:
         if preds:
@@ -10108,7 +10293,8 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
     ``--correction`` need two systems (they are about the test against the baseline):
     given for one, they are refused (:class:`InputError`), never ignored, and so is
     ``--bootstrap 0`` for one (several systems: 0 resamples = no intervals, 0 trials = no
-    p-values)."""
+    p-values); :func:`_refuse_comparison_contradictions` has refused ``--correction holm``
+    with ``--trials 0`` and ``--seed`` with ``--bootstrap 0 --trials 0``."""
     if n_systems < 2:
         for option, value in (("--trials", config.trials), ("--correction", config.correction)):
             if value is not None:
@@ -10231,7 +10417,8 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
     are listed per system, ``+``-joined, when they differ), the short hashes of the inputs, then the resampling
     (:func:`_resampling_signature`). Two runs whose numbers could differ never share a
     signature: everything that moves a number is in ``summary.config`` or an input hash.
-    The tool version is the one running now (it computes the intervals and tests)."""
+    The tool version is the one that scored the systems, each system's when they differ,
+    and the one computing the comparison when it is another (:func:`_tool_versions`)."""
     settings, versions = config_signature(summaries[0].get("config", {}))
     for key in _PER_SYSTEM_CONFIG:  # each system's value, when they differ
         values = [s.get("config", {}).get(key) for s in summaries]
@@ -10240,7 +10427,19 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
             settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
                         for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
-                     *_resampling_signature(options, len(summaries)), *versions, f"version:{__version__}"])
+                     *_resampling_signature(options, len(summaries)), *versions, *_tool_versions(summaries)])
+
+
+def _tool_versions(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``version:X``: this tool's version, when it scored every system (or there is only the
+    run being made). Systems scored by other versions (saved reports) are listed one per
+    system, ``+``-joined in system order (``version:0.1.0+0.2.0``), and the version that
+    computes the comparison now follows as ``cmp-version:X`` when it is not the one
+    that scored them all."""
+    scored = [(s.get("config", {}).get("versions") or {}).get(PRODUCT) or __version__ for s in summaries]
+    if set(scored) == {__version__}:
+        return [f"version:{__version__}"]
+    return [f"version:{'+'.join(scored) if len(set(scored)) > 1 else scored[0]}", f"cmp-version:{__version__}"]
 
 
 def sign_report(report: dict[str, Any], options: ComparisonOptions | None = None) -> dict[str, Any]:
@@ -10449,8 +10648,8 @@ _REPORT_NAME_MAX = 100
 def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Sequence[str | None]) -> Path | None:
     """Where a comparison's report goes: ``--report`` (- = stdout), None with ``--no-report``,
     else ``reports/<name>-vs-<name>[-vs-...].json`` (one system, from ``--compare``:
-    ``reports/<name>-intervals.json``; characters other than letters, digits,
-    ``.``, ``_`` and ``-`` become ``_``; a name longer than 100 characters becomes
+    ``reports/<name>-intervals.json``; characters other than ASCII letters and digits,
+    ``.``, ``_`` and ``-`` become ``_``, for portable file names; a name longer than 100 characters becomes
     ``<baseline>-vs-<k>-systems-<8 hex of the names>``). Like the single-run default it is
     refused when the file exists and is not the report of these same prediction files
     (``pred_paths``, in order)."""
@@ -10481,8 +10680,8 @@ def _format_cell(value: float | None, ci: Sequence[float | None] | None = None, 
 
 
 def format_comparison(block: Mapping[str, Any]) -> str:
-    """The comparison block as plain text: a header (baseline, resamples, trials, seed,
-    correction), one table of estimates with their 95% intervals (metric x system), one
+    """The comparison block as plain text: a header (baseline, and what was done: resamples,
+    trials and seed, or no intervals / no p-values when they are 0), one table of estimates with their 95% intervals (metric x system), one
     table per other system of its difference to the baseline (interval, p-value, the
     Holm-adjusted p-value when asked for, ``*`` when significant), the legend, the
     comparison's notices, and its signature. One function, so that other formats can
@@ -10492,11 +10691,16 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     base = block["baseline"]
     paths = list(dict.fromkeys(path for name in names for path in metrics[name]))
     width = max([len("metric"), *map(len, paths)])
+    level = f"{round(100 * block.get('confidence', 0.95))}%"
+    done = [f"{block['bootstrap']} bootstrap resamples (percentile {level} intervals)" if block["bootstrap"]
+            else "no intervals (--bootstrap 0)"]
+    if len(names) > 1:
+        done.append(f"{block['trials']} approximate-randomisation trials" if block["trials"]
+                    else "no p-values (--trials 0)")
+    if block["bootstrap"] or (block["trials"] and len(names) > 1):
+        done.append(f"seed {block['seed']}")
     lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: "
-             f"{block['bootstrap']} bootstrap resamples "
-             f"(percentile {round(100 * block.get('confidence', 0.95))}% intervals)"
-             + (f", {block['trials']} approximate-randomisation trials" if len(names) > 1 else "")
-             + f", seed {block['seed']}", ""]
+             + ", ".join(done), ""]
     cells = {n: [_format_cell(metrics[n][p]["estimate"], metrics[n][p]["ci"]) if p in metrics[n] else "-"
                  for p in paths] for n in names}
     widths = {n: max(len(n), *(len(c) for c in cells[n])) for n in names}
@@ -10504,15 +10708,19 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     for i, path in enumerate(paths):
         lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
     holm = block.get("correction") == "holm"
+    tested = bool(block["trials"])
+    label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
     for name in names[1:]:
         rows = [(path, _format_cell(m["delta"], m["delta_ci"], signed=True), _format_p(m["p_value"]),
                  _format_p(m.get("p_adjusted")), "*" if m.get("significant") else "")
                 for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
-        cell = max([len("delta [95% interval]"), *(len(r[1]) for r in rows)])
-        header = [f"{name + ' - ' + base:<{width}}", f"{'delta [95% interval]':>{cell}}", f"{'p':>8}"]
-        lines += ["", "  ".join(header + ([f"{'Holm p':>8}"] if holm else []))]
+        cell = max([len(label), *(len(r[1]) for r in rows)])
+        header = [f"{name + ' - ' + base:<{width}}", f"{label:>{cell}}"]
+        header += [f"{'p':>8}", *([f"{'Holm p':>8}"] if holm else [])] if tested else []
+        lines += ["", "  ".join(header).rstrip()]
         for path, delta, p, q, mark in rows:
-            lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", p, *([q] if holm else []), mark]).rstrip())
+            tests = [p, *([q] if holm else []), mark] if tested else []
+            lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", *tests]).rstrip())
     lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
           if metrics[n][p].get("na_resamples")]
@@ -10567,9 +10775,11 @@ def _log_embedding_stats(similarity: Similarity) -> None:
 
 def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Path | None,
           outcome: RunOutcome) -> int:
-    """Write the report (file, stdout with ``--report -``, or nowhere), draw ``--plots`` and
-    print the summary: stdout carries one thing, the summary (``text``, or the tables of
-    ``--format``) or (``--report -``) the report."""
+    """Write the report (file, stdout with ``--report -``, or nowhere), print the summary,
+    then draw ``--plots``: stdout carries one thing, the summary (``text``, or the tables of
+    ``--format``) or (``--report -``) the report. The plots come last, so that a plot that
+    cannot be written (an InputError naming the file, exit 2) loses neither the report nor
+    the summary."""
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         sys.stdout.flush()
@@ -10589,10 +10799,18 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
-    _write_run_plots(config, report)
     _print_output(config, report, text,
                   f"report written to {report_path}" if report_path is not None else "no report written (--no-report)")
+    sys.stdout.flush()
+    _write_run_plots(config, report)
     return 0
+
+
+#: Added to a system's prediction-field error in a repeated --pred run: one --pred-field
+#: applies to every system.
+_PRED_FIELD_WORKAROUND = ("; --pred-field applies to every system of a repeated --pred, so for files whose predictions "
+                          "sit in different fields score each file on its own with its --pred-field (--report "
+                          "NAME.json), then compare the saved reports: --compare A.json B.json")
 
 
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
@@ -10602,6 +10820,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     names = list(config.names) if config.names else system_names(config.preds)
     _check_names(names, len(config.preds), f"--pred given {len(config.preds)} times")
     configs = [dataclasses.replace(config, pred=p) for p in config.preds]
+    _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _check_input_paths(system)
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
@@ -10613,11 +10832,28 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     systems: dict[str, dict[str, Any]] = {}
     for name, system in zip(names, configs):
         log.info("system %s: %s", name, system.pred)
-        systems[name] = sign_report(score_system(system, similarity))
+        try:
+            systems[name] = sign_report(score_system(system, similarity))
+        except InputError as exc:
+            raise InputError(f"system {name}: {exc}{_PRED_FIELD_WORKAROUND if 'prediction field' in str(exc) else ''}"
+                             ) from None
     _log_embedding_stats(similarity)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
+
+
+def _refuse_mixed_systems(preds: Sequence[Path]) -> None:
+    """A repeated ``--pred`` gives all files or all directories (a directory run is compared
+    with directory runs, on the same --gold/--ontology directories): a mix is an InputError
+    saying which --pred is a file and which a directory."""
+    folders = [p for p in preds if p.is_dir()]
+    if not folders or len(folders) == len(preds):
+        return
+    kinds = ", ".join(f"{p} is {'a directory' if p in folders else 'a file'}" for p in preds)
+    raise InputError(f"--pred mixes files and directories ({kinds}): the systems of one comparison are all "
+                     "predictions files (with a --gold file) or all directories (a whole benchmark run each, with "
+                     "--gold and --ontology directories)")
 
 
 def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
@@ -10683,14 +10919,15 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
 
 
 def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
-    """stdout carries one thing: the printed summary ``text`` and then ``where`` (the
-    report's path) for ``--format text``; else the tables in ``--format`` alone
-    (:func:`format_output`), ``where`` going to stderr."""
+    """stdout carries one thing: the printed summary ``text`` (``--format text``) or the
+    tables of ``--format`` (:func:`format_output`); ``where`` (the report's path, or that
+    none was written) goes to stderr with the other notes (``--quiet`` silences it), so
+    ``> summary.txt`` captures the summary alone."""
     if config.output_format in (None, "text"):
         print(text)
-        print(f"\n{where}")
-        return
-    sys.stdout.write(format_output(report, config.output_format))
+    else:
+        sys.stdout.write(format_output(report, config.output_format))
+    sys.stdout.flush()
     log.info("%s", where)
 
 

@@ -85,7 +85,7 @@ def test_basic_run_exit_0_summary_and_report(finetuned_run):
     assert f"kg-triplet-eval {ev.__version__}" in proc.stdout
     assert "entries 25" in proc.stdout
     assert "micro" in proc.stdout and "macro" in proc.stdout and "composite" in proc.stdout
-    assert f"report written to {out}" in proc.stdout
+    assert f"report written to {out}" in proc.stderr and "report written" not in proc.stdout  # the summary alone
     report = load_report(out)
     assert list(report)[0] == "summary" and list(report)[-1] == "per_entry"
     assert "strict" in report and "per_relation" in report  # default families
@@ -200,12 +200,12 @@ def test_default_report_path(tmp_path):
     (tmp_path / "gold").mkdir()
     shutil.copyfile(ROOT / FINETUNED, tmp_path / FINETUNED)
     shutil.copyfile(ROOT / GOLD, tmp_path / GOLD)
-    proc = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", cwd=tmp_path)
+    proc = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     default = tmp_path / "reports" / "finetuned.json"
     assert default.is_file()
     assert load_report(default)["summary"]["n_entries"] == 25
-    assert str(Path("reports") / "finetuned.json") in proc.stdout
+    assert str(Path("reports") / "finetuned.json") in proc.stderr
     assert list((tmp_path / "reports").iterdir()) == [default]  # no temp file left behind
 
 

@@ -88,7 +88,8 @@ def test_text_prints_each_summary_and_signature_then_the_comparison(runs):
         assert f"signature: {both['systems'][name]['summary']['signature']}" in text
     comparison = text[text.index("comparison of 2 systems, baseline base"):]
     assert "finetuned - base" in comparison and "hgr.macro.composite" in comparison
-    assert comparison.rstrip().splitlines()[-3] == f"signature: {both['comparison']['signature']}"
+    # the last line: stdout carries the summary alone
+    assert comparison.rstrip().splitlines()[-1] == f"signature: {both['comparison']['signature']}"
     assert "no correction for multiple comparisons" in comparison
 
 
@@ -114,9 +115,18 @@ def test_zero_resamples_or_trials_leave_out_the_intervals_or_the_p_values(tmp_pa
     assert (row["ci"], row["delta_ci"], row["p_value"], row["significant"]) == (None, None, None, False)
     assert row["delta"] == row["estimate"] - block["metrics"]["base"]["hgr.macro.composite"]["estimate"]
     assert "|boot:0|trials:0|" in block["signature"]
+    # the header says what was done (it said "0 bootstrap resamples (percentile 95% intervals)")
+    assert "comparison of 2 systems, baseline base: no intervals (--bootstrap 0), no p-values (--trials 0)\n" in out
+    assert "percentile 95% intervals" not in out and "seed 12345" not in out
     table = out[out.index("finetuned - base"):]
+    assert table.splitlines()[0].split() == ["finetuned", "-", "base", "delta"]  # no "[95% interval]", no p
     assert next(ln for ln in table.splitlines() if ln.startswith("hgr.macro.composite")).split() == \
-        ["hgr.macro.composite", "+0.2947", "n/a"]
+        ["hgr.macro.composite", "+0.2947"]
+    rc, out, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "500",
+                       "--no-report")
+    assert "baseline base: no intervals (--bootstrap 0), 500 approximate-randomisation trials, seed 12345\n" in out
+    table = out[out.index("finetuned - base"):]
+    assert table.splitlines()[0].split() == ["finetuned", "-", "base", "delta", "p"]
     rc, _, err = cli("--pred", BASE, "--gold", GOLD, "--bootstrap", "0", "--no-report")
     assert rc == 2 and "--bootstrap 0 on one system: nothing to compute" in err
 
@@ -170,6 +180,20 @@ def test_compare_notes_another_tool_version_and_refuses_another_configuration(ru
     rc, out, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
     assert rc == 0, err
     assert "old was scored by kg-triplet-eval 0.0.9, the baseline base by 0.1.0" in out  # a note of the table
+    # the signature names both versions (it said version:0.1.0, hiding 0.0.9)
+    last = [x for x in out.splitlines() if x.startswith("signature: ")][-1]
+    assert last.endswith(f"|version:{ev.__version__}+0.0.9|cmp-version:{ev.__version__}")
+    same = load_report(d / "base.json")
+    for report in (same, other):
+        report["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
+    (tmp_path / "old_base.json").write_text(json.dumps(same), encoding="utf-8")
+    (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
+    rc, out, err = cli("--compare", tmp_path / "old_base.json", tmp_path / "old.json", "--no-report", *FAST)
+    assert rc == 0, err
+    last = [x for x in out.splitlines() if x.startswith("signature: ")][-1]
+    assert last.endswith(f"|version:0.0.9|cmp-version:{ev.__version__}")
+    other = load_report(d / "finetuned.json")
+    other["summary"]["config"]["versions"]["kg-triplet-eval"] = "0.0.9"
     other["summary"]["config"]["sim_threshold"] = 0.85
     (tmp_path / "old.json").write_text(json.dumps(other), encoding="utf-8")
     rc, _, err = cli("--compare", d / "base.json", tmp_path / "old.json", "--no-report", *FAST)
@@ -267,7 +291,7 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     # the default report path joins the names ('/' becomes '_')
     report = load_report(tmp_path / "reports" / "qwen_pred-vs-llama_pred.json")
     assert list(report["systems"]) == ["qwen/pred", "llama/pred"]
-    assert "report written to reports/qwen_pred-vs-llama_pred.json" in out
+    assert "report written to reports/qwen_pred-vs-llama_pred.json" in err
     # the same command again may overwrite its own report; another pair under that name may not
     assert cli("--pred", "runs/qwen/pred.jsonl", "--pred", "runs/llama/pred.jsonl", "--gold", gold, *FAST,
                cwd=tmp_path)[0] == 0
@@ -299,11 +323,23 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     (["--pred", BASE, "--gold", GOLD, "--seed", "3"], "--seed applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--name", "x"], "--name applies to a comparison"),
     (["--pred", BASE, "--gold", GOLD, "--trials", "30"], "--trials applies to a comparison"),
-    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--name", "a", "--name", "b"],
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--name", "a", "--name", "b"],
      "--name given 2 times for 1 system (one --pred)"),
-    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "30", "--correction", "holm"],
+    (["--pred", BASE, "--gold", GOLD, "--bootstrap", "100", "--correction", "holm"],
      "--correction applies to the significance test of two or more systems"),
-    (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD], "--gold must be the ground-truth directory"),
+    (["--pred", BASE, "--pred", ROOT / "predictions", "--gold", GOLD],
+     f"--pred mixes files and directories ({BASE} is a file, {ROOT / 'predictions'} is a directory)"),
+    (["--pred", ROOT / "predictions", "--pred", ROOT / "benchmarks", "--pred", BASE, "--gold", ROOT / "gold"],
+     f"--pred mixes files and directories ({ROOT / 'predictions'} is a directory, "
+     f"{ROOT / 'benchmarks'} is a directory, "
+     f"{BASE} is a file): the systems of one comparison are all predictions files (with a --gold file) or all "
+     "directories"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--trials", "0", "--correction", "holm"],
+     "--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes none"),
+    (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "0", "--seed", "5"],
+     "--seed 5 seeds the bootstrap resamples and the randomisation trials, but --bootstrap 0 and --trials 0 draw "
+     "none"),
+    (["--compare", ROOT / "README.md", "--trials", "0", "--correction", "holm"], "but --trials 0 computes none"),
 ])
 def test_refusals_exit_2_naming_the_problem(tmp_path, args, message):
     rc, out, err = run_main(*args, "--no-embeddings" if "--compare" not in args else "--quiet", cwd=tmp_path)
@@ -315,7 +351,7 @@ def test_refusals_exit_2_naming_the_problem(tmp_path, args, message):
 def test_compare_of_one_report_needs_bootstrap(runs, tmp_path):
     rc, _, err = cli("--compare", runs["dir"] / "base.json", "--no-report")
     assert rc == 2 and "give two or more, or --bootstrap N" in err
-    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--bootstrap", "50", cwd=tmp_path)
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", "--bootstrap", "100", cwd=tmp_path)
     assert rc == 0, err
     report = load_report(tmp_path / "reports" / "base-intervals.json")
     assert report["comparison"]["metrics"]["base"]["hgr.macro.composite"]["ci"] is not None
@@ -362,9 +398,9 @@ def test_every_number_changing_option_changes_the_signature(tmp_path):
         "gold-field": (*base, "--gold-field", "triplets"),
         "pred": ("--pred", FINETUNED, "--gold", GOLD),
         "gold": ("--pred", BASE, "--gold", gold2),
-        "bootstrap": (*base, "--bootstrap", "50"),
-        "bootstrap-seed": (*base, "--bootstrap", "50", "--seed", "1"),
-        "bootstrap-more": (*base, "--bootstrap", "60"),
+        "bootstrap": (*base, "--bootstrap", "100"),
+        "bootstrap-seed": (*base, "--bootstrap", "100", "--seed", "1"),
+        "bootstrap-more": (*base, "--bootstrap", "120"),
     }
     signatures = {name: _signature(tmp_path, *args) for name, args in variants.items()}
     assert len(set(signatures.values())) == len(signatures), signatures
@@ -457,7 +493,7 @@ def test_readme_comparison_example_is_what_the_command_prints(runs):
     section = readme[readme.index("## Comparing models for a write-up"):]
     example = section[section.index("```\ncomparison of"):].split("```")[1]
     shown = [ln for ln in example.strip().splitlines()
-             if ln.strip() and ln != "..." and not ln.startswith(("signature:", "report written"))]
+             if ln.strip() and ln != "..." and not ln.startswith("signature:")]
     printed = runs["text"].splitlines()
     missing = [ln for ln in shown if ln not in printed]
     assert not missing, missing  # the rows shown are the real output (the signature's versions vary)
@@ -499,3 +535,47 @@ def test_embedding_systems_equal_their_single_runs_and_name_the_model_files(mini
     digest = ev.ModelStore.fingerprint_dir(minilm_dir)[:12]
     assert config["model_files_hash"] == digest and config["model_id"] == f"{minilm_dir.name}@{digest}"
     assert f"|sim:fastembed:{minilm_dir.name}@{digest}|" in report["comparison"]["signature"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--trials", "1000000000", "expected at most 10,000,000, found 1,000,000,000 (the time grows with R"),
+    ("--bootstrap", "3000000", "expected at most 1,000,000, found 3,000,000 (each resample's value"),
+])
+def test_resamples_and_trials_above_the_limit_exit_2_before_scoring(tmp_path, option, value, message):
+    rc, out, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", option, value,
+                            cwd=tmp_path)
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert out == "" and not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("value", ["1", "99"])
+def test_too_few_resamples_for_a_percentile_interval_exit_2_saying_why(tmp_path, value):
+    # --bootstrap 1 printed "95% intervals" [x, x] that did not contain the estimate
+    rc, out, err = run_main("--pred", BASE, "--gold", GOLD, "--no-embeddings", "--bootstrap", value, cwd=tmp_path)
+    assert rc == 2 and f"expected 0 (none) or at least {ev.MIN_BOOTSTRAP}, found {value}" in err
+    assert "a 95% percentile interval is mostly noise" in err and out == ""
+
+
+def test_too_few_trials_to_mark_anything_is_said_in_the_notes(tmp_path):
+    rc, out, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--bootstrap", "0", "--trials", "9",
+                       "--no-report")
+    assert rc == 0, err
+    assert "with 9 randomisation trials the smallest possible p-value is 1/(R + 1) = 0.1, not below 0.05" in out
+
+
+def test_a_prediction_field_failing_for_one_system_names_it_and_the_workaround(tmp_path):
+    other = tmp_path / "other.jsonl"  # the finetuned predictions under another field name
+    other.write_text(FINETUNED.read_text(encoding="utf-8").replace('"output"', '"response"'), encoding="utf-8")
+    rc, out, err = cli("--pred", BASE, "--pred", other, "--gold", GOLD, "--pred-field", "output", "--no-report")
+    assert rc == 2 and out == ""
+    assert f"error: system other: {other}: no line has a recognised prediction field" in err
+    assert "--pred-field applies to every system of a repeated --pred" in err
+    assert "score each file on its own with its --pred-field (--report NAME.json), then compare the saved reports: " \
+        "--compare A.json B.json" in err
+
+
+def test_default_report_name_keeps_ascii_letters_digits_dot_underscore_hyphen_only(tmp_path):
+    rc, _, err = cli("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "modèle v1.0", "--name",
+                     "ft_2-b/c", "--bootstrap", "0", "--trials", "0", cwd=tmp_path)
+    assert rc == 0, err
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["mod_le_v1.0-vs-ft_2-b_c.json"]  # è is not ASCII

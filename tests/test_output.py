@@ -218,12 +218,36 @@ def test_latex_booktabs(reports):
     n = len(ev.metric_tables(report))
     for command in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}", r"\end{tabular}"):
         assert text.count(command) == n
-    assert r"base\_model & " in text and r"\textbf{" in text and r"$^\dagger$" in text
+    assert r"{base\_model} & " in text and r"\textbf{" in text and r"$^\dagger$" in text
     assert r"{\scriptsize [" in text
     x = ev.metric_value(reports["finetuned"], "hgr.micro.entity_f1")
     assert rf"\textbf{{{x:.3f}}}" in text
-    assert "Signature: " + SIGNATURE.replace("_", r"\_") in text
+    breakable = ev._latex_escape(SIGNATURE).replace(r"\textbar{}", r"\textbar{}\allowbreak{}")
+    assert r"Signature: \texttt{" + breakable + "}" in text
     assert text.count("{") == text.count("}")
+
+
+@pytest.mark.parametrize("char, source", [
+    ("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"),
+    ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}"), ("|", r"\textbar{}"),
+    ("<", r"\textless{}"), (">", r"\textgreater{}"), ("--", "-{}-"), ("---", "-{}-{}-"), ("-", "-"),
+    ("'", r"\textquotesingle{}"),
+    ("`", r"\textasciigrave{}"), ('"', r"\textquotedbl{}"), ("\u2020", r"$^\dagger$"), ("[", "["), ("é", "é"),
+])
+def test_latex_escapes_every_special_character(reports, char, source):
+    assert ev._latex_escape(f"a{char}b") == f"a{source}b"
+    name = f"{char}x"  # a system name starting with the character, in the first column of a row
+    text = ev.format_latex(systems_layout({"base": reports["base"], name: reports["finetuned"]}))
+    assert "\n{" + ev._latex_escape(name) + "} & " in text  # braced: "[x]" after \\ or \midrule is no argument
+
+
+def test_latex_rows_cannot_start_an_optional_argument_and_the_legend_sets_options_in_texttt(reports):
+    text = ev.format_latex(systems_layout({"base": reports["base"], "[ft] v2--a|b<c>": reports["finetuned"]}))
+    row = next(line for line in text.splitlines() if "ft" in line and " & " in line)
+    assert row.startswith(r"{[ft] v2-{}-a\textbar{}b\textless{}c\textgreater{}} & ")
+    assert not re.search(r"(\\\\|\\midrule)\s*\[", text)  # no row, after \\ or \midrule, starts with [
+    assert r"(give \texttt{-{}-correction} holm for Holm-Bonferroni)" in text
+    assert "--" not in text  # no en/em dash ligature anywhere
 
 
 def test_format_output_dispatch(reports):
@@ -320,9 +344,10 @@ def test_notices_and_comparison_notes_become_legend_lines_and_fields(reports):
     assert "Notice (finetuned): limit: --limit 10: 10 of 25  " in legend
     assert f"Note: {specific}  " in legend
     assert not any(general in line for line in legend)  # the legend's own dagger line says it
-    assert r"Notice (finetuned): limit: --limit 10: 10 of 25\par" in ev.format_latex(report)
+    assert r"Notice (finetuned): limit: \texttt{-{}-limit} 10: 10 of 25\par" in ev.format_latex(report)
     rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
-    assert all(f"note: {specific}" in r["notices"] for r in rows)
+    # the comparison's notes in their own column, the same on every row; a system's notices on its rows only
+    assert all(r["comparison_notes"] == specific and specific not in r["notices"] for r in rows)
     assert all(("limit: --limit 10" in r["notices"]) == (r["system"] == "finetuned") for r in rows)
     data = ev.summary_json(report)
     assert data["systems"]["finetuned"]["notices"] == [{"kind": "limit", "message": "--limit 10: 10 of 25"}]
@@ -340,3 +365,66 @@ def test_plots_without_matplotlib_is_a_clear_error_before_scoring(tmp_path, monk
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "plots").exists()
     with pytest.raises(ev.InputError, match="needs matplotlib"):
         ev.write_plots({}, tmp_path / "p")
+
+
+def test_a_plot_that_cannot_be_written_exits_2_naming_it_after_the_report_and_tables(tmp_path):
+    # the plots are drawn last: the report is written and the tables printed before a plot fails
+    pytest.importorskip("matplotlib")
+    plots = tmp_path / "plots"
+    (plots / "per_relation_f1.svg").mkdir(parents=True)  # a folder where a plot file goes
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--pred", ROOT / "predictions" /
+                            "finetuned.jsonl", "--gold", GOLD, "--no-embeddings", "--bootstrap", "100", "--trials",
+                            "100", "--plots", plots, "--format", "markdown", "--report", tmp_path / "r.json")
+    assert rc == 2 and "Traceback" not in err and "internal error" not in err
+    assert f"error: --plots {plots}: cannot write the plot {plots / 'per_relation_f1.svg'}: Is a directory" in err
+    assert "(1 plot files written before it)" in err and (plots / "per_relation_f1.png").is_file()
+    assert "| finetuned |" in out and (tmp_path / "r.json").is_file()
+    assert not [p for p in plots.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = Path("/proc/sys")  # exists, is a directory, but no file can be created in it
+    if not folder.is_dir():
+        pytest.skip("needs Linux /proc/sys")
+    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+                            "--report", tmp_path / "r.json", "--plots", folder)
+    assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
+    assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
+    assert "report written to" in err and (tmp_path / "r.json").is_file() and "signature: " in out
+
+
+def test_per_relation_plot_labels_carry_the_gold_support_not_a_sum_over_systems(reports):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    assert ev._plot_per_relation(fig, {"base": reports["base"], "finetuned": reports["finetuned"]})
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    support: dict[str, int] = {}
+    for name in ("base", "finetuned"):
+        for row in reports[name]["per_relation"]["relations"]:
+            assert support.setdefault(row["relation"], row["gold"]) == row["gold"]  # one gold: the same support
+    expected = sorted(support, key=lambda r: (-support[r], r))[:ev.PLOT_MAX_RELATIONS]
+    assert labels == [f"{r} ({support[r]})" for r in expected]
+    assert "located_in (10)" in labels  # gold/gold.jsonl has 10 located_in triplets (grep -o located_in: 10)
+
+
+def test_a_family_na_for_every_system_keeps_its_table_and_says_why(reports):
+    # flat triples: no weights, so calibration's ECE and Brier are N/A (the table was dropped silently)
+    flat = copy.deepcopy(reports["base"])
+    reason = "the schema profile has no relation weights (flat triples)"
+    flat["calibration"].update(ece=None, brier=None, not_applicable=reason)
+    flat["summary"]["macro"]["weight_score"] = None
+    report = systems_layout({"base": flat, "finetuned": copy.deepcopy(flat)})
+    tables = {t.title: t for t in ev.metric_tables(report)}
+    calibration = tables["calibration of the relation weights"]
+    assert [p for p, _ in calibration.columns] == ["calibration.ece", "calibration.brier"]
+    assert calibration.note == f"calibration of the relation weights: n/a for every system ({reason})"
+    assert "hgr.macro.weight_score" in [p for p, _ in tables["hgr macro (mean over entries)"].columns]
+    markdown = ev.format_markdown(report)
+    assert "| base | n/a | n/a |" in markdown
+    assert f"N/A: calibration of the relation weights: n/a for every system ({reason}).  " in markdown
+    assert "N/A: calibration of the relation weights: n/a for every system" in ev.format_latex(report)
+    absent = {k: v for k, v in reports["base"].items() if k != "calibration"}  # not scored: no table
+    assert "calibration of the relation weights" not in [t.title for t in ev.metric_tables(absent)]

@@ -527,3 +527,56 @@ def test_webnlg2020_headlines_on_the_shared_data(tmp_path):
     # an entry's exact P/R/F1 sum that is not a float is rounded once per entry: within 1e-15
     out = _check_comparison(report, names, 1e-15)
     assert sum(p.startswith("webnlg2020.Total_scores.") for p in out["metrics"]["s"]) == 12
+
+
+# ---------------------------------------------------------------- memory bounded in B and R
+
+def _two_system_data(sample_reports):
+    families = headline_families()
+    records = [entry_records(sample_reports[n], families) for n in ("base", "finetuned")]
+    return ev.headline_data(records, families), families
+
+
+def test_grouping_of_the_blocks_changes_no_number(sample_reports, monkeypatch):
+    # the random stream is drawn block by block (RESAMPLE_BLOCK rows); HEADLINE_ROWS only groups
+    # blocks before the metrics are computed: one block per group gives the same bits
+    data, families = _two_system_data(sample_reports)
+    observed = {p: 0.01 for p in ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))}
+    boot = ev.bootstrap_replicates(data, families, 1000, seed=3)
+    test = ev.randomization_test(data, families, 1, 0, 1000, 3, observed)
+    monkeypatch.setattr(ev, "HEADLINE_ROWS", 1)
+    assert ev._block_rows(data.n) < 1000  # several groups now
+    again = ev.bootstrap_replicates(data, families, 1000, seed=3)
+    for s in range(2):
+        for path in boot[s]:
+            np.testing.assert_array_equal(boot[s][path], again[s][path])
+    assert ev.randomization_test(data, families, 1, 0, 1000, 3, observed) == test
+
+
+def test_randomization_memory_does_not_grow_with_the_trials(sample_reports):
+    import tracemalloc
+    data, families = _two_system_data(sample_reports)
+    observed = {p: 0.0 for p in ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))}
+
+    def peak(trials: int) -> int:
+        tracemalloc.start()
+        ev.randomization_test(data, families, 1, 0, trials, 1, observed)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    small, large = peak(2 * ev.HEADLINE_ROWS), peak(12 * ev.HEADLINE_ROWS)
+    # before: R x columns sums and R values per metric were held (about 6 times more at 6 times R)
+    assert large < 1.5 * small, (small, large)
+
+
+def test_bootstrap_and_trials_above_their_limits_are_refused(sample_reports):
+    with pytest.raises(ValueError, match="bootstrap must be <= 1000000"):
+        compare(sample_reports, "base", bootstrap=ev.MAX_BOOTSTRAP + 1)
+    with pytest.raises(ValueError, match="trials <= 10000000"):
+        compare(sample_reports, "base", trials=ev.MAX_TRIALS + 1)
+
+
+def test_every_public_name_exists():
+    # __all__ (what `from evaluate import *` takes) named randomization_deltas after it was replaced
+    assert [name for name in ev.__all__ if not hasattr(ev, name)] == []
