@@ -9307,6 +9307,7 @@ def _shard_spec(text: str) -> tuple[int, int]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
+
 def _count_at_most(high: int, what: str, low: int = 1, why_low: str = "") -> Callable[[str], int]:
     """An argparse type: 0 (none) or an integer in [``low``, ``high``]; outside, a usage
     error (exit 2) saying why (``what``: the upper limit's reason; ``why_low``: the lower's)."""
