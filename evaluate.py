@@ -3111,6 +3111,20 @@ class HgrFamily(MetricFamily):
             out[f"hgr.macro.{key}"] = headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan)
         return out
 
+    @staticmethod
+    def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
+        """Per macro key, how many of the rows ``per`` have it (not None); ``n`` for each
+        when there are no rows. One pass: the rows may be read back from disk (RowSpool)."""
+        if not per:
+            return dict.fromkeys(MACRO_KEYS, n)
+        counted = dict.fromkeys(MACRO_KEYS, 0)
+        for row in per:
+            metrics = row["metrics"]
+            for key in MACRO_KEYS:
+                if metrics.get(key) is not None:
+                    counted[key] += 1
+        return counted
+
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         s = section
         t, mi, ma, n = s["totals"], s["micro"], s["macro"], s["n_entries"]
@@ -3126,10 +3140,9 @@ class HgrFamily(MetricFamily):
             "",
             "macro (mean over entries, N/A skipped)",
         ]
-        per = report.get("per_entry", [])
+        counted = self._macro_counts(report.get("per_entry", []), n)
         for key, label in _MACRO_LABELS:
-            counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
-            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
+            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted[key]} of {n} entries)")
         ps = s.get("parse_status", {})
         lines += [
             "",
