@@ -2638,6 +2638,12 @@ def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
     ta, tb = type(a), type(b)
     if ta is int and tb is int:
         return a + b
+    if ta is ExactSum:  # the running sums of a merge: the units of ExactSum.of, inlined
+        if tb is float:
+            n, d = b.as_integer_ratio()  # ValueError / OverflowError for NaN / inf, as ExactSum.of
+            return ExactSum(a.units + (n << (_UNITS_SHIFT - d.bit_length())))
+        if tb is ExactSum:
+            return ExactSum(a.units + b.units)
     if ta is dict:
         return merge_additive(a, b, disjoint=disjoint, in_place=in_place)
     if ta is list:
@@ -2650,6 +2656,10 @@ def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
 
 
 _NUMBER_TYPES = frozenset({int, float, ExactSum})
+#: ``n << (_UNITS_SHIFT - d.bit_length())`` is the number of ExactSum units of the float
+#: ``n / d`` (``d`` a power of two), as :meth:`ExactSum.of` computes it.
+_UNITS_SHIFT = ExactSum._SHIFT + 1
+_ABSENT = object()
 
 
 def _copy_stats(value: Any) -> Any:
@@ -2675,21 +2685,44 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
     ValueError on values that cannot be added (strings, mismatched lists, an overlap under
     a ``disjoint`` key).
     """
-    out = a if in_place else dict(a)
+    if in_place:
+        _merge_into(a, b, disjoint)
+        return a
+    out = dict(a)
     for key, value in b.items():
         if key not in out:
-            out[key] = _copy_stats(value) if in_place else value
+            out[key] = value
         elif key in disjoint:
             clash = out[key].keys() & value.keys()
             if clash:
                 raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
-            if in_place:
-                out[key].update(_copy_stats(value))
-            else:
-                out[key] = {**out[key], **value}
+            out[key] = {**out[key], **value}
         else:
-            out[key] = _exact_add(out[key], value, disjoint, in_place)
+            out[key] = _exact_add(out[key], value, disjoint, False)
     return out
+
+
+def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> None:
+    """:func:`merge_additive` with ``in_place``: the same results, with the common cases
+    (new key, int + int, exact sum + float, dict into dict) decided here."""
+    for key, value in b.items():
+        current = out.get(key, _ABSENT)
+        if current is _ABSENT:
+            tv = type(value)
+            out[key] = value if tv is int or tv is float else _copy_stats(value)
+        elif disjoint and key in disjoint:
+            clash = current.keys() & value.keys()
+            if clash:
+                raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
+            current.update(_copy_stats(value))
+        else:
+            tc, tv = type(current), type(value)
+            if tc is int and tv is int:
+                out[key] = current + value
+            elif tc is dict and tv is dict:
+                _merge_into(current, value, disjoint)
+            else:
+                out[key] = _exact_add(current, value, disjoint, True)
 
 
 def exact_mean(total: int | float | ExactSum, count: int) -> float:
