@@ -1361,9 +1361,20 @@ class Similarity:
         # point. Both bounds are computed here exactly as difflib computes them
         # (difflib._calculate_ratio: 2.0 * matches / length), without building the
         # SequenceMatcher, which dominates the cost otherwise.
-        jac = jaccard(self._token_set(a), self._token_set(b))
-        length = len(a) + len(b)
-        if 0.5 * (2.0 * min(len(a), len(b)) / length) + 0.5 * jac < self.threshold:
+        # jaccard() inlined: |A | B| = |A| + |B| - |A & B|, the same integers, the same division.
+        tokens = self._tokens
+        ta = tokens.get(a)
+        if ta is None:
+            ta = self._token_set(a)
+        tb = tokens.get(b)
+        if tb is None:
+            tb = self._token_set(b)
+        inter = len(ta & tb)
+        union = len(ta) + len(tb) - inter
+        jac = inter / union if union else 0.0
+        la, lb = len(a), len(b)
+        length = la + lb
+        if 0.5 * (2.0 * (la if la < lb else lb) / length) + 0.5 * jac < self.threshold:
             return 0.0
         shared = sum((self._char_counts(a) & self._char_counts(b)).values())
         if 0.5 * (2.0 * shared / length) + 0.5 * jac < self.threshold:
@@ -1408,12 +1419,7 @@ class Similarity:
         """
         lexical_gate = type(self)._gated is Similarity._gated     # the bounds are its bounds
         if len(gold) * len(preds) < _LEXICAL_VECTOR_MIN_PAIRS or not lexical_gate:
-            fn = self.relation if relation else self.field
-            out = np.empty((len(gold), len(preds)))
-            for i, a in enumerate(gold):
-                for j, b in enumerate(preds):
-                    out[i, j] = fn(a, b)
-            return out
+            return self._small_matrix(gold, preds, relation=relation, plain=lexical_gate)
         left = [relation_text(s) for s in gold] if relation else list(gold)
         right = [relation_text(s) for s in preds] if relation else list(preds)
         rows, left_index = _distinct(left)
@@ -1422,6 +1428,30 @@ class Similarity:
         for i, j in zip(*self._candidates(rows, cols)):
             distinct[i, j] = self.field(rows[i], cols[j])
         return distinct[np.ix_(left_index, right_index)]
+
+    def _small_matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool, plain: bool) -> np.ndarray:
+        """:meth:`matrix` pair by pair. ``plain`` (this class's :meth:`field`,
+        :meth:`relation` and :meth:`_gated`): ``relation(a, b)`` is ``field`` of the two
+        natural-language forms (equal types have equal forms), and the memo is read here
+        before :meth:`field` is called (the same values, fewer calls)."""
+        cls = type(self)
+        if not (plain and cls.field is Similarity.field and cls.relation is Similarity.relation):
+            fn = self.relation if relation else self.field
+            values = [fn(a, b) for a in gold for b in preds]
+        else:
+            if relation:
+                gold, preds = [relation_text(s) for s in gold], [relation_text(s) for s in preds]
+            memo_get, field = self._memo.get, self.field
+            values = []
+            append = values.append
+            for a in gold:
+                for b in preds:
+                    if a == b and a:
+                        append(1.0)
+                    else:
+                        value = memo_get((a, b))
+                        append(field(a, b) if value is None else value)
+        return np.array(values, dtype=float).reshape(len(gold), len(preds))
 
     def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
