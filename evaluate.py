@@ -1441,16 +1441,31 @@ class Similarity:
         else:
             if relation:
                 gold, preds = [relation_text(s) for s in gold], [relation_text(s) for s in preds]
-            memo_get, field = self._memo.get, self.field
+            memo_get, field, threshold = self._memo.get, self.field, self.threshold
+            token_set = self._token_set
+            right = [(b, token_set(b), len(b)) for b in preds]
+            right = [(b, tb, len(tb), lb) for b, tb, lb in right]
             values = []
             append = values.append
             for a in gold:
-                for b in preds:
-                    if a == b and a:
-                        append(1.0)
+                ta, la = token_set(a), len(a)
+                na = len(ta)
+                for b, tb, nb, lb in right:
+                    if a == b:
+                        append(1.0 if a else field(a, b))
+                    elif not la or not lb:
+                        append(0.0)                      # exactly one string empty (_gated)
                     else:
-                        value = memo_get((a, b))
-                        append(field(a, b) if value is None else value)
+                        # _gated's first bound, the same float operations: a pair below it
+                        # is 0.0 without the memo (most pairs of distinct titles).
+                        inter = len(ta & tb)
+                        union = na + nb - inter
+                        jac = inter / union if union else 0.0
+                        if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * jac < threshold:
+                            append(0.0)
+                        else:
+                            value = memo_get((a, b))
+                            append(field(a, b) if value is None else value)
         return np.array(values, dtype=float).reshape(len(gold), len(preds))
 
     def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
