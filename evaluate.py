@@ -1456,6 +1456,10 @@ class Similarity:
             token_set = self._token_set
             right = [(b, token_set(b), len(b)) for b in preds]
             right = [(b, tb, len(tb), lb) for b, tb, lb in right]
+            # Token sets without a shared token give Jaccard 0.0, and the first bound is then
+            # 0.5 * (2.0 * shortest / length) <= 0.5 (the quotient is at most 1.0 in floats):
+            # below any threshold above 0.5 (not below the sweep's 0.50, say).
+            disjoint_below = threshold > 0.5
             values = []
             append = values.append
             for a in gold:
@@ -1466,6 +1470,8 @@ class Similarity:
                         append(1.0 if a else field(a, b))
                     elif not la or not lb:
                         append(0.0)                      # exactly one string empty (_gated)
+                    elif disjoint_below and ta.isdisjoint(tb):
+                        append(0.0)
                     else:
                         # _gated's first bound, the same float operations: a pair below it
                         # is 0.0 without the memo (most pairs of distinct titles).
@@ -2067,6 +2073,20 @@ def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
     return bool((v <= 0.0).all() and ((arr - u[:, None]) - v >= 0.0).all())
 
 
+def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: _SolverState) -> bool:
+    """:func:`_padding_rows_keep_assignment` of a small matrix given as lists (the same
+    comparisons of the same float operations, without numpy's per-call set-up)."""
+    u, v = state.u, state.v
+    if any(not x <= 0.0 for x in v[1:]):
+        return False
+    for k, row in enumerate(rows, start=1):
+        uk = u[k]
+        for j, c in enumerate(row, start=1):
+            if not (c - uk) - v[j] >= 0.0:
+                return False
+    return True
+
+
 def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
     """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
 
@@ -2111,8 +2131,14 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
     if n == 0:
         return []
     if n <= m:      # O(n^2 m) instead of the square's O(m^3), at every size
-        state = _solve(arr)
-        if _padding_rows_keep_assignment(arr, state):
+        if m < _NUMPY_SOLVER_MIN_SIZE:   # small: the same solve and test on lists (no numpy set-up)
+            rows = arr.tolist()
+            state = _solve_python(rows, n, m)
+            keep = _padding_rows_keep_assignment_lists(rows, state)
+        else:
+            state = _solve(arr)
+            keep = _padding_rows_keep_assignment(arr, state)
+        if keep:
             return _assignment_from_columns(state.p, n, m)
         square = np.full((m, m), float(pad))
         square[:n] = arr
