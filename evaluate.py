@@ -3231,9 +3231,13 @@ class HgrFamily(MetricFamily):
     @staticmethod
     def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
         """Per macro key, how many of the rows ``per`` have it (not None); ``n`` for each
-        when there are no rows. One pass: the rows may be read back from disk (RowSpool)."""
+        when there are no rows. Rows on disk (RowSpool) are not read back: their tally
+        has the counts; other rows are counted in one pass."""
         if not per:
             return dict.fromkeys(MACRO_KEYS, n)
+        tally = getattr(per, "tally", None)   # a RowSpool's: counted as its rows were made
+        if tally is not None and tally.n_entries == len(per):
+            return {key: tally.macro_present[key] for key in MACRO_KEYS}
         counted = dict.fromkeys(MACRO_KEYS, 0)
         for row in per:
             metrics = row["metrics"]
@@ -6261,14 +6265,17 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 @dataclass
 class RowTally:
     """What the summary counts over the per-entry rows (entries, prediction statuses,
-    invalid-item reasons, schema-invalid gold items as (gold line, reason)), accumulated
-    row by row as the rows are made, so that the rows themselves need not stay in memory
-    (:class:`RowSpool`). Tallies of consecutive parts add up (:meth:`merge`)."""
+    invalid-item reasons, schema-invalid gold items as (gold line, reason), and per macro
+    metric (:data:`MACRO_KEYS`) how many rows have it, i.e. not None: the printed summary's
+    "(k of n entries)"), accumulated row by row as the rows are made, so that the rows
+    themselves need not stay in memory (:class:`RowSpool`) nor be read back to count them.
+    Tallies of consecutive parts add up (:meth:`merge`)."""
 
     n_entries: int = 0
     status: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     invalid_gold: list[tuple[int | None, str]] = field(default_factory=list)
+    macro_present: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Count one per-entry row."""
@@ -6278,11 +6285,15 @@ class RowTally:
             self.reasons[_strip_index(reason)] += 1
         for reason in row["invalid_gold_items"]:
             self.invalid_gold.append((row["gold_line"], reason))
+        metrics = row.get("metrics") or {}
+        for key in MACRO_KEYS:
+            if metrics.get(key) is not None:
+                self.macro_present[key] += 1
 
     def merge(self, other: "RowTally") -> "RowTally":
         """This tally followed by ``other`` (a new tally)."""
         return RowTally(self.n_entries + other.n_entries, self.status + other.status, self.reasons + other.reasons,
-                        self.invalid_gold + other.invalid_gold)
+                        self.invalid_gold + other.invalid_gold, self.macro_present + other.macro_present)
 
     @classmethod
     def of(cls, rows: Iterable[Mapping[str, Any]]) -> "RowTally":
@@ -6304,6 +6315,9 @@ class RowSpool:
         self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
         self._n = 0
         self._dropped: list[tuple[str, str]] = []
+        #: What the rows count up to, once known (:func:`build_report` sets it): the
+        #: printed summary reads its counts here instead of reading every row back.
+        self.tally: RowTally | None = None
 
     def append(self, row: dict[str, Any]) -> None:
         self._write(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
@@ -6519,6 +6533,8 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     rows = files[0].rows if len(files) == 1 else [row for f in files for row in f.rows]
     sections = _sections(families, merge_records(families, (f.records for f in files)))
     tallies = [f.tally or RowTally.of(f.rows) for f in files]
+    if isinstance(rows, RowSpool):
+        rows.tally = tallies[0]
     status = sum((t.status for t in tallies), Counter())
     reasons = sum((t.reasons for t in tallies), Counter())
     sim = source.similarity
