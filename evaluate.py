@@ -3357,9 +3357,17 @@ def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int
     Returns:
         ``{"tp", "n_pred", "n_gold", "precision", "recall", "f1"}``.
     """
-    gold_keys = Counter((g.source, g.relation, g.target) for g in gold)
-    pred_keys = Counter((p.source, p.relation, p.target) for p in preds)
-    tp = sum((gold_keys & pred_keys).values())
+    # tp = the size of the multiset intersection of the two key lists, counted directly
+    unmatched: dict[tuple[str, str, str], int] = {}
+    for g in gold:
+        key = (g.source, g.relation, g.target)
+        unmatched[key] = unmatched.get(key, 0) + 1
+    tp = 0
+    for p in preds:
+        key = (p.source, p.relation, p.target)
+        if unmatched.get(key):
+            unmatched[key] -= 1
+            tp += 1
     precision, recall = safe_ratio(tp, n_items), safe_ratio(tp, len(gold))
     return {"tp": tp, "n_pred": n_items, "n_gold": len(gold), "precision": precision,
             "recall": recall, "f1": f1_score(precision, recall)}
@@ -3395,13 +3403,14 @@ class PerRelationFamily(MetricFamily):
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         rec: Record = {"gold": {}, "predicted": {}, "tp_gold": {}, "tp_pred": {}, "confusion": {},
                        "confusion_matched": {}, "swapped": 0, "swapped_same_relation": 0}
+        gold, predicted, tp_gold, tp_pred = rec["gold"], rec["predicted"], rec["tp_gold"], rec["tp_pred"]
         for g in score.gold:
-            _count_into(rec, "gold", g.relation)
+            gold[g.relation] = gold.get(g.relation, 0) + 1
         for p in score.preds:
-            _count_into(rec, "predicted", p.relation)
+            predicted[p.relation] = predicted.get(p.relation, 0) + 1
         for g, p in score.full_matches:
-            _count_into(rec, "tp_gold", g.relation)
-            _count_into(rec, "tp_pred", p.relation)
+            tp_gold[g.relation] = tp_gold.get(g.relation, 0) + 1
+            tp_pred[p.relation] = tp_pred.get(p.relation, 0) + 1
             _count_into(rec, "confusion_matched", g.relation, p.relation)
         for g, p in score.entity_matches:
             _count_into(rec, "confusion", g.relation, p.relation)
