@@ -6674,13 +6674,22 @@ def _all_finite(value: Any) -> bool:
         if kind is float:
             if item - item != 0.0:  # NaN - NaN and inf - inf are NaN
                 return False
-        elif kind is dict:
-            stack.extend(item.values())
-        elif kind is list or kind is tuple:
-            stack.extend(item)
+        elif kind is dict or kind is list or kind is tuple:
+            # the leaves of the container decided here (most are), containers pushed
+            for leaf in (item.values() if kind is dict else item):
+                leaf_kind = type(leaf)
+                if leaf_kind is float:
+                    if leaf - leaf != 0.0:
+                        return False
+                elif leaf_kind not in _FINITE_LEAVES:
+                    stack.append(leaf)
         elif isinstance(item, float) and not math.isfinite(item):
             return False
     return True
+
+
+#: Leaf types that are never NaN or infinite (:func:`_all_finite` skips them).
+_FINITE_LEAVES = frozenset({str, int, bool, type(None)})
 
 
 def _json_bytes(value: Any) -> bytes:
