@@ -81,6 +81,7 @@ import io
 import json
 import logging
 import math
+import operator
 import os
 import pickle
 import platform
@@ -2211,13 +2212,13 @@ def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], s
     pairs: list[MatchedPair] = []
     matched_gold: set[int] = set()
     matched_pred: set[int] = set()
+    align_rows = align.tolist()   # Python floats: the same values, cheaper to read one by one
     for i in range(n_gold):
         j = assignment[i]
-        if j >= 0 and align[i, j] >= align_accept:
+        if j >= 0 and align_rows[i][j] >= align_accept:
             g, p = gold[i], preds[j]
             exact = g.source == p.source and g.target == p.target and g.relation == p.relation
-            pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
-                                     float(align[i, j]), exact))
+            pairs.append(MatchedPair(i, j, src.item(i, j), tgt.item(i, j), rel.item(i, j), align_rows[i][j], exact))
             matched_gold.add(i)
             matched_pred.add(j)
     return MatchResult(
@@ -2353,7 +2354,12 @@ class EntryMetrics:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        names = _ENTRY_METRIC_FIELDS
+        return dict(zip(names, operator.attrgetter(*names)(self)))
+
+
+#: The field names of :class:`EntryMetrics`, in declaration order.
+_ENTRY_METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(EntryMetrics))
 
 
 @dataclass
