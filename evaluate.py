@@ -1201,8 +1201,8 @@ def normalize_title(title: Any) -> str:
     return _normalize_title_cached(title)
 
 
-@functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)
-def _normalize_title_cached(title: str) -> str:
+def _normalize_text(title: str) -> str:
+    """:func:`normalize_title` of a string, not memoised (a prompt: long, seen once)."""
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = _WS_RE.sub(" ", text).strip().lower()
     while True:
@@ -1212,6 +1212,9 @@ def _normalize_title_cached(title: str) -> str:
         text = stripped
     text = _EDGE_PUNCT_RE.sub("", text)
     return _WS_RE.sub(" ", text).strip()
+
+
+_normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
 
 
 def normalize_label(label: Any) -> str:
@@ -2259,7 +2262,9 @@ class PromptContext:
 
     @classmethod
     def from_prompt(cls, prompt: Any) -> "PromptContext":
-        text = normalize_title(prompt)
+        # normalize_title without its memo: each prompt is normalised once, and memoising
+        # them would push the (often repeated) titles out of the memo
+        text = _normalize_text(prompt) if isinstance(prompt, str) else ""
         return cls(text, token_set(text))
 
 
