@@ -1043,6 +1043,8 @@ def validate_hgr_item(item: Any, index: int) -> str | None:
     Returns None when valid, else the reason with a field path, e.g.
     ``"[1].target: missing"`` or ``"[0].relation.weight: NaN is not a number in [0, 1]"``.
     """
+    if _plainly_valid_hgr_item(item):
+        return None
     path = f"[{index}]"
     if not isinstance(item, Mapping):
         return f"{path}: expected a triplet object, found {_describe(item)}"
@@ -1065,6 +1067,21 @@ def validate_hgr_item(item: Any, index: int) -> str | None:
     if reason:
         return reason
     return _check_entity(item["target"], f"{path}.target")
+
+
+def _plainly_valid_hgr_item(item: Any) -> bool:
+    """True for an item that :func:`validate_hgr_item` accepts, made of plain JSON types
+    (dicts, str, int/float weight in [0, 1]): the common case, decided without building
+    the field paths of the reasons. False says nothing (the full check decides)."""
+    if type(item) is not dict:
+        return False
+    source, relation, target = item.get("source"), item.get("relation"), item.get("target")
+    if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+        return False
+    weight = relation.get("weight")
+    return (type(source.get("title")) is str and type(source.get("type")) is str
+            and type(relation.get("type")) is str and (type(weight) is float or type(weight) is int)
+            and 0 <= weight <= 1 and type(target.get("title")) is str and type(target.get("type")) is str)
 
 
 #: Accepted key triples of flat triplet objects ("triples" profile), in lookup order.
