@@ -81,6 +81,7 @@ import io
 import json
 import logging
 import math
+import operator
 import os
 import pickle
 import platform
@@ -941,7 +942,7 @@ class Entry:
 # Stage 1 - validate_schema
 # ======================================================================================
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Triplet:
     """One schema-valid triplet, with raw and normalised fields.
 
@@ -960,6 +961,17 @@ class Triplet:
     target: str
     source_type: str | None
     target_type: str | None
+
+    def __init__(self, source_raw: str, relation_raw: str, target_raw: str, source_type_raw: str | None,
+                 target_type_raw: str | None, weight: float | None, source: str, relation: str, target: str,
+                 source_type: str | None, target_type: str | None) -> None:
+        # The dataclass __init__ of a frozen class sets each field with object.__setattr__
+        # (eleven calls); one update of the instance dict does the same, a few times faster
+        # (one Triplet per item scored).
+        self.__dict__.update(source_raw=source_raw, relation_raw=relation_raw, target_raw=target_raw,
+                             source_type_raw=source_type_raw, target_type_raw=target_type_raw, weight=weight,
+                             source=source, relation=relation, target=target, source_type=source_type,
+                             target_type=target_type)
 
 
 @dataclass(frozen=True)
@@ -1031,6 +1043,8 @@ def validate_hgr_item(item: Any, index: int) -> str | None:
     Returns None when valid, else the reason with a field path, e.g.
     ``"[1].target: missing"`` or ``"[0].relation.weight: NaN is not a number in [0, 1]"``.
     """
+    if _plainly_valid_hgr_item(item):
+        return None
     path = f"[{index}]"
     if not isinstance(item, Mapping):
         return f"{path}: expected a triplet object, found {_describe(item)}"
@@ -1053,6 +1067,21 @@ def validate_hgr_item(item: Any, index: int) -> str | None:
     if reason:
         return reason
     return _check_entity(item["target"], f"{path}.target")
+
+
+def _plainly_valid_hgr_item(item: Any) -> bool:
+    """True for an item that :func:`validate_hgr_item` accepts, made of plain JSON types
+    (dicts, str, int/float weight in [0, 1]): the common case, decided without building
+    the field paths of the reasons. False says nothing (the full check decides)."""
+    if type(item) is not dict:
+        return False
+    source, relation, target = item.get("source"), item.get("relation"), item.get("target")
+    if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+        return False
+    weight = relation.get("weight")
+    return (type(source.get("title")) is str and type(source.get("type")) is str
+            and type(relation.get("type")) is str and (type(weight) is float or type(weight) is int)
+            and 0 <= weight <= 1 and type(target.get("title")) is str and type(target.get("type")) is str)
 
 
 #: Accepted key triples of flat triplet objects ("triples" profile), in lookup order.
@@ -1189,8 +1218,8 @@ def normalize_title(title: Any) -> str:
     return _normalize_title_cached(title)
 
 
-@functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)
-def _normalize_title_cached(title: str) -> str:
+def _normalize_text(title: str) -> str:
+    """:func:`normalize_title` of a string, not memoised (a prompt: long, seen once)."""
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = _WS_RE.sub(" ", text).strip().lower()
     while True:
@@ -1200,6 +1229,9 @@ def _normalize_title_cached(title: str) -> str:
         text = stripped
     text = _EDGE_PUNCT_RE.sub("", text)
     return _WS_RE.sub(" ", text).strip()
+
+
+_normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
 
 
 def normalize_label(label: Any) -> str:
@@ -1361,9 +1393,20 @@ class Similarity:
         # point. Both bounds are computed here exactly as difflib computes them
         # (difflib._calculate_ratio: 2.0 * matches / length), without building the
         # SequenceMatcher, which dominates the cost otherwise.
-        jac = jaccard(self._token_set(a), self._token_set(b))
-        length = len(a) + len(b)
-        if 0.5 * (2.0 * min(len(a), len(b)) / length) + 0.5 * jac < self.threshold:
+        # jaccard() inlined: |A | B| = |A| + |B| - |A & B|, the same integers, the same division.
+        tokens = self._tokens
+        ta = tokens.get(a)
+        if ta is None:
+            ta = self._token_set(a)
+        tb = tokens.get(b)
+        if tb is None:
+            tb = self._token_set(b)
+        inter = len(ta & tb)
+        union = len(ta) + len(tb) - inter
+        jac = inter / union if union else 0.0
+        la, lb = len(a), len(b)
+        length = la + lb
+        if 0.5 * (2.0 * (la if la < lb else lb) / length) + 0.5 * jac < self.threshold:
             return 0.0
         shared = sum((self._char_counts(a) & self._char_counts(b)).values())
         if 0.5 * (2.0 * shared / length) + 0.5 * jac < self.threshold:
@@ -1408,12 +1451,7 @@ class Similarity:
         """
         lexical_gate = type(self)._gated is Similarity._gated     # the bounds are its bounds
         if len(gold) * len(preds) < _LEXICAL_VECTOR_MIN_PAIRS or not lexical_gate:
-            fn = self.relation if relation else self.field
-            out = np.empty((len(gold), len(preds)))
-            for i, a in enumerate(gold):
-                for j, b in enumerate(preds):
-                    out[i, j] = fn(a, b)
-            return out
+            return self._small_matrix(gold, preds, relation=relation, plain=lexical_gate)
         left = [relation_text(s) for s in gold] if relation else list(gold)
         right = [relation_text(s) for s in preds] if relation else list(preds)
         rows, left_index = _distinct(left)
@@ -1422,6 +1460,51 @@ class Similarity:
         for i, j in zip(*self._candidates(rows, cols)):
             distinct[i, j] = self.field(rows[i], cols[j])
         return distinct[np.ix_(left_index, right_index)]
+
+    def _small_matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool, plain: bool) -> np.ndarray:
+        """:meth:`matrix` pair by pair. ``plain`` (this class's :meth:`field`,
+        :meth:`relation` and :meth:`_gated`): ``relation(a, b)`` is ``field`` of the two
+        natural-language forms (equal types have equal forms), and the memo is read here
+        before :meth:`field` is called (the same values, fewer calls)."""
+        cls = type(self)
+        if not (plain and cls.field is Similarity.field and cls.relation is Similarity.relation):
+            fn = self.relation if relation else self.field
+            values = [fn(a, b) for a in gold for b in preds]
+        else:
+            if relation:
+                gold, preds = [relation_text(s) for s in gold], [relation_text(s) for s in preds]
+            memo_get, field, threshold = self._memo.get, self.field, self.threshold
+            token_set = self._token_set
+            right = [(b, token_set(b), len(b)) for b in preds]
+            right = [(b, tb, len(tb), lb) for b, tb, lb in right]
+            # Token sets without a shared token give Jaccard 0.0, and the first bound is then
+            # 0.5 * (2.0 * shortest / length) <= 0.5 (the quotient is at most 1.0 in floats):
+            # below any threshold above 0.5 (not below the sweep's 0.50, say).
+            disjoint_below = threshold > 0.5
+            values = []
+            append = values.append
+            for a in gold:
+                ta, la = token_set(a), len(a)
+                na = len(ta)
+                for b, tb, nb, lb in right:
+                    if a == b:
+                        append(1.0 if a else field(a, b))
+                    elif not la or not lb:
+                        append(0.0)                      # exactly one string empty (_gated)
+                    elif disjoint_below and ta.isdisjoint(tb):
+                        append(0.0)
+                    else:
+                        # _gated's first bound, the same float operations: a pair below it
+                        # is 0.0 without the memo (most pairs of distinct titles).
+                        inter = len(ta & tb)
+                        union = na + nb - inter
+                        jac = inter / union if union else 0.0
+                        if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * jac < threshold:
+                            append(0.0)
+                        else:
+                            value = memo_get((a, b))
+                            append(field(a, b) if value is None else value)
+        return np.array(values, dtype=float).reshape(len(gold), len(preds))
 
     def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
@@ -2011,6 +2094,20 @@ def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
     return bool((v <= 0.0).all() and ((arr - u[:, None]) - v >= 0.0).all())
 
 
+def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: _SolverState) -> bool:
+    """:func:`_padding_rows_keep_assignment` of a small matrix given as lists (the same
+    comparisons of the same float operations, without numpy's per-call set-up)."""
+    u, v = state.u, state.v
+    if any(not x <= 0.0 for x in v[1:]):
+        return False
+    for k, row in enumerate(rows, start=1):
+        uk = u[k]
+        for j, c in enumerate(row, start=1):
+            if not (c - uk) - v[j] >= 0.0:
+                return False
+    return True
+
+
 def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
     """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
 
@@ -2055,8 +2152,14 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
     if n == 0:
         return []
     if n <= m:      # O(n^2 m) instead of the square's O(m^3), at every size
-        state = _solve(arr)
-        if _padding_rows_keep_assignment(arr, state):
+        if m < _NUMPY_SOLVER_MIN_SIZE:   # small: the same solve and test on lists (no numpy set-up)
+            rows = arr.tolist()
+            state = _solve_python(rows, n, m)
+            keep = _padding_rows_keep_assignment_lists(rows, state)
+        else:
+            state = _solve(arr)
+            keep = _padding_rows_keep_assignment(arr, state)
+        if keep:
             return _assignment_from_columns(state.p, n, m)
         square = np.full((m, m), float(pad))
         square[:n] = arr
@@ -2129,13 +2232,13 @@ def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], s
     pairs: list[MatchedPair] = []
     matched_gold: set[int] = set()
     matched_pred: set[int] = set()
+    align_rows = align.tolist()   # Python floats: the same values, cheaper to read one by one
     for i in range(n_gold):
         j = assignment[i]
-        if j >= 0 and align[i, j] >= align_accept:
+        if j >= 0 and align_rows[i][j] >= align_accept:
             g, p = gold[i], preds[j]
             exact = g.source == p.source and g.target == p.target and g.relation == p.relation
-            pairs.append(MatchedPair(i, j, float(src[i, j]), float(tgt[i, j]), float(rel[i, j]),
-                                     float(align[i, j]), exact))
+            pairs.append(MatchedPair(i, j, src.item(i, j), tgt.item(i, j), rel.item(i, j), align_rows[i][j], exact))
             matched_gold.add(i)
             matched_pred.add(j)
     return MatchResult(
@@ -2176,7 +2279,9 @@ class PromptContext:
 
     @classmethod
     def from_prompt(cls, prompt: Any) -> "PromptContext":
-        text = normalize_title(prompt)
+        # normalize_title without its memo: each prompt is normalised once, and memoising
+        # them would push the (often repeated) titles out of the memo
+        text = _normalize_text(prompt) if isinstance(prompt, str) else ""
         return cls(text, token_set(text))
 
 
@@ -2271,7 +2376,12 @@ class EntryMetrics:
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        names = _ENTRY_METRIC_FIELDS
+        return dict(zip(names, operator.attrgetter(*names)(self)))
+
+
+#: The field names of :class:`EntryMetrics`, in declaration order.
+_ENTRY_METRIC_FIELDS = tuple(f.name for f in dataclasses.fields(EntryMetrics))
 
 
 @dataclass
@@ -2365,10 +2475,12 @@ def _classify_unmatched(gold: Sequence[Triplet], unmatched: Sequence[int], preds
                         prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], Counter[str]]:
     """Stage 5 for one entry: the class of every unmatched prediction (self-loops are
     "self_loop"), as report rows in item order, and the class counts."""
-    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
-    context = PromptContext.from_prompt(prompt)
     classes: Counter[str] = Counter(self_loop=len(self_loop_positions))
     rows = [{"pred_index": position, "class": "self_loop"} for position in self_loop_positions]
+    if not unmatched:  # nothing to ground: the prompt is not normalised
+        return rows, classes
+    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
+    context = PromptContext.from_prompt(prompt)
     for j in unmatched:
         cls = final_hallucination_check(preds[j], gold_titles, context, vocabulary)
         classes[cls] += 1
@@ -2638,6 +2750,12 @@ def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
     ta, tb = type(a), type(b)
     if ta is int and tb is int:
         return a + b
+    if ta is ExactSum:  # the running sums of a merge: the units of ExactSum.of, inlined
+        if tb is float:
+            n, d = b.as_integer_ratio()  # ValueError / OverflowError for NaN / inf, as ExactSum.of
+            return ExactSum(a.units + (n << (_UNITS_SHIFT - d.bit_length())))
+        if tb is ExactSum:
+            return ExactSum(a.units + b.units)
     if ta is dict:
         return merge_additive(a, b, disjoint=disjoint, in_place=in_place)
     if ta is list:
@@ -2650,6 +2768,10 @@ def _exact_add(a: Any, b: Any, disjoint: frozenset[str], in_place: bool) -> Any:
 
 
 _NUMBER_TYPES = frozenset({int, float, ExactSum})
+#: ``n << (_UNITS_SHIFT - d.bit_length())`` is the number of ExactSum units of the float
+#: ``n / d`` (``d`` a power of two), as :meth:`ExactSum.of` computes it.
+_UNITS_SHIFT = ExactSum._SHIFT + 1
+_ABSENT = object()
 
 
 def _copy_stats(value: Any) -> Any:
@@ -2675,21 +2797,44 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
     ValueError on values that cannot be added (strings, mismatched lists, an overlap under
     a ``disjoint`` key).
     """
-    out = a if in_place else dict(a)
+    if in_place:
+        _merge_into(a, b, disjoint)
+        return a
+    out = dict(a)
     for key, value in b.items():
         if key not in out:
-            out[key] = _copy_stats(value) if in_place else value
+            out[key] = value
         elif key in disjoint:
             clash = out[key].keys() & value.keys()
             if clash:
                 raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
-            if in_place:
-                out[key].update(_copy_stats(value))
-            else:
-                out[key] = {**out[key], **value}
+            out[key] = {**out[key], **value}
         else:
-            out[key] = _exact_add(out[key], value, disjoint, in_place)
+            out[key] = _exact_add(out[key], value, disjoint, False)
     return out
+
+
+def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> None:
+    """:func:`merge_additive` with ``in_place``: the same results, with the common cases
+    (new key, int + int, exact sum + float, dict into dict) decided here."""
+    for key, value in b.items():
+        current = out.get(key, _ABSENT)
+        if current is _ABSENT:
+            tv = type(value)
+            out[key] = value if tv is int or tv is float else _copy_stats(value)
+        elif disjoint and key in disjoint:
+            clash = current.keys() & value.keys()
+            if clash:
+                raise ValueError(f"cannot merge statistics: {key} {sorted(clash)[:3]} present on both sides")
+            current.update(_copy_stats(value))
+        else:
+            tc, tv = type(current), type(value)
+            if tc is int and tv is int:
+                out[key] = current + value
+            elif tc is dict and tv is dict:
+                _merge_into(current, value, disjoint)
+            else:
+                out[key] = _exact_add(current, value, disjoint, True)
 
 
 def exact_mean(total: int | float | ExactSum, count: int) -> float:
@@ -3111,6 +3256,24 @@ class HgrFamily(MetricFamily):
             out[f"hgr.macro.{key}"] = headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan)
         return out
 
+    @staticmethod
+    def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
+        """Per macro key, how many of the rows ``per`` have it (not None); ``n`` for each
+        when there are no rows. Rows on disk (RowSpool) are not read back: their tally
+        has the counts; other rows are counted in one pass."""
+        if not per:
+            return dict.fromkeys(MACRO_KEYS, n)
+        tally = getattr(per, "tally", None)   # a RowSpool's: counted as its rows were made
+        if tally is not None and tally.n_entries == len(per):
+            return {key: tally.macro_present[key] for key in MACRO_KEYS}
+        counted = dict.fromkeys(MACRO_KEYS, 0)
+        for row in per:
+            metrics = row["metrics"]
+            for key in MACRO_KEYS:
+                if metrics.get(key) is not None:
+                    counted[key] += 1
+        return counted
+
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         s = section
         t, mi, ma, n = s["totals"], s["micro"], s["macro"], s["n_entries"]
@@ -3126,10 +3289,9 @@ class HgrFamily(MetricFamily):
             "",
             "macro (mean over entries, N/A skipped)",
         ]
-        per = report.get("per_entry", [])
+        counted = self._macro_counts(report.get("per_entry", []), n)
         for key, label in _MACRO_LABELS:
-            counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
-            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
+            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted[key]} of {n} entries)")
         ps = s.get("parse_status", {})
         lines += [
             "",
@@ -3223,9 +3385,17 @@ def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int
     Returns:
         ``{"tp", "n_pred", "n_gold", "precision", "recall", "f1"}``.
     """
-    gold_keys = Counter((g.source, g.relation, g.target) for g in gold)
-    pred_keys = Counter((p.source, p.relation, p.target) for p in preds)
-    tp = sum((gold_keys & pred_keys).values())
+    # tp = the size of the multiset intersection of the two key lists, counted directly
+    unmatched: dict[tuple[str, str, str], int] = {}
+    for g in gold:
+        key = (g.source, g.relation, g.target)
+        unmatched[key] = unmatched.get(key, 0) + 1
+    tp = 0
+    for p in preds:
+        key = (p.source, p.relation, p.target)
+        if unmatched.get(key):
+            unmatched[key] -= 1
+            tp += 1
     precision, recall = safe_ratio(tp, n_items), safe_ratio(tp, len(gold))
     return {"tp": tp, "n_pred": n_items, "n_gold": len(gold), "precision": precision,
             "recall": recall, "f1": f1_score(precision, recall)}
@@ -3261,13 +3431,14 @@ class PerRelationFamily(MetricFamily):
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         rec: Record = {"gold": {}, "predicted": {}, "tp_gold": {}, "tp_pred": {}, "confusion": {},
                        "confusion_matched": {}, "swapped": 0, "swapped_same_relation": 0}
+        gold, predicted, tp_gold, tp_pred = rec["gold"], rec["predicted"], rec["tp_gold"], rec["tp_pred"]
         for g in score.gold:
-            _count_into(rec, "gold", g.relation)
+            gold[g.relation] = gold.get(g.relation, 0) + 1
         for p in score.preds:
-            _count_into(rec, "predicted", p.relation)
+            predicted[p.relation] = predicted.get(p.relation, 0) + 1
         for g, p in score.full_matches:
-            _count_into(rec, "tp_gold", g.relation)
-            _count_into(rec, "tp_pred", p.relation)
+            tp_gold[g.relation] = tp_gold.get(g.relation, 0) + 1
+            tp_pred[p.relation] = tp_pred.get(p.relation, 0) + 1
             _count_into(rec, "confusion_matched", g.relation, p.relation)
         for g, p in score.entity_matches:
             _count_into(rec, "confusion", g.relation, p.relation)
@@ -6131,14 +6302,17 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 @dataclass
 class RowTally:
     """What the summary counts over the per-entry rows (entries, prediction statuses,
-    invalid-item reasons, schema-invalid gold items as (gold line, reason)), accumulated
-    row by row as the rows are made, so that the rows themselves need not stay in memory
-    (:class:`RowSpool`). Tallies of consecutive parts add up (:meth:`merge`)."""
+    invalid-item reasons, schema-invalid gold items as (gold line, reason), and per macro
+    metric (:data:`MACRO_KEYS`) how many rows have it, i.e. not None: the printed summary's
+    "(k of n entries)"), accumulated row by row as the rows are made, so that the rows
+    themselves need not stay in memory (:class:`RowSpool`) nor be read back to count them.
+    Tallies of consecutive parts add up (:meth:`merge`)."""
 
     n_entries: int = 0
     status: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     invalid_gold: list[tuple[int | None, str]] = field(default_factory=list)
+    macro_present: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Count one per-entry row."""
@@ -6148,11 +6322,15 @@ class RowTally:
             self.reasons[_strip_index(reason)] += 1
         for reason in row["invalid_gold_items"]:
             self.invalid_gold.append((row["gold_line"], reason))
+        metrics = row.get("metrics") or {}
+        for key in MACRO_KEYS:
+            if metrics.get(key) is not None:
+                self.macro_present[key] += 1
 
     def merge(self, other: "RowTally") -> "RowTally":
         """This tally followed by ``other`` (a new tally)."""
         return RowTally(self.n_entries + other.n_entries, self.status + other.status, self.reasons + other.reasons,
-                        self.invalid_gold + other.invalid_gold)
+                        self.invalid_gold + other.invalid_gold, self.macro_present + other.macro_present)
 
     @classmethod
     def of(cls, rows: Iterable[Mapping[str, Any]]) -> "RowTally":
@@ -6171,11 +6349,15 @@ class RowSpool:
 
     def __init__(self, folder: Path | None = None) -> None:
         self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+        self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
         self._n = 0
         self._dropped: list[tuple[str, str]] = []
+        #: What the rows count up to, once known (:func:`build_report` sets it): the
+        #: printed summary reads its counts here instead of reading every row back.
+        self.tally: RowTally | None = None
 
     def append(self, row: dict[str, Any]) -> None:
-        pickle.dump(row, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._write(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
         self._n += 1
 
     def extend(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -6190,7 +6372,7 @@ class RowSpool:
     def append_pickled(self, blob: bytes, n_rows: int) -> None:
         """Append ``n_rows`` rows already pickled by :meth:`pickled` (a worker's chunk: the
         rows are not unpickled and pickled again here)."""
-        self._file.write(blob)
+        self._write(blob)
         self._n += n_rows
 
     def drop(self, name: str, key: str) -> None:
@@ -6388,6 +6570,8 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     rows = files[0].rows if len(files) == 1 else [row for f in files for row in f.rows]
     sections = _sections(families, merge_records(families, (f.records for f in files)))
     tallies = [f.tally or RowTally.of(f.rows) for f in files]
+    if isinstance(rows, RowSpool):
+        rows.tally = tallies[0]
     status = sum((t.status for t in tallies), Counter())
     reasons = sum((t.reasons for t in tallies), Counter())
     sim = source.similarity
@@ -6518,13 +6702,22 @@ def _all_finite(value: Any) -> bool:
         if kind is float:
             if item - item != 0.0:  # NaN - NaN and inf - inf are NaN
                 return False
-        elif kind is dict:
-            stack.extend(item.values())
-        elif kind is list or kind is tuple:
-            stack.extend(item)
+        elif kind is dict or kind is list or kind is tuple:
+            # the leaves of the container decided here (most are), containers pushed
+            for leaf in (item.values() if kind is dict else item):
+                leaf_kind = type(leaf)
+                if leaf_kind is float:
+                    if leaf - leaf != 0.0:
+                        return False
+                elif leaf_kind not in _FINITE_LEAVES:
+                    stack.append(leaf)
         elif isinstance(item, float) and not math.isfinite(item):
             return False
     return True
+
+
+#: Leaf types that are never NaN or infinite (:func:`_all_finite` skips them).
+_FINITE_LEAVES = frozenset({str, int, bool, type(None)})
 
 
 def _json_bytes(value: Any) -> bytes:

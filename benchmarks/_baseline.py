@@ -32,14 +32,24 @@ def load_evaluate(ref: str) -> ModuleType:
     Raises:
         RuntimeError: git failed (not a repository, unknown revision), with git's message.
     """
+    return _load(write_revision(ref), f"kg_eval_baseline_{abs(hash(ref))}")
+
+
+def write_revision(ref: str, folder: Path | None = None) -> Path:
+    """``git show REF:evaluate.py`` written to ``folder`` (default: a new temporary
+    folder) as ``evaluate_baseline.py``; its path (to import, or to run as a command line).
+
+    Raises:
+        RuntimeError: git failed (not a repository, unknown revision), with git's message.
+    """
     done = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:evaluate.py"],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"cannot read evaluate.py at {ref!r}: {done.stderr.strip()}")
-    folder = Path(tempfile.mkdtemp(prefix="kg-eval-baseline-"))
+    folder = folder or Path(tempfile.mkdtemp(prefix="kg-eval-baseline-"))
     path = folder / "evaluate_baseline.py"
     path.write_text(done.stdout, encoding="utf-8")
-    return _load(path, f"kg_eval_baseline_{abs(hash(ref))}")
+    return path
 
 
 def _load(path: Path, name: str) -> ModuleType:

@@ -80,3 +80,17 @@ def test_empty_title_known_only_through_an_empty_gold_title(ctx):
     pred = norm(trip("", "extends", "Transformer"))
     assert ev.final_hallucination_check(pred, frozenset({"bert"}), ctx, VOCAB) == "ungrounded"
     assert ev.final_hallucination_check(pred, frozenset({"", "bert"}), ctx, VOCAB) == "novel_grounded"
+
+
+def test_prompt_context_is_normalised_like_a_title_without_the_title_memo():
+    # NFKC, "_" -> space, whitespace collapsed, lowercase; the company suffix is not at the
+    # end (the closing quote is), then the edge quotes and dot go: exactly normalize_title.
+    # The prompt (long, seen once) stays out of the titles' memo.
+    prompt = '"Acme_Labs  builds the Bridge, Inc."'
+    ev._normalize_title_cached.cache_clear()
+    context = ev.PromptContext.from_prompt(prompt)
+    assert context.text == "acme labs builds the bridge, inc"
+    assert context.tokens == {"acme", "labs", "builds", "the", "bridge", "inc"}
+    assert ev._normalize_title_cached.cache_info().currsize == 0
+    assert context.text == ev.normalize_title(prompt)
+    assert ev.PromptContext.from_prompt(None) == ev.PromptContext("", frozenset())

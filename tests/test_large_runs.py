@@ -271,17 +271,27 @@ def test_shard_and_merge_default_paths_and_contradictions(tmp_path, monkeypatch,
             ev.build_parser().parse_args(["--pred", "x", "--shard", bad])
 
 
-def test_rows_kept_on_disk_give_the_same_report_bytes(tmp_path, monkeypatch):
+def _summary_text(capsys: pytest.CaptureFixture[str]) -> str:
+    """The printed summary of the last run (its 'report written to PATH' line left out)."""
+    return "\n".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("report written"))
+
+
+def test_rows_kept_on_disk_give_the_same_report_bytes(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(ev.FAMILIES, FailsOnS21.name, FailsOnS21)   # a family dropped after rows were spooled
     monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
     monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 6)
     gold, pred, onto = _corpus(tmp_path / "c", n=40)
     args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "all"]
+    capsys.readouterr()
     in_memory = _report_bytes(tmp_path, "memory.json", *args, "--workers", "1")
+    text = _summary_text(capsys)
     assert b'"fails-on-s21"' not in in_memory and b"fails-on-s21 skipped" in in_memory
+    assert "composite" in text and " of 40 entries)" in text
     monkeypatch.setattr(ev, "SPOOL_MIN_ENTRIES", 1)
     for workers in ("1", "2"):
         assert _report_bytes(tmp_path, f"spooled-{workers}.json", *args, "--workers", workers) == in_memory
+        # the "(k of n entries)" counts come from the spool's tally, not from its rows
+        assert _summary_text(capsys) == text
 
 
 def test_per_entry_jsonl_and_summary_only(tmp_path, capsys):

@@ -194,3 +194,31 @@ def test_bad_weights_are_invalid_and_report_is_strict_json(tmp_path):
         assert m["composite"] == pytest.approx(0.15 / 0.70, abs=1e-12)
     assert rep["summary"]["totals"]["schema_invalid_entries"] == 12
     assert all(math.isfinite(v) for v in rep["summary"]["micro"].values())
+
+
+def test_plainly_valid_shortcut_only_accepts_what_the_full_check_accepts():
+    # validate_hgr_item decides plain items without building reasons; every item the
+    # shortcut accepts is valid, and it accepts the ordinary valid ones (int weights too)
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.floats(allow_nan=True, allow_infinity=True),
+                     st.text(max_size=3))
+    entity = st.one_of(leaf, st.fixed_dictionaries({}, optional={"title": leaf, "type": leaf}))
+    relation = st.one_of(leaf, st.fixed_dictionaries({}, optional={"type": leaf, "weight": leaf}))
+    item = st.one_of(leaf, st.lists(leaf, max_size=3),
+                     st.fixed_dictionaries({}, optional={"source": entity, "relation": relation, "target": entity}))
+
+    @settings(max_examples=1000, deadline=None)
+    @given(item)
+    def check(value):
+        if ev._plainly_valid_hgr_item(value):
+            assert ev.validate_hgr_item(value, 0) is None
+
+    check()
+    valid = {"source": {"title": "A", "type": "x"}, "relation": {"type": "r", "weight": 1},
+             "target": {"title": "", "type": ""}}
+    assert ev._plainly_valid_hgr_item(valid) and ev.validate_hgr_item(valid, 0) is None
+    for weight in (True, math.nan, 1.5, -0.0 - 1e-300, "0.5"):
+        bad = {**valid, "relation": {"type": "r", "weight": weight}}
+        assert not ev._plainly_valid_hgr_item(bad) and ev.validate_hgr_item(bad, 3) is not None

@@ -205,6 +205,26 @@ def test_padding_rows_leave_real_rows_and_potentials_unchanged():
         assert [r if r <= n else 0 for r in full.p[1:]] == rect.p[1:]
 
 
+def test_padding_rows_test_on_lists_equals_numpy():
+    # hungarian_padded's small matrices (n <= m < 48) run the float check on lists: it
+    # answers as the numpy check, on solved states (where it holds) and on states whose
+    # potentials are nudged by 1e-3 either way (where it may fail)
+    rng = np.random.default_rng(12)
+    answers = set()
+    for _ in range(3000):
+        m = int(rng.integers(1, 10))
+        n = int(rng.integers(1, m + 1))
+        cost = tied_matrix(rng, n, m)
+        state = ev._solve_python(cost.tolist(), n, m)
+        if rng.random() < 0.5:
+            nudge = lambda xs: [x + float(rng.choice([0.0, 1e-3, -1e-3])) for x in xs]  # noqa: E731
+            state = state._replace(u=nudge(state.u), v=nudge(state.v))
+        want = ev._padding_rows_keep_assignment(cost, state)
+        assert ev._padding_rows_keep_assignment_lists(cost.tolist(), state) == want
+        answers.add(want)
+    assert answers == {True, False}
+
+
 def test_padded_default_small_sizes_equal_reference():
     rng = np.random.default_rng(8)
     for _ in range(2000):
