@@ -66,6 +66,7 @@ namespace (bottle.py style) rather than behind a name prefix.
 from __future__ import annotations
 
 import argparse
+import array
 import bisect
 import contextlib
 import copy
@@ -3395,15 +3396,25 @@ class JsonlReader:
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
+        return (rec for rec, _, _ in JsonlReader.located(path, max_line_bytes, max_depth))
+
+    @staticmethod
+    def located(path, max_line_bytes: int, max_depth: int) -> Iterator[tuple[JsonlLine, int, int]]:
+        """:meth:`lines`, each with where its bytes lie in the file: (line, byte offset (a
+        BOM excluded), size in bytes (LF included)), so that a reader may drop the value
+        and decode the line again later from those bytes (:class:`LineStore`)."""
         with open(path, "rb") as f:
             line_no = 0
+            end = 0
             while True:
                 raw = f.readline(max_line_bytes + 1)
                 if not raw:
                     return
                 line_no += 1
+                start, end = end, end + len(raw)
                 if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
+                    start += 3
                 if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                     total = len(raw)
                     head = raw[:JsonlReader.RAW_HEAD]
@@ -3412,13 +3423,14 @@ class JsonlReader:
                         if not raw:
                             break
                         total += len(raw)
+                        end += len(raw)
                     yield JsonlLine(line_no, None,
                                     f"line {line_no}: line longer than {max_line_bytes} bytes "
-                                    f"({total} bytes); skipped", head)
+                                    f"({total} bytes); skipped", head), start, end - start
                     continue
                 rec = JsonlReader.decode_line(raw, line_no, max_depth)
                 if rec is not None:
-                    yield rec
+                    yield rec, start, end - start
 
 
 def read_jsonl(
@@ -5389,7 +5401,7 @@ class LoadedInputs:
     so that the summary shows every exclusion.
     """
 
-    entries: list[Entry] = field(default_factory=list)
+    entries: Sequence[Entry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     duplicates_dropped: int = 0
     notices: list[dict[str, str]] = field(default_factory=list)
@@ -5405,46 +5417,158 @@ class LoadedInputs:
         self.notices.append(notice(kind, message))
 
 
-class _GoldSlot(NamedTuple):
-    """A gold record and its position among all gold lines (excluded ones included)."""
+def located_records(path: Path) -> Iterable[tuple[JsonlLine, int, int]]:
+    """:func:`read_records` with where each row lies in the file: (row, byte offset, size)
+    (:meth:`JsonlReader.located`); a WebNLG XML entry has offset -1 (its value is kept
+    decoded by :class:`LineStore`)."""
+    if path.suffix.lower() != ".xml":
+        JsonlReader.sniff(path)
+        return JsonlReader.located(path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH)
+    return ((row, -1, 0) for row in read_records(path))
 
-    position: int
-    record: GoldRecord
 
-    @property
-    def id(self) -> str | None:
-        return self.record.id
+class LineStore:
+    """Lines of one input file kept as where they lie (byte offset, size and line number in
+    compact arrays: 24 bytes a line), not as their decoded values: :meth:`value` reads the
+    line again and decodes it as the first reading did (:meth:`JsonlReader.decode_line`),
+    so that memory does not grow with what the lines hold. Rows that do not come from a
+    JSONL line (WebNLG XML entries, offset -1) keep their value. Each process opens the
+    file for itself (forked workers read in parallel); a line whose bytes no longer decode
+    (the file changed during the run) raises :class:`InputError`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = array.array("q")
+        self.size = array.array("q")
+        self.line = array.array("q")
+        self.held: dict[int, Any] = {}
+        self._file: Any = None
+        self._pid = -1
+
+    def add(self, row: JsonlLine, offset: int, size: int) -> int:
+        """Keep ``row`` (read at ``offset``, ``size`` bytes); returns its index here."""
+        index = len(self.line)
+        self.line.append(row.line_no)
+        self.offset.append(offset)
+        self.size.append(size)
+        if offset < 0:
+            self.held[index] = row.value
+        return index
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+    def value(self, index: int) -> Any:
+        """The decoded value of line ``index`` (as :func:`read_jsonl` gave it)."""
+        if index in self.held:
+            return self.held[index]
+        if self._file is None or self._pid != os.getpid():
+            self._file, self._pid = open(self.path, "rb"), os.getpid()  # noqa: SIM115 (kept open; closed in close())
+        self._file.seek(self.offset[index])
+        raw = self._file.read(self.size[index])
+        line_no = self.line[index]
+        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if len(raw) == self.size[index] else None
+        if rec is None or rec.error is not None:
+            raise InputError(f"{self.path}: line {line_no} changed while the file was being evaluated; "
+                             "run again on a file that stays the same")
+        return rec.value
+
+    def close(self) -> None:
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_file": None, "_pid": -1}
 
 
-def _dedupe(records: list[Any], policy: str, what: str, path: Path, log: LoadedInputs) -> list[Any]:
-    """Apply ``--duplicate-ids`` to records that have ``.id`` (None ids are kept)."""
-    seen: Counter[str] = Counter(r.id for r in records if r.id is not None)
+class _Sample(list):
+    """The first :data:`_SAMPLE_KEPT` items added and how many were added (``total``): what a
+    message that names a count and the first lines (:func:`_lines_text`) needs, in bounded memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def add(self, item: Any) -> None:
+        self.total += 1
+        if len(self) < _SAMPLE_KEPT:
+            self.append(item)
+
+
+#: Items a :class:`_Sample` keeps: one more than :func:`_lines_text` shows, so that its "..." stays true.
+_SAMPLE_KEPT = 11
+
+
+@dataclass
+class _PredLines:
+    """The prediction lines of a file as the join and the notices need them, in compact
+    form: where each line lies (``store``), its id, whether its answer holds no
+    triplet-like content (``hollow``), how many other answers its raw text held
+    (``discarded``), the lines that cannot be decoded again (``unread``: kept as their
+    :class:`Prediction`, items None), and the first lines of each kind of input problem
+    (``issues``). A line's :class:`Prediction` is made again when its entry is scored
+    (:class:`EntryTable`)."""
+
+    store: LineStore
+    ids: list[str | None] = field(default_factory=list)
+    hollow: bytearray = field(default_factory=bytearray)
+    discarded: array.array = field(default_factory=lambda: array.array("q"))
+    unread: dict[int, Prediction] = field(default_factory=dict)
+    issues: dict[str, _Sample] = field(default_factory=dict)
+    keys_found: set[str] = field(default_factory=set)
+    n_objects: int = 0
+
+    def add(self, pred: Prediction) -> None:
+        """Count one prediction line (already kept in ``store``, or ``unread``)."""
+        self.ids.append(pred.id)
+        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
+        self.discarded.append(pred.discarded)
+        if pred.issue:
+            self.issues.setdefault(pred.issue, _Sample()).add(dataclasses.replace(pred, items=None))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _dedupe(ids: Sequence[str | None], policy: str, what: str, path: Path, log: LoadedInputs) -> list[int] | None:
+    """Apply ``--duplicate-ids`` to records with ids ``ids`` (None ids are kept): the indices
+    of the records kept, in order, or None when no id repeats (every record is kept)."""
+    seen: Counter[str] = Counter(i for i in ids if i is not None)
     dups = sorted(k for k, n in seen.items() if n > 1)
+    del seen
     if not dups:
-        return records
+        return None
     if policy == "error":
         shown = _ids_text(dups)
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
-    keep: dict[str, Any] = {}
-    for r in records:
-        if r.id is None:
-            continue
-        if policy == "last" or r.id not in keep:
-            keep[r.id] = r
-    kept = [r for r in records if r.id is None or keep[r.id] is r]
-    dropped = len(records) - len(kept)
+    keep: dict[str, int] = {}
+    for k, rid in enumerate(ids):
+        if rid is not None and (policy == "last" or rid not in keep):
+            keep[rid] = k
+    kept = [k for k, rid in enumerate(ids) if rid is None or keep[rid] == k]
+    dropped = len(ids) - len(kept)
     log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
                 f"{len(dups)} id(s) repeated)", kind="duplicate_ids", duplicates=dropped)
     return kept
 
 
-class _GoldLines(NamedTuple):
-    slots: list[_GoldSlot]
+@dataclass
+class _GoldLines:
+    """The gold lines read (those not excluded), in compact form: where each lies
+    (``store``), its position among all gold lines (excluded ones included) and its id."""
+
+    store: LineStore
+    positions: array.array           # by gold record: its position among all gold lines
+    ids: list[str | None]
     n_rows: int                      # gold lines read, excluded ones included
     excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
-    combined_preds: list[Prediction]  # the predictions of a combined file, by gold slot
+    combined: _PredLines | None      # the predictions of a combined file, by gold record
 
 
 def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
@@ -5452,18 +5576,15 @@ def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
     return ", ".join(map(str, lines[:shown])) + (" ..." if len(lines) > shown else "")
 
 
-def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects: int, path: Path,
-                   fields: FieldNames, log: LoadedInputs, *, combined: bool = False) -> None:
+def _report_issues(preds: _PredLines, path: Path, fields: FieldNames, log: LoadedInputs, *,
+                   combined: bool = False) -> None:
     """Report the prediction lines with an input problem (one notice per kind, with the
-    count and the first lines); refuse a file in which no object line (of ``n_objects``)
-    has a prediction field (``keys_found``: the union of their keys)."""
-    by_kind: dict[str, list[Prediction]] = {}
-    for pred in preds:
-        if pred.issue:
-            by_kind.setdefault(pred.issue, []).append(pred)
+    count and the first lines); refuse a file in which no object line (of
+    ``preds.n_objects``) has a prediction field (``preds.keys_found``: the union of their keys)."""
+    by_kind, keys_found = preds.issues, preds.keys_found
     accepted = ", ".join(fields.accepted)
-    lacking = by_kind.get("no_prediction_field", [])
-    if lacking and len(lacking) == n_objects:
+    lacking = by_kind.get("no_prediction_field")
+    if lacking and lacking.total == preds.n_objects:
         if combined and not fields.named:
             raise InputError(f"{path}: no line has a prediction field (keys found: {_keys_text(keys_found)}; "
                              f"accepted in a file used alone: {accepted}): this looks like a gold file: pass it "
@@ -5481,23 +5602,25 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
                                        "line (the parsed field is scored; --reparse scores the raw text)",
                 "unscored_triplets_field": "whose answer is empty or unparseable while an unrecognised field "
                                            "holds triplet-like items (scored as they are)"}[kind]
-        log.problem(f"{path}: {len(lines)} line(s) {what} (lines {shown}; line {lines[0].line}: "
+        log.problem(f"{path}: {lines.total} line(s) {what} (lines {shown}; line {lines[0].line}: "
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 
 
 def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs,
                fields: FieldNames, gold_field: str | None = None) -> _GoldLines:
-    """Read every gold line (and, from a combined file, its prediction)."""
-    slots: list[_GoldSlot] = []
+    """Read every gold line (and, from a combined file, its prediction), keeping where each
+    lies rather than what it holds (:class:`LineStore`)."""
+    store = LineStore(gold_file)
+    positions = array.array("q")
+    ids: list[str | None] = []
     excluded_ids: set[str] = set()
-    combined_preds: list[Prediction] = []
-    keys_found: set[str] = set()
+    preds = _PredLines(store) if combined else None
     no_prompt: list[int] = []
     no_prompt_keys: set[str] = set()
     conflicts: list[tuple[int, str]] = []
     prompt_conflicts: list[tuple[int, str]] = []
     n_rows = 0
-    for position, row in enumerate(read_records(gold_file)):
+    for position, (row, offset, size) in enumerate(located_records(gold_file)):
         n_rows = position + 1
         where = f"{gold_file}: line {row.line_no}"
         try:
@@ -5512,7 +5635,9 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
             if rid is not None:
                 excluded_ids.add(rid)
             continue
-        slots.append(_GoldSlot(position, gold))
+        store.add(row, offset, size)
+        positions.append(position)
+        ids.append(gold.id)
         if not gold.prompt and _first_key(row.value, PROMPT_KEYS) is None:
             no_prompt.append(row.line_no)
             no_prompt_keys.update(row.value)
@@ -5525,10 +5650,11 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
         prompts = [] if chat else [k for k in PROMPT_KEYS if k in row.value]
         if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
             prompt_conflicts.append((row.line_no, conflict))
-        if combined:
-            keys_found.update(row.value)
-            combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
-    if not slots:
+        if preds is not None:
+            preds.keys_found.update(row.value)
+            preds.n_objects += 1
+            preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
+    if not ids:
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
     if conflicts:
@@ -5547,18 +5673,18 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                  f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
                  f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
                  "against an empty prompt")
-    if combined:
-        _report_issues(combined_preds, keys_found, len(combined_preds), gold_file, fields, log, combined=True)
-    return _GoldLines(slots, n_rows, excluded_ids, combined_preds)
+    if preds is not None:
+        _report_issues(preds, gold_file, fields, log, combined=True)
+    return _GoldLines(store, positions, ids, n_rows, excluded_ids, preds)
 
 
-def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> list[Prediction]:
-    """Read every prediction line; an unreadable line is reported and kept as an
-    unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
-    preds: list[Prediction] = []
-    keys_found: set[str] = set()
-    n_bad = 0
-    for row in read_records(pred_path):
+def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> _PredLines:
+    """Read every prediction line, keeping where each lies rather than what it holds
+    (:class:`_PredLines`); an unreadable line is reported and kept as an unparseable
+    prediction (attributed by its raw ``"id"`` when it can be read)."""
+    preds = _PredLines(LineStore(pred_path))
+    for row, offset, size in located_records(pred_path):
+        index = preds.store.add(row, offset, size)
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
@@ -5566,85 +5692,96 @@ def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields:
                         + (f"scored as an unparseable prediction for id {rid!r})" if rid else
                            "no readable id: scored as an unparseable prediction when records are paired "
                            "by line order, else not attributable)"), kind="bad_prediction_line")
-            preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
-            n_bad += 1
+            pred = preds.unread[index] = Prediction(rid, None, "unparseable", reason, row.line_no)
+            preds.add(pred)
             continue
-        keys_found.update(row.value)
-        preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
+        preds.keys_found.update(row.value)
+        preds.n_objects += 1
+        preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
     if not preds:
         raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
-    _report_issues(preds, keys_found, len(preds) - n_bad, pred_path, fields, log)
+    _report_issues(preds, pred_path, fields, log)
     return preds
 
 
-def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: set[str], pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> list[Entry]:
-    """Join by id. Lines whose id cannot be read cannot be attributed: reported, and their
-    gold records (if any) count as missing predictions."""
-    if excluded_ids:
-        gone = [p for p in preds if p.id in excluded_ids]
+def _join_by_id(gold: _GoldLines, kept_gold: Sequence[int], preds: _PredLines, pred_path: Path,
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> list[int]:
+    """Join by id: for each kept gold record, the index of its prediction line, or -1 (no
+    prediction line: scored as a missing prediction). Lines whose id cannot be read cannot
+    be attributed: reported, and their gold records (if any) count as missing predictions."""
+    candidates: Iterable[int] = range(len(preds))
+    if gold.excluded_ids:
+        gone = [k for k in candidates if preds.ids[k] in gold.excluded_ids]
         if gone:
-            preds = [p for p in preds if p.id not in excluded_ids]
+            dropped = set(gone)
+            candidates = [k for k in candidates if k not in dropped]
             log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
-                        f"lines (ids {_ids_text(sorted({str(p.id) for p in gone}))})",
+                        f"lines (ids {_ids_text(sorted({str(preds.ids[k]) for k in gone}))})",
                         kind="dropped_with_excluded_gold")
-    no_id = [p.line for p in preds if p.id is None]
+    no_id = [preds.store.line[k] for k in candidates if preds.ids[k] is None]
     if no_id:
         log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
                     f"{_lines_text(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    preds = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, log)
-    gold_ids = {s.id for s in slots}
-    extra = sorted({p.id for p in preds if p.id not in gold_ids})
+    with_id = [k for k in candidates if preds.ids[k] is not None]
+    kept = _dedupe([preds.ids[k] for k in with_id], duplicate_ids, "prediction", pred_path, log)
+    if kept is not None:
+        with_id = [with_id[k] for k in kept]
+    gold_ids = {gold.ids[g] for g in kept_gold}
+    extra = sorted({preds.ids[k] for k in with_id if preds.ids[k] not in gold_ids})
     if extra:
         shown = _ids_text(extra)
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
-    pred_by_id = {p.id: p for p in preds}
-    return [Entry(s.record, pred_by_id.get(s.id) or Prediction(s.id, [], "missing", "no prediction line for this id",
-                                                                 None))
-            for s in slots]
+    del gold_ids
+    pred_by_id = {preds.ids[k]: k for k in with_id}
+    return [pred_by_id.get(gold.ids[g], -1) for g in kept_gold]
 
 
-def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, pred_path: Path, gold_path: Path,
-                  limit: int | None, log: LoadedInputs) -> list[Entry]:
+def _join_by_line(gold: _GoldLines, kept_gold: list[int], preds: _PredLines, pred_path: Path, gold_path: Path,
+                  limit: int | None, log: LoadedInputs) -> tuple[list[int], list[int]]:
     """Join by line order: the k-th prediction line goes with the k-th gold line (excluded
-    gold lines included, so that the pairing does not shift)."""
+    gold lines included, so that the pairing does not shift). Returns the gold records
+    kept and the index of the prediction line of each."""
+    n_rows, n_preds = gold.n_rows, len(preds)
     if limit is not None:  # only the first `limit` gold records need their prediction line
-        if len(preds) > n_rows:  # extra lines can pair with nothing: the pairing is off somewhere
+        if n_preds > n_rows:  # extra lines can pair with nothing: the pairing is off somewhere
             raise InputError(
                 f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
-                f"{len(preds)} (more prediction lines than gold lines; --limit does not change that)")
-        if len(preds) != n_rows:
-            log.note("limit", f"{pred_path}: {len(preds)} prediction line(s) for {n_rows} gold line(s), paired "
+                f"{n_preds} (more prediction lines than gold lines; --limit does not change that)")
+        if n_preds != n_rows:
+            log.note("limit", f"{pred_path}: {n_preds} prediction line(s) for {n_rows} gold line(s), paired "
                               f"by line order; --limit {limit} scores only the first gold lines")
-        slots = slots[:limit]
-        n_rows = min(n_rows, max(s.position for s in slots) + 1)
-        preds = preds[:n_rows]
-    if len(preds) != n_rows:
+        kept_gold = kept_gold[:limit]
+        n_rows = min(n_rows, max(gold.positions[g] for g in kept_gold) + 1)
+        n_preds = min(n_preds, n_rows)
+    if n_preds != n_rows:
         raise InputError(
             f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
-            f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
-    kept = {s.position for s in slots}
-    skipped = [p.line for k, p in enumerate(preds) if k not in kept]
+            f"{n_preds} (ids are missing on at least one side, so records are paired by position)")
+    paired = [gold.positions[g] for g in kept_gold]
+    kept = bytearray(n_preds)
+    for k in paired:
+        kept[k] = 1
+    skipped = [preds.store.line[k] for k in range(n_preds) if not kept[k]]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
                     f"duplicate gold lines (lines {_lines_text(skipped)})",
                     kind="dropped_with_excluded_gold")
-    return [Entry(s.record, preds[s.position]) for s in slots]
+    return kept_gold, paired
 
 
 #: ``--join``: how gold and prediction lines are paired.
 JOIN_MODES = ("auto", "id", "order")
 
 
-def _join_mode(join: str, slots: Sequence[_GoldSlot], preds: Sequence[Prediction], pred_path: Path,
+def _join_mode(join: str, gold: _GoldLines, kept_gold: Sequence[int], preds: _PredLines, pred_path: Path,
                gold_path: Path) -> str:
     """Resolve ``--join``: "id" or "order". ``auto`` joins by id when every gold line and
     some prediction lines carry ids, by line order when neither side does, and refuses
     when only one side has ids (pairing by position could silently mis-pair them)."""
-    gold_without = [s.record.line for s in slots if s.id is None]
-    pred_with = any(p.id is not None for p in preds)
+    gold_without = [gold.store.line[g] for g in kept_gold if gold.ids[g] is None]
+    pred_with = any(rid is not None for rid in preds.ids)
     if join == "order":
         return "order"
     if join == "id" or (not gold_without and pred_with):
@@ -5653,13 +5790,98 @@ def _join_mode(join: str, slots: Sequence[_GoldSlot], preds: Sequence[Prediction
                     if gold_without else f"{pred_path}: no prediction line has an id")
             raise InputError(f"--join id: {side}")
         return "id"
-    if len(gold_without) == len(slots) and not pred_with:
+    if len(gold_without) == len(kept_gold) and not pred_with:
         return "order"
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
+
+
+class EntryTable(Sequence[Entry]):
+    """The joined entries of a run, held as indices into the input lines (a gold record
+    and its prediction line, -1 for none), not as parsed records: each :class:`Entry` is
+    made again from its lines when it is read (:meth:`LineStore.value`, then
+    :func:`gold_from_record` and :func:`prediction_from_record`, as the first reading made
+    it), so that memory stays flat in the number of entries (a few dozen bytes an entry)
+    while scoring goes entry by entry. Slicing gives a table over the same lines (a
+    worker's chunk, a shard). Each read parses the lines again: iterate once where you can."""
+
+    def __init__(self, gold: _GoldLines, preds: _PredLines | None, gold_rows: np.ndarray, pred_rows: np.ndarray,
+                 *, reparse: bool, fields: FieldNames, gold_field: str | None) -> None:
+        self._gold, self._preds = gold, preds
+        self._gold_rows, self._pred_rows = gold_rows, pred_rows
+        self._reparse, self._fields, self._gold_field = reparse, fields, gold_field
+
+    def __len__(self) -> int:
+        return len(self._gold_rows)
+
+    def _slice(self, rows: slice | np.ndarray) -> "EntryTable":
+        return EntryTable(self._gold, self._preds, self._gold_rows[rows], self._pred_rows[rows],
+                          reparse=self._reparse, fields=self._fields, gold_field=self._gold_field)
+
+    def _gold_record(self, g: int) -> tuple[GoldRecord, Any]:
+        store = self._gold.store
+        value, line = store.value(g), store.line[g]
+        return gold_from_record(value, line, f"{store.path}: line {line}", self._gold_field), value
+
+    def _prediction(self, p: int, gold: GoldRecord, gold_value: Any) -> Prediction:
+        if self._preds is None:  # a combined file: the gold line holds the prediction
+            return prediction_from_record(gold_value, gold.line, reparse=self._reparse, fields=self._fields)
+        if p < 0:
+            return Prediction(gold.id, [], "missing", "no prediction line for this id", None)
+        if p in self._preds.unread:
+            return self._preds.unread[p]
+        store = self._preds.store
+        return prediction_from_record(store.value(p), store.line[p], reparse=self._reparse, fields=self._fields)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return self._slice(k)
+        g = int(self._gold_rows[k])
+        gold, value = self._gold_record(g)
+        return Entry(gold, self._prediction(int(self._pred_rows[k]), gold, value))
+
+    def __iter__(self) -> Iterator[Entry]:
+        for k in range(len(self)):
+            yield self[k]
+
+    def golds(self) -> Iterator[GoldRecord]:
+        """The gold records alone, in entry order (predictions left unparsed)."""
+        for g in self._gold_rows:
+            yield self._gold_record(int(g))[0]
+
+    def prediction_lines(self) -> np.ndarray:
+        """Index into the prediction lines of each entry (-1: none; a combined file: the gold line)."""
+        return self._gold_rows if self._preds is None else self._pred_rows
+
+
+def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log: LoadedInputs) -> None:
+    """The notices about the joined entries' predictions: answers without triplet-like
+    content, raw text with several answers, gold ids without a prediction line."""
+    rows = entries.prediction_lines()
+    hollow = [k for k, p in enumerate(rows) if p >= 0 and preds.hollow[p]]
+    if hollow:
+        first = entries[hollow[0]].pred
+        lines = [preds.store.line[rows[k]] for k in hollow]
+        log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
+                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text(lines)}; "
+                 f"line {first.line}: {first.reason or _describe(first.items)}); if the triplets are "
+                 "nested deeper in the line, name the field with --pred-field NAME")
+    passed = [int(p) for p in rows if p >= 0 and preds.discarded[p] > 0]
+    if passed:
+        log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
+                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
+                 f"{_lines_text([preds.store.line[p] for p in passed])}; line {preds.store.line[passed[0]]}: "
+                 f"{preds.discarded[passed[0]]} other answer(s) not scored); if the model wrote one answer in "
+                 "pieces (a numbered list of objects, comments inside the array), check the raw text; the rule "
+                 "is in README \"Parse statuses\"")
+    missing = [entries._gold.ids[g] for g, p in zip(entries._gold_rows, rows) if p < 0]
+    if missing:
+        have = "entry has" if len(missing) == 1 else "entries have"
+        log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
+                 f"empty predictions (ids {_ids_text(missing)})")
 
 
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
@@ -5682,6 +5904,12 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     name the field holding the triplets. ``limit`` keeps the first N gold entries. Every
     exclusion, the join by line order and the limit are in ``notices``.
 
+    The files are read once, line by line, keeping only what the join and the notices
+    need (ids, line numbers, byte offsets, flags: :class:`LineStore`, :class:`_PredLines`);
+    ``entries`` is an :class:`EntryTable`, which parses each entry's lines again when the
+    entry is read, so memory does not grow with what the lines hold (the files must stay
+    the same until the entries are scored).
+
     Raises:
         InputError: unreadable files, bad gold lines, no prediction field on any line,
             unmatched prediction ids, duplicate ids (unless ``duplicate_ids`` is
@@ -5692,42 +5920,26 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     fields = (FieldNames.user(pred_field) if pred_field is not None
               else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
     gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log, fields, gold_field)
+    kept = _dedupe(gold.ids, duplicate_ids, "gold", gold_file, log)
+    kept_gold: list[int] = list(range(len(gold.ids))) if kept is None else kept
+    n_slots = len(kept_gold)
     if gold_path is None:
-        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_file, log)
-        keep = {s.position for s in slots}
-        preds = [p for s, p in zip(gold.slots, gold.combined_preds) if s.position in keep]
-        entries = [Entry(s.record, p) for s, p in zip(slots, preds)]
+        assert gold.combined is not None
+        preds, pred_rows = gold.combined, kept_gold
     else:
         preds = _read_predictions(pred_path, reparse, log, fields)
-        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_path, log)
-        if _join_mode(join, slots, preds, pred_path, gold_path) == "id":
-            entries = _join_by_id(slots, preds, gold.excluded_ids, pred_path, gold_path, duplicate_ids, log)
+        if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
         else:
-            entries = _join_by_line(slots, preds, gold.n_rows, pred_path, gold_path, limit, log)
+            kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
                      f"k-th line of {gold_path})" + (": --join order" if join == "order" else ": no ids on either side"))
-    if limit is not None and limit < len(slots):
-        log.note("limit", f"--limit {limit}: scored the first {limit} of {len(slots)} entries")
-        entries = entries[:limit]
-    hollow = [e.pred for e in entries if e.pred.status == "ok" and e.pred.items
-              and not OutputParser.count_triplet_like(e.pred.items)]
-    if hollow:
-        log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
-                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text([p.line for p in hollow])}; "
-                 f"line {hollow[0].line}: {hollow[0].reason or _describe(hollow[0].items)}); if the triplets are "
-                 "nested deeper in the line, name the field with --pred-field NAME")
-    passed = [e.pred for e in entries if e.pred.discarded > 0]
-    if passed:
-        log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
-                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
-                 f"{_lines_text([p.line for p in passed])}; line {passed[0].line}: {passed[0].discarded} other "
-                 "answer(s) not scored); if the model wrote one answer in pieces (a numbered list of objects, "
-                 "comments inside the array), check the raw text; the rule is in README \"Parse statuses\"")
-    missing = [e.gold.id for e in entries if e.pred.status == "missing" and e.pred.line is None]
-    if missing:
-        have = "entry has" if len(missing) == 1 else "entries have"
-        log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
-                 f"empty predictions (ids {_ids_text(missing)})")
+    if limit is not None and limit < n_slots:
+        log.note("limit", f"--limit {limit}: scored the first {limit} of {n_slots} entries")
+        kept_gold, pred_rows = kept_gold[:limit], pred_rows[:limit]
+    entries = EntryTable(gold, None if gold_path is None else preds, np.array(kept_gold, dtype=np.int64),
+                         np.array(pred_rows, dtype=np.int64), reparse=reparse, fields=fields, gold_field=gold_field)
+    _entry_notices(entries, preds, pred_path, log)
     log.entries = entries
     return log
 
@@ -9216,6 +9428,12 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
     }
 
 
+def _golds(entries: Sequence[Entry]) -> Iterable[GoldRecord]:
+    """The gold records of ``entries``, without parsing their predictions when the entries
+    are an :class:`EntryTable`."""
+    return entries.golds() if isinstance(entries, EntryTable) else (e.gold for e in entries)
+
+
 def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity, pred: Path,
                 gold: Path | None, relations: Path | None, group: str = "",
                 given: Sequence[Path | None] = (None, None, None)) -> tuple[ScoredFile, str | None]:
@@ -9227,7 +9445,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
                          gold_field=config.gold_field, join=config.join)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
-    profile = config.schema if config.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
+    profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
@@ -9249,11 +9467,11 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
     n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
-        len(validate_schema(e.gold.items, profile).invalid) for e in loaded.entries)
-    if n_invalid and n_invalid == sum(len(e.gold.items) for e in loaded.entries):
+        len(validate_schema(g.items, profile).invalid) for g in _golds(loaded.entries))
+    if n_invalid and n_invalid == sum(len(g.items) for g in _golds(loaded.entries)):
         raise InputError(_all_gold_invalid(config.schema, profile, invalid or [
-            f"{scored.gold_name} line {e.gold.line}: {r}" for e in loaded.entries
-            for _, r in validate_schema(e.gold.items, profile).invalid]))
+            f"{scored.gold_name} line {g.line}: {r}" for g in _golds(loaded.entries)
+            for _, r in validate_schema(g.items, profile).invalid]))
     if invalid:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
