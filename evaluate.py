@@ -5920,14 +5920,17 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     fields = (FieldNames.user(pred_field) if pred_field is not None
               else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
     gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log, fields, gold_field)
+    if gold_path is None:
+        assert gold.combined is not None
+        preds = gold.combined
+    else:
+        preds = _read_predictions(pred_path, reparse, log, fields)
     kept = _dedupe(gold.ids, duplicate_ids, "gold", gold_file, log)
     kept_gold: list[int] = list(range(len(gold.ids))) if kept is None else kept
     n_slots = len(kept_gold)
     if gold_path is None:
-        assert gold.combined is not None
-        preds, pred_rows = gold.combined, kept_gold
+        pred_rows = kept_gold
     else:
-        preds = _read_predictions(pred_path, reparse, log, fields)
         if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
             pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
         else:
