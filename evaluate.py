@@ -5503,6 +5503,69 @@ class _Sample(list):
 _SAMPLE_KEPT = 11
 
 
+class IdColumn:
+    """Record ids (str or None) in compact form: their UTF-8 bytes in one buffer (lone
+    surrogates kept: ``surrogatepass``), an end offset and a 64-bit hash each (about 16
+    bytes plus the id's length, against some 60 for a Python string). :func:`_dedupe`
+    and :func:`_join_by_id` group and match the hashes with numpy and compare the ids
+    themselves wherever hashes are equal, so that two ids are the same exactly when their
+    strings are (a hash collision costs time, never a wrong pairing)."""
+
+    def __init__(self) -> None:
+        self._bytes = bytearray()
+        self._end = array.array("q")    # where each id's bytes end (cumulative)
+        self._hash = array.array("q")   # hash(id), 0 for None
+        self._some = bytearray()        # 1: the record has an id
+
+    def append(self, rid: str | None) -> None:
+        if rid is not None:
+            self._bytes += rid.encode("utf-8", "surrogatepass")
+        self._end.append(len(self._bytes))
+        self._hash.append(0 if rid is None else hash(rid))
+        self._some.append(rid is not None)
+
+    def __len__(self) -> int:
+        return len(self._end)
+
+    def __getitem__(self, k: int) -> str | None:
+        if not self._some[k]:
+            return None
+        start = self._end[k - 1] if k > 0 else 0
+        return self._bytes[start:self._end[k]].decode("utf-8", "surrogatepass")
+
+    def present(self) -> np.ndarray:
+        """Bool array: which records have an id."""
+        return np.frombuffer(self._some, dtype=np.uint8).astype(bool)
+
+    def hashes(self) -> np.ndarray:
+        """The ids' hashes (int64; 0 where there is no id)."""
+        return np.frombuffer(self._hash, dtype=np.int64)
+
+
+def _equal_hash_runs(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, shared): ``order`` sorts ``hashes`` (stably); ``shared[i]`` is True where
+    ``hashes[order[i]]`` equals a neighbour's, i.e. where the same id may occur twice."""
+    order = np.argsort(hashes, kind="stable")
+    ordered = hashes[order]
+    same = ordered[1:] == ordered[:-1]
+    shared = np.zeros(len(order), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    return order, shared
+
+
+def _repeated_ids(ids: IdColumn, rows: np.ndarray) -> dict[str, list[int]]:
+    """The ids that occur more than once among records ``rows`` (None ids left out), each
+    with the positions in ``rows`` where it occurs (ascending): exact (equal ids have
+    equal hashes; records whose hash is shared are compared by their ids)."""
+    with_id = np.flatnonzero(ids.present()[rows])
+    order, shared = _equal_hash_runs(ids.hashes()[rows[with_id]])
+    groups: dict[str, list[int]] = {}
+    for pos in np.sort(with_id[order[shared]]):
+        groups.setdefault(ids[int(rows[pos])], []).append(int(pos))
+    return {rid: where for rid, where in groups.items() if len(where) > 1}
+
+
 @dataclass
 class _PredLines:
     """The prediction lines of a file as the join and the notices need them, in compact
@@ -5514,7 +5577,7 @@ class _PredLines:
     (:class:`EntryTable`)."""
 
     store: LineStore
-    ids: list[str | None] = field(default_factory=list)
+    ids: IdColumn = field(default_factory=IdColumn)
     hollow: bytearray = field(default_factory=bytearray)
     discarded: array.array = field(default_factory=lambda: array.array("q"))
     unread: dict[int, Prediction] = field(default_factory=dict)
@@ -5534,25 +5597,23 @@ class _PredLines:
         return len(self.ids)
 
 
-def _dedupe(ids: Sequence[str | None], policy: str, what: str, path: Path, log: LoadedInputs) -> list[int] | None:
-    """Apply ``--duplicate-ids`` to records with ids ``ids`` (None ids are kept): the indices
-    of the records kept, in order, or None when no id repeats (every record is kept)."""
-    seen: Counter[str] = Counter(i for i in ids if i is not None)
-    dups = sorted(k for k, n in seen.items() if n > 1)
-    del seen
-    if not dups:
-        return None
+def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, log: LoadedInputs) -> np.ndarray:
+    """Apply ``--duplicate-ids`` to records ``rows`` (indices into ``ids``; None ids are
+    kept): the records kept, in order (``rows`` itself when no id repeats)."""
+    repeated = _repeated_ids(ids, rows)
+    if not repeated:
+        return rows
+    dups = sorted(repeated)
     if policy == "error":
         shown = _ids_text(dups)
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
-    keep: dict[str, int] = {}
-    for k, rid in enumerate(ids):
-        if rid is not None and (policy == "last" or rid not in keep):
-            keep[rid] = k
-    kept = [k for k, rid in enumerate(ids) if rid is None or keep[rid] == k]
-    dropped = len(ids) - len(kept)
+    drop = np.zeros(len(rows), dtype=bool)
+    for where in repeated.values():
+        drop[where[1:] if policy == "first" else where[:-1]] = True
+    kept = rows[~drop]
+    dropped = len(rows) - len(kept)
     log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
                 f"{len(dups)} id(s) repeated)", kind="duplicate_ids", duplicates=dropped)
     return kept
@@ -5564,8 +5625,8 @@ class _GoldLines:
     (``store``), its position among all gold lines (excluded ones included) and its id."""
 
     store: LineStore
-    positions: array.array           # by gold record: its position among all gold lines
-    ids: list[str | None]
+    positions: np.ndarray            # by gold record: its position among all gold lines
+    ids: IdColumn
     n_rows: int                      # gold lines read, excluded ones included
     excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
     combined: _PredLines | None      # the predictions of a combined file, by gold record
@@ -5612,7 +5673,7 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
     lies rather than what it holds (:class:`LineStore`)."""
     store = LineStore(gold_file)
     positions = array.array("q")
-    ids: list[str | None] = []
+    ids = IdColumn()
     excluded_ids: set[str] = set()
     preds = _PredLines(store) if combined else None
     no_prompt: list[int] = []
@@ -5654,7 +5715,7 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
             preds.keys_found.update(row.value)
             preds.n_objects += 1
             preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
-    if not ids:
+    if not len(ids):
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
     if conflicts:
@@ -5675,7 +5736,7 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                  "against an empty prompt")
     if preds is not None:
         _report_issues(preds, gold_file, fields, log, combined=True)
-    return _GoldLines(store, positions, ids, n_rows, excluded_ids, preds)
+    return _GoldLines(store, np.frombuffer(positions, dtype=np.int64), ids, n_rows, excluded_ids, preds)
 
 
 def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> _PredLines:
@@ -5704,42 +5765,61 @@ def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields:
     return preds
 
 
-def _join_by_id(gold: _GoldLines, kept_gold: Sequence[int], preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> list[int]:
-    """Join by id: for each kept gold record, the index of its prediction line, or -1 (no
-    prediction line: scored as a missing prediction). Lines whose id cannot be read cannot
-    be attributed: reported, and their gold records (if any) count as missing predictions."""
-    candidates: Iterable[int] = range(len(preds))
+def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
+    """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
+    the index of its prediction line, or -1 (no prediction line: scored as a missing
+    prediction). Lines whose id cannot be read cannot be attributed: reported, and their
+    gold records (if any) count as missing predictions. Ids are matched by hash and then
+    compared (:class:`IdColumn`): exact."""
+    candidates = np.arange(len(preds))
     if gold.excluded_ids:
-        gone = [k for k in candidates if preds.ids[k] in gold.excluded_ids]
+        excluded = {hash(rid) for rid in gold.excluded_ids}
+        maybe = np.flatnonzero(preds.ids.present() & np.isin(preds.ids.hashes(), list(excluded)))
+        gone = [int(k) for k in maybe if preds.ids[int(k)] in gold.excluded_ids]
         if gone:
-            dropped = set(gone)
-            candidates = [k for k in candidates if k not in dropped]
+            candidates = np.setdiff1d(candidates, gone)
             log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
                         f"lines (ids {_ids_text(sorted({str(preds.ids[k]) for k in gone}))})",
                         kind="dropped_with_excluded_gold")
-    no_id = [preds.store.line[k] for k in candidates if preds.ids[k] is None]
+    has_id = preds.ids.present()[candidates]
+    no_id = [preds.store.line[int(k)] for k in candidates[~has_id]]
     if no_id:
         log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
                     f"{_lines_text(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    with_id = [k for k in candidates if preds.ids[k] is not None]
-    kept = _dedupe([preds.ids[k] for k in with_id], duplicate_ids, "prediction", pred_path, log)
-    if kept is not None:
-        with_id = [with_id[k] for k in kept]
-    gold_ids = {gold.ids[g] for g in kept_gold}
-    extra = sorted({preds.ids[k] for k in with_id if preds.ids[k] not in gold_ids})
+    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path, log)
+    gold_hashes = gold.ids.hashes()[kept_gold]
+    order, shared = _equal_hash_runs(gold_hashes)
+    pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
+    extra: set[str] = set()
+    if shared.any():  # two gold ids with one hash (they differ: the gold ids are unique here)
+        gold_pos = {gold.ids[int(g)]: i for i, g in enumerate(kept_gold)}
+        for k in with_id:
+            rid = preds.ids[int(k)]
+            if rid in gold_pos:
+                pred_for[gold_pos[rid]] = k
+            else:
+                extra.add(rid)
+    else:
+        ordered = gold_hashes[order]
+        pred_hashes = preds.ids.hashes()[with_id]
+        at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
+        for k, i, hit in zip(with_id.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
+            rid = preds.ids[k]
+            if hit and gold.ids[int(kept_gold[i])] == rid:
+                pred_for[i] = k
+            else:
+                extra.add(rid)
     if extra:
-        shown = _ids_text(extra)
+        shown = _ids_text(sorted(extra))
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
-    del gold_ids
-    pred_by_id = {preds.ids[k]: k for k in with_id}
-    return [pred_by_id.get(gold.ids[g], -1) for g in kept_gold]
+    return pred_for
 
 
-def _join_by_line(gold: _GoldLines, kept_gold: list[int], preds: _PredLines, pred_path: Path, gold_path: Path,
-                  limit: int | None, log: LoadedInputs) -> tuple[list[int], list[int]]:
+def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path, gold_path: Path,
+                  limit: int | None, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray]:
     """Join by line order: the k-th prediction line goes with the k-th gold line (excluded
     gold lines included, so that the pairing does not shift). Returns the gold records
     kept and the index of the prediction line of each."""
@@ -5753,17 +5833,16 @@ def _join_by_line(gold: _GoldLines, kept_gold: list[int], preds: _PredLines, pre
             log.note("limit", f"{pred_path}: {n_preds} prediction line(s) for {n_rows} gold line(s), paired "
                               f"by line order; --limit {limit} scores only the first gold lines")
         kept_gold = kept_gold[:limit]
-        n_rows = min(n_rows, max(gold.positions[g] for g in kept_gold) + 1)
+        n_rows = min(n_rows, int(gold.positions[kept_gold].max()) + 1)
         n_preds = min(n_preds, n_rows)
     if n_preds != n_rows:
         raise InputError(
             f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
             f"{n_preds} (ids are missing on at least one side, so records are paired by position)")
-    paired = [gold.positions[g] for g in kept_gold]
-    kept = bytearray(n_preds)
-    for k in paired:
-        kept[k] = 1
-    skipped = [preds.store.line[k] for k in range(n_preds) if not kept[k]]
+    paired = gold.positions[kept_gold]
+    kept = np.zeros(n_preds, dtype=bool)
+    kept[paired] = True
+    skipped = [preds.store.line[int(k)] for k in np.flatnonzero(~kept)]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
                     f"duplicate gold lines (lines {_lines_text(skipped)})",
@@ -5775,13 +5854,13 @@ def _join_by_line(gold: _GoldLines, kept_gold: list[int], preds: _PredLines, pre
 JOIN_MODES = ("auto", "id", "order")
 
 
-def _join_mode(join: str, gold: _GoldLines, kept_gold: Sequence[int], preds: _PredLines, pred_path: Path,
+def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
                gold_path: Path) -> str:
     """Resolve ``--join``: "id" or "order". ``auto`` joins by id when every gold line and
     some prediction lines carry ids, by line order when neither side does, and refuses
     when only one side has ids (pairing by position could silently mis-pair them)."""
-    gold_without = [gold.store.line[g] for g in kept_gold if gold.ids[g] is None]
-    pred_with = any(rid is not None for rid in preds.ids)
+    gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
+    pred_with = bool(preds.ids.present().any())
     if join == "order":
         return "order"
     if join == "id" or (not gold_without and pred_with):
@@ -5861,7 +5940,8 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
     """The notices about the joined entries' predictions: answers without triplet-like
     content, raw text with several answers, gold ids without a prediction line."""
     rows = entries.prediction_lines()
-    hollow = [k for k, p in enumerate(rows) if p >= 0 and preds.hollow[p]]
+    flags = np.frombuffer(preds.hollow, dtype=np.uint8)
+    hollow = np.flatnonzero((rows >= 0) & (flags[np.maximum(rows, 0)] > 0)).tolist()
     if hollow:
         first = entries[hollow[0]].pred
         lines = [preds.store.line[rows[k]] for k in hollow]
@@ -5869,7 +5949,8 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
                  f"triplet-like content, scored as schema-invalid items (lines {_lines_text(lines)}; "
                  f"line {first.line}: {first.reason or _describe(first.items)}); if the triplets are "
                  "nested deeper in the line, name the field with --pred-field NAME")
-    passed = [int(p) for p in rows if p >= 0 and preds.discarded[p] > 0]
+    discarded = np.frombuffer(preds.discarded, dtype=np.int64)
+    passed = rows[(rows >= 0) & (discarded[np.maximum(rows, 0)] > 0)].tolist()
     if passed:
         log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
                  f"separate triplet answers; only the last one (fenced first) is scored (lines "
@@ -5877,7 +5958,7 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
                  f"{preds.discarded[passed[0]]} other answer(s) not scored); if the model wrote one answer in "
                  "pieces (a numbered list of objects, comments inside the array), check the raw text; the rule "
                  "is in README \"Parse statuses\"")
-    missing = [entries._gold.ids[g] for g, p in zip(entries._gold_rows, rows) if p < 0]
+    missing = [entries._gold.ids[int(g)] for g in entries._gold_rows[rows < 0]]
     if missing:
         have = "entry has" if len(missing) == 1 else "entries have"
         log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
@@ -5925,8 +6006,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
         preds = gold.combined
     else:
         preds = _read_predictions(pred_path, reparse, log, fields)
-    kept = _dedupe(gold.ids, duplicate_ids, "gold", gold_file, log)
-    kept_gold: list[int] = list(range(len(gold.ids))) if kept is None else kept
+    kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file, log)
     n_slots = len(kept_gold)
     if gold_path is None:
         pred_rows = kept_gold
@@ -5940,8 +6020,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if limit is not None and limit < n_slots:
         log.note("limit", f"--limit {limit}: scored the first {limit} of {n_slots} entries")
         kept_gold, pred_rows = kept_gold[:limit], pred_rows[:limit]
-    entries = EntryTable(gold, None if gold_path is None else preds, np.array(kept_gold, dtype=np.int64),
-                         np.array(pred_rows, dtype=np.int64), reparse=reparse, fields=fields, gold_field=gold_field)
+    entries = EntryTable(gold, None if gold_path is None else preds, kept_gold, pred_rows,
+                         reparse=reparse, fields=fields, gold_field=gold_field)
     _entry_notices(entries, preds, pred_path, log)
     log.entries = entries
     return log

@@ -812,3 +812,37 @@ def test_gold_duplicates_are_reported_after_the_prediction_problems(tmp_path):
     loaded = ev.load_inputs(p, g, duplicate_ids="last")
     assert [x["kind"] for x in loaded.notices] == ["bad_prediction_line", "duplicate_ids", "no_readable_id"]
     assert [e.gold.items for e in loaded.entries] == [[ACME_B]]
+
+
+def test_id_column_round_trips_ids():
+    ids = ev.IdColumn()
+    values = ["r1", None, "", "é\u4e2d", "\ud800lone", "r1", None, " padded "]
+    for rid in values:
+        ids.append(rid)
+    assert [ids[k] for k in range(len(ids))] == values
+    assert ids.present().tolist() == [v is not None for v in values]
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_join_by_id_is_exact_when_every_id_has_the_same_hash(tmp_path, monkeypatch, collide):
+    # with every hash equal (monkeypatched), ids are told apart by their strings: the same
+    # entries, duplicates, excluded lines and unknown ids as with real hashes
+    if collide:
+        monkeypatch.setattr(ev, "hash", lambda rid: 7, raising=False)
+    gold = [gold_rec("a", [ACME_A]), gold_rec("b", [ACME_B]), gold_rec("a", [ACME_B]), gold_rec("c", [])]
+    g = write(tmp_path / "g.jsonl", b"".join(line(x) for x in gold) + b'{"id": "x", "triplets": 3}\n')
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b", "triplets": [ACME_B]}, {"id": "x", "triplets": []},
+                                           {"id": "a", "triplets": [ACME_A]}, {"id": "b", "triplets": []},
+                                           {"id": "a", "triplets": [ACME_B]}])
+    loaded = ev.load_inputs(p, g, duplicate_ids="first", skip_bad_gold=True)
+    assert [(e.gold.id, e.gold.line, e.pred.line, e.pred.status) for e in loaded.entries] == [
+        ("a", 1, 3, "ok"), ("b", 2, 1, "ok"), ("c", 4, None, "missing")]
+    assert [x["kind"] for x in loaded.notices] == [
+        "excluded_gold_line", "duplicate_ids", "dropped_with_excluded_gold", "duplicate_ids", "missing_predictions"]
+    assert "1 duplicate gold line(s) dropped (--duplicate-ids first; 1 id(s) repeated)" in loaded.notices[1]["message"]
+    assert "2 duplicate prediction line(s) dropped" in loaded.notices[3]["message"]
+    assert "(ids 'x')" in loaded.notices[2]["message"]
+    p2 = write_jsonl(tmp_path / "p2.jsonl", [{"id": "b", "triplets": []}, {"id": "zz", "triplets": []},
+                                             {"id": "y", "triplets": []}])
+    with pytest.raises(ev.InputError, match=r"2 prediction id\(s\) have no gold record in .*: 'y', 'zz'"):
+        ev.load_inputs(p2, g, duplicate_ids="last", skip_bad_gold=True)
