@@ -36,7 +36,9 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
                                                (WebNLGReader, WebNLGPair, WebNLGScorer,
                                                WebNLG2020Family)
-    Input: records, fields, joining            load_inputs: the one input path
+    Input: records, fields, joining            load_inputs: the one input path;
+                                               EntryTable (entries parsed again from
+                                               their lines: LineStore, IdColumn)
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
     Large runs: workers, shards, merge         score_entries_parallel (--workers),
@@ -133,7 +135,8 @@ __all__ = [
     "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
     "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
-    "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
+    "gold_from_record", "prediction_from_record", "read_records", "located_records", "LineStore", "IdColumn",
+    "EntryTable", "LoadedInputs", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
@@ -6106,7 +6109,15 @@ def _strip_index(reason: str) -> str:
 
 
 def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profile: str) -> None:
-    """Collect every normalised title and relation form once and hand them to the backend."""
+    """Collect every normalised title and relation form once and hand them to the backend.
+
+    The lexical backend needs nothing: it returns at once, without reading the entries.
+    An embedding backend gets every distinct string of the run in one batch (embedded once,
+    here, before any worker forks); this reads every entry once more (an
+    :class:`EntryTable` parses its lines again) and holds, for the run, each distinct
+    string and its vector (about 1.5 KB per string for a 384-dimension model, plus the set
+    of strings while they are collected): memory in proportion to the distinct titles and
+    relations, not to the entries."""
     if type(similarity) is Similarity:
         return
     strings: set[str] = set()
