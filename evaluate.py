@@ -5768,6 +5768,10 @@ def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields:
     return preds
 
 
+#: Prediction lines matched per block in :func:`_join_by_id`.
+_JOIN_BLOCK = 1 << 16
+
+
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
                 gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
@@ -5807,14 +5811,16 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                 extra.add(rid)
     else:
         ordered = gold_hashes[order]
-        pred_hashes = preds.ids.hashes()[with_id]
-        at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
-        for k, i, hit in zip(with_id.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
-            rid = preds.ids[k]
-            if hit and gold.ids[int(kept_gold[i])] == rid:
-                pred_for[i] = k
-            else:
-                extra.add(rid)
+        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the Python lists stay small
+            block = with_id[start:start + _JOIN_BLOCK]
+            pred_hashes = preds.ids.hashes()[block]
+            at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
+            for k, i, hit in zip(block.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
+                rid = preds.ids[k]
+                if hit and gold.ids[int(kept_gold[i])] == rid:
+                    pred_for[i] = k
+                else:
+                    extra.add(rid)
     if extra:
         shown = _ids_text(sorted(extra))
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
