@@ -6233,8 +6233,10 @@ class RowSpool:
 
 
 #: From this many entries on, a single-file run keeps its per-entry rows on disk
-#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same.
-SPOOL_MIN_ENTRIES = 20_000
+#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same. Rows in
+#: memory take about 20 KB an entry (peak RSS 286 MB at 10,000 entries), spooled ones
+#: about 2 KB of disk and a pickle round trip (some 20 us against ~1.3 ms of scoring).
+SPOOL_MIN_ENTRIES = 2_000
 
 
 @dataclass
