@@ -36,7 +36,9 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
                                                (WebNLGReader, WebNLGPair, WebNLGScorer,
                                                WebNLG2020Family)
-    Input: records, fields, joining            load_inputs: the one input path
+    Input: records, fields, joining            load_inputs: the one input path;
+                                               EntryTable (entries parsed again from
+                                               their lines: LineStore, IdColumn)
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
     Large runs: workers, shards, merge         score_entries_parallel (--workers),
@@ -67,6 +69,7 @@ namespace (bottle.py style) rather than behind a name prefix.
 from __future__ import annotations
 
 import argparse
+import array
 import bisect
 import contextlib
 import copy
@@ -134,7 +137,8 @@ __all__ = [
     "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
     "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
-    "gold_from_record", "prediction_from_record", "read_records", "LoadedInputs", "load_inputs",
+    "gold_from_record", "prediction_from_record", "read_records", "located_records", "LineStore", "IdColumn",
+    "EntryTable", "LoadedInputs", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
@@ -3859,15 +3863,25 @@ class JsonlReader:
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
+        return (rec for rec, _, _ in JsonlReader.located(path, max_line_bytes, max_depth))
+
+    @staticmethod
+    def located(path, max_line_bytes: int, max_depth: int) -> Iterator[tuple[JsonlLine, int, int]]:
+        """:meth:`lines`, each with where its bytes lie in the file: (line, byte offset (a
+        BOM excluded), size in bytes (LF included)), so that a reader may drop the value
+        and decode the line again later from those bytes (:class:`LineStore`)."""
         with open(path, "rb") as f:
             line_no = 0
+            end = 0
             while True:
                 raw = f.readline(max_line_bytes + 1)
                 if not raw:
                     return
                 line_no += 1
+                start, end = end, end + len(raw)
                 if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
+                    start += 3
                 if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                     total = len(raw)
                     head = raw[:JsonlReader.RAW_HEAD]
@@ -3876,13 +3890,14 @@ class JsonlReader:
                         if not raw:
                             break
                         total += len(raw)
+                        end += len(raw)
                     yield JsonlLine(line_no, None,
                                     f"line {line_no}: line longer than {max_line_bytes} bytes "
-                                    f"({total} bytes); skipped", head)
+                                    f"({total} bytes); skipped", head), start, end - start
                     continue
                 rec = JsonlReader.decode_line(raw, line_no, max_depth)
                 if rec is not None:
-                    yield rec
+                    yield rec, start, end - start
 
 
 def read_jsonl(
@@ -5855,7 +5870,7 @@ class LoadedInputs:
     so that the summary shows every exclusion.
     """
 
-    entries: list[Entry] = field(default_factory=list)
+    entries: Sequence[Entry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     duplicates_dropped: int = 0
     notices: list[dict[str, str]] = field(default_factory=list)
@@ -5871,46 +5886,219 @@ class LoadedInputs:
         self.notices.append(notice(kind, message))
 
 
-class _GoldSlot(NamedTuple):
-    """A gold record and its position among all gold lines (excluded ones included)."""
+def located_records(path: Path) -> Iterable[tuple[JsonlLine, int, int]]:
+    """:func:`read_records` with where each row lies in the file: (row, byte offset, size)
+    (:meth:`JsonlReader.located`); a WebNLG XML entry has offset -1 (its value is kept
+    decoded by :class:`LineStore`)."""
+    if path.suffix.lower() != ".xml":
+        JsonlReader.sniff(path)
+        return JsonlReader.located(path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH)
+    return ((row, -1, 0) for row in read_records(path))
 
-    position: int
-    record: GoldRecord
 
-    @property
-    def id(self) -> str | None:
-        return self.record.id
+class LineStore:
+    """Lines of one input file kept as where they lie (byte offset, size and line number in
+    compact arrays: 24 bytes a line), not as their decoded values: :meth:`value` reads the
+    line again and decodes it as the first reading did (:meth:`JsonlReader.decode_line`),
+    so that memory does not grow with what the lines hold. Rows that do not come from a
+    JSONL line (WebNLG XML entries, offset -1) keep their value. Each process opens the
+    file for itself (forked workers read in parallel); a line whose bytes no longer decode
+    (the file changed during the run) raises :class:`InputError`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = array.array("q")
+        self.size = array.array("q")
+        self.line = array.array("q")
+        self.held: dict[int, Any] = {}
+        self._file: Any = None
+        self._pid = -1
+
+    def add(self, row: JsonlLine, offset: int, size: int) -> int:
+        """Keep ``row`` (read at ``offset``, ``size`` bytes); returns its index here."""
+        index = len(self.line)
+        self.line.append(row.line_no)
+        self.offset.append(offset)
+        self.size.append(size)
+        if offset < 0:
+            self.held[index] = row.value
+        return index
+
+    def __len__(self) -> int:
+        return len(self.line)
+
+    def value(self, index: int) -> Any:
+        """The decoded value of line ``index`` (as :func:`read_jsonl` gave it)."""
+        if index in self.held:
+            return self.held[index]
+        if self._file is None or self._pid != os.getpid():
+            self._file, self._pid = open(self.path, "rb"), os.getpid()  # noqa: SIM115 (kept open; closed in close())
+        self._file.seek(self.offset[index])
+        raw = self._file.read(self.size[index])
+        line_no = self.line[index]
+        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if len(raw) == self.size[index] else None
+        if rec is None or rec.error is not None:
+            raise InputError(f"{self.path}: line {line_no} changed while the file was being evaluated; "
+                             "run again on a file that stays the same")
+        return rec.value
+
+    def close(self) -> None:
+        if self._file is not None and self._pid == os.getpid():
+            self._file.close()
+        self._file = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_file": None, "_pid": -1}
 
 
-def _dedupe(records: list[Any], policy: str, what: str, path: Path, log: LoadedInputs) -> list[Any]:
-    """Apply ``--duplicate-ids`` to records that have ``.id`` (None ids are kept)."""
-    seen: Counter[str] = Counter(r.id for r in records if r.id is not None)
-    dups = sorted(k for k, n in seen.items() if n > 1)
-    if not dups:
-        return records
+class _Sample(list):
+    """The first :data:`_SAMPLE_KEPT` items added and how many were added (``total``): what a
+    message that names a count and the first lines (:func:`_lines_text`) needs, in bounded memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def add(self, item: Any) -> None:
+        self.total += 1
+        if len(self) < _SAMPLE_KEPT:
+            self.append(item)
+
+
+#: Items a :class:`_Sample` keeps: one more than :func:`_lines_text` shows, so that its "..." stays true.
+_SAMPLE_KEPT = 11
+
+
+class IdColumn:
+    """Record ids (str or None) in compact form: their UTF-8 bytes in one buffer (lone
+    surrogates kept: ``surrogatepass``), an end offset and a 64-bit hash each (about 16
+    bytes plus the id's length, against some 60 for a Python string). :func:`_dedupe`
+    and :func:`_join_by_id` group and match the hashes with numpy and compare the ids
+    themselves wherever hashes are equal, so that two ids are the same exactly when their
+    strings are (a hash collision costs time, never a wrong pairing)."""
+
+    def __init__(self) -> None:
+        self._bytes = bytearray()
+        self._end = array.array("q")    # where each id's bytes end (cumulative)
+        self._hash = array.array("q")   # hash(id), 0 for None
+        self._some = bytearray()        # 1: the record has an id
+
+    def append(self, rid: str | None) -> None:
+        if rid is not None:
+            self._bytes += rid.encode("utf-8", "surrogatepass")
+        self._end.append(len(self._bytes))
+        self._hash.append(0 if rid is None else hash(rid))
+        self._some.append(rid is not None)
+
+    def __len__(self) -> int:
+        return len(self._end)
+
+    def __getitem__(self, k: int) -> str | None:
+        if not self._some[k]:
+            return None
+        start = self._end[k - 1] if k > 0 else 0
+        return self._bytes[start:self._end[k]].decode("utf-8", "surrogatepass")
+
+    def present(self) -> np.ndarray:
+        """Bool array: which records have an id."""
+        return np.frombuffer(self._some, dtype=np.uint8).astype(bool)
+
+    def hashes(self) -> np.ndarray:
+        """The ids' hashes (int64; 0 where there is no id)."""
+        return np.frombuffer(self._hash, dtype=np.int64)
+
+
+def _equal_hash_runs(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, shared): ``order`` sorts ``hashes`` (stably); ``shared[i]`` is True where
+    ``hashes[order[i]]`` equals a neighbour's, i.e. where the same id may occur twice."""
+    order = np.argsort(hashes, kind="stable")
+    ordered = hashes[order]
+    same = ordered[1:] == ordered[:-1]
+    shared = np.zeros(len(order), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    return order, shared
+
+
+def _repeated_ids(ids: IdColumn, rows: np.ndarray) -> dict[str, list[int]]:
+    """The ids that occur more than once among records ``rows`` (None ids left out), each
+    with the positions in ``rows`` where it occurs (ascending): exact (equal ids have
+    equal hashes; records whose hash is shared are compared by their ids)."""
+    with_id = np.flatnonzero(ids.present()[rows])
+    order, shared = _equal_hash_runs(ids.hashes()[rows[with_id]])
+    groups: dict[str, list[int]] = {}
+    for pos in np.sort(with_id[order[shared]]):
+        groups.setdefault(ids[int(rows[pos])], []).append(int(pos))
+    return {rid: where for rid, where in groups.items() if len(where) > 1}
+
+
+@dataclass
+class _PredLines:
+    """The prediction lines of a file as the join and the notices need them, in compact
+    form: where each line lies (``store``), its id, whether its answer holds no
+    triplet-like content (``hollow``), how many other answers its raw text held
+    (``discarded``), the lines that cannot be decoded again (``unread``: kept as their
+    :class:`Prediction`, items None), and the first lines of each kind of input problem
+    (``issues``). A line's :class:`Prediction` is made again when its entry is scored
+    (:class:`EntryTable`)."""
+
+    store: LineStore
+    ids: IdColumn = field(default_factory=IdColumn)
+    hollow: bytearray = field(default_factory=bytearray)
+    discarded: array.array = field(default_factory=lambda: array.array("q"))
+    unread: dict[int, Prediction] = field(default_factory=dict)
+    issues: dict[str, _Sample] = field(default_factory=dict)
+    keys_found: set[str] = field(default_factory=set)
+    n_objects: int = 0
+
+    def add(self, pred: Prediction) -> None:
+        """Count one prediction line (already kept in ``store``, or ``unread``)."""
+        self.ids.append(pred.id)
+        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
+        self.discarded.append(pred.discarded)
+        if pred.issue:
+            self.issues.setdefault(pred.issue, _Sample()).add(dataclasses.replace(pred, items=None))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, log: LoadedInputs) -> np.ndarray:
+    """Apply ``--duplicate-ids`` to records ``rows`` (indices into ``ids``; None ids are
+    kept): the records kept, in order (``rows`` itself when no id repeats)."""
+    repeated = _repeated_ids(ids, rows)
+    if not repeated:
+        return rows
+    dups = sorted(repeated)
     if policy == "error":
         shown = _ids_text(dups)
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
-    keep: dict[str, Any] = {}
-    for r in records:
-        if r.id is None:
-            continue
-        if policy == "last" or r.id not in keep:
-            keep[r.id] = r
-    kept = [r for r in records if r.id is None or keep[r.id] is r]
-    dropped = len(records) - len(kept)
+    drop = np.zeros(len(rows), dtype=bool)
+    for where in repeated.values():
+        drop[where[1:] if policy == "first" else where[:-1]] = True
+    kept = rows[~drop]
+    dropped = len(rows) - len(kept)
     log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
                 f"{len(dups)} id(s) repeated)", kind="duplicate_ids", duplicates=dropped)
     return kept
 
 
-class _GoldLines(NamedTuple):
-    slots: list[_GoldSlot]
+@dataclass
+class _GoldLines:
+    """The gold lines read (those not excluded), in compact form: where each lies
+    (``store``), its position among all gold lines (excluded ones included) and its id."""
+
+    store: LineStore
+    positions: np.ndarray            # by gold record: its position among all gold lines
+    ids: IdColumn
     n_rows: int                      # gold lines read, excluded ones included
     excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
-    combined_preds: list[Prediction]  # the predictions of a combined file, by gold slot
+    combined: _PredLines | None      # the predictions of a combined file, by gold record
 
 
 def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
@@ -5918,18 +6106,15 @@ def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
     return ", ".join(map(str, lines[:shown])) + (" ..." if len(lines) > shown else "")
 
 
-def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects: int, path: Path,
-                   fields: FieldNames, log: LoadedInputs, *, combined: bool = False) -> None:
+def _report_issues(preds: _PredLines, path: Path, fields: FieldNames, log: LoadedInputs, *,
+                   combined: bool = False) -> None:
     """Report the prediction lines with an input problem (one notice per kind, with the
-    count and the first lines); refuse a file in which no object line (of ``n_objects``)
-    has a prediction field (``keys_found``: the union of their keys)."""
-    by_kind: dict[str, list[Prediction]] = {}
-    for pred in preds:
-        if pred.issue:
-            by_kind.setdefault(pred.issue, []).append(pred)
+    count and the first lines); refuse a file in which no object line (of
+    ``preds.n_objects``) has a prediction field (``preds.keys_found``: the union of their keys)."""
+    by_kind, keys_found = preds.issues, preds.keys_found
     accepted = ", ".join(fields.accepted)
-    lacking = by_kind.get("no_prediction_field", [])
-    if lacking and len(lacking) == n_objects:
+    lacking = by_kind.get("no_prediction_field")
+    if lacking and lacking.total == preds.n_objects:
         if combined and not fields.named:
             raise InputError(f"{path}: no line has a prediction field (keys found: {_keys_text(keys_found)}; "
                              f"accepted in a file used alone: {accepted}): this looks like a gold file: pass it "
@@ -5947,23 +6132,25 @@ def _report_issues(preds: Sequence[Prediction], keys_found: set[str], n_objects:
                                        "line (the parsed field is scored; --reparse scores the raw text)",
                 "unscored_triplets_field": "whose answer is empty or unparseable while an unrecognised field "
                                            "holds triplet-like items (scored as they are)"}[kind]
-        log.problem(f"{path}: {len(lines)} line(s) {what} (lines {shown}; line {lines[0].line}: "
+        log.problem(f"{path}: {lines.total} line(s) {what} (lines {shown}; line {lines[0].line}: "
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 
 
 def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs,
                fields: FieldNames, gold_field: str | None = None) -> _GoldLines:
-    """Read every gold line (and, from a combined file, its prediction)."""
-    slots: list[_GoldSlot] = []
+    """Read every gold line (and, from a combined file, its prediction), keeping where each
+    lies rather than what it holds (:class:`LineStore`)."""
+    store = LineStore(gold_file)
+    positions = array.array("q")
+    ids = IdColumn()
     excluded_ids: set[str] = set()
-    combined_preds: list[Prediction] = []
-    keys_found: set[str] = set()
+    preds = _PredLines(store) if combined else None
     no_prompt: list[int] = []
     no_prompt_keys: set[str] = set()
     conflicts: list[tuple[int, str]] = []
     prompt_conflicts: list[tuple[int, str]] = []
     n_rows = 0
-    for position, row in enumerate(read_records(gold_file)):
+    for position, (row, offset, size) in enumerate(located_records(gold_file)):
         n_rows = position + 1
         where = f"{gold_file}: line {row.line_no}"
         try:
@@ -5978,7 +6165,9 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
             if rid is not None:
                 excluded_ids.add(rid)
             continue
-        slots.append(_GoldSlot(position, gold))
+        store.add(row, offset, size)
+        positions.append(position)
+        ids.append(gold.id)
         if not gold.prompt and _first_key(row.value, PROMPT_KEYS) is None:
             no_prompt.append(row.line_no)
             no_prompt_keys.update(row.value)
@@ -5991,10 +6180,11 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
         prompts = [] if chat else [k for k in PROMPT_KEYS if k in row.value]
         if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
             prompt_conflicts.append((row.line_no, conflict))
-        if combined:
-            keys_found.update(row.value)
-            combined_preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
-    if not slots:
+        if preds is not None:
+            preds.keys_found.update(row.value)
+            preds.n_objects += 1
+            preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
+    if not len(ids):
         raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
                          "or every line was excluded)")
     if conflicts:
@@ -6013,18 +6203,18 @@ def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bo
                  f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
                  f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
                  "against an empty prompt")
-    if combined:
-        _report_issues(combined_preds, keys_found, len(combined_preds), gold_file, fields, log, combined=True)
-    return _GoldLines(slots, n_rows, excluded_ids, combined_preds)
+    if preds is not None:
+        _report_issues(preds, gold_file, fields, log, combined=True)
+    return _GoldLines(store, np.frombuffer(positions, dtype=np.int64), ids, n_rows, excluded_ids, preds)
 
 
-def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> list[Prediction]:
-    """Read every prediction line; an unreadable line is reported and kept as an
-    unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
-    preds: list[Prediction] = []
-    keys_found: set[str] = set()
-    n_bad = 0
-    for row in read_records(pred_path):
+def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> _PredLines:
+    """Read every prediction line, keeping where each lies rather than what it holds
+    (:class:`_PredLines`); an unreadable line is reported and kept as an unparseable
+    prediction (attributed by its raw ``"id"`` when it can be read)."""
+    preds = _PredLines(LineStore(pred_path))
+    for row, offset, size in located_records(pred_path):
+        index = preds.store.add(row, offset, size)
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
@@ -6032,85 +6222,120 @@ def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields:
                         + (f"scored as an unparseable prediction for id {rid!r})" if rid else
                            "no readable id: scored as an unparseable prediction when records are paired "
                            "by line order, else not attributable)"), kind="bad_prediction_line")
-            preds.append(Prediction(rid, None, "unparseable", reason, row.line_no))
-            n_bad += 1
+            pred = preds.unread[index] = Prediction(rid, None, "unparseable", reason, row.line_no)
+            preds.add(pred)
             continue
-        keys_found.update(row.value)
-        preds.append(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
+        preds.keys_found.update(row.value)
+        preds.n_objects += 1
+        preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
     if not preds:
         raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
-    _report_issues(preds, keys_found, len(preds) - n_bad, pred_path, fields, log)
+    _report_issues(preds, pred_path, fields, log)
     return preds
 
 
-def _join_by_id(slots: list[_GoldSlot], preds: list[Prediction], excluded_ids: set[str], pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> list[Entry]:
-    """Join by id. Lines whose id cannot be read cannot be attributed: reported, and their
-    gold records (if any) count as missing predictions."""
-    if excluded_ids:
-        gone = [p for p in preds if p.id in excluded_ids]
+#: Prediction lines matched per block in :func:`_join_by_id`.
+_JOIN_BLOCK = 1 << 16
+
+
+def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
+    """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
+    the index of its prediction line, or -1 (no prediction line: scored as a missing
+    prediction). Lines whose id cannot be read cannot be attributed: reported, and their
+    gold records (if any) count as missing predictions. Ids are matched by hash and then
+    compared (:class:`IdColumn`): exact."""
+    candidates = np.arange(len(preds))
+    if gold.excluded_ids:
+        excluded = {hash(rid) for rid in gold.excluded_ids}
+        maybe = np.flatnonzero(preds.ids.present() & np.isin(preds.ids.hashes(), list(excluded)))
+        gone = [int(k) for k in maybe if preds.ids[int(k)] in gold.excluded_ids]
         if gone:
-            preds = [p for p in preds if p.id not in excluded_ids]
+            candidates = np.setdiff1d(candidates, gone)
             log.problem(f"{pred_path}: {len(gone)} prediction line(s) dropped with their excluded gold "
-                        f"lines (ids {_ids_text(sorted({str(p.id) for p in gone}))})",
+                        f"lines (ids {_ids_text(sorted({str(preds.ids[k]) for k in gone}))})",
                         kind="dropped_with_excluded_gold")
-    no_id = [p.line for p in preds if p.id is None]
+    has_id = preds.ids.present()[candidates]
+    no_id = [preds.store.line[int(k)] for k in candidates[~has_id]]
     if no_id:
         log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
                     f"{_lines_text(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    preds = _dedupe([p for p in preds if p.id is not None], duplicate_ids, "prediction", pred_path, log)
-    gold_ids = {s.id for s in slots}
-    extra = sorted({p.id for p in preds if p.id not in gold_ids})
+    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path, log)
+    gold_hashes = gold.ids.hashes()[kept_gold]
+    order, shared = _equal_hash_runs(gold_hashes)
+    pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
+    extra: set[str] = set()
+    if shared.any():  # two gold ids with one hash (they differ: the gold ids are unique here)
+        gold_pos = {gold.ids[int(g)]: i for i, g in enumerate(kept_gold)}
+        for k in with_id:
+            rid = preds.ids[int(k)]
+            if rid in gold_pos:
+                pred_for[gold_pos[rid]] = k
+            else:
+                extra.add(rid)
+    else:
+        ordered = gold_hashes[order]
+        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the Python lists stay small
+            block = with_id[start:start + _JOIN_BLOCK]
+            pred_hashes = preds.ids.hashes()[block]
+            at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
+            for k, i, hit in zip(block.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
+                rid = preds.ids[k]
+                if hit and gold.ids[int(kept_gold[i])] == rid:
+                    pred_for[i] = k
+                else:
+                    extra.add(rid)
     if extra:
-        shown = _ids_text(extra)
+        shown = _ids_text(sorted(extra))
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
-    pred_by_id = {p.id: p for p in preds}
-    return [Entry(s.record, pred_by_id.get(s.id) or Prediction(s.id, [], "missing", "no prediction line for this id",
-                                                                 None))
-            for s in slots]
+    return pred_for
 
 
-def _join_by_line(slots: list[_GoldSlot], preds: list[Prediction], n_rows: int, pred_path: Path, gold_path: Path,
-                  limit: int | None, log: LoadedInputs) -> list[Entry]:
+def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path, gold_path: Path,
+                  limit: int | None, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray]:
     """Join by line order: the k-th prediction line goes with the k-th gold line (excluded
-    gold lines included, so that the pairing does not shift)."""
+    gold lines included, so that the pairing does not shift). Returns the gold records
+    kept and the index of the prediction line of each."""
+    n_rows, n_preds = gold.n_rows, len(preds)
     if limit is not None:  # only the first `limit` gold records need their prediction line
-        if len(preds) > n_rows:  # extra lines can pair with nothing: the pairing is off somewhere
+        if n_preds > n_rows:  # extra lines can pair with nothing: the pairing is off somewhere
             raise InputError(
                 f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
-                f"{len(preds)} (more prediction lines than gold lines; --limit does not change that)")
-        if len(preds) != n_rows:
-            log.note("limit", f"{pred_path}: {len(preds)} prediction line(s) for {n_rows} gold line(s), paired "
+                f"{n_preds} (more prediction lines than gold lines; --limit does not change that)")
+        if n_preds != n_rows:
+            log.note("limit", f"{pred_path}: {n_preds} prediction line(s) for {n_rows} gold line(s), paired "
                               f"by line order; --limit {limit} scores only the first gold lines")
-        slots = slots[:limit]
-        n_rows = min(n_rows, max(s.position for s in slots) + 1)
-        preds = preds[:n_rows]
-    if len(preds) != n_rows:
+        kept_gold = kept_gold[:limit]
+        n_rows = min(n_rows, int(gold.positions[kept_gold].max()) + 1)
+        n_preds = min(n_preds, n_rows)
+    if n_preds != n_rows:
         raise InputError(
             f"cannot join by line order: {gold_path} has {n_rows} records, {pred_path} has "
-            f"{len(preds)} (ids are missing on at least one side, so records are paired by position)")
-    kept = {s.position for s in slots}
-    skipped = [p.line for k, p in enumerate(preds) if k not in kept]
+            f"{n_preds} (ids are missing on at least one side, so records are paired by position)")
+    paired = gold.positions[kept_gold]
+    kept = np.zeros(n_preds, dtype=bool)
+    kept[paired] = True
+    skipped = [preds.store.line[int(k)] for k in np.flatnonzero(~kept)]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
                     f"duplicate gold lines (lines {_lines_text(skipped)})",
                     kind="dropped_with_excluded_gold")
-    return [Entry(s.record, preds[s.position]) for s in slots]
+    return kept_gold, paired
 
 
 #: ``--join``: how gold and prediction lines are paired.
 JOIN_MODES = ("auto", "id", "order")
 
 
-def _join_mode(join: str, slots: Sequence[_GoldSlot], preds: Sequence[Prediction], pred_path: Path,
+def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
                gold_path: Path) -> str:
     """Resolve ``--join``: "id" or "order". ``auto`` joins by id when every gold line and
     some prediction lines carry ids, by line order when neither side does, and refuses
     when only one side has ids (pairing by position could silently mis-pair them)."""
-    gold_without = [s.record.line for s in slots if s.id is None]
-    pred_with = any(p.id is not None for p in preds)
+    gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
+    pred_with = bool(preds.ids.present().any())
     if join == "order":
         return "order"
     if join == "id" or (not gold_without and pred_with):
@@ -6119,13 +6344,100 @@ def _join_mode(join: str, slots: Sequence[_GoldSlot], preds: Sequence[Prediction
                     if gold_without else f"{pred_path}: no prediction line has an id")
             raise InputError(f"--join id: {side}")
         return "id"
-    if len(gold_without) == len(slots) and not pred_with:
+    if len(gold_without) == len(kept_gold) and not pred_with:
         return "order"
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
+
+
+class EntryTable(Sequence[Entry]):
+    """The joined entries of a run, held as indices into the input lines (a gold record
+    and its prediction line, -1 for none), not as parsed records: each :class:`Entry` is
+    made again from its lines when it is read (:meth:`LineStore.value`, then
+    :func:`gold_from_record` and :func:`prediction_from_record`, as the first reading made
+    it), so that memory stays flat in the number of entries (a few dozen bytes an entry)
+    while scoring goes entry by entry. Slicing gives a table over the same lines (a
+    worker's chunk, a shard). Each read parses the lines again: iterate once where you can."""
+
+    def __init__(self, gold: _GoldLines, preds: _PredLines | None, gold_rows: np.ndarray, pred_rows: np.ndarray,
+                 *, reparse: bool, fields: FieldNames, gold_field: str | None) -> None:
+        self._gold, self._preds = gold, preds
+        self._gold_rows, self._pred_rows = gold_rows, pred_rows
+        self._reparse, self._fields, self._gold_field = reparse, fields, gold_field
+
+    def __len__(self) -> int:
+        return len(self._gold_rows)
+
+    def _slice(self, rows: slice | np.ndarray) -> "EntryTable":
+        return EntryTable(self._gold, self._preds, self._gold_rows[rows], self._pred_rows[rows],
+                          reparse=self._reparse, fields=self._fields, gold_field=self._gold_field)
+
+    def _gold_record(self, g: int) -> tuple[GoldRecord, Any]:
+        store = self._gold.store
+        value, line = store.value(g), store.line[g]
+        return gold_from_record(value, line, f"{store.path}: line {line}", self._gold_field), value
+
+    def _prediction(self, p: int, gold: GoldRecord, gold_value: Any) -> Prediction:
+        if self._preds is None:  # a combined file: the gold line holds the prediction
+            return prediction_from_record(gold_value, gold.line, reparse=self._reparse, fields=self._fields)
+        if p < 0:
+            return Prediction(gold.id, [], "missing", "no prediction line for this id", None)
+        if p in self._preds.unread:
+            return self._preds.unread[p]
+        store = self._preds.store
+        return prediction_from_record(store.value(p), store.line[p], reparse=self._reparse, fields=self._fields)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return self._slice(k)
+        g = int(self._gold_rows[k])
+        gold, value = self._gold_record(g)
+        return Entry(gold, self._prediction(int(self._pred_rows[k]), gold, value))
+
+    def __iter__(self) -> Iterator[Entry]:
+        for k in range(len(self)):
+            yield self[k]
+
+    def golds(self) -> Iterator[GoldRecord]:
+        """The gold records alone, in entry order (predictions left unparsed)."""
+        for g in self._gold_rows:
+            yield self._gold_record(int(g))[0]
+
+    def prediction_lines(self) -> np.ndarray:
+        """Index into the prediction lines of each entry (-1: none; a combined file: the gold line)."""
+        return self._gold_rows if self._preds is None else self._pred_rows
+
+
+def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log: LoadedInputs) -> None:
+    """The notices about the joined entries' predictions: answers without triplet-like
+    content, raw text with several answers, gold ids without a prediction line."""
+    rows = entries.prediction_lines()
+    flags = np.frombuffer(preds.hollow, dtype=np.uint8)
+    hollow = np.flatnonzero((rows >= 0) & (flags[np.maximum(rows, 0)] > 0)).tolist()
+    if hollow:
+        first = entries[hollow[0]].pred
+        lines = [preds.store.line[rows[k]] for k in hollow]
+        log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
+                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text(lines)}; "
+                 f"line {first.line}: {first.reason or _describe(first.items)}); if the triplets are "
+                 "nested deeper in the line, name the field with --pred-field NAME")
+    discarded = np.frombuffer(preds.discarded, dtype=np.int64)
+    passed = rows[(rows >= 0) & (discarded[np.maximum(rows, 0)] > 0)].tolist()
+    if passed:
+        log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
+                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
+                 f"{_lines_text([preds.store.line[p] for p in passed])}; line {preds.store.line[passed[0]]}: "
+                 f"{preds.discarded[passed[0]]} other answer(s) not scored); if the model wrote one answer in "
+                 "pieces (a numbered list of objects, comments inside the array), check the raw text; the rule "
+                 "is in README \"Parse statuses\"")
+    missing = [entries._gold.ids[int(g)] for g in entries._gold_rows[rows < 0]]
+    if missing:
+        have = "entry has" if len(missing) == 1 else "entries have"
+        log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
+                 f"empty predictions (ids {_ids_text(missing)})")
 
 
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
@@ -6148,6 +6460,12 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     name the field holding the triplets. ``limit`` keeps the first N gold entries. Every
     exclusion, the join by line order and the limit are in ``notices``.
 
+    The files are read once, line by line, keeping only what the join and the notices
+    need (ids, line numbers, byte offsets, flags: :class:`LineStore`, :class:`_PredLines`);
+    ``entries`` is an :class:`EntryTable`, which parses each entry's lines again when the
+    entry is read, so memory does not grow with what the lines hold (the files must stay
+    the same until the entries are scored).
+
     Raises:
         InputError: unreadable files, bad gold lines, no prediction field on any line,
             unmatched prediction ids, duplicate ids (unless ``duplicate_ids`` is
@@ -6159,41 +6477,27 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
               else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
     gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log, fields, gold_field)
     if gold_path is None:
-        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_file, log)
-        keep = {s.position for s in slots}
-        preds = [p for s, p in zip(gold.slots, gold.combined_preds) if s.position in keep]
-        entries = [Entry(s.record, p) for s, p in zip(slots, preds)]
+        assert gold.combined is not None
+        preds = gold.combined
     else:
         preds = _read_predictions(pred_path, reparse, log, fields)
-        slots = _dedupe(gold.slots, duplicate_ids, "gold", gold_path, log)
-        if _join_mode(join, slots, preds, pred_path, gold_path) == "id":
-            entries = _join_by_id(slots, preds, gold.excluded_ids, pred_path, gold_path, duplicate_ids, log)
+    kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file, log)
+    n_slots = len(kept_gold)
+    if gold_path is None:
+        pred_rows = kept_gold
+    else:
+        if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
         else:
-            entries = _join_by_line(slots, preds, gold.n_rows, pred_path, gold_path, limit, log)
+            kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
                      f"k-th line of {gold_path})" + (": --join order" if join == "order" else ": no ids on either side"))
-    if limit is not None and limit < len(slots):
-        log.note("limit", f"--limit {limit}: scored the first {limit} of {len(slots)} entries")
-        entries = entries[:limit]
-    hollow = [e.pred for e in entries if e.pred.status == "ok" and e.pred.items
-              and not OutputParser.count_triplet_like(e.pred.items)]
-    if hollow:
-        log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
-                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text([p.line for p in hollow])}; "
-                 f"line {hollow[0].line}: {hollow[0].reason or _describe(hollow[0].items)}); if the triplets are "
-                 "nested deeper in the line, name the field with --pred-field NAME")
-    passed = [e.pred for e in entries if e.pred.discarded > 0]
-    if passed:
-        log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
-                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
-                 f"{_lines_text([p.line for p in passed])}; line {passed[0].line}: {passed[0].discarded} other "
-                 "answer(s) not scored); if the model wrote one answer in pieces (a numbered list of objects, "
-                 "comments inside the array), check the raw text; the rule is in README \"Parse statuses\"")
-    missing = [e.gold.id for e in entries if e.pred.status == "missing" and e.pred.line is None]
-    if missing:
-        have = "entry has" if len(missing) == 1 else "entries have"
-        log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
-                 f"empty predictions (ids {_ids_text(missing)})")
+    if limit is not None and limit < n_slots:
+        log.note("limit", f"--limit {limit}: scored the first {limit} of {n_slots} entries")
+        kept_gold, pred_rows = kept_gold[:limit], pred_rows[:limit]
+    entries = EntryTable(gold, None if gold_path is None else preds, kept_gold, pred_rows,
+                         reparse=reparse, fields=fields, gold_field=gold_field)
+    _entry_notices(entries, preds, pred_path, log)
     log.entries = entries
     return log
 
@@ -6277,7 +6581,15 @@ def _strip_index(reason: str) -> str:
 
 
 def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profile: str) -> None:
-    """Collect every normalised title and relation form once and hand them to the backend."""
+    """Collect every normalised title and relation form once and hand them to the backend.
+
+    The lexical backend needs nothing: it returns at once, without reading the entries.
+    An embedding backend gets every distinct string of the run in one batch (embedded once,
+    here, before any worker forks); this reads every entry once more (an
+    :class:`EntryTable` parses its lines again) and holds, for the run, each distinct
+    string and its vector (about 1.5 KB per string for a 384-dimension model, plus the set
+    of strings while they are collected): memory in proportion to the distinct titles and
+    relations, not to the entries."""
     if type(similarity) is Similarity:
         return
     strings: set[str] = set()
@@ -6398,8 +6710,10 @@ class RowSpool:
 
 
 #: From this many entries on, a single-file run keeps its per-entry rows on disk
-#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same.
-SPOOL_MIN_ENTRIES = 20_000
+#: (:class:`RowSpool`) instead of in memory; the report's bytes are the same. Rows in
+#: memory take about 20 KB an entry (peak RSS 286 MB at 10,000 entries), spooled ones
+#: about 2 KB of disk and a pickle round trip (some 20 us against ~1.3 ms of scoring).
+SPOOL_MIN_ENTRIES = 2_000
 
 
 @dataclass
@@ -10038,6 +10352,12 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
     }
 
 
+def _golds(entries: Sequence[Entry]) -> Iterable[GoldRecord]:
+    """The gold records of ``entries``, without parsing their predictions when the entries
+    are an :class:`EntryTable`."""
+    return entries.golds() if isinstance(entries, EntryTable) else (e.gold for e in entries)
+
+
 def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity: Similarity, pred: Path,
                 gold: Path | None, relations: Path | None, group: str = "",
                 given: Sequence[Path | None] = (None, None, None)) -> tuple[ScoredFile, str | None]:
@@ -10049,7 +10369,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
                          gold_field=config.gold_field, join=config.join)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
-    profile = config.schema if config.schema != "auto" else detect_profile(e.gold.items for e in loaded.entries)
+    profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
@@ -10071,11 +10391,11 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
     n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
-        len(validate_schema(e.gold.items, profile).invalid) for e in loaded.entries)
-    if n_invalid and n_invalid == sum(len(e.gold.items) for e in loaded.entries):
+        len(validate_schema(g.items, profile).invalid) for g in _golds(loaded.entries))
+    if n_invalid and n_invalid == sum(len(g.items) for g in _golds(loaded.entries)):
         raise InputError(_all_gold_invalid(config.schema, profile, invalid or [
-            f"{scored.gold_name} line {e.gold.line}: {r}" for e in loaded.entries
-            for _, r in validate_schema(e.gold.items, profile).invalid]))
+            f"{scored.gold_name} line {g.line}: {r}" for g in _golds(loaded.entries)
+            for _, r in validate_schema(g.items, profile).invalid]))
     if invalid:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")

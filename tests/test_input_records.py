@@ -716,3 +716,133 @@ def test_several_separate_answers_in_raw_text_give_one_discarded_answers_notice(
     rc, out, err, rep = evaluate(tmp_path, [{"id": "r1", "output": f"[{a}]"}, {"id": "r2", "triplets": [ACME_B]}],
                                  "--quiet")
     assert rc == 0 and kinds(rep) == []
+
+
+# --- Entries kept as line offsets (LineStore, EntryTable): flat memory, same entries ---
+
+def _eager_entries(gold_path: Path, pred_path: Path) -> dict[str, tuple]:
+    """An independent reference: every line parsed with read_jsonl and the record
+    functions, keyed by id (the files below join by id)."""
+    gold = {}
+    for row in ev.read_jsonl(gold_path):
+        rec = ev.gold_from_record(row.value, row.line_no, f"{gold_path}: line {row.line_no}")
+        gold[rec.id] = rec
+    preds = {}
+    for row in ev.read_jsonl(pred_path):
+        if row.error is None:
+            pred = ev.prediction_from_record(row.value, row.line_no)
+            preds[pred.id] = pred
+    return {rid: (g, preds.get(rid)) for rid, g in gold.items()}
+
+
+def test_entry_table_rebuilds_each_entry_from_its_lines(tmp_path):
+    # gold with a BOM, CRLF ends and a blank line; predictions in another order, one line of
+    # raw text, one invalid JSON line, one id without a prediction line (r4)
+    gold = (b"\xef\xbb\xbf" + line(gold_rec("r1", [ACME_A])).rstrip(b"\n") + b"\r\n\r\n"
+            + line(gold_rec("r2", [ACME_B])) + line(gold_rec("r3", [ACME_A, ACME_B])) + line(gold_rec("r4", [])))
+    pred = (line({"id": "r3", "output": "Answer: " + json.dumps([ACME_B])}) + b'{"id": "r2", "triplets": [\n'
+            + line({"id": "r1", "triplets": [ACME_A]}))
+    g, p = write(tmp_path / "g.jsonl", gold), write(tmp_path / "p.jsonl", pred)
+    loaded = ev.load_inputs(p, g)
+    entries = loaded.entries
+    assert isinstance(entries, ev.EntryTable) and len(entries) == 4
+    reference = _eager_entries(g, p)
+    for entry in entries:
+        ref_gold, ref_pred = reference[entry.gold.id]
+        assert entry.gold == ref_gold
+        if entry.gold.id == "r2":  # the invalid JSON line: kept as read, attributed by its raw id
+            assert (entry.pred.id, entry.pred.items, entry.pred.status, entry.pred.line) == ("r2", None, "unparseable", 2)
+            assert entry.pred.reason.startswith("line 2: invalid JSON")
+        elif entry.gold.id == "r4":
+            assert entry.pred == ev.Prediction("r4", [], "missing", "no prediction line for this id", None)
+        else:
+            assert entry.pred == ref_pred
+    assert [e.gold.line for e in entries] == [1, 3, 4, 5]
+    # a slice is a table over the same lines; negative indices work; reading twice gives equal entries
+    part = entries[1:3]
+    assert isinstance(part, ev.EntryTable) and [e.gold.id for e in part] == ["r2", "r3"]
+    assert entries[-1] == entries[3] and entries[2] == part[1]
+    assert [gr.id for gr in entries.golds()] == ["r1", "r2", "r3", "r4"]
+    with pytest.raises(IndexError):
+        entries[4]
+
+
+def test_entry_table_combined_file_and_line_order(tmp_path):
+    combined = [{"id": "c1", "prompt": ACME_PROMPT, "gold_parsed": [ACME_A], "pred_parsed": [ACME_B]},
+                {"id": "c2", "prompt": ACME_PROMPT, "gold_parsed": [ACME_B], "pred_raw": json.dumps([ACME_B])}]
+    path = write_jsonl(tmp_path / "c.jsonl", combined)
+    entries = ev.load_inputs(path, None).entries
+    assert [(e.gold.items, e.pred.items, e.pred.status, e.pred.line) for e in entries] == [
+        ([ACME_A], [ACME_B], "ok", 1), ([ACME_B], [ACME_B], "ok", 2)]
+    # no ids: paired by position; --limit 1 keeps the first pair
+    g = write_jsonl(tmp_path / "g.jsonl", [{"prompt": ACME_PROMPT, "triplets": [ACME_A]},
+                                           {"prompt": ACME_PROMPT, "triplets": [ACME_B]}])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [ACME_B]}, {"triplets": [ACME_A]}])
+    entries = ev.load_inputs(p, g, limit=1).entries
+    assert [(e.gold.items, e.pred.items, e.pred.line) for e in entries] == [([ACME_A], [ACME_B], 1)]
+
+
+def test_entry_table_refuses_a_file_changed_before_scoring(tmp_path):
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A])])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    entries = ev.load_inputs(p, g).entries
+    p.write_bytes(b'{"id": "r1", "trip')  # shorter than the line read
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: line 1 changed while the file was being evaluated"):
+        entries[0]
+
+
+def test_problem_lines_past_the_kept_sample_are_counted(tmp_path):
+    # 13 prediction lines without a prediction field: the notice counts 13 and shows the
+    # first 10 lines and "..." (the reader keeps 11 of them, _SAMPLE_KEPT)
+    n = 13
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec(f"r{k}", [ACME_A]) for k in range(n + 1)])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": f"r{k}", "note": 1} for k in range(n)]
+                    + [{"id": f"r{n}", "triplets": [ACME_A]}])
+    loaded = ev.load_inputs(p, g)
+    (problem,) = [x for x in loaded.notices if x["kind"] == "no_prediction_field"]
+    assert f"{n} line(s) without a prediction field" in problem["message"]
+    assert "(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ...; line 1: no prediction field" in problem["message"]
+
+
+def test_gold_duplicates_are_reported_after_the_prediction_problems(tmp_path):
+    # the predictions file is read before the gold ids are de-duplicated: its problems come
+    # first, then the duplicates, then the join's (the bad line has no readable id)
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A]), gold_rec("r1", [ACME_B])])
+    p = write(tmp_path / "p.jsonl", line({"id": "r1", "triplets": [ACME_A]}) + b"{bad\n")
+    loaded = ev.load_inputs(p, g, duplicate_ids="last")
+    assert [x["kind"] for x in loaded.notices] == ["bad_prediction_line", "duplicate_ids", "no_readable_id"]
+    assert [e.gold.items for e in loaded.entries] == [[ACME_B]]
+
+
+def test_id_column_round_trips_ids():
+    ids = ev.IdColumn()
+    values = ["r1", None, "", "é\u4e2d", "\ud800lone", "r1", None, " padded "]
+    for rid in values:
+        ids.append(rid)
+    assert [ids[k] for k in range(len(ids))] == values
+    assert ids.present().tolist() == [v is not None for v in values]
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_join_by_id_is_exact_when_every_id_has_the_same_hash(tmp_path, monkeypatch, collide):
+    # with every hash equal (monkeypatched), ids are told apart by their strings: the same
+    # entries, duplicates, excluded lines and unknown ids as with real hashes
+    if collide:
+        monkeypatch.setattr(ev, "hash", lambda rid: 7, raising=False)
+    gold = [gold_rec("a", [ACME_A]), gold_rec("b", [ACME_B]), gold_rec("a", [ACME_B]), gold_rec("c", [])]
+    g = write(tmp_path / "g.jsonl", b"".join(line(x) for x in gold) + b'{"id": "x", "triplets": 3}\n')
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b", "triplets": [ACME_B]}, {"id": "x", "triplets": []},
+                                           {"id": "a", "triplets": [ACME_A]}, {"id": "b", "triplets": []},
+                                           {"id": "a", "triplets": [ACME_B]}])
+    loaded = ev.load_inputs(p, g, duplicate_ids="first", skip_bad_gold=True)
+    assert [(e.gold.id, e.gold.line, e.pred.line, e.pred.status) for e in loaded.entries] == [
+        ("a", 1, 3, "ok"), ("b", 2, 1, "ok"), ("c", 4, None, "missing")]
+    assert [x["kind"] for x in loaded.notices] == [
+        "excluded_gold_line", "duplicate_ids", "dropped_with_excluded_gold", "duplicate_ids", "missing_predictions"]
+    assert "1 duplicate gold line(s) dropped (--duplicate-ids first; 1 id(s) repeated)" in loaded.notices[1]["message"]
+    assert "2 duplicate prediction line(s) dropped" in loaded.notices[3]["message"]
+    assert "(ids 'x')" in loaded.notices[2]["message"]
+    p2 = write_jsonl(tmp_path / "p2.jsonl", [{"id": "b", "triplets": []}, {"id": "zz", "triplets": []},
+                                             {"id": "y", "triplets": []}])
+    with pytest.raises(ev.InputError, match=r"2 prediction id\(s\) have no gold record in .*: 'y', 'zz'"):
+        ev.load_inputs(p2, g, duplicate_ids="last", skip_bad_gold=True)
