@@ -10148,24 +10148,65 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     return target
 
 
-def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
-    """Fail early (before scoring) when the report cannot be written at ``path``: a
-    directory, a non-regular file (a device, a pipe), one of the input files, or a folder
-    that cannot be created or written."""
+def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
+    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
+    cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
+    of the input files, or a folder that cannot be created or written."""
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
-            raise InputError(f"--report {path}: is one of the input files; refusing to overwrite it")
+            raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
     if path.exists() and not path.is_dir() and not path.is_file():
-        raise InputError(f"--report {path}: not a regular file (a device or pipe?); give a file path")
+        raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
-        raise InputError(f"--report {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"--report {path}: {parent} is not a directory")
+        raise InputError(f"{flag} {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--report {path}: {parent} is not writable")
+        raise InputError(f"{flag} {path}: {parent} is not writable")
+
+
+#: The keys every per-entry row has (:func:`build_report`): how an existing file is known
+#: to be a ``--per-entry-jsonl`` rows file that may be overwritten.
+_ROW_KEYS = frozenset({"gold_line", "parse_status", "metrics"})
+
+
+def _is_rows_file(path: Path) -> bool:
+    """Whether ``path`` is empty or a per-entry rows file (its first line a JSON object with
+    the keys of a per-entry row, :data:`_ROW_KEYS`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(1 << 24)
+        if not first:
+            return True
+        row = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    return isinstance(row, dict) and _ROW_KEYS <= row.keys()
+
+
+def _check_rows_path(config: RunConfig, report_path: Path | None) -> None:
+    """``--per-entry-jsonl PATH``, checked before scoring: a writable file path (as
+    ``--report``, :func:`_check_report_path`) that is not an input file, not the report's
+    path (the rows would be lost under the report), not ``-`` (stdout carries the summary
+    or the report), and, when it exists, empty or a per-entry rows file written before
+    (:func:`_is_rows_file`): a report, an input or any other file is never overwritten."""
+    path = config.per_entry_jsonl
+    if path is None:
+        return
+    if path == STDOUT_REPORT:
+        raise InputError("--per-entry-jsonl -: stdout carries the summary (or the report, with --report -), not the "
+                         "rows: give a file path for the rows (e.g. --per-entry-jsonl rows.jsonl)")
+    _check_report_path(path, (config.pred, config.gold, config.vocabulary_path), "--per-entry-jsonl")
+    if report_path is not None and report_path != STDOUT_REPORT and (
+            path.resolve() == report_path.resolve() or _same_file(path, report_path)):
+        raise InputError(f"--per-entry-jsonl {path} is the report's path (--report {report_path}): the report would "
+                         "overwrite the rows; give the rows a file of their own (e.g. rows.jsonl)")
+    if path.is_file() and not _is_rows_file(path):
+        raise InputError(f"--per-entry-jsonl {path}: exists and is not a per-entry rows file (its first line is not "
+                         "a per-entry row); refusing to overwrite it: give a new path, or remove the file")
 
 
 def _recorded_pred_paths(path: Path) -> list[str | None] | None:
@@ -10907,6 +10948,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+    _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])
     _check_names(names, 1, "one --pred")

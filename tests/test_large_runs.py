@@ -432,3 +432,38 @@ def test_large_run_options_exclude_the_statistics_options(tmp_path, capsys):
             capsys.readouterr()
             assert ev.main([*base, *large, *stats]) == 2, (large, stats)
             assert f"{large[0]} is an option of one system's run" in capsys.readouterr().err
+
+
+def test_per_entry_jsonl_never_overwrites_inputs_reports_or_other_files(tmp_path, capsys):
+    """--per-entry-jsonl is checked before scoring (exit 2, nothing written): an input file,
+    the report's own path (also spelt differently), '-', a directory, and an existing file
+    that is not a rows file are refused; a rows file written before is overwritten."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=10)
+    pred_bytes = pred.read_bytes()
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    other = tmp_path / "other.json"
+    assert ev.main([*base, "--report", str(other)]) == 0
+    other_bytes = other.read_bytes()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    report = tmp_path / "r.json"
+    cases = [(pred, "is one of the input files"), (gold, "is one of the input files"),
+             (other, "is not a per-entry rows file"), (notes, "is not a per-entry rows file"),
+             (tmp_path, "is a directory"), (Path("-"), "stdout carries the summary")]
+    for path, message in cases:
+        capsys.readouterr()
+        assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(path)]) == 2, path
+        assert message in capsys.readouterr().err, path
+    os.chdir(tmp_path)
+    try:
+        for rows in ("r.json", str(report)):   # relative and absolute spellings of the report's path
+            assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", rows]) == 2
+            assert "is the report's path" in capsys.readouterr().err
+    finally:
+        os.chdir("/")
+    assert pred.read_bytes() == pred_bytes and other.read_bytes() == other_bytes
+    assert notes.read_text() == "my notes\n" and not report.exists()
+    rows = tmp_path / "rows.jsonl"
+    for _ in range(2):   # a rows file of a previous run is overwritten
+        assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(rows)]) == 0
+        assert len(rows.read_text().splitlines()) == 10
