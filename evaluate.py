@@ -138,7 +138,7 @@ __all__ = [
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
     "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
-    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "score_entries_parallel",
+    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
     "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
@@ -6737,6 +6737,25 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
+class WorkerLost(RuntimeError):
+    """A worker process of :func:`score_entries_parallel` died (killed by a signal, e.g. the
+    out-of-memory killer's SIGKILL) before returning its chunk: the run fails (exit status
+    1: the run could not finish, though the input is fine) instead of waiting forever."""
+
+
+def _stop_workers(pool: Any) -> None:
+    """Shut ``pool`` (a ProcessPoolExecutor) down at once: chunks not started are
+    cancelled and the workers still running are terminated (after an error, Ctrl-C or
+    SIGTERM, nobody waits for their chunks)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join()
+
+
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
                            workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
     """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
@@ -6748,7 +6767,10 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
     :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
     (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
-    Ctrl-C and SIGTERM stop the pool. ``rows``: where the rows go (see
+    a worker that dies (SIGKILL, the out-of-memory killer) raises :class:`WorkerLost` here
+    (the pool is a ``concurrent.futures.ProcessPoolExecutor``, which notices a lost worker,
+    where a ``multiprocessing.Pool`` replaces it and waits forever for its chunk); Ctrl-C
+    and SIGTERM stop the pool. ``rows``: where the rows go (see
     :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
     """
     global _WORKER_STATE
@@ -6772,18 +6794,26 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init)
     try:
-        with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
-            for part, blob, n_rows in pool.imap(_score_range, ranges):
-                if bar is not None:
-                    bar.update(part.tally.n_entries)
-                if blob is not None:
-                    rows.append_pickled(blob, n_rows)
-                elif rows is not None:
-                    rows.extend(part.rows)
-                    part.rows = []
-                parts.append(part)
+        for part, blob, n_rows in pool.map(_score_range, ranges):
+            if bar is not None:
+                bar.update(part.tally.n_entries)
+            if blob is not None:
+                rows.append_pickled(blob, n_rows)
+            elif rows is not None:
+                rows.extend(part.rows)
+                part.rows = []
+            parts.append(part)
+    except BrokenProcessPool:
+        raise WorkerLost(f"a worker process died while scoring (killed by a signal: SIGKILL, often the "
+                         f"out-of-memory killer, which the system log names); no report written: rerun with "
+                         f"fewer --workers (each worker holds its own memory; --workers {workers} was used) or "
+                         f"--workers 1") from None
     finally:
+        _stop_workers(pool)
         gc.unfreeze()
         _WORKER_STATE = None
         if bar is not None:
@@ -11039,6 +11069,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{what} (the report had been written to {outcome.written})" if outcome.written
                   else f"{what}: no report written", file=sys.stderr)
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
+        except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return 0

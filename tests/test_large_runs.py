@@ -467,3 +467,41 @@ def test_per_entry_jsonl_never_overwrites_inputs_reports_or_other_files(tmp_path
     for _ in range(2):   # a rows file of a previous run is overwritten
         assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(rows)]) == 0
         assert len(rows.read_text().splitlines()) == 10
+
+
+class KillsItsWorker(FailsOnMarkedEntries):
+    """Kills the worker process that scores entry s21 (SIGKILL, as the out-of-memory killer
+    does); never the parent."""
+
+    name = key = "kills-its-worker"
+    parent = os.getpid()
+
+    def entry_stats(self, entry, score, ctx):
+        if entry.gold.id == "s21" and os.getpid() != self.parent:
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"entries": 1}
+
+
+def test_a_killed_worker_fails_the_run_promptly_with_a_clear_error(tmp_path, monkeypatch, capsys):
+    """A multiprocessing.Pool replaces a killed worker and waits forever for its chunk; the
+    run must instead stop (exit 1, no report) naming the cause. A watchdog thread fails the
+    test (instead of hanging the suite) if the run does not return within 60 s."""
+    import faulthandler
+    import sys
+    monkeypatch.setitem(ev.FAMILIES, KillsItsWorker.name, KillsItsWorker)
+    monkeypatch.setattr(KillsItsWorker, "parent", os.getpid())
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 5)
+    gold, pred, _ = _corpus(tmp_path / "c", n=40)
+    report = tmp_path / "r.json"
+    faulthandler.dump_traceback_later(60, exit=True, file=sys.__stderr__)
+    try:
+        status = ev.main(["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,kills-its-worker",
+                          "--no-embeddings", "--quiet", "--workers", "2", "--report", str(report)])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert status == 1 and not report.exists()
+    err = capsys.readouterr().err
+    assert "error: a worker process died while scoring (killed by a signal: SIGKILL, often the out-of-memory " \
+           "killer" in err and "rerun with fewer --workers" in err and "Traceback" not in err
