@@ -139,7 +139,7 @@ __all__ = [
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
     "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
     "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
-    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
+    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
     "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
     "RESAMPLE_BLOCK_CELLS", "HEADLINE_ROWS", "MAX_BOOTSTRAP", "MAX_TRIALS", "MIN_BOOTSTRAP",
@@ -6934,6 +6934,49 @@ def check_shard_parts(parts: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[t
     return sorted(parts, key=lambda part: part[1]["shard"]["index"])
 
 
+def check_part_rows(parts: Sequence[tuple[Path, Mapping[str, Any]]], families: Sequence[MetricFamily]) -> None:
+    """The rows of checked parts (:func:`check_shard_parts`, in shard order) against their
+    ``shard`` blocks, so that an edited or truncated part is never merged: each part holds
+    ``stop - start`` rows; its ``records`` equal the exact merge (:func:`merge_records`) of
+    its rows' ``stats`` (families the part skipped aside); gold line numbers increase
+    across the parts (entries are in gold order, each shard continuing the one before).
+
+    Raises:
+        InputError: naming the part and the difference (counts, the first differing
+            record field, or the rows where the gold lines do not continue).
+    """
+    last: tuple[Path, Any] | None = None
+    for path, data in parts:
+        block = data["shard"]
+        rows = data.get("per_entry")
+        if not isinstance(rows, list):
+            raise InputError(f"--merge {path}: the part has no per_entry list (edited, or not written by --shard)")
+        expected = block["stop"] - block["start"]
+        if len(rows) != expected:
+            raise InputError(f"--merge {path}: {len(rows)} per-entry row(s), but the part records entries "
+                             f"{block['start'] + 1}-{block['stop']} ({expected}): the part was edited or cut short; "
+                             "rerun that shard")
+        try:
+            merged = records_to_json(merge_records(families, (records_from_json(row["stats"]) for row in rows)))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"--merge {path}: a per-entry row's stats cannot be read ({exc!r}): the part was "
+                             "edited; rerun that shard") from None
+        merged = {name: value for name, value in merged.items() if name not in block["skipped"]}
+        difference = _first_difference(block["records"], merged)
+        if difference is not None:
+            raise InputError(f"--merge {path}: the part's shard.records differ from the merge of its per-entry "
+                             f"rows' stats (the part was edited): first difference (records vs rows): {difference}; "
+                             "rerun that shard")
+        for row in rows:
+            line = row.get("gold_line") if isinstance(row, Mapping) else None
+            if isinstance(line, int) and last is not None and isinstance(last[1], int) and line <= last[1]:
+                raise InputError(f"--merge {path}: gold line {line} (entry {row.get('id')!r}) does not follow gold "
+                                 f"line {last[1]} of {last[0]}: the parts' rows are not consecutive entries of one "
+                                 "run (edited or reordered)")
+            if isinstance(line, int):
+                last = (path, line)
+
+
 def scored_part(data: Mapping[str, Any]) -> ScoredFile:
     """The :class:`ScoredFile` of one checked part: its rows, records and skipped families
     (with their notices); the file-level fields from its ``shard`` block."""
@@ -10054,6 +10097,7 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
     except KeyError as exc:
         raise InputError(f"--merge {parts[0][0]}: the parts use a metric family this evaluator does not have "
                          f"({exc.args[0]}); merge with the installation that wrote them") from None
+    check_part_rows(parts, families)
     scored = combine_scored([scored_part(data) for _, data in parts], families)
     families = [f for f in families if f.name not in scored.skipped]
     src = block["source"]

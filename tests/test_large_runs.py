@@ -505,3 +505,39 @@ def test_a_killed_worker_fails_the_run_promptly_with_a_clear_error(tmp_path, mon
     err = capsys.readouterr().err
     assert "error: a worker process died while scoring (killed by a signal: SIGKILL, often the out-of-memory " \
            "killer" in err and "rerun with fewer --workers" in err and "Traceback" not in err
+
+
+def test_merge_refuses_edited_parts_naming_the_part_and_the_difference(tmp_path, capsys):
+    """A part whose rows were cut, whose records or rows' stats were edited, or whose rows
+    were swapped with another part's is refused (exit 2) naming it and the difference."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    p1, p2, p3 = _shards(tmp_path, "run", ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,strict"], 3)
+    original = json.loads(p2.read_bytes())   # entries 11-20 of 30
+
+    def edited(change) -> Path:
+        data = json.loads(json.dumps(original))
+        change(data)
+        path = tmp_path / "edited.shard-2-of-3.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return path
+
+    cut = edited(lambda d: d["per_entry"].pop())
+    assert f"--merge {cut}: 9 per-entry row(s), but the part records entries 11-20 (10)" in \
+        _refused(tmp_path, capsys, p1, cut, p3)
+
+    def bump_record(d):
+        d["shard"]["records"]["strict"]["tp"] += 1
+    err = _refused(tmp_path, capsys, p1, edited(bump_record), p3)
+    assert "the part's shard.records differ from the merge of its per-entry rows' stats" in err
+    assert "first difference (records vs rows): strict.tp: " in err
+
+    def bump_row(d):
+        d["per_entry"][0]["stats"]["strict"]["tp"] += 1
+    assert "first difference (records vs rows): strict.tp: " in _refused(tmp_path, capsys, p1, edited(bump_row), p3)
+    third = json.loads(p3.read_bytes())
+
+    def rows_of_shard_3(d):   # the rows (and records) of shard 3 under shard 2's block
+        d["per_entry"], d["shard"]["records"] = third["per_entry"], third["shard"]["records"]
+    err = _refused(tmp_path, capsys, p1, edited(rows_of_shard_3), p3)
+    assert f"--merge {p3}: gold line 21 (entry 's20') does not follow gold line 30 of " in err
+    assert _merge(tmp_path, [p1, p2, p3])   # the untouched parts still merge
