@@ -9624,9 +9624,12 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         given = [flag for flag, value in (("--pred", args.pred), ("--gold", args.gold), ("--shard", args.shard),
                                           ("--limit", args.limit), ("--relations", args.relations),
                                           ("--ontology", args.ontology)) if value]
+        given += [f"--{dest.replace('_', '-')}" for dest in (*_SCORING_OPTIONS, "workers")
+                  if _given(args, dest) and dest not in ("gold", "limit", "relations", "ontology")]
         if given:
             raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
-                             "(the parts carry their inputs and configuration)")
+                             "(the parts carry their inputs and configuration; give scoring options to the "
+                             "--shard runs)")
     if args.per_entry_jsonl is not None and args.summary_only:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),

@@ -541,3 +541,16 @@ def test_merge_refuses_edited_parts_naming_the_part_and_the_difference(tmp_path,
     err = _refused(tmp_path, capsys, p1, edited(rows_of_shard_3), p3)
     assert f"--merge {p3}: gold line 21 (entry 's20') does not follow gold line 30 of " in err
     assert _merge(tmp_path, [p1, p2, p3])   # the untouched parts still merge
+
+
+@pytest.mark.parametrize("option", [["--metrics", "hgr"], ["--sweep"], ["--embedding-threshold", "0.7"],
+                                    ["--align-accept", "0.6"], ["--no-embeddings"], ["--reparse"],
+                                    ["--skip-bad-gold"], ["--pred-field", "output"], ["--join", "order"],
+                                    ["--duplicate-ids", "first"], ["--schema", "triples"], ["--workers", "2"]])
+def test_merge_refuses_scoring_options_it_would_ignore(option, tmp_path, capsys):
+    """--merge scores nothing: an option that changes how entries are scored would be
+    ignored silently, so it is refused (exit 2, named), before any part is read."""
+    missing = tmp_path / "never-read.shard-1-of-2.json"
+    assert ev.main(["--merge", str(missing), *option, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--merge combines partial reports and scores nothing: it takes no {option[0]}" in err, err
