@@ -3036,7 +3036,9 @@ class HgrFamily(MetricFamily):
     entry values that are not N/A) and ``macro_n`` (how many). Micro P/R/F1 from the
     summed counts (P = tp / n_items, R = tp / n_gold), micro hallucination rate = hard /
     n_items; macro = ``macro_sum / macro_n`` (None when every entry is N/A), an exact
-    mean rounded once.
+    mean rounded once. The section also holds ``macro_n`` (per macro metric, the entries
+    it is defined for: the "(N of M entries)" of the printed summary, with or without
+    per-entry rows in the report).
     """
 
     name = "hgr"
@@ -3081,6 +3083,7 @@ class HgrFamily(MetricFamily):
                 "hallucination_rate": safe_ratio(totals["hard_hallucinations"], n_items),
             },
             "macro": {key: exact_mean(sums[key], counts[key]) if counts.get(key) else None for key in MACRO_KEYS},
+            "macro_n": {key: counts.get(key, 0) for key in MACRO_KEYS},
         }
 
     _HEADLINE_COUNTS = ("gold_triplets", "pred_triplet_items", "entity_true_positives",
@@ -3126,9 +3129,11 @@ class HgrFamily(MetricFamily):
             "",
             "macro (mean over entries, N/A skipped)",
         ]
-        per = report.get("per_entry", [])
+        counts = s.get("macro_n")
+        per = report.get("per_entry", []) if counts is None else []  # a report written before macro_n
         for key, label in _MACRO_LABELS:
-            counted = sum(1 for e in per if e["metrics"].get(key) is not None) if per else n
+            counted = counts.get(key, 0) if counts is not None else (
+                sum(1 for e in per if e["metrics"].get(key) is not None) if per else n)
             lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted} of {n} entries)")
         ps = s.get("parse_status", {})
         lines += [

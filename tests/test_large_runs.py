@@ -554,3 +554,23 @@ def test_merge_refuses_scoring_options_it_would_ignore(option, tmp_path, capsys)
     assert ev.main(["--merge", str(missing), *option, "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f"--merge combines partial reports and scores nothing: it takes no {option[0]}" in err, err
+
+
+def test_printed_summary_is_the_same_with_rows_elsewhere_or_none(tmp_path, capsys):
+    """The "(N of M entries)" of each macro metric comes from the family's merged counts
+    (summary.macro_n), not from rows: the same printed summary with --per-entry-jsonl,
+    --summary-only and a merge of shards as with the rows in the report."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--metrics", "hgr"]
+
+    def printed(*extra: str) -> str:
+        capsys.readouterr()
+        assert ev.main([*base, *extra]) == 0
+        return capsys.readouterr().out
+    whole = printed("--report", str(tmp_path / "w.json"))
+    report = json.loads((tmp_path / "w.json").read_bytes())
+    counted = {key: sum(1 for e in report["per_entry"] if e["metrics"][key] is not None) for key in ev.MACRO_KEYS}
+    assert report["summary"]["macro_n"] == counted and counted["relation_accuracy"] < 30   # some entries N/A
+    assert f"({counted['relation_accuracy']} of 30 entries)" in whole
+    assert printed("--report", str(tmp_path / "s.json"), "--summary-only") == whole
+    assert printed("--report", str(tmp_path / "j.json"), "--per-entry-jsonl", str(tmp_path / "rows.jsonl")) == whole
