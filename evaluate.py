@@ -156,7 +156,7 @@ __all__ = [
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
     "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "run_directory", "RunOutcome",
     "ComparisonOptions", "comparison_options",
-    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "check_comparable",
+    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "read_rows_file", "check_comparable",
     "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
     "run", "Terminated", "main",
 ]
@@ -6609,10 +6609,21 @@ def _json_line(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=True, allow_nan=False).encode("ascii") + b"\n"
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     """Write ``rows`` as JSON Lines (one compact row a line) to ``path`` atomically, row by
-    row (``rows`` may be a :class:`RowSpool`). Raises as :func:`write_json_atomic`."""
-    _write_atomic(path, (_json_line(row) for row in rows))
+    row (``rows`` may be a :class:`RowSpool`). Returns ``{"sha256": hex digest of the
+    file's bytes, "rows": lines written}``. Raises as :func:`write_json_atomic`."""
+    digest, count = hashlib.sha256(), 0
+
+    def lines() -> Iterator[bytes]:
+        nonlocal count
+        for row in rows:
+            line = _json_line(row)
+            digest.update(line)
+            count += 1
+            yield line
+    _write_atomic(path, lines())
+    return {"sha256": digest.hexdigest(), "rows": count}
 
 
 def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
@@ -9548,7 +9559,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "or foreign parts")
     large.add_argument("--per-entry-jsonl", type=Path, metavar="PATH",
                        help="write the per-entry rows as JSON Lines to PATH (row by row) instead of into the "
-                            "report, which then names the file under per_entry_jsonl")
+                            "report, which then describes the file under per_entry_jsonl (path, sha256, rows; --compare "
+                            "reads the rows back from it); never an input, the report or another existing file")
     large.add_argument("--summary-only", action="store_true",
                        help="leave the per-entry rows out (a report of the summary and the family sections)")
     out = p.add_argument_group("display")
@@ -10032,11 +10044,41 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
         del report["per_entry"]
     elif config.per_entry_jsonl is not None:
         try:
-            write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
+            written = write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
         except OSError as exc:
             raise InputError(f"--per-entry-jsonl {config.per_entry_jsonl}: cannot write: {exc.strerror or exc}") from None
-        report["per_entry_jsonl"] = str(config.per_entry_jsonl.resolve())
+        report["per_entry_jsonl"] = {"path": str(config.per_entry_jsonl.resolve()), **written}
     return report
+
+
+def read_rows_file(report_path: Path, info: Any) -> list[dict[str, Any]]:
+    """The per-entry rows of a report written with ``--per-entry-jsonl``, read back from the
+    file its ``per_entry_jsonl`` names (``{"path", "sha256", "rows"}``): at the recorded
+    path, else beside the report under the same name (reports and rows moved together).
+
+    Raises:
+        InputError: naming the report: the rows file is missing, or its SHA-256 or row
+            count is not the recorded one (changed or replaced since the run).
+    """
+    where = f"{report_path}: its per-entry rows (per_entry_jsonl)"
+    if not isinstance(info, Mapping) or not {"path", "sha256", "rows"} <= info.keys():
+        raise InputError(f"{where} are not described by path, sha256 and rows (a report of an older version: "
+                         "rerun it)")
+    recorded = Path(info["path"])
+    candidates = [recorded, report_path.parent / recorded.name]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        raise InputError(f"{where}: {recorded} not found (nor {candidates[1]}): keep the rows file beside the report "
+                         "or at its recorded path")
+    sha = _sha256_file(path)
+    if sha != info["sha256"]:
+        raise InputError(f"{where}: {path} has SHA-256 {sha}, the report recorded {info['sha256']}: the rows file "
+                         "changed since the run (or is another run's)")
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    if len(rows) != info["rows"]:
+        raise InputError(f"{where}: {path} has {len(rows)} rows, the report recorded {info['rows']}")
+    return rows
 
 
 def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[MetricFamily], source: ReportSource,
@@ -10661,6 +10703,8 @@ def saved_systems(paths: Sequence[Path], names: Sequence[str] = ()) -> tuple[dic
         if "systems" in report:
             found += [(name, sub, f"{path} (system {name})") for name, sub in report["systems"].items()]
         else:
+            if "per_entry" not in report and "per_entry_jsonl" in report:  # --per-entry-jsonl: rows in their file
+                report = {**report, "per_entry": read_rows_file(path, report.pop("per_entry_jsonl"))}
             found.append((stems.get(path, ""), {k: v for k, v in report.items() if k != "comparison"}, str(path)))
     if names:
         _check_names(names, len(found), f"{len(found)} in the --compare reports")

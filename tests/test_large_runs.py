@@ -5,6 +5,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -292,7 +293,8 @@ def test_per_entry_jsonl_and_summary_only(tmp_path, capsys):
     split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(rows_path)))
     lines = rows_path.read_bytes().splitlines()
     assert len(lines) == 30 and [json.loads(x) for x in lines] == whole["per_entry"]
-    assert split.pop("per_entry_jsonl") == str(rows_path.resolve())
+    assert split.pop("per_entry_jsonl") == {"path": str(rows_path.resolve()), "rows": 30,
+                                            "sha256": hashlib.sha256(rows_path.read_bytes()).hexdigest()}
     rest = {k: v for k, v in whole.items() if k != "per_entry"}
     assert split == rest and list(split) == list(rest)
     assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
@@ -390,7 +392,7 @@ def test_summary_only_and_per_entry_jsonl_in_directory_mode(tmp_path):
     assert len(whole["per_entry"]) == 20 and "per_ontology" in rest
     assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
     split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(tmp_path / "rows.jsonl")))
-    assert split.pop("per_entry_jsonl") == str((tmp_path / "rows.jsonl").resolve()) and split == rest
+    assert split.pop("per_entry_jsonl")["path"] == str((tmp_path / "rows.jsonl").resolve()) and split == rest
     assert [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()] == whole["per_entry"]
 
 
@@ -574,3 +576,39 @@ def test_printed_summary_is_the_same_with_rows_elsewhere_or_none(tmp_path, capsy
     assert f"({counted['relation_accuracy']} of 30 entries)" in whole
     assert printed("--report", str(tmp_path / "s.json"), "--summary-only") == whole
     assert printed("--report", str(tmp_path / "j.json"), "--per-entry-jsonl", str(tmp_path / "rows.jsonl")) == whole
+
+
+def test_compare_reads_the_rows_of_a_report_written_with_per_entry_jsonl(tmp_path, capsys):
+    """--compare reads a --per-entry-jsonl report's rows back from the file it names (at
+    its recorded path, else beside the report): the same tables as with the rows inside;
+    a rows file changed or missing since the run is refused (exit 2, named)."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    _, other, _ = _corpus(tmp_path / "d", n=30, seed=4)
+    base = ["--gold", str(gold), "--no-embeddings", "--quiet", "--metrics", "hgr,strict"]
+    rows = tmp_path / "rows.jsonl"
+    assert ev.main(["--pred", str(pred), *base, "--report", str(tmp_path / "a.json")]) == 0
+    assert ev.main(["--pred", str(pred), *base, "--report", str(tmp_path / "a-split.json"),
+                    "--per-entry-jsonl", str(rows)]) == 0
+    assert ev.main(["--pred", str(other), *base, "--report", str(tmp_path / "b.json")]) == 0
+    compare = ["--bootstrap", "200", "--trials", "200", "--format", "markdown", "--no-report", "--quiet",
+               "--name", "a", "--name", "b", "--compare"]
+
+    def tables(first: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        status = ev.main([*compare, str(tmp_path / first), str(tmp_path / "b.json")])
+        out = capsys.readouterr()
+        return status, out.out, out.err
+    status, expected, _ = tables("a.json")
+    assert status == 0 and "| a |" in expected
+    assert tables("a-split.json")[:2] == (0, expected)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (tmp_path / "a-split.json").rename(moved / "a-split.json")
+    rows.rename(moved / "rows.jsonl")   # moved together: found beside the report
+    assert tables("moved/a-split.json")[:2] == (0, expected)
+    (moved / "rows.jsonl").write_bytes((moved / "rows.jsonl").read_bytes().replace(b'"s1"', b'"s1x"'))
+    status, _, err = tables("moved/a-split.json")
+    assert status == 2 and "its per-entry rows (per_entry_jsonl)" in err and "the rows file changed since the run" in err
+    (moved / "rows.jsonl").unlink()
+    status, _, err = tables("moved/a-split.json")
+    assert status == 2 and f"{rows} not found" in err
