@@ -10275,7 +10275,8 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
 def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
     """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
     cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
-    of the input files, or a folder that cannot be created or written."""
+    of the input files, or a folder that cannot be created or written (created here, and a
+    temporary file made and removed in it, as the atomic write will)."""
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
             raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
@@ -10290,6 +10291,13 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
         raise InputError(f"{flag} {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"{flag} {path}: {parent} is not writable")
+    try:  # what the write will do (os.access can say yes where it fails: /proc, a read-only mount, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write in {path.parent}: {exc.strerror or exc}") from None
 
 
 #: The keys every per-entry row has (:func:`build_report`): how an existing file is known

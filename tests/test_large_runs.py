@@ -612,3 +612,21 @@ def test_compare_reads_the_rows_of_a_report_written_with_per_entry_jsonl(tmp_pat
     (moved / "rows.jsonl").unlink()
     status, _, err = tables("moved/a-split.json")
     assert status == 2 and f"{rows} not found" in err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc (a folder no one can create in)")
+def test_output_paths_that_cannot_be_written_fail_before_scoring(tmp_path, capsys, monkeypatch):
+    """--report and --per-entry-jsonl in a folder that cannot be created or written fail
+    (exit 2, named) before any entry is scored, even as root (where os.access says yes)."""
+    gold, pred, _ = _corpus(tmp_path / "c", n=10)
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scored before the output paths were checked")
+    monkeypatch.setattr(ev, "score_entries_parallel", no_scoring)
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    for option in (["--report", "/proc/nope/r.json"],
+                   ["--report", str(tmp_path / "r.json"), "--per-entry-jsonl", "/proc/nope/rows.jsonl"]):
+        capsys.readouterr()
+        assert ev.main([*base, *option]) == 2
+        assert f"{option[-2]} {option[-1]}: cannot write in /proc/nope" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".*probe"))
