@@ -9782,6 +9782,10 @@ class RunConfig:
             values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
         values["metrics"] = _output_families(metrics, args.sweep, args.plots)
+        if args.workers is not None and args.workers > default_workers():
+            log.info("note: --workers %d is more than the %d CPU(s) this process may use (os.sched_getaffinity): "
+                     "the extra workers share CPUs and each holds its own memory; running with %d as asked",
+                     args.workers, default_workers(), args.workers)
         return cls(**values)
 
     @property

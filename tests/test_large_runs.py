@@ -630,3 +630,15 @@ def test_output_paths_that_cannot_be_written_fail_before_scoring(tmp_path, capsy
         assert ev.main([*base, *option]) == 2
         assert f"{option[-2]} {option[-1]}: cannot write in /proc/nope" in capsys.readouterr().err
     assert not list(tmp_path.glob(".*probe"))
+
+
+def test_more_workers_than_cpus_is_noted_and_kept(monkeypatch, caplog):
+    monkeypatch.setattr(ev, "default_workers", lambda: 2)
+    parse = ev.build_parser().parse_args
+    with caplog.at_level("INFO", logger=ev.log.name):
+        assert ev.RunConfig.from_args(parse(["--pred", "x", "--workers", "64"])).workers == 64
+        assert "note: --workers 64 is more than the 2 CPU(s) this process may use" in caplog.text
+        caplog.clear()
+        assert ev.RunConfig.from_args(parse(["--pred", "x", "--workers", "2"])).workers == 2
+        assert ev.RunConfig.from_args(parse(["--pred", "x"])).workers is None
+    assert caplog.text == ""
