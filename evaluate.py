@@ -11055,6 +11055,15 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
 
 
+def _merged_title(report: Mapping[str, Any]) -> str:
+    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"),
+    from the inputs the parts recorded (resolved path, else name)."""
+    inputs = report["summary"].get("inputs") or {}
+    pred, gold = ((info.get("path") or info.get("name")) if info else None
+                  for info in (inputs.get("pred"), inputs.get("gold")))
+    return f"{pred}" + (f" vs {gold}" if gold else "")
+
+
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     """Run one evaluation; returns the exit status. Prints the summary to stdout."""
     outcome = outcome if outcome is not None else RunOutcome()
@@ -11076,8 +11085,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         report_path = _merge_report_path(config, report)
         if report_path is not None and report_path != STDOUT_REPORT:
             _check_report_path(report_path, config.merge)
-        title = f"{len(config.merge)} parts merged"
-        return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+        return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None
     if directory and config.shard is not None:

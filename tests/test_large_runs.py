@@ -642,3 +642,18 @@ def test_more_workers_than_cpus_is_noted_and_kept(monkeypatch, caplog):
         assert ev.RunConfig.from_args(parse(["--pred", "x", "--workers", "2"])).workers == 2
         assert ev.RunConfig.from_args(parse(["--pred", "x"])).workers is None
     assert caplog.text == ""
+
+
+def test_merged_summary_is_titled_like_the_single_run(tmp_path, capsys, monkeypatch):
+    """The merged run's printed summary is the single run's, title included ("PRED vs
+    GOLD", here both runs name the inputs by their resolved paths)."""
+    gold, pred, _ = _corpus(tmp_path / "c", n=12)
+    args = ["--pred", str(pred.resolve()), "--gold", str(gold.resolve()), "--no-embeddings", "--quiet"]
+    parts = _shards(tmp_path, "run", args, 2)
+    capsys.readouterr()
+    assert ev.main([*args, "--report", str(tmp_path / "whole.json")]) == 0
+    whole = capsys.readouterr().out
+    assert ev.main(["--merge", *map(str, parts), "--quiet", "--report", str(tmp_path / "merged.json")]) == 0
+    merged = capsys.readouterr().out
+    assert f"{pred.resolve()} vs {gold.resolve()}" in merged and "parts merged" not in merged
+    assert merged == whole
