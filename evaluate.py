@@ -10279,8 +10279,8 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
 def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
     """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
     cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
-    of the input files, or a folder that cannot be created or written (created here, and a
-    temporary file made and removed in it, as the atomic write will)."""
+    of the input files, or a folder that cannot be created or written (a temporary file is
+    made and removed in the nearest existing folder: nothing is left behind)."""
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
             raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
@@ -10295,13 +10295,13 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
         raise InputError(f"{flag} {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"{flag} {path}: {parent} is not writable")
-    try:  # what the write will do (os.access can say yes where it fails: /proc, a read-only mount, root)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+    try:  # os.access says yes where writing fails (/proc, a read-only mount, root): try it
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot write in {path.parent}: {exc.strerror or exc}") from None
+        where = "create the folder" if parent != path.parent else "write"
+        raise InputError(f"{flag} {path}: cannot {where} in {parent}: {exc.strerror or exc}") from None
 
 
 #: The keys every per-entry row has (:func:`build_report`): how an existing file is known

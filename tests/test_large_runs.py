@@ -628,7 +628,7 @@ def test_output_paths_that_cannot_be_written_fail_before_scoring(tmp_path, capsy
                    ["--report", str(tmp_path / "r.json"), "--per-entry-jsonl", "/proc/nope/rows.jsonl"]):
         capsys.readouterr()
         assert ev.main([*base, *option]) == 2
-        assert f"{option[-2]} {option[-1]}: cannot write in /proc/nope" in capsys.readouterr().err
+        assert f"{option[-2]} {option[-1]}: cannot create the folder in /proc" in capsys.readouterr().err
     assert not list(tmp_path.glob(".*probe"))
 
 
