@@ -143,8 +143,8 @@ __all__ = [
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
     "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
-    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "score_entries_parallel",
-    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "scored_part",
+    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
+    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
     "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
     "RESAMPLE_BLOCK_CELLS", "HEADLINE_ROWS", "MAX_BOOTSTRAP", "MAX_TRIALS", "MIN_BOOTSTRAP",
@@ -161,7 +161,7 @@ __all__ = [
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
     "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "run_directory", "RunOutcome",
     "ComparisonOptions", "comparison_options",
-    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "check_comparable",
+    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "read_rows_file", "check_comparable",
     "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
     "run", "Terminated", "main",
 ]
@@ -3185,7 +3185,9 @@ class HgrFamily(MetricFamily):
     entry values that are not N/A) and ``macro_n`` (how many). Micro P/R/F1 from the
     summed counts (P = tp / n_items, R = tp / n_gold), micro hallucination rate = hard /
     n_items; macro = ``macro_sum / macro_n`` (None when every entry is N/A), an exact
-    mean rounded once.
+    mean rounded once. The section also holds ``macro_n`` (per macro metric, the entries
+    it is defined for: the "(N of M entries)" of the printed summary, with or without
+    per-entry rows in the report).
     """
 
     name = "hgr"
@@ -3230,6 +3232,7 @@ class HgrFamily(MetricFamily):
                 "hallucination_rate": safe_ratio(totals["hard_hallucinations"], n_items),
             },
             "macro": {key: exact_mean(sums[key], counts[key]) if counts.get(key) else None for key in MACRO_KEYS},
+            "macro_n": {key: counts.get(key, 0) for key in MACRO_KEYS},
         }
 
     _HEADLINE_COUNTS = ("gold_triplets", "pred_triplet_items", "entity_true_positives",
@@ -3293,9 +3296,11 @@ class HgrFamily(MetricFamily):
             "",
             "macro (mean over entries, N/A skipped)",
         ]
-        counted = self._macro_counts(report.get("per_entry", []), n)
+        counts = s.get("macro_n")
+        if counts is None:  # a report written before macro_n: count its rows
+            counts = self._macro_counts(report.get("per_entry", []), n)
         for key, label in _MACRO_LABELS:
-            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counted[key]} of {n} entries)")
+            lines.append(f"  {label:<20}{_fmt(ma.get(key)):>10}   ({counts.get(key, 0)} of {n} entries)")
         ps = s.get("parse_status", {})
         lines += [
             "",
@@ -7111,10 +7116,21 @@ def _json_line(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=True, allow_nan=False).encode("ascii") + b"\n"
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     """Write ``rows`` as JSON Lines (one compact row a line) to ``path`` atomically, row by
-    row (``rows`` may be a :class:`RowSpool`). Raises as :func:`write_json_atomic`."""
-    _write_atomic(path, (_json_line(row) for row in rows))
+    row (``rows`` may be a :class:`RowSpool`). Returns ``{"sha256": hex digest of the
+    file's bytes, "rows": lines written}``. Raises as :func:`write_json_atomic`."""
+    digest, count = hashlib.sha256(), 0
+
+    def lines() -> Iterator[bytes]:
+        nonlocal count
+        for row in rows:
+            line = _json_line(row)
+            digest.update(line)
+            count += 1
+            yield line
+    _write_atomic(path, lines())
+    return {"sha256": digest.hexdigest(), "rows": count}
 
 
 def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
@@ -7244,6 +7260,25 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
+class WorkerLost(RuntimeError):
+    """A worker process of :func:`score_entries_parallel` died (killed by a signal, e.g. the
+    out-of-memory killer's SIGKILL) before returning its chunk: the run fails (exit status
+    1: the run could not finish, though the input is fine) instead of waiting forever."""
+
+
+def _stop_workers(pool: Any) -> None:
+    """Shut ``pool`` (a ProcessPoolExecutor) down at once: chunks not started are
+    cancelled and the workers still running are terminated (after an error, Ctrl-C or
+    SIGTERM, nobody waits for their chunks)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join()
+
+
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
                            workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
     """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
@@ -7255,7 +7290,10 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
     :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
     (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
-    Ctrl-C and SIGTERM stop the pool. ``rows``: where the rows go (see
+    a worker that dies (SIGKILL, the out-of-memory killer) raises :class:`WorkerLost` here
+    (the pool is a ``concurrent.futures.ProcessPoolExecutor``, which notices a lost worker,
+    where a ``multiprocessing.Pool`` replaces it and waits forever for its chunk); Ctrl-C
+    and SIGTERM stop the pool. ``rows``: where the rows go (see
     :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
     """
     global _WORKER_STATE
@@ -7279,18 +7317,26 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init)
     try:
-        with context.Pool(min(workers, len(ranges)), initializer=_worker_init) as pool:
-            for part, blob, n_rows in pool.imap(_score_range, ranges):
-                if bar is not None:
-                    bar.update(part.tally.n_entries)
-                if blob is not None:
-                    rows.append_pickled(blob, n_rows)
-                elif rows is not None:
-                    rows.extend(part.rows)
-                    part.rows = []
-                parts.append(part)
+        for part, blob, n_rows in pool.map(_score_range, ranges):
+            if bar is not None:
+                bar.update(part.tally.n_entries)
+            if blob is not None:
+                rows.append_pickled(blob, n_rows)
+            elif rows is not None:
+                rows.extend(part.rows)
+                part.rows = []
+            parts.append(part)
+    except BrokenProcessPool:
+        raise WorkerLost(f"a worker process died while scoring (killed by a signal: SIGKILL, often the "
+                         f"out-of-memory killer, which the system log names); no report written: rerun with "
+                         f"fewer --workers (each worker holds its own memory; --workers {workers} was used) or "
+                         f"--workers 1") from None
     finally:
+        _stop_workers(pool)
         gc.unfreeze()
         _WORKER_STATE = None
         if bar is not None:
@@ -7409,6 +7455,49 @@ def check_shard_parts(parts: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[t
                          f"{', '.join(f'{k}/{count}' for k in missing[:20])}{' ...' if len(missing) > 20 else ''} "
                          f"(given: {', '.join(f'{k}/{count}' for k in sorted(by_index))})")
     return sorted(parts, key=lambda part: part[1]["shard"]["index"])
+
+
+def check_part_rows(parts: Sequence[tuple[Path, Mapping[str, Any]]], families: Sequence[MetricFamily]) -> None:
+    """The rows of checked parts (:func:`check_shard_parts`, in shard order) against their
+    ``shard`` blocks, so that an edited or truncated part is never merged: each part holds
+    ``stop - start`` rows; its ``records`` equal the exact merge (:func:`merge_records`) of
+    its rows' ``stats`` (families the part skipped aside); gold line numbers increase
+    across the parts (entries are in gold order, each shard continuing the one before).
+
+    Raises:
+        InputError: naming the part and the difference (counts, the first differing
+            record field, or the rows where the gold lines do not continue).
+    """
+    last: tuple[Path, Any] | None = None
+    for path, data in parts:
+        block = data["shard"]
+        rows = data.get("per_entry")
+        if not isinstance(rows, list):
+            raise InputError(f"--merge {path}: the part has no per_entry list (edited, or not written by --shard)")
+        expected = block["stop"] - block["start"]
+        if len(rows) != expected:
+            raise InputError(f"--merge {path}: {len(rows)} per-entry row(s), but the part records entries "
+                             f"{block['start'] + 1}-{block['stop']} ({expected}): the part was edited or cut short; "
+                             "rerun that shard")
+        try:
+            merged = records_to_json(merge_records(families, (records_from_json(row["stats"]) for row in rows)))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"--merge {path}: a per-entry row's stats cannot be read ({exc!r}): the part was "
+                             "edited; rerun that shard") from None
+        merged = {name: value for name, value in merged.items() if name not in block["skipped"]}
+        difference = _first_difference(block["records"], merged)
+        if difference is not None:
+            raise InputError(f"--merge {path}: the part's shard.records differ from the merge of its per-entry "
+                             f"rows' stats (the part was edited): first difference (records vs rows): {difference}; "
+                             "rerun that shard")
+        for row in rows:
+            line = row.get("gold_line") if isinstance(row, Mapping) else None
+            if isinstance(line, int) and last is not None and isinstance(last[1], int) and line <= last[1]:
+                raise InputError(f"--merge {path}: gold line {line} (entry {row.get('id')!r}) does not follow gold "
+                                 f"line {last[1]} of {last[0]}: the parts' rows are not consecutive entries of one "
+                                 "run (edited or reordered)")
+            if isinstance(line, int):
+                last = (path, line)
 
 
 def scored_part(data: Mapping[str, Any]) -> ScoredFile:
@@ -9977,7 +10066,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "or foreign parts")
     large.add_argument("--per-entry-jsonl", type=Path, metavar="PATH",
                        help="write the per-entry rows as JSON Lines to PATH (row by row) instead of into the "
-                            "report, which then names the file under per_entry_jsonl")
+                            "report, which then describes the file under per_entry_jsonl (path, sha256, rows; --compare "
+                            "reads the rows back from it); never an input, the report or another existing file")
     large.add_argument("--summary-only", action="store_true",
                        help="leave the per-entry rows out (a report of the summary and the family sections)")
     out = p.add_argument_group("display")
@@ -10058,9 +10148,12 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         given = [flag for flag, value in (("--pred", args.pred), ("--gold", args.gold), ("--shard", args.shard),
                                           ("--limit", args.limit), ("--relations", args.relations),
                                           ("--ontology", args.ontology)) if value]
+        given += [f"--{dest.replace('_', '-')}" for dest in (*_SCORING_OPTIONS, "workers")
+                  if _given(args, dest) and dest not in ("gold", "limit", "relations", "ontology")]
         if given:
             raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
-                             "(the parts carry their inputs and configuration)")
+                             "(the parts carry their inputs and configuration; give scoring options to the "
+                             "--shard runs)")
     if args.per_entry_jsonl is not None and args.summary_only:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),
@@ -10196,6 +10289,10 @@ class RunConfig:
             values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
         values["metrics"] = _output_families(metrics, args.sweep, args.plots)
+        if args.workers is not None and args.workers > default_workers():
+            log.info("note: --workers %d is more than the %d CPU(s) this process may use (os.sched_getaffinity): "
+                     "the extra workers share CPUs and each holds its own memory; running with %d as asked",
+                     args.workers, default_workers(), args.workers)
         return cls(**values)
 
     @property
@@ -10464,11 +10561,41 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
         del report["per_entry"]
     elif config.per_entry_jsonl is not None:
         try:
-            write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
+            written = write_jsonl_atomic(config.per_entry_jsonl, report.pop("per_entry"))
         except OSError as exc:
             raise InputError(f"--per-entry-jsonl {config.per_entry_jsonl}: cannot write: {exc.strerror or exc}") from None
-        report["per_entry_jsonl"] = str(config.per_entry_jsonl.resolve())
+        report["per_entry_jsonl"] = {"path": str(config.per_entry_jsonl.resolve()), **written}
     return report
+
+
+def read_rows_file(report_path: Path, info: Any) -> list[dict[str, Any]]:
+    """The per-entry rows of a report written with ``--per-entry-jsonl``, read back from the
+    file its ``per_entry_jsonl`` names (``{"path", "sha256", "rows"}``): at the recorded
+    path, else beside the report under the same name (reports and rows moved together).
+
+    Raises:
+        InputError: naming the report: the rows file is missing, or its SHA-256 or row
+            count is not the recorded one (changed or replaced since the run).
+    """
+    where = f"{report_path}: its per-entry rows (per_entry_jsonl)"
+    if not isinstance(info, Mapping) or not {"path", "sha256", "rows"} <= info.keys():
+        raise InputError(f"{where} are not described by path, sha256 and rows (a report of an older version: "
+                         "rerun it)")
+    recorded = Path(info["path"])
+    candidates = [recorded, report_path.parent / recorded.name]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        raise InputError(f"{where}: {recorded} not found (nor {candidates[1]}): keep the rows file beside the report "
+                         "or at its recorded path")
+    sha = _sha256_file(path)
+    if sha != info["sha256"]:
+        raise InputError(f"{where}: {path} has SHA-256 {sha}, the report recorded {info['sha256']}: the rows file "
+                         "changed since the run (or is another run's)")
+    with open(path, encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    if len(rows) != info["rows"]:
+        raise InputError(f"{where}: {path} has {len(rows)} rows, the report recorded {info['rows']}")
+    return rows
 
 
 def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[MetricFamily], source: ReportSource,
@@ -10537,6 +10664,7 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
     except KeyError as exc:
         raise InputError(f"--merge {parts[0][0]}: the parts use a metric family this evaluator does not have "
                          f"({exc.args[0]}); merge with the installation that wrote them") from None
+    check_part_rows(parts, families)
     scored = combine_scored([scored_part(data) for _, data in parts], families)
     families = [f for f in families if f.name not in scored.skipped]
     src = block["source"]
@@ -10661,24 +10789,73 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     return target
 
 
-def _check_report_path(path: Path, inputs: Sequence[Path | None] = ()) -> None:
-    """Fail early (before scoring) when the report cannot be written at ``path``: a
-    directory, a non-regular file (a device, a pipe), one of the input files, or a folder
-    that cannot be created or written."""
+def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
+    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
+    cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
+    of the input files, or a folder that cannot be created or written (a temporary file is
+    made and removed in the nearest existing folder: nothing is left behind)."""
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
-            raise InputError(f"--report {path}: is one of the input files; refusing to overwrite it")
+            raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
     if path.exists() and not path.is_dir() and not path.is_file():
-        raise InputError(f"--report {path}: not a regular file (a device or pipe?); give a file path")
+        raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
-        raise InputError(f"--report {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"--report {path}: {parent} is not a directory")
+        raise InputError(f"{flag} {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--report {path}: {parent} is not writable")
+        raise InputError(f"{flag} {path}: {parent} is not writable")
+    try:  # os.access says yes where writing fails (/proc, a read-only mount, root): try it
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        where = "create the folder" if parent != path.parent else "write"
+        raise InputError(f"{flag} {path}: cannot {where} in {parent}: {exc.strerror or exc}") from None
+
+
+#: The keys every per-entry row has (:func:`build_report`): how an existing file is known
+#: to be a ``--per-entry-jsonl`` rows file that may be overwritten.
+_ROW_KEYS = frozenset({"gold_line", "parse_status", "metrics"})
+
+
+def _is_rows_file(path: Path) -> bool:
+    """Whether ``path`` is empty or a per-entry rows file (its first line a JSON object with
+    the keys of a per-entry row, :data:`_ROW_KEYS`)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(1 << 24)
+        if not first:
+            return True
+        row = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    return isinstance(row, dict) and _ROW_KEYS <= row.keys()
+
+
+def _check_rows_path(config: RunConfig, report_path: Path | None) -> None:
+    """``--per-entry-jsonl PATH``, checked before scoring: a writable file path (as
+    ``--report``, :func:`_check_report_path`) that is not an input file, not the report's
+    path (the rows would be lost under the report), not ``-`` (stdout carries the summary
+    or the report), and, when it exists, empty or a per-entry rows file written before
+    (:func:`_is_rows_file`): a report, an input or any other file is never overwritten."""
+    path = config.per_entry_jsonl
+    if path is None:
+        return
+    if path == STDOUT_REPORT:
+        raise InputError("--per-entry-jsonl -: stdout carries the summary (or the report, with --report -), not the "
+                         "rows: give a file path for the rows (e.g. --per-entry-jsonl rows.jsonl)")
+    _check_report_path(path, (config.pred, config.gold, config.vocabulary_path), "--per-entry-jsonl")
+    if report_path is not None and report_path != STDOUT_REPORT and (
+            path.resolve() == report_path.resolve() or _same_file(path, report_path)):
+        raise InputError(f"--per-entry-jsonl {path} is the report's path (--report {report_path}): the report would "
+                         "overwrite the rows; give the rows a file of their own (e.g. rows.jsonl)")
+    if path.is_file() and not _is_rows_file(path):
+        raise InputError(f"--per-entry-jsonl {path}: exists and is not a per-entry rows file (its first line is not "
+                         "a per-entry row); refusing to overwrite it: give a new path, or remove the file")
 
 
 def _recorded_pred_paths(path: Path) -> list[str | None] | None:
@@ -11051,6 +11228,8 @@ def saved_systems(paths: Sequence[Path], names: Sequence[str] = ()) -> tuple[dic
         if "systems" in report:
             found += [(name, sub, f"{path} (system {name})") for name, sub in report["systems"].items()]
         else:
+            if "per_entry" not in report and "per_entry_jsonl" in report:  # --per-entry-jsonl: rows in their file
+                report = {**report, "per_entry": read_rows_file(path, report.pop("per_entry_jsonl"))}
             found.append((stems.get(path, ""), {k: v for k, v in report.items() if k != "comparison"}, str(path)))
     if names:
         _check_names(names, len(found), f"{len(found)} in the --compare reports")
@@ -11389,6 +11568,15 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
 
 
+def _merged_title(report: Mapping[str, Any]) -> str:
+    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"),
+    from the inputs the parts recorded (resolved path, else name)."""
+    inputs = report["summary"].get("inputs") or {}
+    pred, gold = ((info.get("path") or info.get("name")) if info else None
+                  for info in (inputs.get("pred"), inputs.get("gold")))
+    return f"{pred}" + (f" vs {gold}" if gold else "")
+
+
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     """Run one evaluation; returns the exit status. Prints the summary to stdout."""
     outcome = outcome if outcome is not None else RunOutcome()
@@ -11410,8 +11598,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         report_path = _merge_report_path(config, report)
         if report_path is not None and report_path != STDOUT_REPORT:
             _check_report_path(report_path, config.merge)
-        title = f"{len(config.merge)} parts merged"
-        return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+        return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None
     if directory and config.shard is not None:
@@ -11420,6 +11607,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+    _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])
     _check_names(names, 1, "one --pred")
@@ -11510,6 +11698,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{what} (the report had been written to {outcome.written})" if outcome.written
                   else f"{what}: no report written", file=sys.stderr)
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
+        except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return 0

@@ -5,6 +5,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -302,7 +303,8 @@ def test_per_entry_jsonl_and_summary_only(tmp_path, capsys):
     split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(rows_path)))
     lines = rows_path.read_bytes().splitlines()
     assert len(lines) == 30 and [json.loads(x) for x in lines] == whole["per_entry"]
-    assert split.pop("per_entry_jsonl") == str(rows_path.resolve())
+    assert split.pop("per_entry_jsonl") == {"path": str(rows_path.resolve()), "rows": 30,
+                                            "sha256": hashlib.sha256(rows_path.read_bytes()).hexdigest()}
     rest = {k: v for k, v in whole.items() if k != "per_entry"}
     assert split == rest and list(split) == list(rest)
     assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
@@ -400,7 +402,7 @@ def test_summary_only_and_per_entry_jsonl_in_directory_mode(tmp_path):
     assert len(whole["per_entry"]) == 20 and "per_ontology" in rest
     assert json.loads(_report_bytes(tmp_path, "summary.json", *args, "--summary-only")) == rest
     split = json.loads(_report_bytes(tmp_path, "split.json", *args, "--per-entry-jsonl", str(tmp_path / "rows.jsonl")))
-    assert split.pop("per_entry_jsonl") == str((tmp_path / "rows.jsonl").resolve()) and split == rest
+    assert split.pop("per_entry_jsonl")["path"] == str((tmp_path / "rows.jsonl").resolve()) and split == rest
     assert [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()] == whole["per_entry"]
 
 
@@ -442,3 +444,226 @@ def test_large_run_options_exclude_the_statistics_options(tmp_path, capsys):
             capsys.readouterr()
             assert ev.main([*base, *large, *stats]) == 2, (large, stats)
             assert f"{large[0]} is an option of one system's run" in capsys.readouterr().err
+
+
+def test_per_entry_jsonl_never_overwrites_inputs_reports_or_other_files(tmp_path, capsys):
+    """--per-entry-jsonl is checked before scoring (exit 2, nothing written): an input file,
+    the report's own path (also spelt differently), '-', a directory, and an existing file
+    that is not a rows file are refused; a rows file written before is overwritten."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=10)
+    pred_bytes = pred.read_bytes()
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    other = tmp_path / "other.json"
+    assert ev.main([*base, "--report", str(other)]) == 0
+    other_bytes = other.read_bytes()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    report = tmp_path / "r.json"
+    cases = [(pred, "is one of the input files"), (gold, "is one of the input files"),
+             (other, "is not a per-entry rows file"), (notes, "is not a per-entry rows file"),
+             (tmp_path, "is a directory"), (Path("-"), "stdout carries the summary")]
+    for path, message in cases:
+        capsys.readouterr()
+        assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(path)]) == 2, path
+        assert message in capsys.readouterr().err, path
+    os.chdir(tmp_path)
+    try:
+        for rows in ("r.json", str(report)):   # relative and absolute spellings of the report's path
+            assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", rows]) == 2
+            assert "is the report's path" in capsys.readouterr().err
+    finally:
+        os.chdir("/")
+    assert pred.read_bytes() == pred_bytes and other.read_bytes() == other_bytes
+    assert notes.read_text() == "my notes\n" and not report.exists()
+    rows = tmp_path / "rows.jsonl"
+    for _ in range(2):   # a rows file of a previous run is overwritten
+        assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(rows)]) == 0
+        assert len(rows.read_text().splitlines()) == 10
+
+
+class KillsItsWorker(FailsOnMarkedEntries):
+    """Kills the worker process that scores entry s21 (SIGKILL, as the out-of-memory killer
+    does); never the parent."""
+
+    name = key = "kills-its-worker"
+    parent = os.getpid()
+
+    def entry_stats(self, entry, score, ctx):
+        if entry.gold.id == "s21" and os.getpid() != self.parent:
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"entries": 1}
+
+
+def test_a_killed_worker_fails_the_run_promptly_with_a_clear_error(tmp_path, monkeypatch, capsys):
+    """A multiprocessing.Pool replaces a killed worker and waits forever for its chunk; the
+    run must instead stop (exit 1, no report) naming the cause. A watchdog thread fails the
+    test (instead of hanging the suite) if the run does not return within 60 s."""
+    import faulthandler
+    import sys
+    monkeypatch.setitem(ev.FAMILIES, KillsItsWorker.name, KillsItsWorker)
+    monkeypatch.setattr(KillsItsWorker, "parent", os.getpid())
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 5)
+    gold, pred, _ = _corpus(tmp_path / "c", n=40)
+    report = tmp_path / "r.json"
+    faulthandler.dump_traceback_later(60, exit=True, file=sys.__stderr__)
+    try:
+        status = ev.main(["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,kills-its-worker",
+                          "--no-embeddings", "--quiet", "--workers", "2", "--report", str(report)])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert status == 1 and not report.exists()
+    err = capsys.readouterr().err
+    assert "error: a worker process died while scoring (killed by a signal: SIGKILL, often the out-of-memory " \
+           "killer" in err and "rerun with fewer --workers" in err and "Traceback" not in err
+
+
+def test_merge_refuses_edited_parts_naming_the_part_and_the_difference(tmp_path, capsys):
+    """A part whose rows were cut, whose records or rows' stats were edited, or whose rows
+    were swapped with another part's is refused (exit 2) naming it and the difference."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    p1, p2, p3 = _shards(tmp_path, "run", ["--pred", str(pred), "--gold", str(gold), "--metrics", "hgr,strict"], 3)
+    original = json.loads(p2.read_bytes())   # entries 11-20 of 30
+
+    def edited(change) -> Path:
+        data = json.loads(json.dumps(original))
+        change(data)
+        path = tmp_path / "edited.shard-2-of-3.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return path
+
+    cut = edited(lambda d: d["per_entry"].pop())
+    assert f"--merge {cut}: 9 per-entry row(s), but the part records entries 11-20 (10)" in \
+        _refused(tmp_path, capsys, p1, cut, p3)
+
+    def bump_record(d):
+        d["shard"]["records"]["strict"]["tp"] += 1
+    err = _refused(tmp_path, capsys, p1, edited(bump_record), p3)
+    assert "the part's shard.records differ from the merge of its per-entry rows' stats" in err
+    assert "first difference (records vs rows): strict.tp: " in err
+
+    def bump_row(d):
+        d["per_entry"][0]["stats"]["strict"]["tp"] += 1
+    assert "first difference (records vs rows): strict.tp: " in _refused(tmp_path, capsys, p1, edited(bump_row), p3)
+    third = json.loads(p3.read_bytes())
+
+    def rows_of_shard_3(d):   # the rows (and records) of shard 3 under shard 2's block
+        d["per_entry"], d["shard"]["records"] = third["per_entry"], third["shard"]["records"]
+    err = _refused(tmp_path, capsys, p1, edited(rows_of_shard_3), p3)
+    assert f"--merge {p3}: gold line 21 (entry 's20') does not follow gold line 30 of " in err
+    assert _merge(tmp_path, [p1, p2, p3])   # the untouched parts still merge
+
+
+@pytest.mark.parametrize("option", [["--metrics", "hgr"], ["--sweep"], ["--embedding-threshold", "0.7"],
+                                    ["--align-accept", "0.6"], ["--no-embeddings"], ["--reparse"],
+                                    ["--skip-bad-gold"], ["--pred-field", "output"], ["--join", "order"],
+                                    ["--duplicate-ids", "first"], ["--schema", "triples"], ["--workers", "2"]])
+def test_merge_refuses_scoring_options_it_would_ignore(option, tmp_path, capsys):
+    """--merge scores nothing: an option that changes how entries are scored would be
+    ignored silently, so it is refused (exit 2, named), before any part is read."""
+    missing = tmp_path / "never-read.shard-1-of-2.json"
+    assert ev.main(["--merge", str(missing), *option, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--merge combines partial reports and scores nothing: it takes no {option[0]}" in err, err
+
+
+def test_printed_summary_is_the_same_with_rows_elsewhere_or_none(tmp_path, capsys):
+    """The "(N of M entries)" of each macro metric comes from the family's merged counts
+    (summary.macro_n), not from rows: the same printed summary with --per-entry-jsonl,
+    --summary-only and a merge of shards as with the rows in the report."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--metrics", "hgr"]
+
+    def printed(*extra: str) -> str:
+        capsys.readouterr()
+        assert ev.main([*base, *extra]) == 0
+        return capsys.readouterr().out
+    whole = printed("--report", str(tmp_path / "w.json"))
+    report = json.loads((tmp_path / "w.json").read_bytes())
+    counted = {key: sum(1 for e in report["per_entry"] if e["metrics"][key] is not None) for key in ev.MACRO_KEYS}
+    assert report["summary"]["macro_n"] == counted and counted["relation_accuracy"] < 30   # some entries N/A
+    assert f"({counted['relation_accuracy']} of 30 entries)" in whole
+    assert printed("--report", str(tmp_path / "s.json"), "--summary-only") == whole
+    assert printed("--report", str(tmp_path / "j.json"), "--per-entry-jsonl", str(tmp_path / "rows.jsonl")) == whole
+
+
+def test_compare_reads_the_rows_of_a_report_written_with_per_entry_jsonl(tmp_path, capsys):
+    """--compare reads a --per-entry-jsonl report's rows back from the file it names (at
+    its recorded path, else beside the report): the same tables as with the rows inside;
+    a rows file changed or missing since the run is refused (exit 2, named)."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    _, other, _ = _corpus(tmp_path / "d", n=30, seed=4)
+    base = ["--gold", str(gold), "--no-embeddings", "--quiet", "--metrics", "hgr,strict"]
+    rows = tmp_path / "rows.jsonl"
+    assert ev.main(["--pred", str(pred), *base, "--report", str(tmp_path / "a.json")]) == 0
+    assert ev.main(["--pred", str(pred), *base, "--report", str(tmp_path / "a-split.json"),
+                    "--per-entry-jsonl", str(rows)]) == 0
+    assert ev.main(["--pred", str(other), *base, "--report", str(tmp_path / "b.json")]) == 0
+    compare = ["--bootstrap", "200", "--trials", "200", "--format", "markdown", "--no-report", "--quiet",
+               "--name", "a", "--name", "b", "--compare"]
+
+    def tables(first: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        status = ev.main([*compare, str(tmp_path / first), str(tmp_path / "b.json")])
+        out = capsys.readouterr()
+        return status, out.out, out.err
+    status, expected, _ = tables("a.json")
+    assert status == 0 and "| a |" in expected
+    assert tables("a-split.json")[:2] == (0, expected)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (tmp_path / "a-split.json").rename(moved / "a-split.json")
+    rows.rename(moved / "rows.jsonl")   # moved together: found beside the report
+    assert tables("moved/a-split.json")[:2] == (0, expected)
+    (moved / "rows.jsonl").write_bytes((moved / "rows.jsonl").read_bytes().replace(b'"s1"', b'"s1x"'))
+    status, _, err = tables("moved/a-split.json")
+    assert status == 2 and "its per-entry rows (per_entry_jsonl)" in err and "the rows file changed since the run" in err
+    (moved / "rows.jsonl").unlink()
+    status, _, err = tables("moved/a-split.json")
+    assert status == 2 and f"{rows} not found" in err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc (a folder no one can create in)")
+def test_output_paths_that_cannot_be_written_fail_before_scoring(tmp_path, capsys, monkeypatch):
+    """--report and --per-entry-jsonl in a folder that cannot be created or written fail
+    (exit 2, named) before any entry is scored, even as root (where os.access says yes)."""
+    gold, pred, _ = _corpus(tmp_path / "c", n=10)
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scored before the output paths were checked")
+    monkeypatch.setattr(ev, "score_entries_parallel", no_scoring)
+    base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    for option in (["--report", "/proc/nope/r.json"],
+                   ["--report", str(tmp_path / "r.json"), "--per-entry-jsonl", "/proc/nope/rows.jsonl"]):
+        capsys.readouterr()
+        assert ev.main([*base, *option]) == 2
+        assert f"{option[-2]} {option[-1]}: cannot create the folder in /proc" in capsys.readouterr().err
+    assert not list(tmp_path.glob(".*probe"))
+
+
+def test_more_workers_than_cpus_is_noted_and_kept(monkeypatch, caplog):
+    monkeypatch.setattr(ev, "default_workers", lambda: 2)
+    parse = ev.build_parser().parse_args
+    with caplog.at_level("INFO", logger=ev.log.name):
+        assert ev.RunConfig.from_args(parse(["--pred", "x", "--workers", "64"])).workers == 64
+        assert "note: --workers 64 is more than the 2 CPU(s) this process may use" in caplog.text
+        caplog.clear()
+        assert ev.RunConfig.from_args(parse(["--pred", "x", "--workers", "2"])).workers == 2
+        assert ev.RunConfig.from_args(parse(["--pred", "x"])).workers is None
+    assert caplog.text == ""
+
+
+def test_merged_summary_is_titled_like_the_single_run(tmp_path, capsys, monkeypatch):
+    """The merged run's printed summary is the single run's, title included ("PRED vs
+    GOLD", here both runs name the inputs by their resolved paths)."""
+    gold, pred, _ = _corpus(tmp_path / "c", n=12)
+    args = ["--pred", str(pred.resolve()), "--gold", str(gold.resolve()), "--no-embeddings", "--quiet"]
+    parts = _shards(tmp_path, "run", args, 2)
+    capsys.readouterr()
+    assert ev.main([*args, "--report", str(tmp_path / "whole.json")]) == 0
+    whole = capsys.readouterr().out
+    assert ev.main(["--merge", *map(str, parts), "--quiet", "--report", str(tmp_path / "merged.json")]) == 0
+    merged = capsys.readouterr().out
+    assert f"{pred.resolve()} vs {gold.resolve()}" in merged and "parts merged" not in merged
+    assert merged == whole
