@@ -667,3 +667,18 @@ def test_merged_summary_is_titled_like_the_single_run(tmp_path, capsys, monkeypa
     merged = capsys.readouterr().out
     assert f"{pred.resolve()} vs {gold.resolve()}" in merged and "parts merged" not in merged
     assert merged == whole
+
+
+def test_comparison_bytes_do_not_depend_on_the_worker_count(tmp_path, monkeypatch):
+    """Intervals and p-values with a fixed seed: the same bytes for 1, 2 and 3 workers (the
+    systems' per-entry statistics are the same bytes, and the statistics use only them)."""
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 16)
+    gold, pred, onto = _corpus(tmp_path / "c", n=80)
+    _, other, _ = _corpus(tmp_path / "d", n=80, seed=4)
+    other = other.rename(tmp_path / "other.jsonl")
+    args = ["--pred", str(pred), "--pred", str(other), "--gold", str(gold), "--ontology", str(onto),
+            "--bootstrap", "200", "--trials", "500", "--seed", "7"]
+    reports = {w: _report_bytes(tmp_path, f"cmp-{w}.json", *args, "--workers", w) for w in ("1", "2", "3")}
+    assert reports["1"] == reports["2"] == reports["3"]
+    assert b'"p_value"' in reports["1"]
