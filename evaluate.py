@@ -3265,14 +3265,10 @@ class HgrFamily(MetricFamily):
 
     @staticmethod
     def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
-        """Per macro key, how many of the rows ``per`` have it (not None); ``n`` for each
-        when there are no rows. Rows on disk (RowSpool) are not read back: their tally
-        has the counts; other rows are counted in one pass."""
+        """Per macro key, how many of the rows ``per`` have it (not None), for a report
+        written before ``summary.macro_n``; ``n`` for each when there are no rows."""
         if not per:
             return dict.fromkeys(MACRO_KEYS, n)
-        tally = getattr(per, "tally", None)   # a RowSpool's: counted as its rows were made
-        if tally is not None and tally.n_entries == len(per):
-            return {key: tally.macro_present[key] for key in MACRO_KEYS}
         counted = dict.fromkeys(MACRO_KEYS, 0)
         for row in per:
             metrics = row["metrics"]
@@ -6619,9 +6615,8 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
 @dataclass
 class RowTally:
     """What the summary counts over the per-entry rows (entries, prediction statuses,
-    invalid-item reasons, schema-invalid gold items as (gold line, reason), and per macro
-    metric (:data:`MACRO_KEYS`) how many rows have it, i.e. not None: the printed summary's
-    "(k of n entries)"), accumulated row by row as the rows are made, so that the rows
+    invalid-item reasons, schema-invalid gold items as (gold line, reason); the printed
+    summary's "(k of n entries)" come from the hgr record, ``summary.macro_n``), accumulated row by row as the rows are made, so that the rows
     themselves need not stay in memory (:class:`RowSpool`) nor be read back to count them.
     Tallies of consecutive parts add up (:meth:`merge`)."""
 
@@ -6629,7 +6624,6 @@ class RowTally:
     status: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
     invalid_gold: list[tuple[int | None, str]] = field(default_factory=list)
-    macro_present: Counter[str] = field(default_factory=Counter)
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Count one per-entry row."""
@@ -6639,15 +6633,11 @@ class RowTally:
             self.reasons[_strip_index(reason)] += 1
         for reason in row["invalid_gold_items"]:
             self.invalid_gold.append((row["gold_line"], reason))
-        metrics = row.get("metrics") or {}
-        for key in MACRO_KEYS:
-            if metrics.get(key) is not None:
-                self.macro_present[key] += 1
 
     def merge(self, other: "RowTally") -> "RowTally":
         """This tally followed by ``other`` (a new tally)."""
         return RowTally(self.n_entries + other.n_entries, self.status + other.status, self.reasons + other.reasons,
-                        self.invalid_gold + other.invalid_gold, self.macro_present + other.macro_present)
+                        self.invalid_gold + other.invalid_gold)
 
     @classmethod
     def of(cls, rows: Iterable[Mapping[str, Any]]) -> "RowTally":
@@ -6669,9 +6659,6 @@ class RowSpool:
         self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
         self._n = 0
         self._dropped: list[tuple[str, str]] = []
-        #: What the rows count up to, once known (:func:`build_report` sets it): the
-        #: printed summary reads its counts here instead of reading every row back.
-        self.tally: RowTally | None = None
 
     def append(self, row: dict[str, Any]) -> None:
         self._write(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
@@ -6889,8 +6876,6 @@ def build_report(files: Sequence[ScoredFile], families: Sequence[MetricFamily], 
     rows = files[0].rows if len(files) == 1 else [row for f in files for row in f.rows]
     sections = _sections(families, merge_records(families, (f.records for f in files)))
     tallies = [f.tally or RowTally.of(f.rows) for f in files]
-    if isinstance(rows, RowSpool):
-        rows.tally = tallies[0]
     status = sum((t.status for t in tallies), Counter())
     reasons = sum((t.reasons for t in tallies), Counter())
     sim = source.similarity
@@ -8610,12 +8595,9 @@ def _plot_reliability(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> boo
         ax.bar(centres, [b["accuracy"] for b in bins], width=width, align="center", alpha=0.75,
                label=f"{name}: ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}")
         ax.plot([b["mean_weight"] for b in bins], [b["accuracy"] for b in bins], marker="o", linewidth=1)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.05)
-    ax.set_xticks(CALIBRATION_EDGES)
-    ax.set_xlabel("relation weight (bars: 10 equal-width bins; dots at each bin's mean weight)")
-    ax.set_ylabel("accuracy (share of full matches)")
-    ax.set_title("Reliability diagram of the relation weights")
+    ax.set(xlim=(0, 1), ylim=(0, 1.05), xticks=CALIBRATION_EDGES,
+           xlabel="relation weight (bars: 10 equal-width bins; dots at each bin's mean weight)",
+           ylabel="accuracy (share of full matches)", title="Reliability diagram of the relation weights")
     ax.legend(loc="upper left", fontsize=8)
     return True
 
@@ -8633,10 +8615,8 @@ def _plot_composite(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
         ax.hist(v, bins=edges, histtype="step", linewidth=1.8,
                 label=f"{name}: mean {exact_mean(sum(map(ExactSum.of, v), ExactSum(0)), len(v)):.3f}, "
                       f"{len(v)} entries")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("per-entry composite score (bins of 0.05)")
-    ax.set_ylabel("entries")
-    ax.set_title("Distribution of the per-entry composite scores by system")
+    ax.set(xlim=(0, 1), xlabel="per-entry composite score (bins of 0.05)", ylabel="entries",
+           title="Distribution of the per-entry composite scores by system")
     ax.legend(loc="upper left", fontsize=8)
     return True
 
@@ -8656,10 +8636,8 @@ def _plot_sweep(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
     for threshold in sorted(x for x in used if x is not None):
         ax.axvline(threshold, color="grey", linewidth=1, linestyle=":")
     ax.set_xticks(SWEEP_THRESHOLDS, [f"{t:.2f}" for t in SWEEP_THRESHOLDS])
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("similarity threshold (dotted: the run's threshold)")
-    ax.set_ylabel("micro F1")
-    ax.set_title("Entity and triplet F1 against the similarity threshold")
+    ax.set(ylim=(0, 1), xlabel="similarity threshold (dotted: the run's threshold)", ylabel="micro F1",
+           title="Entity and triplet F1 against the similarity threshold")
     ax.legend(loc="lower left", fontsize=8)
     return True
 
