@@ -2674,7 +2674,7 @@ def _nltk_tokenize_and_stem() -> tuple[Any, Any]:
 
 
 # ======================================================================================
-# Metric families: protocol, exact statistics; hgr, strict, per-relation
+# Metric families: protocol, exact statistics; hgr, strict, per-relation, calibration, sweep
 # ======================================================================================
 #
 # Every metric family (the default "hgr" method included) is one MetricFamily subclass:
