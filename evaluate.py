@@ -9933,7 +9933,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
         description="Score predicted knowledge-graph triplets against gold triplets (the method defined in the README, 'The method').",
-        epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it).",
+        epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it) or a worker "
+               "process killed (e.g. by the out-of-memory killer; no report written).",
         allow_abbrev=False,
     )
     p.register("action", None, _StoreOnce)
@@ -11661,7 +11662,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (bug),
+    """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (a
+    bug, with its traceback, or a worker process killed: :class:`WorkerLost`, without one),
     Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
     args = build_parser().parse_args(argv)
     outcome = RunOutcome()
