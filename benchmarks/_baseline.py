@@ -8,6 +8,7 @@ Face's package), so one benchmark run can time the old and the new code on the s
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,20 @@ def write_revision(ref: str, folder: Path | None = None) -> Path:
     path = folder / "evaluate_baseline.py"
     path.write_text(done.stdout, encoding="utf-8")
     return path
+
+
+def cli_env(as_is: bool = False) -> dict[str, str]:
+    """The environment of a timed command line: a user's normal one, in which Python writes
+    and reuses bytecode caches of the modules it imports (numpy, NLTK, ...), so
+    ``PYTHONDONTWRITEBYTECODE`` (set on the project machines) is removed; ``as_is``: this
+    process's environment unchanged (every run then compiles every imported module again,
+    which costs each version the same seconds). A script run by path is compiled on every
+    run either way. Time an untimed warm-up run of each command first, so that the caches
+    exist."""
+    env = dict(os.environ)
+    if not as_is:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _load(path: Path, name: str) -> ModuleType:

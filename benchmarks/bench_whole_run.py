@@ -2,11 +2,14 @@
 checkout against a baseline revision (default: eae578e, before issue 11), side by side.
 
 Run: ``uv run python benchmarks/bench_whole_run.py [--entries N] [--baseline REV]
-[--repeats R] [--seed S]``
+[--repeats R] [--seed S] [--as-is-env]``
 
 Writes the seeded corpus of ``bench_lexical.py`` as gold and prediction JSONL files (the
 same files for every run), then runs, interleaved ``--repeats`` times, three command
-lines on them (reading, scoring, report writing; ``--no-embeddings --quiet``):
+lines on them (reading, scoring, report writing; ``--no-embeddings --quiet``), after one
+untimed warm-up run of each, in a user's normal environment (bytecode caches written and
+reused: ``PYTHONDONTWRITEBYTECODE`` removed; ``--as-is-env`` keeps this process's
+environment, see ``_baseline.cli_env``):
 
   * ``baseline``: evaluate.py of ``--baseline`` (``git show REV:evaluate.py``, run by path);
   * ``workers 1``: this checkout with ``--workers 1`` (one process);
@@ -43,13 +46,14 @@ from bench_workers import write_corpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed_cli(script: Path, gold: Path, pred: Path, report: Path, extra: list[str]) -> tuple[float, float]:
+def timed_cli(script: Path, gold: Path, pred: Path, report: Path, extra: list[str],
+              env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the run and its worker processes) of one command line."""
     cmd = [sys.executable, str(script), "--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet",
            "--report", str(report), *extra]
     before = os.times()
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
     wall = time.perf_counter() - start
     after = os.times()
     return wall, (after.children_user + after.children_system) - (before.children_user + before.children_system)
@@ -90,7 +94,10 @@ def main() -> None:
     parser.add_argument("--baseline", default=_baseline.DEFAULT_BASELINE, help="git revision of the old evaluate.py")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each command line (median)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--as-is-env", action="store_true",
+                        help="keep this environment (PYTHONDONTWRITEBYTECODE included) for the runs")
     args = parser.parse_args()
+    env = _baseline.cli_env(args.as_is_env)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     runs = {"baseline": [], "workers 1": ["--workers", "1"], "default": []}
     wall: dict[str, list[float]] = {name: [] for name in runs}
@@ -99,11 +106,14 @@ def main() -> None:
         folder = Path(tmp)
         gold, pred = write_corpus(folder, args.entries, args.seed)
         old_script = _baseline.write_revision(args.baseline, folder)
+        for name, extra in runs.items():  # warm-up: bytecode caches of the imported modules
+            timed_cli(old_script if name == "baseline" else ROOT / "evaluate.py", gold, pred,
+                      folder / f"{name}.json", extra, env)
         load = os.getloadavg()[0]
         for _ in range(args.repeats):
             for name, extra in runs.items():
                 script = old_script if name == "baseline" else ROOT / "evaluate.py"
-                took, used = timed_cli(script, gold, pred, folder / f"{name}.json", extra)
+                took, used = timed_cli(script, gold, pred, folder / f"{name}.json", extra, env)
                 wall[name].append(took)
                 cpu[name].append(used)
         reports = {name: json.loads((folder / f"{name}.json").read_text(encoding="utf-8")) for name in runs}
@@ -112,7 +122,8 @@ def main() -> None:
     compared = len(numeric_fields(reports["workers 1"]).keys() & numeric_fields(reports["baseline"]).keys())
     print(f"{args.entries} entries, lexical, {cpus} CPU(s) available, load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other processes share the cores when it exceeds 0); "
-          f"median of {args.repeats} interleaved runs")
+          f"median of {args.repeats} interleaved runs, " + ("this environment as it is" if args.as_is_env else
+                                                            "bytecode caches on (PYTHONDONTWRITEBYTECODE removed)"))
     base_wall, base_cpu = statistics.median(wall["baseline"]), statistics.median(cpu["baseline"])
     for name in runs:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
