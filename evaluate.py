@@ -80,6 +80,7 @@ import functools
 import gc
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import logging
@@ -2606,7 +2607,7 @@ def nltk_missing() -> str | None:
     Checks only that nltk imports: its English Punkt tables are needed only for strings with
     a possible sentence break (:func:`nltk_word_tokenize`), which the run finds out."""
     try:
-        import nltk  # noqa: F401
+        _nltk_tokenizer_parts()  # imports NLTK (as _import_nltk does)
     except ImportError:
         return "NLTK is not installed"
     return None
@@ -2616,10 +2617,55 @@ class PunktTablesMissing(LookupError):
     """A string needs NLTK's Punkt sentence splitter and its English tables are not found."""
 
 
+#: The NLTK release whose import :func:`_import_nltk` checked with ``scipy.stats`` held back.
+_NLTK_IMPORT_CHECKED = "3.9.2"
+
+
+def _scipy_fisher_exact(*args: Any, **kwargs: Any) -> Any:
+    """``scipy.stats.fisher_exact``, imported at the first call: what NLTK's
+    ``nltk.metrics.association`` calls when SciPy is installed (see :func:`_import_nltk`)."""
+    from scipy.stats import fisher_exact
+    return fisher_exact(*args, **kwargs)
+
+
+def _import_nltk() -> None:
+    """Import NLTK without importing ``scipy.stats``, where that changes nothing else.
+
+    ``import nltk`` imports every NLTK subpackage; one of them, ``nltk.metrics.association``,
+    imports ``scipy.stats`` when SciPy is installed (as in this project's dev environment),
+    which is about 1.1 s of a 1.6 s import (SciPy builds its distributions' docstrings at
+    import). Neither evaluator needs it. With NLTK 3.9.2 (:data:`_NLTK_IMPORT_CHECKED`),
+    SciPy installed and scikit-learn not installed (``nltk.parse.transitionparser``
+    imports it, and it imports ``scipy.stats``), ``scipy.stats`` is made unimportable while
+    NLTK imports, then importable again; the only module attribute of NLTK's 238 modules
+    that differs from a plain import is ``nltk.metrics.association.fisher_exact`` (NLTK's
+    stub for a missing SciPy), set back here to SciPy's function, imported at its first call
+    (tests/test_nltk_tokenize.py compares every attribute of every NLTK module with a plain
+    import's). Otherwise (or when NLTK or ``scipy.stats`` is imported already) nothing is
+    done here and NLTK is imported as it is. Raises ImportError when NLTK is missing."""
+    if "nltk" in sys.modules or "scipy.stats" in sys.modules:
+        return
+    try:
+        checked = importlib.metadata.version("nltk") == _NLTK_IMPORT_CHECKED
+    except importlib.metadata.PackageNotFoundError:
+        checked = False  # no NLTK: the import of the caller says so
+    if (not checked or importlib.util.find_spec("scipy") is None
+            or importlib.util.find_spec("sklearn") is not None):
+        return
+    sys.modules["scipy.stats"] = None  # type: ignore[assignment]  # `import scipy.stats` raises ImportError
+    try:
+        import nltk  # noqa: F401
+    finally:
+        if "scipy.stats" in sys.modules and sys.modules["scipy.stats"] is None:
+            del sys.modules["scipy.stats"]
+    sys.modules["nltk.metrics.association"].fisher_exact = _scipy_fisher_exact
+
+
 @functools.lru_cache(maxsize=1)
 def _nltk_tokenizer_parts() -> tuple[Callable[..., list[str]], re.Pattern[str]]:
     """(nltk.word_tokenize, Punkt's regex of a possible sentence break); ImportError without NLTK."""
     try:
+        _import_nltk()
         from nltk.tokenize import word_tokenize
         from nltk.tokenize.punkt import PunktLanguageVars
     except ImportError as exc:

@@ -28,9 +28,12 @@ of each are printed, with the ratio new / official (at most 1: ours is no slower
   and every ontology's 2-decimal averages equal.
 * ``--bytecode``: ``cached`` (default: users' normal environment; ``PYTHONDONTWRITEBYTECODE``
   is removed for the runs, and each program first runs once untimed, so that imported
-  modules come from their bytecode caches), ``compiled`` (``PYTHONDONTWRITEBYTECODE=1``, as
-  on the project's development machine: every run compiles nltk, SciPy and the rest
-  again), or ``both`` (one block each). A script run as a command (``evaluate.py``,
+  modules come from their bytecode caches), ``compiled`` (no bytecode caches at all:
+  ``PYTHONDONTWRITEBYTECODE=1`` and ``PYTHONPYCACHEPREFIX`` an empty folder, so that every
+  run compiles every module it imports, nltk, SciPy, numpy and the standard library's; the
+  project's development machine sets ``PYTHONDONTWRITEBYTECODE=1``, where only the modules
+  without a cache beside them, those of the virtual environment, are compiled), or
+  ``both`` (one block each). A script run as a command (``evaluate.py``,
   ``run_eval.py``) is compiled on every run in both modes, as Python always does.
 * ``--baseline REV``: ``evaluate.py`` at a git revision (default: the revision before issue
   11, ``_baseline.DEFAULT_BASELINE``; '' = none), whose report's ``text2kgbench`` section
@@ -90,15 +93,18 @@ def official_config(folder: Path, as_shipped: bool) -> Path:
     return path
 
 
-def child_env(bytecode: str) -> dict[str, str]:
+def child_env(bytecode: str, folder: Path) -> dict[str, str]:
     """The environment of the runs: NLTK_DATA (the shared tables unless set), and
-    PYTHONDONTWRITEBYTECODE removed (``cached``) or set (``compiled``)."""
+    ``cached``: PYTHONDONTWRITEBYTECODE removed; ``compiled``: PYTHONDONTWRITEBYTECODE=1 and
+    PYTHONPYCACHEPREFIX an empty folder under ``folder``, so that caches other runs wrote
+    next to the modules are not read either."""
     env = {**os.environ}
     if (SHARED / "nltk_data").is_dir():
         env.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if bytecode == "compiled":
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONPYCACHEPREFIX"] = str(folder / "no-bytecode-caches")
     return env
 
 
@@ -180,7 +186,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--bytecode", choices=("cached", "compiled", "both"), default="cached",
                         help="cached: users' normal environment (bytecode caches, one warm-up run each); "
-                             "compiled: PYTHONDONTWRITEBYTECODE=1 (every import compiled); both")
+                             "compiled: no bytecode caches (every import compiled); both")
     parser.add_argument("--metrics", default="text2kgbench")
     args = parser.parse_args()
     if not DATA.is_dir():
@@ -201,7 +207,7 @@ def main() -> None:
           f"ours: --metrics {args.metrics} --no-embeddings, default --workers; {os.cpu_count()} CPUs; "
           f"{sys.executable} (Python {sys.version.split()[0]})")
     for mode in modes:
-        env = child_env(mode)
+        env = child_env(mode, folder)
         for program in programs:
             program.walls, program.cpus = [], []
             if mode == "cached":
@@ -213,8 +219,8 @@ def main() -> None:
                 program.cpus.append(cpu)
         label = {"cached": "bytecode cached (users' normal environment: PYTHONDONTWRITEBYTECODE unset, "
                            "one untimed warm-up run each)",
-                 "compiled": "bytecode compiled on every run (PYTHONDONTWRITEBYTECODE=1, as on the project "
-                             "machine)"}[mode]
+                 "compiled": "no bytecode caches: every imported module compiled on every run, the standard "
+                             "library's too (PYTHONDONTWRITEBYTECODE=1, PYTHONPYCACHEPREFIX an empty folder)"}[mode]
         print(label)
         for program in programs:
             print(program.line(args.repeat))
