@@ -5567,6 +5567,12 @@ class WebNLG2020Family(MetricFamily):
         self._scorer = WebNLGScorer()
         self._entries = 0
 
+    def prepare(self) -> None:
+        """Import NLTK's tokenizer (:func:`_nltk_tokenizer_parts`) before workers fork; without
+        NLTK, nothing (the first entry says so)."""
+        with contextlib.suppress(ImportError):
+            _nltk_tokenizer_parts()
+
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         refs, bad_refs = webnlg_triples(entry.gold.items)
         cands, bad_cands = webnlg_triples(entry.pred.items or [])
