@@ -10846,7 +10846,7 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
     files: list[ScoredFile] = []
     hashes: list[str] = []
     workers = _directory_workers(config, similarity, pairs)
-    pool = results = None
+    pool = results = bar = None
     broken: Any = ()
     if workers:
         for family in families:
@@ -10858,6 +10858,9 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
         from concurrent.futures.process import BrokenProcessPool as broken
         pool = ProcessPoolExecutor(workers, mp_context=_fork_context(), initializer=_worker_init)
         results = pool.map(_score_directory_file, range(len(pairs)))
+        if config.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(pairs), desc=f"files ({workers} workers)", unit="file", file=sys.stderr, leave=False)
     first = len(families)
     try:
         for key, pred, gold, onto in pairs:
@@ -10873,6 +10876,8 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
             files.append(scored)
             hashes.append(f"{key} {vocab_hash}\n")
             families = drop_skipped(files, families)
+            if bar is not None:
+                bar.update()
     except broken:
         raise WorkerLost(f"a worker process died while scoring a directory run (killed by a signal: SIGKILL, often "
                          f"the out-of-memory killer); no report written: rerun with --workers 1") from None
@@ -10881,6 +10886,8 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
             _stop_workers(pool)
             gc.unfreeze()
             _DIRECTORY_STATE = None
+        if bar is not None:
+            bar.close()
     return files, families, hashes
 
 
