@@ -2658,7 +2658,9 @@ def _import_nltk() -> None:
     finally:
         if "scipy.stats" in sys.modules and sys.modules["scipy.stats"] is None:
             del sys.modules["scipy.stats"]
-    sys.modules["nltk.metrics.association"].fisher_exact = _scipy_fisher_exact
+    association = sys.modules.get("nltk.metrics.association")
+    if association is not None:
+        association.fisher_exact = _scipy_fisher_exact  # type: ignore[attr-defined]
 
 
 @functools.lru_cache(maxsize=1)
