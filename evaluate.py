@@ -80,6 +80,7 @@ import functools
 import gc
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import logging
@@ -159,7 +160,7 @@ __all__ = [
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
     "load_embedder", "download_embedding_model",
     "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "run_directory", "RunOutcome",
+    "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "DIRECTORY_PARALLEL_MIN_BYTES", "run_directory", "RunOutcome",
     "ComparisonOptions", "comparison_options",
     "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "read_rows_file", "check_comparable",
     "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
@@ -2606,7 +2607,7 @@ def nltk_missing() -> str | None:
     Checks only that nltk imports: its English Punkt tables are needed only for strings with
     a possible sentence break (:func:`nltk_word_tokenize`), which the run finds out."""
     try:
-        import nltk  # noqa: F401
+        _nltk_tokenizer_parts()  # imports NLTK (as _import_nltk does)
     except ImportError:
         return "NLTK is not installed"
     return None
@@ -2616,10 +2617,57 @@ class PunktTablesMissing(LookupError):
     """A string needs NLTK's Punkt sentence splitter and its English tables are not found."""
 
 
+#: The NLTK release whose import :func:`_import_nltk` checked with ``scipy.stats`` held back.
+_NLTK_IMPORT_CHECKED = "3.9.2"
+
+
+def _scipy_fisher_exact(*args: Any, **kwargs: Any) -> Any:
+    """``scipy.stats.fisher_exact``, imported at the first call: what NLTK's
+    ``nltk.metrics.association`` calls when SciPy is installed (see :func:`_import_nltk`)."""
+    from scipy.stats import fisher_exact
+    return fisher_exact(*args, **kwargs)
+
+
+def _import_nltk() -> None:
+    """Import NLTK without importing ``scipy.stats``, where that changes nothing else.
+
+    ``import nltk`` imports every NLTK subpackage; one of them, ``nltk.metrics.association``,
+    imports ``scipy.stats`` when SciPy is installed (as in this project's dev environment),
+    which is about 1.1 s of a 1.6 s import (SciPy builds its distributions' docstrings at
+    import). Neither evaluator needs it. With NLTK 3.9.2 (:data:`_NLTK_IMPORT_CHECKED`),
+    SciPy installed and scikit-learn not installed (``nltk.parse.transitionparser``
+    imports it, and it imports ``scipy.stats``), ``scipy.stats`` is made unimportable while
+    NLTK imports, then importable again; the only module attribute of NLTK's 238 modules
+    that differs from a plain import is ``nltk.metrics.association.fisher_exact`` (NLTK's
+    stub for a missing SciPy), set back here to SciPy's function, imported at its first call
+    (tests/test_nltk_tokenize.py compares every attribute of every NLTK module with a plain
+    import's). Otherwise (or when NLTK or ``scipy.stats`` is imported already) nothing is
+    done here and NLTK is imported as it is. Raises ImportError when NLTK is missing."""
+    if "nltk" in sys.modules or "scipy.stats" in sys.modules:
+        return
+    try:
+        checked = importlib.metadata.version("nltk") == _NLTK_IMPORT_CHECKED
+    except importlib.metadata.PackageNotFoundError:
+        checked = False  # no NLTK: the import of the caller says so
+    if (not checked or importlib.util.find_spec("scipy") is None
+            or importlib.util.find_spec("sklearn") is not None):
+        return
+    sys.modules["scipy.stats"] = None  # type: ignore[assignment]  # `import scipy.stats` raises ImportError
+    try:
+        import nltk  # noqa: F401
+    finally:
+        if "scipy.stats" in sys.modules and sys.modules["scipy.stats"] is None:
+            del sys.modules["scipy.stats"]
+    association = sys.modules.get("nltk.metrics.association")
+    if association is not None:
+        association.fisher_exact = _scipy_fisher_exact  # type: ignore[attr-defined]
+
+
 @functools.lru_cache(maxsize=1)
 def _nltk_tokenizer_parts() -> tuple[Callable[..., list[str]], re.Pattern[str]]:
     """(nltk.word_tokenize, Punkt's regex of a possible sentence break); ImportError without NLTK."""
     try:
+        _import_nltk()
         from nltk.tokenize import word_tokenize
         from nltk.tokenize.punkt import PunktLanguageVars
     except ImportError as exc:
@@ -3098,6 +3146,12 @@ class MetricFamily:
 
     def check_inputs(self, ctx: ScoringContext) -> None:
         """Raise :class:`InputError` when ``ctx`` lacks what this family needs."""
+
+    def prepare(self) -> None:
+        """Load what :meth:`entry_stats` needs (a library, tables), in the process that forks
+        the worker processes, before they fork, so that they share it instead of each loading
+        it again. Default: nothing. Never raises: what is missing is reported by the first
+        entry that needs it."""
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         """The additive statistics of one scored entry (JSON-able via records_to_json)."""
@@ -4454,6 +4508,14 @@ class Text2KGBenchFamily(MetricFamily):
             raise InputError("--metrics text2kgbench needs --ontology (the Text2KGBench ontology JSON, "
                              "or a directory of them with directory inputs)")
 
+    def prepare(self) -> None:
+        """Import NLTK's tokenizer and stemmer (:func:`_nltk_tokenize_and_stem`; importing NLTK
+        costs one to three seconds of CPU, most of it for the SciPy modules it imports when
+        SciPy is installed); without NLTK, nothing (the first sentence with a prediction says
+        so)."""
+        with contextlib.suppress(ImportError):
+            _nltk_tokenize_and_stem()
+
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         metrics = None
         if entry.pred.status != "missing":
@@ -5506,6 +5568,12 @@ class WebNLG2020Family(MetricFamily):
     def __init__(self) -> None:
         self._scorer = WebNLGScorer()
         self._entries = 0
+
+    def prepare(self) -> None:
+        """Import NLTK's tokenizer (:func:`_nltk_tokenizer_parts`) before workers fork; without
+        NLTK, nothing (the first entry says so)."""
+        with contextlib.suppress(ImportError):
+            _nltk_tokenizer_parts()
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         refs, bad_refs = webnlg_triples(entry.gold.items)
@@ -7288,6 +7356,7 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     for family in families:  # an input error before any process starts
         with family.guard():
             family.check_inputs(ctx)
+        family.prepare()
     _prepare_similarity(entries, ctx.similarity, ctx.profile)
     ranges = _chunks(len(entries), workers)
     bar = None
@@ -10710,6 +10779,121 @@ def _directory_digest(infos: Iterable[dict[str, Any] | None], folder: Path) -> d
             "path": str(folder.resolve())}
 
 
+#: A directory run scores its files in worker processes, whole files each, when they hold
+#: at least this many prediction bytes in all (else one by one in this process).
+DIRECTORY_PARALLEL_MIN_BYTES = 1 << 16
+
+#: What a forked worker of a directory run scores (:func:`_score_directory_file`): the run's
+#: configuration (one process per file), families, similarity and file pairs, set in the
+#: parent just before the pool forks.
+_DIRECTORY_STATE: tuple[RunConfig, Sequence[MetricFamily], Similarity, Sequence[tuple[str, Path, Path, Path]]] | None = None
+
+
+class _LogBuffer(logging.Handler):
+    """A worker's log records, kept (message formatted, so that they pickle) for the parent
+    to emit in file order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args, record.exc_info, record.exc_text = record.getMessage(), None, None, None
+        self.records.append(record)
+
+
+def _score_directory_file(index: int) -> tuple[ScoredFile, str | None, list[logging.LogRecord]]:
+    """Worker: read and score pair ``index`` of :data:`_DIRECTORY_STATE` (:func:`_score_file`);
+    also returns the log records it made, which the parent emits in file order."""
+    assert _DIRECTORY_STATE is not None
+    config, families, similarity, pairs = _DIRECTORY_STATE
+    key, pred, gold, onto = pairs[index]
+    buffer, saved = _LogBuffer(), (log.handlers[:], log.propagate)
+    log.handlers[:], log.propagate = [buffer], False
+    try:
+        scored, vocab_hash = _score_file(config, families, similarity, pred, gold, onto, group=key)
+    finally:
+        log.handlers[:], log.propagate = saved
+    return scored, vocab_hash, buffer.records
+
+
+def _directory_workers(config: RunConfig, similarity: Similarity, pairs: Sequence[tuple[str, Path, Path, Path]]) -> int:
+    """How many worker processes score the files of a directory run, whole files each (0:
+    the files are scored one by one here, each file's entries on ``--workers`` processes).
+
+    Whole files in parallel when there are ``--workers`` (default: every usable core) of 2
+    or more, on Linux (:func:`_fork_context`), with the lexical similarity (an embedding
+    backend and its cache stay in one process), at least
+    :data:`DIRECTORY_PARALLEL_MIN_BYTES` of predictions, and no file with more than
+    1/workers of them (else the largest file would leave the other workers idle: the files
+    are then scored one by one, each split across the workers). A Text2KGBench run has many
+    small files (19 of 20-170 KB for DBpedia-WebNLG): one pool for the run instead of a pool
+    per file, and the reading runs in parallel too."""
+    workers = config.workers if config.workers is not None else default_workers()
+    if workers < 2 or len(pairs) < 2 or type(similarity) is not Similarity or _fork_context() is None:
+        return 0
+    sizes = [pred.stat().st_size for _, pred, _, _ in pairs]
+    if sum(sizes) < DIRECTORY_PARALLEL_MIN_BYTES or max(sizes) * workers > sum(sizes):
+        return 0
+    return min(workers, len(pairs))
+
+
+def _score_directory(config: RunConfig, families: list[MetricFamily], similarity: Similarity,
+                     pairs: Sequence[tuple[str, Path, Path, Path]]) -> tuple[list[ScoredFile], list[MetricFamily], list[str]]:
+    """Score every file pair of a directory run in order: (scored files, the families no
+    file skipped, ``"key vocabulary-hash"`` lines). Files are scored by worker processes
+    when :func:`_directory_workers` says so, else one by one here; the result is the same,
+    byte for byte (a family that one file skips, under ``--metrics all``, is left out of the
+    files after it: a file a worker scored with it is scored again here without it)."""
+    global _DIRECTORY_STATE
+    files: list[ScoredFile] = []
+    hashes: list[str] = []
+    workers = _directory_workers(config, similarity, pairs)
+    pool = results = bar = None
+    broken: Any = ()
+    if workers:
+        for family in families:
+            family.prepare()
+        # One process per file in the workers (quiet: no progress bars from them).
+        _DIRECTORY_STATE = (dataclasses.replace(config, workers=1, quiet=True), list(families), similarity, pairs)
+        gc.freeze()  # see score_entries_parallel
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool as broken
+        pool = ProcessPoolExecutor(workers, mp_context=_fork_context(), initializer=_worker_init)
+        results = pool.map(_score_directory_file, range(len(pairs)))
+        if config.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(pairs), desc=f"files ({workers} workers)", unit="file", file=sys.stderr, leave=False)
+    first = len(families)
+    try:
+        for key, pred, gold, onto in pairs:
+            log.info("%s: %s vs %s", key, pred.name, gold.name)
+            done = next(results) if results is not None else None
+            if done is not None and len(families) == first:
+                scored, vocab_hash, records = done
+                for record in records:
+                    log.handle(record)
+            else:
+                scored, vocab_hash = _score_file(config, families, similarity, pred, gold, onto, group=key)
+            scored.rows = [{"ontology": key, **row} for row in scored.rows]
+            files.append(scored)
+            hashes.append(f"{key} {vocab_hash}\n")
+            families = drop_skipped(files, families)
+            if bar is not None:
+                bar.update()
+    except broken:
+        raise WorkerLost(f"a worker process died while scoring a directory run (killed by a signal: SIGKILL, often "
+                         f"the out-of-memory killer); no report written: rerun with --workers 1") from None
+    finally:
+        if pool is not None:
+            _stop_workers(pool)
+            gc.unfreeze()
+            _DIRECTORY_STATE = None
+        if bar is not None:
+            bar.close()
+    return files, families, hashes
+
+
 def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     """Directory mode: evaluate every ontology of a benchmark run (``--pred DIR --gold DIR
     --ontology DIR``), each against its own ontology's relations. The summary and the
@@ -10721,17 +10905,8 @@ def run_directory(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     if onto_dir is None or not onto_dir.is_dir():
         raise InputError("directory inputs need --ontology DIR (the ontologies of the run)")
     pairs = _pair_directory_files(config.pred, config.gold, onto_dir)
-    families = families_for(config.metrics)
-    files: list[ScoredFile] = []
+    files, families, hashes = _score_directory(config, families_for(config.metrics), similarity, pairs)
     per_ontology: dict[str, Any] = {}
-    hashes: list[str] = []
-    for key, pred, gold, onto in pairs:
-        log.info("%s: %s vs %s", key, pred.name, gold.name)
-        scored, vocab_hash = _score_file(config, families, similarity, pred, gold, onto, group=key)
-        scored.rows = [{"ontology": key, **row} for row in scored.rows]
-        files.append(scored)
-        hashes.append(f"{key} {vocab_hash}\n")
-        families = drop_skipped(files, families)
     for (key, *_), scored in zip(pairs, files):
         own = build_report([scored], [f for f in families if not f.grouped],
                            _file_source(scored, similarity, config))

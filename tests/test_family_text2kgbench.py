@@ -8,6 +8,7 @@ Also the command line on one ontology, and a typed (non-Text2KGBench) gold named
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -19,6 +20,7 @@ from helpers import (
     SHARED_DATA,
     _need,
     assert_close,
+    cli,
     load_report,
     run_cli,
     write_jsonl,
@@ -522,3 +524,82 @@ def test_unused_directory_files_caps_the_names_and_lists_a_shared_folder_once(tm
     assert [n["kind"] for n in notices] == ["unused_files"]
     assert notices[0]["message"].startswith(f"--gold {tmp_path}: 11 file(s) not used by any ontology (f01.jsonl, ")
     assert "f10.jsonl ... (11 files)); " in notices[0]["message"] and "f11" not in notices[0]["message"]
+
+
+# --- directory mode: files scored in worker processes ---
+
+
+class _FailsOnOntology2(ev.MetricFamily):
+    """A family that cannot run on ontology 2_b's entries (as with missing NLTK data)."""
+
+    name = key = "fails-on-2-b"
+
+    def entry_stats(self, entry, score, ctx):
+        if ctx.group == "2_b":
+            raise ev.FamilyUnavailable(self.name, "ontology 2_b needs data that is missing")
+        return {"entries": 1}
+
+    def finish(self, record):
+        return {"entries": record.get("entries", 0)}
+
+    def format(self, section, report):
+        return f"entries {section['entries']}"
+
+
+def _directory_run(tmp_path, name, *args):
+    """(report bytes, stderr) of an in-process CLI run (not --quiet: its notes are compared;
+    the report's folder is written FOLDER)."""
+    folder = tmp_path / name
+    folder.mkdir()
+    rc, _, err, _ = cli(folder, *args)
+    assert rc == 0, err
+    return (folder / "report.json").read_bytes(), err.replace(str(folder), "FOLDER")
+
+
+def test_directory_files_scored_in_workers_give_the_same_report_and_notes(tmp_path, nltk_ready):
+    """The shared Vicuna-13B run (19 files, 20-170 KB) is scored whole files per worker with
+    --workers 2: the same report bytes and the same notes on stderr, in file order, as the
+    files one by one in this process."""
+    _need(T2KG, "shared Text2KGBench data")
+    args = ["--pred", str(VICUNA / "llm_responses"), "--gold", str(WEBNLG / "ground_truth"),
+            "--ontology", str(WEBNLG / "ontologies"), "--metrics", "text2kgbench"]
+    config = ev.RunConfig.from_args(ev.build_parser().parse_args([*args, "--workers", "2"]))
+    pairs = ev._pair_directory_files(config.pred, config.gold, config.vocabulary_path)
+    assert ev._directory_workers(config, ev.Similarity(), pairs) == 2      # the parallel path is the one run
+    assert ev._directory_workers(dataclasses.replace(config, workers=1), ev.Similarity(), pairs) == 0
+    one, one_err = _directory_run(tmp_path, "one", *args, "--workers", "1")
+    two, two_err = _directory_run(tmp_path, "two", *args, "--workers", "2")
+    assert two == one and two_err == one_err
+    assert one_err.index("1_university: ") < one_err.index("2_musicalwork: ") < one_err.index("19_film: ")
+    assert "1_university_Vicuna13B_responses.jsonl: 5 line(s) whose parsed prediction" in one_err
+
+
+def test_directory_family_skipped_by_one_file_is_left_out_of_the_files_after_it(tmp_path, monkeypatch, nltk_ready):
+    """Under --metrics all, a family that ontology 2_b cannot run is left out of the whole run
+    and 3_c is scored without it: with the files in workers (3_c was scored with it there, so
+    it is scored again here) the report and the notes are those of the files one by one."""
+    monkeypatch.setitem(ev.FAMILIES, _FailsOnOntology2.name, _FailsOnOntology2)
+    monkeypatch.setattr(ev, "DIRECTORY_PARALLEL_MIN_BYTES", 0)
+    dirs = {name: tmp_path / name for name in ("gt", "onto", "resp")}
+    for d in dirs.values():
+        d.mkdir()
+    for key in ("1_a", "2_b", "3_c"):
+        _write_jsonl(dirs["gt"] / f"ont_{key}_ground_truth.jsonl", [
+            {"id": f"{key}_{i}", "sent": "A B.", "triples": [{"sub": "A", "rel": "birthPlace", "obj": "B"}]}
+            for i in range(3)])
+        (dirs["onto"] / f"{key}_ontology.json").write_text(json.dumps(ONTO))
+        _write_jsonl(dirs["resp"] / f"{key}_M.jsonl", [{"id": f"{key}_{i}", "triples": [["A", "birthPlace", "B"]]}
+                                                        for i in range(3)])
+    args = ["--pred", str(dirs["resp"]), "--gold", str(dirs["gt"]), "--ontology", str(dirs["onto"]),
+            "--metrics", "all"]
+    config = ev.RunConfig.from_args(ev.build_parser().parse_args([*args, "--workers", "2"]))
+    assert ev._directory_workers(config, ev.Similarity(), ev._pair_directory_files(
+        config.pred, config.gold, config.vocabulary_path)) == 2
+    one, one_err = _directory_run(tmp_path, "one", *args, "--workers", "1")
+    two, two_err = _directory_run(tmp_path, "two", *args, "--workers", "2")
+    assert two == one and two_err == one_err
+    report = json.loads(one)
+    assert "fails-on-2-b" not in report and "fails-on-2-b" not in report["summary"]["config"]["metric_families"]
+    assert [n["message"] for n in report["summary"]["notices"] if n["kind"] == "family_skipped"] == [
+        "--metrics all: fails-on-2-b skipped (ontology 2_b needs data that is missing)"]
+    assert one_err.count("fails-on-2-b skipped") == 1

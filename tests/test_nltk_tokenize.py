@@ -10,6 +10,7 @@ NLTK_DATA and HOME) on the command line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -265,3 +266,55 @@ def test_uncovered_string_without_tables_is_skipped_under_all(tmp_path, capsys, 
     assert rc == 0
     assert "note: --metrics all: webnlg2020 skipped (NLTK's English Punkt tables" in output
     assert "webnlg2020" not in report and {"strict", "per_relation"} <= set(report)
+
+
+# What every attribute of every NLTK module is after an import: (module, name, type, module
+# the value was defined in) for each name not starting with "__".
+_NLTK_MODULES = """
+import json, sys, types
+def nltk_modules():
+    return sorted([name, key, type(value).__name__, getattr(value, "__module__", None) if callable(value) else None]
+                  for name, module in list(sys.modules.items())
+                  if name.split(".")[0] == "nltk" and isinstance(module, types.ModuleType)
+                  for key, value in vars(module).items() if not key.startswith("__"))
+"""
+
+
+def _nltk_import_in_subprocess(code: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", _NLTK_MODULES + code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_nltk_imported_without_scipy_stats_is_nltk_as_imported_plainly():
+    """The tokenizer's import of NLTK (``_import_nltk``: ``scipy.stats`` held back, about 1 s
+    less) leaves every attribute of every NLTK module as a plain ``import nltk`` does, but
+    ``nltk.metrics.association.fisher_exact``, which calls SciPy's (imported at the first call)
+    with SciPy's result."""
+    pytest.importorskip("scipy")
+    ours = _nltk_import_in_subprocess("""
+import importlib.util
+spec = importlib.util.spec_from_file_location("kg_eval_nltk_import", "evaluate.py")
+ev = importlib.util.module_from_spec(spec); sys.modules[spec.name] = ev; spec.loader.exec_module(ev)
+ev._nltk_tokenize_and_stem()
+held_back = "scipy.stats" not in sys.modules
+modules = nltk_modules()
+fisher = sys.modules["nltk.metrics.association"].fisher_exact([[8, 2], [1, 5]])
+import scipy.stats
+print(json.dumps({"held_back": held_back, "modules": modules, "fisher": list(map(float, fisher)),
+                  "scipy": list(map(float, scipy.stats.fisher_exact([[8, 2], [1, 5]])))}))
+""")
+    plain = _nltk_import_in_subprocess("""
+import nltk
+print(json.dumps({"modules": nltk_modules()}))
+""")
+    fisher = ("nltk.metrics.association", "fisher_exact", "function")
+    differ = set(map(tuple, ours["modules"])) ^ set(map(tuple, plain["modules"]))
+    checked = nltk.__version__ == ev._NLTK_IMPORT_CHECKED and importlib.util.find_spec("sklearn") is None
+    assert ours["held_back"] == checked
+    if checked:  # ours: the function of evaluate.py (loaded as kg_eval_nltk_import); plain: SciPy's
+        assert differ == {(*fisher, "kg_eval_nltk_import"), (*fisher, "scipy.stats._stats_py")}
+    else:  # another NLTK release, or scikit-learn installed: NLTK imported plainly
+        assert differ == set()
+    assert len(ours["modules"]) > 1000 and ours["fisher"] == ours["scipy"]
