@@ -6130,8 +6130,10 @@ class _PredLines:
     (``discarded``), the lines that cannot be decoded again (``unread``: kept as their
     :class:`Prediction`, items None), and the first lines of each kind of input problem
     (``issues``). A line's :class:`Prediction` is made again when its entry is scored
-    (:class:`EntryTable`). ``problems``: the reports of the unreadable lines of a range
-    just read, in line order, until they are logged (:func:`_add_part`)."""
+    (:class:`EntryTable`), unless the run is small enough to keep every line's
+    :class:`Prediction` (``kept``, by line; None otherwise: :data:`KEEP_PARSED_MAX_BYTES`).
+    ``problems``: the reports of the unreadable lines of a range just read, in line order,
+    until they are logged (:func:`_add_part`)."""
 
     store: LineStore
     ids: IdColumn = field(default_factory=IdColumn)
@@ -6142,9 +6144,12 @@ class _PredLines:
     keys_found: set[str] = field(default_factory=set)
     n_objects: int = 0
     problems: list[str] = field(default_factory=list)
+    kept: list[Prediction] | None = None
 
     def add(self, pred: Prediction) -> None:
         """Count one prediction line (already kept in ``store``, or ``unread``)."""
+        if self.kept is not None:
+            self.kept.append(pred)
         self.ids.append(pred.id)
         self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
         self.discarded.append(pred.discarded)
@@ -6166,6 +6171,8 @@ class _PredLines:
             self.issues.setdefault(kind, _Sample()).merge(sample)
         self.keys_found |= other.keys_found
         self.n_objects += other.n_objects
+        if self.kept is not None and other.kept is not None:
+            self.kept.extend(other.kept)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -6196,7 +6203,8 @@ def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path,
 @dataclass
 class _GoldLines:
     """The gold lines read (those not excluded), in compact form: where each lies
-    (``store``), its position among all gold lines (excluded ones included) and its id."""
+    (``store``), its position among all gold lines (excluded ones included) and its id;
+    in a small run, the :class:`GoldRecord` of each as well (``kept``)."""
 
     store: LineStore
     positions: np.ndarray            # by gold record: its position among all gold lines
@@ -6204,6 +6212,7 @@ class _GoldLines:
     n_rows: int                      # gold lines read, excluded ones included
     excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
     combined: _PredLines | None      # the predictions of a combined file, by gold record
+    kept: list[GoldRecord] | None = None  # by gold record, in a small run
 
 
 def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
@@ -6262,6 +6271,12 @@ READ_PARALLEL_MIN_BYTES = 4 << 20
 #: enough that the workers stay evenly loaded, large enough that a task's overhead (a
 #: pickled part, about 40 bytes a line) stays well under its reading time.
 READ_RANGE_BYTES = 1 << 20
+#: Input files smaller than this (bytes, both files together) keep the records their
+#: reading parsed (:class:`GoldRecord`, :class:`Prediction`: some 10-20 times the line's
+#: bytes in memory, a few MB here), and the entries are made from them instead of being
+#: parsed again from the lines (:class:`EntryTable`): a small run parses each line once.
+#: Larger runs keep only where the lines lie, so that memory stays flat.
+KEEP_PARSED_MAX_BYTES = 1 << 20
 
 
 class _ReadOptions(NamedTuple):
@@ -6272,6 +6287,7 @@ class _ReadOptions(NamedTuple):
     skip_bad_gold: bool
     fields: FieldNames
     gold_field: str | None
+    keep: bool = False               # keep the parsed records (a small run)
 
 
 class _ReadRange(NamedTuple):
@@ -6323,6 +6339,7 @@ class _GoldPart:
 
     store: LineStore
     combined: _PredLines | None
+    kept: list[GoldRecord] | None = None
     positions: array.array = field(default_factory=lambda: array.array("q"))
     ids: IdColumn = field(default_factory=IdColumn)
     n_rows: int = 0
@@ -6339,6 +6356,8 @@ class _GoldPart:
         self.store.extend(other.store)
         if self.combined is not None and other.combined is not None:
             self.combined.extend(other.combined, store=False)
+        if self.kept is not None and other.kept is not None:
+            self.kept.extend(other.kept)
         self.positions.frombytes((np.frombuffer(other.positions, dtype=np.int64) + self.n_rows).tobytes())
         self.ids.extend(other.ids)
         self.n_rows += other.n_rows
@@ -6358,7 +6377,8 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
     keeping where each lies rather than what it holds (:class:`LineStore`)."""
     gold_file, options = task.path, task.options
     store = LineStore(gold_file)
-    part = _GoldPart(store, _PredLines(store) if options.combined else None)
+    kept = [] if options.keep else None
+    part = _GoldPart(store, _PredLines(store, kept=[] if options.keep else None) if options.combined else None, kept)
     preds, gold_field = part.combined, options.gold_field
     for position, (row, offset, size, crc) in enumerate(_range_rows(task)):
         part.n_rows = position + 1
@@ -6377,6 +6397,8 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
                 part.excluded_ids.add(rid)
             continue
         store.add(row, offset, size, crc)
+        if kept is not None:
+            kept.append(gold)
         part.positions.append(position)
         part.ids.append(gold.id)
         if not gold.prompt and _first_key(row.value, PROMPT_KEYS) is None:
@@ -6403,7 +6425,7 @@ def _read_pred_range(task: _ReadRange) -> _PredLines:
     holds (:class:`_PredLines`); an unreadable line is reported and kept as an
     unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
     pred_path, options = task.path, task.options
-    preds = _PredLines(LineStore(pred_path))
+    preds = _PredLines(LineStore(pred_path), kept=[] if options.keep else None)
     for row, offset, size, crc in _range_rows(task):
         index = preds.store.add(row, offset, size, crc)
         if row.error is not None or not isinstance(row.value, Mapping):
@@ -6465,7 +6487,7 @@ def _gold_lines(read: _GoldPart, gold_file: Path, fields: FieldNames, log: Loade
     if read.combined is not None:
         _report_issues(read.combined, gold_file, fields, log, combined=True)
     return _GoldLines(read.store, np.frombuffer(read.positions, dtype=np.int64), read.ids, read.n_rows,
-                      read.excluded_ids, read.combined)
+                      read.excluded_ids, read.combined, read.kept)
 
 
 def _pred_lines(read: _PredLines, pred_path: Path, fields: FieldNames, log: LoadedInputs) -> _PredLines:
@@ -6500,7 +6522,9 @@ def _read_inputs(gold_file: Path, pred_path: Path | None, options: _ReadOptions,
     planned (not JSONL, missing) is raised after the gold file's own errors, as a reading
     in turn raises it.
     """
-    split = map_ranges is not None and _file_bytes(gold_file) + _file_bytes(pred_path) >= READ_PARALLEL_MIN_BYTES
+    size = _file_bytes(gold_file) + _file_bytes(pred_path)
+    split = map_ranges is not None and size >= READ_PARALLEL_MIN_BYTES
+    options = options._replace(keep=size < KEEP_PARSED_MAX_BYTES)
     deferred: list[Exception] = []
 
     def tasks() -> Iterator[_ReadRange]:
@@ -6666,7 +6690,10 @@ class EntryTable(Sequence[Entry]):
     :func:`gold_from_record` and :func:`prediction_from_record`, as the first reading made
     it), so that memory stays flat in the number of entries (a few dozen bytes an entry)
     while scoring goes entry by entry. Slicing gives a table over the same lines (a
-    worker's chunk, a shard). Each read parses the lines again: iterate once where you can."""
+    worker's chunk, a shard). Each read parses the lines again (iterate once where you
+    can), except in a small run, whose records the reading kept (``kept`` of
+    :class:`_GoldLines` and :class:`_PredLines`: :data:`KEEP_PARSED_MAX_BYTES`): its
+    entries are made from those, the same objects at every read."""
 
     def __init__(self, gold: _GoldLines, preds: _PredLines | None, gold_rows: np.ndarray, pred_rows: np.ndarray,
                  *, reparse: bool, fields: FieldNames, gold_field: str | None) -> None:
@@ -6682,11 +6709,18 @@ class EntryTable(Sequence[Entry]):
                           reparse=self._reparse, fields=self._fields, gold_field=self._gold_field)
 
     def _gold_record(self, g: int) -> tuple[GoldRecord, Any]:
+        """The gold record of gold line ``g`` and the line's value (None when kept)."""
+        if self._gold.kept is not None:
+            return self._gold.kept[g], None
         store = self._gold.store
         value, line = store.value(g), store.line[g]
         return gold_from_record(value, line, f"{store.path}: line {line}", self._gold_field), value
 
     def _prediction(self, p: int, gold: GoldRecord, gold_value: Any) -> Prediction:
+        preds = self._gold.combined if self._preds is None else self._preds
+        assert preds is not None
+        if p >= 0 and preds.kept is not None:
+            return preds.kept[p]
         if self._preds is None:  # a combined file: the gold line holds the prediction
             return prediction_from_record(gold_value, gold.line, reparse=self._reparse, fields=self._fields)
         if p < 0:

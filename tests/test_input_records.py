@@ -14,6 +14,7 @@ items that are invalid or all empty (issue 9 items 1 and 7).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -735,7 +736,13 @@ def _eager_entries(gold_path: Path, pred_path: Path) -> dict[str, tuple]:
     return {rid: (g, preds.get(rid)) for rid, g in gold.items()}
 
 
-def test_entry_table_rebuilds_each_entry_from_its_lines(tmp_path):
+@pytest.fixture
+def reparsed(monkeypatch):
+    """Entries parsed again from their lines, whatever the size of the files (no records kept)."""
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0)
+
+
+def test_entry_table_rebuilds_each_entry_from_its_lines(tmp_path, reparsed):
     # gold with a BOM, CRLF ends and a blank line; predictions in another order, one line of
     # raw text, one invalid JSON line, one id without a prediction line (r4)
     gold = (b"\xef\xbb\xbf" + line(gold_rec("r1", [ACME_A])).rstrip(b"\n") + b"\r\n\r\n"
@@ -782,7 +789,7 @@ def test_entry_table_combined_file_and_line_order(tmp_path):
     assert [(e.gold.items, e.pred.items, e.pred.line) for e in entries] == [([ACME_A], [ACME_B], 1)]
 
 
-def test_entry_table_refuses_a_file_changed_before_scoring(tmp_path):
+def test_entry_table_refuses_a_file_changed_before_scoring(tmp_path, reparsed):
     g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A])])
     p = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
     entries = ev.load_inputs(p, g).entries
@@ -962,11 +969,13 @@ def small_ranges(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_reading_in_ranges_equals_one_reading(tmp_path, small_ranges, seed):
+def test_reading_in_ranges_equals_one_reading(tmp_path, small_ranges, monkeypatch, seed):
     # every kind of line at range starts (1-byte ranges: each line is a range of its own)
-    # and at random places; ids or none (joined by line order); every option set
+    # and at random places; ids or none (joined by line order); every option set; records
+    # kept (a small run) or parsed again at each read
     rng = random.Random(seed)
     gold, pred = _input_files(tmp_path, seed, ids=seed % 4 != 3, bad_gold=seed % 2 == 0)
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0 if seed % 3 else 1 << 20)
     for options in OPTION_SETS:
         if seed % 4 == 3:
             options = {**options, "join": "order", "duplicate_ids": "error"}
@@ -977,8 +986,9 @@ def test_reading_in_ranges_equals_one_reading(tmp_path, small_ranges, seed):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_reading_a_combined_file_in_ranges_equals_one_reading(tmp_path, small_ranges, seed):
+def test_reading_a_combined_file_in_ranges_equals_one_reading(tmp_path, small_ranges, monkeypatch, seed):
     rng = random.Random(seed)
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0 if seed % 2 else 1 << 20)
     rows = []
     for k in range(rng.randint(1, 30)):
         gold_part = json.loads(_gold_line(rng, f"g{k}", False))
@@ -1037,7 +1047,7 @@ def test_ids_hashed_by_another_process_are_hashed_again():
     assert ours.hashes().tolist() == [hash("a"), hash("b"), 0, hash("c")]
 
 
-def test_a_same_length_edit_of_a_line_is_refused_at_scoring(tmp_path):
+def test_a_same_length_edit_of_a_line_is_refused_at_scoring(tmp_path, reparsed):
     # the file changed between reading and scoring, every line still valid JSON of the same
     # length: the line's CRC-32 tells (gold and predictions alike)
     g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])])
@@ -1051,3 +1061,25 @@ def test_a_same_length_edit_of_a_line_is_refused_at_scoring(tmp_path):
     g.write_bytes(g.read_bytes().replace(b'"r1"', b'"r9"'))
     with pytest.raises(ev.InputError, match=r"g\.jsonl: line 1 changed while the file was being evaluated"):
         entries[0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_records_kept_by_a_small_run_equal_those_parsed_again(tmp_path, monkeypatch, seed):
+    # a small run makes its entries from the records its reading parsed; a large one parses
+    # each entry's lines again: the same entries (combined files too), and scoring them does
+    # not change them (the kept records are read again by the workers and by each family)
+    gold, pred = _input_files(tmp_path, seed, ids=seed % 4 != 3, bad_gold=False)
+    combined = write(tmp_path / "c.jsonl", [{**gold_rec(f"c{k}", [ACME_A]), "pred_raw": f"1. {_A}\n2. {_B}"}
+                                            for k in range(seed + 1)])
+    for paths in ((pred, gold), (combined, None)):
+        options = {"duplicate_ids": "last", **({"join": "order"} if seed % 4 == 3 else {})}
+        kept = ev.load_inputs(*paths, **options)
+        assert kept.entries._gold.kept is not None
+        with monkeypatch.context() as m:
+            m.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0)
+            again = ev.load_inputs(*paths, **options)
+        assert again.entries._gold.kept is None
+        before = copy.deepcopy(list(kept.entries))
+        assert before == list(again.entries) and kept.notices == again.notices
+        ev.evaluate_entries(kept.entries, similarity=ev.Similarity(), families=("hgr", "strict", "per-relation"))
+        assert list(kept.entries) == before
