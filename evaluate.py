@@ -6089,6 +6089,33 @@ class IdColumn:
         start = self._end[k - 1] if k > 0 else 0
         return self._bytes[start:self._end[k]].decode("utf-8", "surrogatepass")
 
+    def _spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, length) of the bytes of ids ``rows`` (int64 arrays)."""
+        end = np.frombuffer(self._end, dtype=np.int64)
+        stop = end[rows]
+        start = np.where(rows > 0, end[np.maximum(rows - 1, 0)], 0)
+        return start, stop - start
+
+    @staticmethod
+    def same(a: "IdColumn", rows_a: np.ndarray, b: "IdColumn", rows_b: np.ndarray) -> np.ndarray:
+        """Bool array: whether id ``rows_a[j]`` of ``a`` is id ``rows_b[j]`` of ``b``, for
+        each j (both present, and the same UTF-8 bytes: the same string), compared with
+        numpy in one pass over the bytes instead of decoding each id."""
+        rows_a, rows_b = np.asarray(rows_a, dtype=np.int64), np.asarray(rows_b, dtype=np.int64)
+        start_a, length = a._spans(rows_a)
+        start_b, length_b = b._spans(rows_b)
+        same = a.present()[rows_a] & b.present()[rows_b] & (length == length_b)
+        check = np.flatnonzero(same & (length > 0))
+        if len(check):
+            n = length[check]
+            first = np.cumsum(n) - n                     # where each id starts in the gathered bytes
+            within = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
+            bytes_a = np.frombuffer(a._bytes, dtype=np.uint8)[np.repeat(start_a[check], n) + within]
+            bytes_b = np.frombuffer(b._bytes, dtype=np.uint8)[np.repeat(start_b[check], n) + within]
+            differ = np.add.reduceat((bytes_a != bytes_b).astype(np.int64), first) > 0
+            same[check[differ]] = False
+        return same
+
     def present(self) -> np.ndarray:
         """Bool array: which records have an id."""
         return np.frombuffer(self._some, dtype=np.uint8).astype(bool)
@@ -6607,16 +6634,13 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                 extra.add(rid)
     else:
         ordered = gold_hashes[order]
-        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the Python lists stay small
+        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the arrays stay small
             block = with_id[start:start + _JOIN_BLOCK]
             pred_hashes = preds.ids.hashes()[block]
-            at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
-            for k, i, hit in zip(block.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
-                rid = preds.ids[k]
-                if hit and gold.ids[int(kept_gold[i])] == rid:
-                    pred_for[i] = k
-                else:
-                    extra.add(rid)
+            at = order[np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))]
+            same = (gold_hashes[at] == pred_hashes) & IdColumn.same(gold.ids, kept_gold[at], preds.ids, block)
+            pred_for[at[same]] = block[same]  # one line per id (deduplicated): no index twice
+            extra.update(preds.ids[int(k)] for k in block[~same])
     if extra:
         shown = _ids_text(sorted(extra))
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")

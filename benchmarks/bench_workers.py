@@ -5,14 +5,17 @@ Run: ``uv run python benchmarks/bench_workers.py [--entries N] [--workers 2] [--
 Writes the seeded corpus of ``bench_lexical.py`` as gold and prediction JSONL files, runs
 the whole command line (reading, scoring, report writing; lexical similarity) once with
 ``--workers 1`` and once with ``--workers N``, side by side, prints both wall times and
-their ratio, and checks that the two reports are byte-identical. Not a test: wall-clock
-numbers on shared machines are noisy (other processes take cores); compare the ratio on
-a quiet machine with at least N cores.
+their ratio, and checks that the two reports are byte-identical. Then it times the
+reading pass alone (``load_inputs`` in this process, with the workers' map for N workers:
+the files are read in ranges by the workers), best of 3, interleaved. Not a test:
+wall-clock numbers on shared machines are noisy (other processes take cores); compare the
+ratio on a quiet machine with at least N cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -49,6 +52,27 @@ def timed_run(gold: Path, pred: Path, report: Path, workers: int) -> tuple[float
     return wall, (after.children_user + after.children_system) - (before.children_user + before.children_system)
 
 
+def load_evaluate():
+    """evaluate.py of this checkout, loaded by path (the import name ``evaluate`` is Hugging Face's)."""
+    spec = importlib.util.spec_from_file_location("kg_triplet_eval_bench", ROOT / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def time_reading(gold: Path, pred: Path, workers: int, repeats: int = 3) -> tuple[float, float]:
+    """Best wall seconds of ``load_inputs`` with 1 worker and with ``workers`` (interleaved)."""
+    ev = load_evaluate()
+    best = {1: float("inf"), workers: float("inf")}
+    for _ in range(repeats):
+        for n in best:
+            t0 = time.perf_counter()
+            ev.load_inputs(pred, gold, map_ranges=ev.worker_map(n))
+            best[n] = min(best[n], time.perf_counter() - t0)
+    return best[1], best[workers]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=20_000)
@@ -63,6 +87,7 @@ def main() -> None:
         (one, cpu_one), (many, cpu_many) = (timed_run(gold, pred, folder / "one.json", 1),
                                             timed_run(gold, pred, folder / "many.json", args.workers))
         same = (folder / "one.json").read_bytes() == (folder / "many.json").read_bytes()
+        read_one, read_many = time_reading(gold, pred, args.workers)
     print(f"{args.entries} entries, {cpus} CPU(s) available, load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other processes share the cores when it exceeds 0)")
     print(f"--workers 1: {one:.2f} s ({cpu_one:.2f} CPU s)   --workers {args.workers}: {many:.2f} s "
@@ -70,6 +95,8 @@ def main() -> None:
           f"reports byte-identical: {same}")
     print(f"CPU seconds of all processes, {args.workers} workers / 1 worker: {cpu_many / cpu_one:.2f} (the cost of "
           "forking, pickling rows back and merging; wall-clock ratios need quiet cores)")
+    print(f"reading pass alone (load_inputs, best of 3): 1 worker {read_one:.2f} s   {args.workers} workers "
+          f"{read_many:.2f} s   speed-up {read_one / read_many:.2f}x")
     if not same:
         sys.exit("reports differ")
 

@@ -1083,3 +1083,31 @@ def test_records_kept_by_a_small_run_equal_those_parsed_again(tmp_path, monkeypa
         assert before == list(again.entries) and kept.notices == again.notices
         ev.evaluate_entries(kept.entries, similarity=ev.Similarity(), families=("hgr", "strict", "per-relation"))
         assert list(kept.entries) == before
+
+
+def test_id_column_same_compares_the_ids_exactly():
+    # seeded pairs of ids: equal, same length but other bytes, other lengths, None,
+    # non-ASCII and lone surrogates; IdColumn.same against Python's string equality
+    rng = random.Random(7)
+    pool = ["a", "b", "ab", "ba", "é", "e\u0301", "\ud800", "\udc00x", "中文", "r10", "r01", " r1", "r1 ", None]
+    a, b = ev.IdColumn(), ev.IdColumn()
+    for rid in pool:
+        a.append(rid)
+        b.append(rid)
+    rows_a = [rng.randrange(len(pool)) for _ in range(2000)]
+    rows_b = [k if rng.random() < 0.3 else rng.randrange(len(pool)) for k in rows_a]
+    expected = [pool[i] is not None and pool[i] == pool[j] for i, j in zip(rows_a, rows_b)]
+    assert ev.IdColumn.same(a, ev.np.array(rows_a), b, ev.np.array(rows_b)).tolist() == expected
+    assert ev.IdColumn.same(a, ev.np.array([], dtype=int), b, ev.np.array([], dtype=int)).tolist() == []
+
+
+def test_join_by_id_tells_a_hash_collision_from_the_same_id(tmp_path, monkeypatch):
+    # ids hashed by their first character: the gold hashes are distinct ('a1', 'b1'), and the
+    # prediction id 'a2' has the hash of 'a1': not its gold record, but an unknown id
+    monkeypatch.setattr(ev, "hash", lambda rid: ord(rid[0]), raising=False)
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("a1", [ACME_A]), gold_rec("b1", [ACME_B])])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b1", "triplets": [ACME_B]}, {"id": "a1", "triplets": []}])
+    assert [(e.gold.id, e.pred.line) for e in ev.load_inputs(p, g).entries] == [("a1", 2), ("b1", 1)]
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b1", "triplets": [ACME_B]}, {"id": "a2", "triplets": []}])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: 1 prediction id\(s\) have no gold record in .*: 'a2'"):
+        ev.load_inputs(p, g)
