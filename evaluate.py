@@ -99,6 +99,7 @@ import tempfile
 import threading
 import time
 import unicodedata
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,12 +140,14 @@ __all__ = [
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
     "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
     "gold_from_record", "prediction_from_record", "read_records", "located_records", "LineStore", "IdColumn",
-    "EntryTable", "LoadedInputs", "load_inputs",
+    "EntryTable", "LoadedInputs", "READ_PARALLEL_MIN_BYTES", "READ_RANGE_BYTES",
+    "KEEP_PARSED_MAX_BYTES", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
     "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
     "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
+    "worker_map",
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
     "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
@@ -3918,23 +3921,37 @@ class JsonlReader:
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
-        return (rec for rec, _, _ in JsonlReader.located(path, max_line_bytes, max_depth))
+        return (rec for rec, _, _, _ in JsonlReader.located(path, max_line_bytes, max_depth))
 
     @staticmethod
-    def located(path, max_line_bytes: int, max_depth: int) -> Iterator[tuple[JsonlLine, int, int]]:
+    def located(path, max_line_bytes: int, max_depth: int, *, start: int = 0, stop: int | None = None,
+                line_no: int = 0) -> Iterator[tuple[JsonlLine, int, int, int]]:
         """:meth:`lines`, each with where its bytes lie in the file: (line, byte offset (a
-        BOM excluded), size in bytes (LF included)), so that a reader may drop the value
-        and decode the line again later from those bytes (:class:`LineStore`)."""
+        BOM excluded), size in bytes (LF included), CRC-32 of those bytes (0 for a line
+        too long to keep)), so that a reader may drop the value and decode the line again
+        later from those bytes, and tell whether they are still the same (:class:`LineStore`).
+
+        ``start``/``stop``/``line_no``: read only the lines that begin in bytes
+        [``start``, ``stop``) (``stop`` None: to the end of the file), ``line_no`` being the
+        number of lines before ``start``. ``start`` and ``stop`` must be line starts (0,
+        the end of the file or just after a LF; :meth:`line_ranges` finds them): every
+        line, an over-long one included, is then read exactly as a reading of the whole
+        file reads it, because a line's reading depends only on the bytes from its start
+        to its LF (the BOM is looked for on line 1 only, which starts at byte 0)."""
         with open(path, "rb") as f:
-            line_no = 0
-            end = 0
-            while True:
+            f.seek(start)
+            end = start
+            while stop is None or end < stop:
                 raw = f.readline(max_line_bytes + 1)
                 if not raw:
                     return
                 line_no += 1
                 start, end = end, end + len(raw)
                 if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                        more = f.readline(3)  # the cap counts the line's bytes, not its BOM
+                        raw += more
+                        end += len(more)
                     raw = raw[3:]
                     start += 3
                 if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
@@ -3948,11 +3965,44 @@ class JsonlReader:
                         end += len(raw)
                     yield JsonlLine(line_no, None,
                                     f"line {line_no}: line longer than {max_line_bytes} bytes "
-                                    f"({total} bytes); skipped", head), start, end - start
+                                    f"({total} bytes); skipped", head), start, end - start, 0
                     continue
                 rec = JsonlReader.decode_line(raw, line_no, max_depth)
                 if rec is not None:
-                    yield rec, start, end - start
+                    yield rec, start, end - start, zlib.crc32(raw)
+
+    @staticmethod
+    def line_ranges(path, size: int) -> Iterator[tuple[int, int | None, int]]:
+        """Consecutive byte ranges that cover the file, for :meth:`located`: (start, stop,
+        lines before start), each range starting at a line start and ending at the first
+        line start ``size`` bytes or more after it (the last one: stop None, the end of the
+        file; an empty file gives one empty range). One pass that counts the LFs, in
+        :data:`SKIP_CHUNK` blocks (memory O(block), a few milliseconds a megabyte); a line
+        longer than ``size`` lies whole in one range."""
+        with open(path, "rb") as f:
+            start, start_lines = 0, 0       # the range being found, and the LFs before it
+            pos, lines = 0, 0               # bytes read, and their LFs
+            target = size
+            done: tuple[int, int | None, int] | None = None  # the range found last (yielded one behind)
+            while block := f.read(JsonlReader.SKIP_CHUNK):
+                while target < pos + len(block) + 1:  # the first LF at or after target - 1 ends the range
+                    cut = block.find(b"\n", max(target - 1 - pos, 0))
+                    if cut < 0:
+                        break
+                    if done is not None:
+                        yield done
+                    boundary = pos + cut + 1
+                    done = (start, boundary, start_lines)
+                    start, start_lines = boundary, lines + block.count(b"\n", 0, cut + 1)
+                    target = boundary + size
+                pos += len(block)
+                lines += block.count(b"\n")
+            if done is not None and start == pos:  # the last range found ends with the file
+                yield done[0], None, done[2]
+                return
+            if done is not None:
+                yield done
+            yield start, None, start_lines
 
 
 def read_jsonl(
@@ -5955,43 +6005,56 @@ class LoadedInputs:
         self.notices.append(notice(kind, message))
 
 
-def located_records(path: Path) -> Iterable[tuple[JsonlLine, int, int]]:
-    """:func:`read_records` with where each row lies in the file: (row, byte offset, size)
-    (:meth:`JsonlReader.located`); a WebNLG XML entry has offset -1 (its value is kept
-    decoded by :class:`LineStore`)."""
+def located_records(path: Path) -> Iterable[tuple[JsonlLine, int, int, int]]:
+    """:func:`read_records` with where each row lies in the file: (row, byte offset, size,
+    CRC-32 of its bytes) (:meth:`JsonlReader.located`); a WebNLG XML entry has offset -1
+    (its value is kept decoded by :class:`LineStore`)."""
     if path.suffix.lower() != ".xml":
         JsonlReader.sniff(path)
         return JsonlReader.located(path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH)
-    return ((row, -1, 0) for row in read_records(path))
+    return ((row, -1, 0, 0) for row in read_records(path))
 
 
 class LineStore:
     """Lines of one input file kept as where they lie (byte offset, size and line number in
-    compact arrays: 24 bytes a line), not as their decoded values: :meth:`value` reads the
-    line again and decodes it as the first reading did (:meth:`JsonlReader.decode_line`),
-    so that memory does not grow with what the lines hold. Rows that do not come from a
-    JSONL line (WebNLG XML entries, offset -1) keep their value. Each process opens the
-    file for itself (forked workers read in parallel); a line whose bytes no longer decode
-    (the file changed during the run) raises :class:`InputError`."""
+    compact arrays, and a CRC-32 of the line's bytes: 28 bytes a line), not as their
+    decoded values: :meth:`value` reads the line again and decodes it as the first reading
+    did (:meth:`JsonlReader.decode_line`), so that memory does not grow with what the lines
+    hold. Rows that do not come from a JSONL line (WebNLG XML entries, offset -1) keep
+    their value. Each process opens the file for itself (forked workers read in
+    parallel). A line whose bytes are no longer those first read (the file changed during
+    the run: another length, or the same length with other bytes, told by the CRC-32,
+    which misses a change with probability 2^-32) raises :class:`InputError` naming the
+    file and the line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = array.array("q")
         self.size = array.array("q")
         self.line = array.array("q")
+        self.crc = array.array("I")
         self.held: dict[int, Any] = {}
         self._file: Any = None
         self._pid = -1
 
-    def add(self, row: JsonlLine, offset: int, size: int) -> int:
-        """Keep ``row`` (read at ``offset``, ``size`` bytes); returns its index here."""
+    def add(self, row: JsonlLine, offset: int, size: int, crc: int = 0) -> int:
+        """Keep ``row`` (read at ``offset``, ``size`` bytes whose CRC-32 is ``crc``);
+        returns its index here."""
         index = len(self.line)
         self.line.append(row.line_no)
         self.offset.append(offset)
         self.size.append(size)
+        self.crc.append(crc)
         if offset < 0:
             self.held[index] = row.value
         return index
+
+    def extend(self, other: "LineStore") -> None:
+        """Append the lines of ``other`` (the lines that follow these in the same file)."""
+        base = len(self)
+        for name in ("line", "offset", "size", "crc"):
+            getattr(self, name).extend(getattr(other, name))
+        self.held.update({base + k: v for k, v in other.held.items()})
 
     def __len__(self) -> int:
         return len(self.line)
@@ -6005,7 +6068,8 @@ class LineStore:
         self._file.seek(self.offset[index])
         raw = self._file.read(self.size[index])
         line_no = self.line[index]
-        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if len(raw) == self.size[index] else None
+        same = len(raw) == self.size[index] and zlib.crc32(raw) == self.crc[index]
+        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if same else None
         if rec is None or rec.error is not None:
             raise InputError(f"{self.path}: line {line_no} changed while the file was being evaluated; "
                              "run again on a file that stays the same")
@@ -6036,6 +6100,11 @@ class _Sample(list):
         if len(self) < _SAMPLE_KEPT:
             self.append(item)
 
+    def merge(self, other: "_Sample") -> None:
+        """Add the items of ``other`` (added after these): the sample of both, in order."""
+        self.total += other.total
+        self.extend(other[:max(0, _SAMPLE_KEPT - len(self))])
+
 
 #: Items a :class:`_Sample` keeps: one more than :func:`_lines_text` shows, so that its "..." stays true.
 _SAMPLE_KEPT = 11
@@ -6047,13 +6116,20 @@ class IdColumn:
     bytes plus the id's length, against some 60 for a Python string). :func:`_dedupe`
     and :func:`_join_by_id` group and match the hashes with numpy and compare the ids
     themselves wherever hashes are equal, so that two ids are the same exactly when their
-    strings are (a hash collision costs time, never a wrong pairing)."""
+    strings are (a hash collision costs time, never a wrong pairing). A column made in
+    another process (a reading worker) is joined with :meth:`extend`, which hashes its ids
+    again if that process hashed strings differently (another ``PYTHONHASHSEED``: a
+    spawned rather than forked process)."""
+
+    #: A string hashed when a column is made: equal results mean the same string hashes.
+    HASH_PROBE = "kg-triplet-eval IdColumn"
 
     def __init__(self) -> None:
         self._bytes = bytearray()
         self._end = array.array("q")    # where each id's bytes end (cumulative)
         self._hash = array.array("q")   # hash(id), 0 for None
         self._some = bytearray()        # 1: the record has an id
+        self._probe = hash(IdColumn.HASH_PROBE)
 
     def append(self, rid: str | None) -> None:
         if rid is not None:
@@ -6061,6 +6137,17 @@ class IdColumn:
         self._end.append(len(self._bytes))
         self._hash.append(0 if rid is None else hash(rid))
         self._some.append(rid is not None)
+
+    def extend(self, other: "IdColumn") -> None:
+        """Append the ids of ``other`` (the records that follow these)."""
+        base = len(self._bytes)
+        self._bytes += other._bytes
+        self._end.frombytes((np.frombuffer(other._end, dtype=np.int64) + base).tobytes())
+        if other._probe == self._probe:
+            self._hash.extend(other._hash)
+        else:
+            self._hash.extend(0 if rid is None else hash(rid) for rid in (other[k] for k in range(len(other))))
+        self._some += other._some
 
     def __len__(self) -> int:
         return len(self._end)
@@ -6070,6 +6157,33 @@ class IdColumn:
             return None
         start = self._end[k - 1] if k > 0 else 0
         return self._bytes[start:self._end[k]].decode("utf-8", "surrogatepass")
+
+    def _spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, length) of the bytes of ids ``rows`` (int64 arrays)."""
+        end = np.frombuffer(self._end, dtype=np.int64)
+        stop = end[rows]
+        start = np.where(rows > 0, end[np.maximum(rows - 1, 0)], 0)
+        return start, stop - start
+
+    @staticmethod
+    def same(a: "IdColumn", rows_a: np.ndarray, b: "IdColumn", rows_b: np.ndarray) -> np.ndarray:
+        """Bool array: whether id ``rows_a[j]`` of ``a`` is id ``rows_b[j]`` of ``b``, for
+        each j (both present, and the same UTF-8 bytes: the same string), compared with
+        numpy in one pass over the bytes instead of decoding each id."""
+        rows_a, rows_b = np.asarray(rows_a, dtype=np.int64), np.asarray(rows_b, dtype=np.int64)
+        start_a, length = a._spans(rows_a)
+        start_b, length_b = b._spans(rows_b)
+        same = a.present()[rows_a] & b.present()[rows_b] & (length == length_b)
+        check = np.flatnonzero(same & (length > 0))
+        if len(check):
+            n = length[check]
+            first = np.cumsum(n) - n                     # where each id starts in the gathered bytes
+            within = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(first, n)
+            bytes_a = np.frombuffer(a._bytes, dtype=np.uint8)[np.repeat(start_a[check], n) + within]
+            bytes_b = np.frombuffer(b._bytes, dtype=np.uint8)[np.repeat(start_b[check], n) + within]
+            differ = np.add.reduceat((bytes_a != bytes_b).astype(np.int64), first) > 0
+            same[check[differ]] = False
+        return same
 
     def present(self) -> np.ndarray:
         """Bool array: which records have an id."""
@@ -6112,7 +6226,10 @@ class _PredLines:
     (``discarded``), the lines that cannot be decoded again (``unread``: kept as their
     :class:`Prediction`, items None), and the first lines of each kind of input problem
     (``issues``). A line's :class:`Prediction` is made again when its entry is scored
-    (:class:`EntryTable`)."""
+    (:class:`EntryTable`), unless the run is small enough to keep every line's
+    :class:`Prediction` (``kept``, by line; None otherwise: :data:`KEEP_PARSED_MAX_BYTES`).
+    ``problems``: the reports of the unreadable lines of a range just read, in line order,
+    until they are logged (:func:`_add_part`)."""
 
     store: LineStore
     ids: IdColumn = field(default_factory=IdColumn)
@@ -6122,14 +6239,36 @@ class _PredLines:
     issues: dict[str, _Sample] = field(default_factory=dict)
     keys_found: set[str] = field(default_factory=set)
     n_objects: int = 0
+    problems: list[str] = field(default_factory=list)
+    kept: list[Prediction] | None = None
 
     def add(self, pred: Prediction) -> None:
         """Count one prediction line (already kept in ``store``, or ``unread``)."""
+        if self.kept is not None:
+            self.kept.append(pred)
         self.ids.append(pred.id)
         self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
         self.discarded.append(pred.discarded)
         if pred.issue:
             self.issues.setdefault(pred.issue, _Sample()).add(dataclasses.replace(pred, items=None))
+
+    def extend(self, other: "_PredLines", *, store: bool = True) -> None:
+        """Append the lines of ``other`` (the lines that follow these in the same file):
+        what one reading of both ranges gives. ``store`` False: the lines' places are
+        appended by their owner (a combined file's gold lines, :meth:`_GoldPart.extend`)."""
+        base = len(self)
+        if store:
+            self.store.extend(other.store)
+        self.ids.extend(other.ids)
+        self.hollow += other.hollow
+        self.discarded.extend(other.discarded)
+        self.unread.update({base + k: pred for k, pred in other.unread.items()})
+        for kind, sample in other.issues.items():
+            self.issues.setdefault(kind, _Sample()).merge(sample)
+        self.keys_found |= other.keys_found
+        self.n_objects += other.n_objects
+        if self.kept is not None and other.kept is not None:
+            self.kept.extend(other.kept)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -6160,7 +6299,8 @@ def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path,
 @dataclass
 class _GoldLines:
     """The gold lines read (those not excluded), in compact form: where each lies
-    (``store``), its position among all gold lines (excluded ones included) and its id."""
+    (``store``), its position among all gold lines (excluded ones included) and its id;
+    in a small run, the :class:`GoldRecord` of each as well (``kept``)."""
 
     store: LineStore
     positions: np.ndarray            # by gold record: its position among all gold lines
@@ -6168,6 +6308,7 @@ class _GoldLines:
     n_rows: int                      # gold lines read, excluded ones included
     excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
     combined: _PredLines | None      # the predictions of a combined file, by gold record
+    kept: list[GoldRecord] | None = None  # by gold record, in a small run
 
 
 def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
@@ -6205,102 +6346,318 @@ def _report_issues(preds: _PredLines, path: Path, fields: FieldNames, log: Loade
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 
 
-def _read_gold(gold_file: Path, combined: bool, reparse: bool, skip_bad_gold: bool, log: LoadedInputs,
-               fields: FieldNames, gold_field: str | None = None) -> _GoldLines:
-    """Read every gold line (and, from a combined file, its prediction), keeping where each
-    lies rather than what it holds (:class:`LineStore`)."""
+# --- Reading the input files, in ranges (in this process, or in worker processes) ---
+#
+# A file is read as consecutive byte ranges that begin at line starts
+# (:meth:`JsonlReader.line_ranges`); each range gives a part (:class:`_GoldPart`,
+# :class:`_PredLines`: arrays and short lists, a few dozen bytes a line) and the parts are
+# joined in file order (their ``extend``). Reading a line depends only on its own bytes and
+# its line number, so the joined parts equal one reading of the whole file, field for
+# field: the same lines, offsets, line numbers, ids, samples of problem lines, and the
+# problems reported in the same order; a part stops at its first unreadable gold line and
+# the first such line in file order is the error raised. :func:`load_inputs` reads a small
+# run as one range in this process, and a large one on the workers when it is given their
+# map (``map_ranges``; a separate, short-lived pool: the scoring pool is forked later, once
+# the entries exist, so that its workers inherit them instead of receiving them pickled).
+
+#: Input files smaller than this (bytes, both files together) are read in this process
+#: whatever ``map_ranges`` says: starting workers would cost more than they save.
+READ_PARALLEL_MIN_BYTES = 4 << 20
+#: Bytes of a JSONL file per reading task (at least: a range ends at a line end); small
+#: enough that the workers stay evenly loaded, large enough that a task's overhead (a
+#: pickled part, about 40 bytes a line) stays well under its reading time.
+READ_RANGE_BYTES = 1 << 20
+#: Input files smaller than this (bytes, both files together) keep the records their
+#: reading parsed (:class:`GoldRecord`, :class:`Prediction`: about 6 times the lines'
+#: bytes in memory on the benchmark corpus, so under 7 MB), and the entries are made
+#: from them instead of being parsed again from the lines (:class:`EntryTable`): a small
+#: run parses each line once. Larger runs keep only where the lines lie (flat memory).
+KEEP_PARSED_MAX_BYTES = 1 << 20
+
+
+class _ReadOptions(NamedTuple):
+    """How the lines of an input file are read (the options of :func:`load_inputs`)."""
+
+    combined: bool
+    reparse: bool
+    skip_bad_gold: bool
+    fields: FieldNames
+    gold_field: str | None
+    keep: bool = False               # keep the parsed records (a small run)
+
+
+class _ReadRange(NamedTuple):
+    """One reading task: the gold (``gold``) or prediction lines of ``path`` that begin in
+    bytes [``start``, ``stop``) (``stop`` None: to the end of the file), ``line_no`` lines
+    coming before them (:meth:`JsonlReader.located`); ``start`` -1: a WebNLG XML file,
+    read whole (:func:`read_records`)."""
+
+    path: Path
+    gold: bool
+    start: int
+    stop: int | None
+    line_no: int
+    options: _ReadOptions
+
+
+def _range_rows(task: _ReadRange) -> Iterable[tuple[JsonlLine, int, int, int]]:
+    """The rows of one reading task, as :func:`located_records` gives them (the file's
+    format was checked when the task was planned: :func:`_reading_plan`)."""
+    if task.start < 0:
+        return ((row, -1, 0, 0) for row in read_records(task.path))
+    return JsonlReader.located(task.path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH, start=task.start, stop=task.stop,
+                               line_no=task.line_no)
+
+
+def _reading_plan(path: Path, gold: bool, options: _ReadOptions, split: bool) -> Iterator[_ReadRange]:
+    """The reading tasks of one input file, in file order: the whole file, or (``split``,
+    a JSONL file) ranges of about :data:`READ_RANGE_BYTES`. The start of the file is
+    checked first (:meth:`JsonlReader.sniff`: InputError for a file that is not UTF-8 JSONL)."""
+    if path.suffix.lower() == ".xml":
+        yield _ReadRange(path, gold, -1, None, 0, options)
+        return
+    JsonlReader.sniff(path)
+    ranges = JsonlReader.line_ranges(path, READ_RANGE_BYTES) if split else [(0, None, 0)]
+    for start, stop, line_no in ranges:
+        yield _ReadRange(path, gold, start, stop, line_no, options)
+
+
+@dataclass
+class _GoldPart:
+    """The gold lines of one reading range (:func:`_read_gold_range`), or of several
+    consecutive ranges joined (:meth:`extend`): the lines kept (``store``, ``positions``
+    among all the gold lines of the part, ``ids``), how many lines were read (``n_rows``,
+    excluded ones included), the reports of the lines excluded by ``--skip-bad-gold``
+    (``problems``, until they are logged: :func:`_add_part`) and their ids, samples of
+    the lines without a prompt and of those whose gold or prompt fields disagree, and a
+    combined file's predictions. ``error``: the first unreadable gold line (without ``--skip-bad-gold``),
+    where the reading of the range stopped."""
+
+    store: LineStore
+    combined: _PredLines | None
+    kept: list[GoldRecord] | None = None
+    positions: array.array = field(default_factory=lambda: array.array("q"))
+    ids: IdColumn = field(default_factory=IdColumn)
+    n_rows: int = 0
+    problems: list[str] = field(default_factory=list)
+    excluded_ids: set[str] = field(default_factory=set)
+    no_prompt: _Sample = field(default_factory=_Sample)
+    no_prompt_keys: set[str] = field(default_factory=set)
+    conflicts: _Sample = field(default_factory=_Sample)
+    prompt_conflicts: _Sample = field(default_factory=_Sample)
+    error: str | None = None
+
+    def extend(self, other: "_GoldPart") -> None:
+        """Append the lines of ``other`` (the next range of the same file)."""
+        self.store.extend(other.store)
+        if self.combined is not None and other.combined is not None:
+            self.combined.extend(other.combined, store=False)
+        if self.kept is not None and other.kept is not None:
+            self.kept.extend(other.kept)
+        self.positions.frombytes((np.frombuffer(other.positions, dtype=np.int64) + self.n_rows).tobytes())
+        self.ids.extend(other.ids)
+        self.n_rows += other.n_rows
+        self.excluded_ids |= other.excluded_ids
+        for name in ("no_prompt", "conflicts", "prompt_conflicts"):
+            getattr(self, name).merge(getattr(other, name))
+        self.no_prompt_keys |= other.no_prompt_keys
+
+
+def _read_range(task: _ReadRange) -> "_GoldPart | _PredLines":
+    """Read one range of an input file (a worker's task, or a whole file in this process)."""
+    return _read_gold_range(task) if task.gold else _read_pred_range(task)
+
+
+def _read_gold_range(task: _ReadRange) -> _GoldPart:
+    """Read the gold lines (and, from a combined file, their predictions) of one range,
+    keeping where each lies rather than what it holds (:class:`LineStore`)."""
+    gold_file, options = task.path, task.options
     store = LineStore(gold_file)
-    positions = array.array("q")
-    ids = IdColumn()
-    excluded_ids: set[str] = set()
-    preds = _PredLines(store) if combined else None
-    no_prompt: list[int] = []
-    no_prompt_keys: set[str] = set()
-    conflicts: list[tuple[int, str]] = []
-    prompt_conflicts: list[tuple[int, str]] = []
-    n_rows = 0
-    for position, (row, offset, size) in enumerate(located_records(gold_file)):
-        n_rows = position + 1
+    kept = [] if options.keep else None
+    part = _GoldPart(store, _PredLines(store, kept=[] if options.keep else None) if options.combined else None, kept)
+    preds, gold_field = part.combined, options.gold_field
+    for position, (row, offset, size, crc) in enumerate(_range_rows(task)):
+        part.n_rows = position + 1
         where = f"{gold_file}: line {row.line_no}"
         try:
             if row.error is not None:
                 raise InputError(f"{gold_file}: {row.error}")
             gold = gold_from_record(row.value, row.line_no, where, gold_field)
         except InputError as exc:
-            if not skip_bad_gold:
-                raise InputError(f"{exc} (pass --skip-bad-gold to report and exclude such lines)") from None
-            log.problem(f"{exc} (excluded: --skip-bad-gold)", kind="excluded_gold_line")
+            if not options.skip_bad_gold:
+                part.error = f"{exc} (pass --skip-bad-gold to report and exclude such lines)"
+                return part
+            part.problems.append(f"{exc} (excluded: --skip-bad-gold)")
             rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
             if rid is not None:
-                excluded_ids.add(rid)
+                part.excluded_ids.add(rid)
             continue
-        store.add(row, offset, size)
-        positions.append(position)
-        ids.append(gold.id)
+        store.add(row, offset, size, crc)
+        if kept is not None:
+            kept.append(gold)
+        part.positions.append(position)
+        part.ids.append(gold.id)
         if not gold.prompt and _first_key(row.value, PROMPT_KEYS) is None:
-            no_prompt.append(row.line_no)
-            no_prompt_keys.update(row.value)
+            part.no_prompt.add(row.line_no)
+            part.no_prompt_keys.update(row.value)
         if gold_field is None:
             present = [k for k in GOLD_KEYS if row.value.get(k) is not None]
             conflict = _disagreement(row.value, present) if len(present) > 1 else ""
             if conflict:
-                conflicts.append((row.line_no, conflict))
+                part.conflicts.add((row.line_no, conflict))
         chat = gold_field is None and "messages" in row.value and _first_key(row.value, GOLD_KEYS) is None
         prompts = [] if chat else [k for k in PROMPT_KEYS if k in row.value]
         if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
-            prompt_conflicts.append((row.line_no, conflict))
+            part.prompt_conflicts.add((row.line_no, conflict))
         if preds is not None:
             preds.keys_found.update(row.value)
             preds.n_objects += 1
-            preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
-    if not len(ids):
-        raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
-                         "or every line was excluded)")
-    if conflicts:
-        log.problem(f"{gold_file}: {len(conflicts)} gold line(s) with gold fields that disagree (lines "
-                    f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
-                    f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
-                    kind="conflicting_fields")
-    if prompt_conflicts:
-        first_line, first = prompt_conflicts[0]
-        log.problem(f"{gold_file}: {len(prompt_conflicts)} gold line(s) with prompt fields that disagree (lines "
-                    f"{_lines_text([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
-                    f"prompt fields, first one scored: {', '.join(PROMPT_KEYS)}): grounding and hallucination "
-                    "are checked against the scored prompt", kind="conflicting_fields")
-    if no_prompt:
-        log.note("no_prompt", f"{gold_file}: {len(no_prompt)} gold line(s) have no prompt field (lines "
-                 f"{_lines_text(no_prompt)}; keys found: {_keys_text(no_prompt_keys)}; accepted: "
-                 f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
-                 "against an empty prompt")
-    if preds is not None:
-        _report_issues(preds, gold_file, fields, log, combined=True)
-    return _GoldLines(store, np.frombuffer(positions, dtype=np.int64), ids, n_rows, excluded_ids, preds)
+            preds.add(prediction_from_record(row.value, row.line_no, reparse=options.reparse, fields=options.fields))
+    return part
 
 
-def _read_predictions(pred_path: Path, reparse: bool, log: LoadedInputs, fields: FieldNames) -> _PredLines:
-    """Read every prediction line, keeping where each lies rather than what it holds
-    (:class:`_PredLines`); an unreadable line is reported and kept as an unparseable
-    prediction (attributed by its raw ``"id"`` when it can be read)."""
-    preds = _PredLines(LineStore(pred_path))
-    for row, offset, size in located_records(pred_path):
-        index = preds.store.add(row, offset, size)
+def _read_pred_range(task: _ReadRange) -> _PredLines:
+    """Read the prediction lines of one range, keeping where each lies rather than what it
+    holds (:class:`_PredLines`); an unreadable line is reported and kept as an
+    unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
+    pred_path, options = task.path, task.options
+    preds = _PredLines(LineStore(pred_path), kept=[] if options.keep else None)
+    for row, offset, size, crc in _range_rows(task):
+        index = preds.store.add(row, offset, size, crc)
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
-            log.problem(f"{pred_path}: {reason} ("
-                        + (f"scored as an unparseable prediction for id {rid!r})" if rid else
-                           "no readable id: scored as an unparseable prediction when records are paired "
-                           "by line order, else not attributable)"), kind="bad_prediction_line")
+            preds.problems.append(f"{pred_path}: {reason} ("
+                                  + (f"scored as an unparseable prediction for id {rid!r})" if rid else
+                                     "no readable id: scored as an unparseable prediction when records are "
+                                     "paired by line order, else not attributable)"))
             pred = preds.unread[index] = Prediction(rid, None, "unparseable", reason, row.line_no)
             preds.add(pred)
             continue
         preds.keys_found.update(row.value)
         preds.n_objects += 1
-        preds.add(prediction_from_record(row.value, row.line_no, reparse=reparse, fields=fields))
-    if not preds:
-        raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
-    _report_issues(preds, pred_path, fields, log)
+        preds.add(prediction_from_record(row.value, row.line_no, reparse=options.reparse, fields=options.fields))
     return preds
+
+
+def _add_part(read: Any, part: Any, log: LoadedInputs, kind: str) -> Any:
+    """Join the next range's lines (a :class:`_GoldPart` or :class:`_PredLines`) to those
+    ``read`` so far from the same file (None: none yet), logging the problems of its lines
+    (as ``kind``); raise its unreadable gold line, if any."""
+    error = getattr(part, "error", None)
+    if error is not None:
+        raise InputError(error)
+    for message in part.problems:
+        log.problem(message, kind=kind)
+    part.problems = []
+    if read is None:
+        return part
+    read.extend(part)
+    return read
+
+
+def _gold_lines(read: _GoldPart, gold_file: Path, fields: FieldNames, log: LoadedInputs) -> _GoldLines:
+    """The gold lines of the whole file, once every range is read: refuse a file without
+    gold records, report the lines whose fields disagree or that have no prompt (and a
+    combined file's prediction problems)."""
+    if not len(read.ids):
+        raise InputError(f"{gold_file}: no gold records (the file is empty, has only blank lines, "
+                         "or every line was excluded)")
+    conflicts, prompt_conflicts, no_prompt = read.conflicts, read.prompt_conflicts, read.no_prompt
+    if conflicts:
+        log.problem(f"{gold_file}: {conflicts.total} gold line(s) with gold fields that disagree (lines "
+                    f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
+                    f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
+                    kind="conflicting_fields")
+    if prompt_conflicts:
+        first_line, first = prompt_conflicts[0]
+        log.problem(f"{gold_file}: {prompt_conflicts.total} gold line(s) with prompt fields that disagree (lines "
+                    f"{_lines_text([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
+                    f"prompt fields, first one scored: {', '.join(PROMPT_KEYS)}): grounding and hallucination "
+                    "are checked against the scored prompt", kind="conflicting_fields")
+    if no_prompt:
+        log.note("no_prompt", f"{gold_file}: {no_prompt.total} gold line(s) have no prompt field (lines "
+                 f"{_lines_text(no_prompt)}; keys found: {_keys_text(read.no_prompt_keys)}; accepted: "
+                 f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
+                 "against an empty prompt")
+    if read.combined is not None:
+        _report_issues(read.combined, gold_file, fields, log, combined=True)
+    return _GoldLines(read.store, np.frombuffer(read.positions, dtype=np.int64), read.ids, read.n_rows,
+                      read.excluded_ids, read.combined, read.kept)
+
+
+def _pred_lines(read: _PredLines, pred_path: Path, fields: FieldNames, log: LoadedInputs) -> _PredLines:
+    """The prediction lines of the whole file, once every range is read: refuse a file
+    without records, report the lines with input problems (:func:`_report_issues`)."""
+    if not read:
+        raise InputError(f"{pred_path}: no prediction records (the file is empty or has only blank lines)")
+    _report_issues(read, pred_path, fields, log)
+    return read
+
+
+def _file_bytes(path: Path | None) -> int:
+    try:
+        return os.path.getsize(path) if path is not None else 0
+    except OSError:
+        return 0  # the reading reports it, in its turn
+
+
+def _read_inputs(gold_file: Path, pred_path: Path | None, options: _ReadOptions, log: LoadedInputs,
+                 map_ranges: Callable[..., Iterable[Any]] | None) -> tuple[_GoldLines, _PredLines]:
+    """Read the gold file, then the predictions file (None: a combined file, whose lines
+    hold both): (gold lines, prediction lines), with every problem logged and every error
+    raised in the order of one reading of the gold file and then the predictions file.
+
+    With ``map_ranges`` (a ``map``-like function whose calls run in processes forked from
+    this one, e.g. on the workers: :func:`worker_map`) and files of
+    :data:`READ_PARALLEL_MIN_BYTES` or more, the files are split into ranges read by
+    ``map_ranges`` (gold and predictions in one stream of tasks, so that no worker waits
+    between the files); otherwise each file is one range read here. The results are
+    joined as they come, in file order, so the parts in memory at once are about one per
+    worker. A check of the predictions file that fails while the gold ranges are being
+    planned (not JSONL, missing) is raised after the gold file's own errors, as a reading
+    in turn raises it.
+    """
+    size = _file_bytes(gold_file) + _file_bytes(pred_path)
+    split = map_ranges is not None and size >= READ_PARALLEL_MIN_BYTES
+    options = options._replace(keep=size < KEEP_PARSED_MAX_BYTES)
+    deferred: list[Exception] = []
+
+    def tasks() -> Iterator[_ReadRange]:
+        yield from _reading_plan(gold_file, True, options, split)
+        if pred_path is not None:
+            try:
+                yield from _reading_plan(pred_path, False, options, split)
+            except Exception as exc:  # noqa: BLE001 (raised below, after the gold file's errors)
+                deferred.append(exc)
+
+    results = (map_ranges if split else map)(_read_range, tasks())
+    gold_read: _GoldPart | None = None
+    preds_read: _PredLines | None = None
+    gold: _GoldLines | None = None
+    try:
+        for part in results:
+            if isinstance(part, _GoldPart):
+                gold_read = _add_part(gold_read, part, log, "excluded_gold_line")
+                continue
+            if gold is None:
+                assert gold_read is not None
+                gold = _gold_lines(gold_read, gold_file, options.fields, log)
+            preds_read = _add_part(preds_read, part, log, "bad_prediction_line")
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # stops the workers of a map left early (an error)
+    if gold is None:
+        assert gold_read is not None
+        gold = _gold_lines(gold_read, gold_file, options.fields, log)
+    if deferred:
+        raise deferred[0]
+    if pred_path is None:
+        assert gold.combined is not None
+        return gold, gold.combined
+    assert preds_read is not None
+    return gold, _pred_lines(preds_read, pred_path, options.fields, log)
 
 
 #: Prediction lines matched per block in :func:`_join_by_id`.
@@ -6346,16 +6703,13 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                 extra.add(rid)
     else:
         ordered = gold_hashes[order]
-        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the Python lists stay small
+        for start in range(0, len(with_id), _JOIN_BLOCK):  # in blocks: the arrays stay small
             block = with_id[start:start + _JOIN_BLOCK]
             pred_hashes = preds.ids.hashes()[block]
-            at = np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))
-            for k, i, hit in zip(block.tolist(), order[at].tolist(), (ordered[at] == pred_hashes).tolist()):
-                rid = preds.ids[k]
-                if hit and gold.ids[int(kept_gold[i])] == rid:
-                    pred_for[i] = k
-                else:
-                    extra.add(rid)
+            at = order[np.minimum(np.searchsorted(ordered, pred_hashes), max(len(ordered) - 1, 0))]
+            same = (gold_hashes[at] == pred_hashes) & IdColumn.same(gold.ids, kept_gold[at], preds.ids, block)
+            pred_for[at[same]] = block[same]  # one line per id (deduplicated): no index twice
+            extra.update(preds.ids[int(k)] for k in block[~same])
     if extra:
         shown = _ids_text(sorted(extra))
         raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
@@ -6429,7 +6783,10 @@ class EntryTable(Sequence[Entry]):
     :func:`gold_from_record` and :func:`prediction_from_record`, as the first reading made
     it), so that memory stays flat in the number of entries (a few dozen bytes an entry)
     while scoring goes entry by entry. Slicing gives a table over the same lines (a
-    worker's chunk, a shard). Each read parses the lines again: iterate once where you can."""
+    worker's chunk, a shard). Each read parses the lines again (iterate once where you
+    can), except in a small run, whose records the reading kept (``kept`` of
+    :class:`_GoldLines` and :class:`_PredLines`: :data:`KEEP_PARSED_MAX_BYTES`): its
+    entries are made from those, the same objects at every read."""
 
     def __init__(self, gold: _GoldLines, preds: _PredLines | None, gold_rows: np.ndarray, pred_rows: np.ndarray,
                  *, reparse: bool, fields: FieldNames, gold_field: str | None) -> None:
@@ -6445,11 +6802,18 @@ class EntryTable(Sequence[Entry]):
                           reparse=self._reparse, fields=self._fields, gold_field=self._gold_field)
 
     def _gold_record(self, g: int) -> tuple[GoldRecord, Any]:
+        """The gold record of gold line ``g`` and the line's value (None when kept)."""
+        if self._gold.kept is not None:
+            return self._gold.kept[g], None
         store = self._gold.store
         value, line = store.value(g), store.line[g]
         return gold_from_record(value, line, f"{store.path}: line {line}", self._gold_field), value
 
     def _prediction(self, p: int, gold: GoldRecord, gold_value: Any) -> Prediction:
+        preds = self._gold.combined if self._preds is None else self._preds
+        assert preds is not None
+        if p >= 0 and preds.kept is not None:
+            return preds.kept[p]
         if self._preds is None:  # a combined file: the gold line holds the prediction
             return prediction_from_record(gold_value, gold.line, reparse=self._reparse, fields=self._fields)
         if p < 0:
@@ -6512,7 +6876,7 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
                 limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
-                join: str = "auto") -> LoadedInputs:
+                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None) -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
@@ -6533,7 +6897,12 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     need (ids, line numbers, byte offsets, flags: :class:`LineStore`, :class:`_PredLines`);
     ``entries`` is an :class:`EntryTable`, which parses each entry's lines again when the
     entry is read, so memory does not grow with what the lines hold (the files must stay
-    the same until the entries are scored).
+    the same until the entries are scored: a changed line is an InputError).
+
+    ``map_ranges``: a ``map``-like function that runs its calls in processes forked from
+    this one (the command line passes :func:`worker_map` of ``--workers``); files of
+    :data:`READ_PARALLEL_MIN_BYTES` or more are then read in ranges by those processes
+    (:func:`_read_inputs`), with the same result as one reading here, to the byte.
 
     Raises:
         InputError: unreadable files, bad gold lines, no prediction field on any line,
@@ -6544,12 +6913,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     gold_file = gold_path or pred_path
     fields = (FieldNames.user(pred_field) if pred_field is not None
               else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
-    gold = _read_gold(gold_file, gold_path is None, reparse, skip_bad_gold, log, fields, gold_field)
-    if gold_path is None:
-        assert gold.combined is not None
-        preds = gold.combined
-    else:
-        preds = _read_predictions(pred_path, reparse, log, fields)
+    options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field)
+    gold, preds = _read_inputs(gold_file, None if gold_path is None else pred_path, options, log, map_ranges)
     kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file, log)
     n_slots = len(kept_gold)
     if gold_path is None:
@@ -7402,6 +7767,39 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
             if family.name in combined.skipped:
                 combined.drop(family)
     return combined
+
+
+def worker_map(workers: int) -> Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]] | None:
+    """The ``map_ranges`` of :func:`load_inputs` for ``--workers``: a ``map`` whose calls run
+    on ``workers`` processes forked from this one (:func:`_forked_map`), or None (read in
+    this process) for one worker or where there is no fork (:func:`_fork_context`)."""
+    context = _fork_context() if workers > 1 else None
+    if context is None:
+        return None
+    return functools.partial(_forked_map, workers=workers, context=context)
+
+
+def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, context: Any) -> Iterator[Any]:
+    """``map(fn, items)`` on a pool of ``workers`` forked processes, the results in order
+    as they come. The children inherit this process (its settings, and the seed of
+    ``hash``: what they return is valid here). ``items`` are all submitted at the first
+    result asked for (a generator of them runs while the first tasks are done); the pool
+    is stopped when the results end or the iterator is closed (an error of the caller).
+    A worker that dies (SIGKILL) raises :class:`WorkerLost`; an exception in ``fn`` is
+    raised here, in its item's turn."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
+    try:
+        yield from pool.map(fn, items)
+    except BrokenProcessPool:
+        raise WorkerLost(f"a worker process died while reading the input files (killed by a signal: SIGKILL, often "
+                         f"the out-of-memory killer); no report written: rerun with --workers 1 (--workers "
+                         f"{workers} was used)") from None
+    finally:
+        _stop_workers(pool)
+        gc.unfreeze()
 
 
 # --- Large runs: shards (--shard K/N) and their merge (--merge) ---
@@ -10509,9 +10907,10 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     """Read, join and score one prediction file: its :class:`ScoredFile` and the hash of
     its relation vocabulary. ``given``: the paths the user gave for pred, gold and
     relations when the files read are spooled copies."""
+    workers = config.workers if config.workers is not None else default_workers()
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
-                         gold_field=config.gold_field, join=config.join)
+                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers))
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
@@ -10519,7 +10918,6 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
                          skip_unavailable=config.skip_unavailable)
-    workers = config.workers if config.workers is not None else default_workers()
     entries, span = loaded.entries, None
     if config.shard is not None:  # after --limit (load_inputs); the run's description stays the whole input's
         start, stop = shard_range(*config.shard, len(entries))

@@ -9,14 +9,17 @@ the whole command line (reading, scoring, report writing; lexical similarity) wi
 warm-up run of each, prints the median wall times and their ratio, and checks that the
 two reports are byte-identical. The runs get a user's normal environment (bytecode caches
 written and reused: ``PYTHONDONTWRITEBYTECODE`` removed; ``--as-is-env`` keeps this
-process's environment, see ``_baseline.cli_env``). Not a test: wall-clock
-numbers on shared machines are noisy (other processes take cores); compare the ratio on
-a quiet machine with at least N cores.
+process's environment, see ``_baseline.cli_env``). Then it times the reading pass alone
+(``load_inputs`` in this process, with the workers' map for N workers: the files are read
+in ranges by the workers), best of 3, interleaved. Not a test: wall-clock numbers on
+shared machines are noisy (other processes take cores); compare the ratio on a quiet
+machine with at least N cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -55,6 +58,27 @@ def timed_run(gold: Path, pred: Path, report: Path, workers: int, env: dict[str,
     return wall, (after.children_user + after.children_system) - (before.children_user + before.children_system)
 
 
+def load_evaluate():
+    """evaluate.py of this checkout, loaded by path (the import name ``evaluate`` is Hugging Face's)."""
+    spec = importlib.util.spec_from_file_location("kg_triplet_eval_bench", ROOT / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def time_reading(gold: Path, pred: Path, workers: int, repeats: int = 3) -> tuple[float, float]:
+    """Best wall seconds of ``load_inputs`` with 1 worker and with ``workers`` (interleaved)."""
+    ev = load_evaluate()
+    best = {1: float("inf"), workers: float("inf")}
+    for _ in range(repeats):
+        for n in best:
+            t0 = time.perf_counter()
+            ev.load_inputs(pred, gold, map_ranges=ev.worker_map(n))
+            best[n] = min(best[n], time.perf_counter() - t0)
+    return best[1], best[workers]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=20_000)
@@ -78,6 +102,7 @@ def main() -> None:
         (one, cpu_one), (many, cpu_many) = ((statistics.median(w for w, _ in runs[k]),
                                              statistics.median(c for _, c in runs[k])) for k in (1, args.workers))
         same = (folder / "one.json").read_bytes() == (folder / "many.json").read_bytes()
+        read_one, read_many = time_reading(gold, pred, args.workers)
     print(f"{args.entries} entries, {cpus} CPU(s) available, load average {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after (other processes share the cores when it exceeds 0); median of "
           f"{args.repeats} interleaved runs, " + ("this environment as it is" if args.as_is_env else
@@ -87,6 +112,8 @@ def main() -> None:
           f"reports byte-identical: {same}")
     print(f"CPU seconds of all processes, {args.workers} workers / 1 worker: {cpu_many / cpu_one:.2f} (the cost of "
           "forking, pickling rows back and merging; wall-clock ratios need quiet cores)")
+    print(f"reading pass alone (load_inputs, best of 3): 1 worker {read_one:.2f} s   {args.workers} workers "
+          f"{read_many:.2f} s   speed-up {read_one / read_many:.2f}x")
     if not same:
         sys.exit("reports differ")
 

@@ -110,6 +110,20 @@ def test_jsonl_long_line_bounded_memory(tmp_path):
     assert peak < 8 * (1 << 20)
 
 
+def test_jsonl_long_first_line_after_a_bom_is_one_line(tmp_path):
+    # the cap counts a line's bytes without its BOM: 40 bytes after a BOM are accepted, 41
+    # are one over-long line (it used to be cut 3 bytes early and read as two lines)
+    p = tmp_path / "bom.jsonl"
+    exact = b'"' + b"x" * 38 + b'"'                        # 40 bytes
+    p.write_bytes(b"\xef\xbb\xbf" + exact + b"\n[1]\n")
+    assert [(r.line_no, r.value, r.error) for r in read_jsonl(p, max_line_bytes=40)] == [
+        (1, "x" * 38, None), (2, [1], None)]
+    p.write_bytes(b"\xef\xbb\xbf" + b"[" * 30 + b"]" * 30 + b"\n[1]\n")
+    # 60 bytes + LF = 61 bytes on line 1 (BOM excluded)
+    assert [(r.line_no, r.error) for r in read_jsonl(p, max_line_bytes=40)] == [
+        (1, "line 1: line longer than 40 bytes (61 bytes); skipped"), (2, None)]
+
+
 def test_jsonl_missing_file_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_jsonl(tmp_path / "nope.jsonl")
@@ -227,3 +241,79 @@ def test_jsonl_floats_equal_json_loads():
         assert same_json(ev.JsonlReader.loads(text), json.loads(text)), text
         with contextlib.suppress(orjson.JSONDecodeError):
             assert same_json(orjson.loads(text), json.loads(text)), text
+
+
+# --- Reading a file in byte ranges (JsonlReader.line_ranges + located(start, stop, line_no)) ---
+
+#: Lines of every kind the reader tells apart (each without its line end; the line end is
+#: drawn separately): valid, blank, whitespace-only, invalid JSON, invalid UTF-8, too deep,
+#: over-long (longer than the 40-byte cap used below), exactly at the cap, and a lone CR.
+RANGE_LINES = [b'{"id": "1", "v": [1, 2]}', b"", b"  \t ", b'{"id": "2", "v": [', b'{"id": "3", "v": "caf\xff"}',
+               b"[" * 30 + b"]" * 30, b'{"id": "4", "v": "' + b"x" * 60 + b'"}', b'{"v": "' + b"y" * 31 + b'"}',
+               b"\r", b"7", b'"\xc3\xa9"']
+
+
+def ranged(path, size, max_line_bytes, max_depth=20):
+    """Every row of ``path`` read range by range (ranges of ``size`` bytes), and the ranges."""
+    ranges = list(ev.JsonlReader.line_ranges(path, size))
+    rows = [row for start, stop, line_no in ranges
+            for row in ev.JsonlReader.located(path, max_line_bytes, max_depth, start=start, stop=stop, line_no=line_no)]
+    return rows, ranges
+
+
+def check_ranges_cover(data: bytes, ranges) -> None:
+    """The ranges tile the file, each starting at a line start, with the right line count."""
+    assert ranges[0][:1] == (0,) and ranges[-1][1] is None
+    for (start, stop, line_no), nxt in zip(ranges, ranges[1:] + [None]):
+        assert start == 0 or data[start - 1:start] == b"\n"
+        assert line_no == data[:start].count(b"\n")
+        if nxt is not None:
+            assert stop == nxt[0] and stop > start
+
+
+def test_ranges_read_every_line_as_one_reading_does(tmp_path):
+    # a BOM, CRLF and LF ends, blank lines, an over-long line across several ranges, and
+    # a last line without a line end; every range size from 1 byte to past the file size
+    data = (b"\xef\xbb\xbf" + RANGE_LINES[0] + b"\r\n" + b"\n" + RANGE_LINES[6] + RANGE_LINES[6] + b"\n"
+            + RANGE_LINES[3] + b"\r\n" + RANGE_LINES[4] + b"\n  \n" + RANGE_LINES[7] + b"\n" + RANGE_LINES[0])
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(data)
+    whole = list(ev.JsonlReader.located(path, 40, 20))
+    # lines 1 (BOM, offset 3), 3 (over-long: 2 x 80 bytes, skipped; CRC 0), 4, 5, 7, 8 (no LF)
+    assert [(r.line_no, r.error is None) for r, *_ in whole] == [
+        (1, True), (3, False), (4, False), (5, False), (7, True), (8, True)]
+    assert whole[0][1:3] == (3, len(RANGE_LINES[0]) + 2) and whole[1][3] == 0
+    assert whole[1][0].error == "line 3: line longer than 40 bytes (161 bytes); skipped"
+    for size in range(1, len(data) + 2):
+        rows, ranges = ranged(path, size, 40)
+        check_ranges_cover(data, ranges)
+        assert rows == whole, size
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"\n\n", b"7", b"7\n", b"\xef\xbb\xbf", b"\xef\xbb\xbf7\r\n8"])
+def test_ranges_of_tiny_files(tmp_path, data):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(data)
+    whole = list(ev.JsonlReader.located(path, 40, 20))
+    for size in (1, 2, 3, 100):
+        rows, ranges = ranged(path, size, 40)
+        check_ranges_cover(data, ranges)
+        assert rows == whole
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.tuples(st.sampled_from(RANGE_LINES), st.sampled_from([b"\n", b"\r\n"])), max_size=25),
+       last_end=st.booleans(), bom=st.booleans(), size=st.integers(1, 300))
+def test_ranges_equal_one_reading_property(tmp_path_factory, lines, last_end, bom, size):
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"".join(text + end for text, end in lines)
+    if lines and not last_end:
+        data = data[:-len(lines[-1][1])]
+    path = tmp_path_factory.mktemp("ranges") / "x.jsonl"
+    path.write_bytes(data)
+    rows, ranges = ranged(path, size, 40)
+    check_ranges_cover(data, ranges)
+    assert rows == list(ev.JsonlReader.located(path, 40, 20))

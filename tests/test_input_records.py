@@ -14,6 +14,7 @@ items that are invalid or all empty (issue 9 items 1 and 7).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -735,7 +736,13 @@ def _eager_entries(gold_path: Path, pred_path: Path) -> dict[str, tuple]:
     return {rid: (g, preds.get(rid)) for rid, g in gold.items()}
 
 
-def test_entry_table_rebuilds_each_entry_from_its_lines(tmp_path):
+@pytest.fixture
+def reparsed(monkeypatch):
+    """Entries parsed again from their lines, whatever the size of the files (no records kept)."""
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0)
+
+
+def test_entry_table_rebuilds_each_entry_from_its_lines(tmp_path, reparsed):
     # gold with a BOM, CRLF ends and a blank line; predictions in another order, one line of
     # raw text, one invalid JSON line, one id without a prediction line (r4)
     gold = (b"\xef\xbb\xbf" + line(gold_rec("r1", [ACME_A])).rstrip(b"\n") + b"\r\n\r\n"
@@ -782,7 +789,7 @@ def test_entry_table_combined_file_and_line_order(tmp_path):
     assert [(e.gold.items, e.pred.items, e.pred.line) for e in entries] == [([ACME_A], [ACME_B], 1)]
 
 
-def test_entry_table_refuses_a_file_changed_before_scoring(tmp_path):
+def test_entry_table_refuses_a_file_changed_before_scoring(tmp_path, reparsed):
     g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A])])
     p = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
     entries = ev.load_inputs(p, g).entries
@@ -846,3 +853,261 @@ def test_join_by_id_is_exact_when_every_id_has_the_same_hash(tmp_path, monkeypat
                                              {"id": "y", "triplets": []}])
     with pytest.raises(ev.InputError, match=r"2 prediction id\(s\) have no gold record in .*: 'y', 'zz'"):
         ev.load_inputs(p2, g, duplicate_ids="last", skip_bad_gold=True)
+
+
+# --- The reading pass in ranges (load_inputs(map_ranges=...)): the same result as one reading ---
+
+import random  # noqa: E402
+
+_A, _B = json.dumps(ACME_A), json.dumps(ACME_B)
+
+
+def _gold_line(rng: random.Random, rid: str | None, bad: bool) -> bytes:
+    """One gold line of a random kind (id ``rid``, or none)."""
+    ids = rid is not None
+    head = {"id": rid} if ids else {}
+    kinds = [
+        lambda: line(gold_rec(rid, rng.choice([[], [ACME_A], [ACME_A, ACME_B]]))),
+        lambda: line({**head, "triplets": [ACME_B]}),                                    # no prompt
+        lambda: line({**head, "prompt": ACME_PROMPT, "triplets": [ACME_A], "gold": [ACME_B]}),  # gold fields disagree
+        lambda: line({**head, "prompt": "p", "text": "q", "triplets": []}),               # prompt fields disagree
+        lambda: line({**head, "prompt": "p", "gold_raw": f"[{_A}]"}),                     # answer text
+    ]
+    if bad:
+        kinds += [
+            lambda: (b'{"id": "%s", "triplets": [' % (rid or "x").encode()) + b"\n",      # invalid JSON, raw id
+            lambda: b'{"id": "%s", "prompt": "caf\xff", "triplets": []}\n' % (rid or "").encode(),  # invalid UTF-8
+            lambda: b'{"id": "%s", "v": %s}\n' % ((rid or "").encode(), b"[" * 120 + b"]" * 120),  # too deep
+            lambda: line({**head, "prompt": "x" * 700, "triplets": []}),                   # over the 600-byte cap
+            lambda: line({**head, "prompt": "p"}),                                         # no gold field
+            lambda: b"[1, 2]\n",                                                           # not an object
+        ]
+    text = rng.choice(kinds)()
+    return text[:-1] + b"\r\n" if rng.random() < 0.2 else text
+
+
+def _pred_line(rng: random.Random, rid: str | None, bad: bool) -> bytes:
+    """One prediction line of a random kind for gold id ``rid``."""
+    head = {"id": rid} if rid is not None else {}
+    kinds = [
+        lambda: line({**head, "triplets": rng.choice([[], [ACME_A], [ACME_B, ACME_A]])}),
+        lambda: line({**head, "output": f"Answer: [{_B}]"}),
+        lambda: line({**head, "output": f"1. {_A}\n2. {_B}"}),                            # discarded answers
+        lambda: line({**head, "output": {"text": f"[{_A}]"}}),                           # no triplet-like content
+        lambda: line({**head, "note": 1}),                                               # no prediction field
+        lambda: line({**head, "triplets": [ACME_A], "pred_parsed": [ACME_B]}),           # fields disagree
+        lambda: line({**head, "triplets": [ACME_A], "output": f"[{_B}]"}),               # parsed vs raw text
+        lambda: line({**head, "output": "", "Triplets": [ACME_A]}),                      # unscored triplets field
+        lambda: line({**head, "triplets": "oops"}),                                      # unparseable value
+    ]
+    if bad:
+        kinds += [
+            lambda: (b'{"id": "%s", "triplets": [' % (rid or "").encode()) + b"\n",       # invalid JSON
+            lambda: b'{"triplets": [}\n',                                                 # invalid JSON, no id
+            lambda: b'{"id": "%s", "v": "caf\xff"}\n' % (rid or "").encode(),               # invalid UTF-8
+            lambda: line({**head, "output": "y" * 700}),                                  # over the 600-byte cap
+            lambda: b'"just text"\n',                                                     # not an object
+        ]
+    return rng.choice(kinds)()
+
+
+def _blanks(rng: random.Random) -> bytes:
+    return rng.choice([b"", b"", b"", b"\n", b"  \t \n", b"\r\n"])
+
+
+def _input_files(folder: Path, seed: int, *, ids: bool = True, bad_gold: bool = True,
+                 bad_pred: bool = True) -> tuple[Path, Path]:
+    """A seeded gold file and predictions file with every kind of line, in random order,
+    among blank lines; a BOM and a last line without LF now and then."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 40)
+    gold_ids = [(f"g{k}" if rng.random() > 0.05 else f"g{max(k - 1, 0)}") if ids else None for k in range(n)]
+    gold_lines = [_gold_line(rng, rid, bad_gold) for rid in gold_ids]
+    pred_ids = [rid for rid in dict.fromkeys(gold_ids) if not ids or rng.random() > 0.1] if ids else gold_ids
+    rng.shuffle(pred_ids)
+    pred_lines = [_pred_line(rng, rid, bad_pred) for rid in pred_ids] or [line({"triplets": []})]
+
+    def body(lines: list[bytes]) -> bytes:
+        data = b"".join(_blanks(rng) + x for x in lines) + _blanks(rng)
+        if rng.random() < 0.2:
+            data = b"\xef\xbb\xbf" + data
+        return data.rstrip(b"\r\n") if rng.random() < 0.3 else data
+
+    return (write(folder / "g.jsonl", body(gold_lines)), write(folder / "p.jsonl", body(pred_lines)))
+
+
+def _read(pred: Path, gold: Path | None, map_ranges=None, **options) -> tuple:
+    """Everything load_inputs gives (entries, notices, problems, what it keeps of each
+    line), or its InputError."""
+    try:
+        loaded = ev.load_inputs(pred, gold, map_ranges=map_ranges, **options)
+    except ev.InputError as exc:
+        return ("InputError", str(exc))
+    table = loaded.entries
+    stores = [table._gold.store] + ([table._preds.store] if table._preds is not None else [])
+    preds = table._preds or table._gold.combined
+    kept = [(s.offset.tobytes(), s.size.tobytes(), s.line.tobytes(), s.crc.tobytes(), s.held) for s in stores]
+    ids = [(bytes(c._bytes), c._end.tobytes(), c._hash.tobytes(), bytes(c._some)) for c in (table._gold.ids, preds.ids)]
+    pred_lines = (bytes(preds.hollow), preds.discarded.tobytes(), preds.unread, preds.keys_found, preds.n_objects,
+                  {kind: (list(sample), sample.total) for kind, sample in preds.issues.items()})
+    gold_lines = (table._gold.positions.tolist(), table._gold.n_rows, table._gold.excluded_ids)
+    return (list(table), loaded.notices, loaded.problems, loaded.duplicates_dropped, kept, ids, pred_lines,
+            gold_lines, table._gold_rows.tolist(), table._pred_rows.tolist())
+
+
+OPTION_SETS = [{}, {"skip_bad_gold": True, "duplicate_ids": "first"}, {"skip_bad_gold": True, "duplicate_ids": "last"},
+               {"skip_bad_gold": True, "duplicate_ids": "last", "reparse": True, "limit": 5}]
+
+
+@pytest.fixture
+def small_ranges(monkeypatch):
+    """Split files of any size (ranges of ``READ_RANGE_BYTES``, set by the test), with a
+    600-byte line cap so that over-long lines are cheap to write."""
+    monkeypatch.setattr(ev, "READ_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ev, "JSONL_MAX_LINE_BYTES", 600)
+    return lambda size: monkeypatch.setattr(ev, "READ_RANGE_BYTES", size)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reading_in_ranges_equals_one_reading(tmp_path, small_ranges, monkeypatch, seed):
+    # every kind of line at range starts (1-byte ranges: each line is a range of its own)
+    # and at random places; ids or none (joined by line order); every option set; records
+    # kept (a small run) or parsed again at each read
+    rng = random.Random(seed)
+    gold, pred = _input_files(tmp_path, seed, ids=seed % 4 != 3, bad_gold=seed % 2 == 0)
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0 if seed % 3 else 1 << 20)
+    for options in OPTION_SETS:
+        if seed % 4 == 3:
+            options = {**options, "join": "order", "duplicate_ids": "error"}
+        expected = _read(pred, gold, **options)
+        for size in (1, rng.randint(2, 400), rng.randint(400, 3000)):
+            small_ranges(size)
+            assert _read(pred, gold, map, **options) == expected, (options, size)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reading_a_combined_file_in_ranges_equals_one_reading(tmp_path, small_ranges, monkeypatch, seed):
+    rng = random.Random(seed)
+    monkeypatch.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0 if seed % 2 else 1 << 20)
+    rows = []
+    for k in range(rng.randint(1, 30)):
+        gold_part = json.loads(_gold_line(rng, f"g{k}", False))
+        pred_part = rng.choice([{"pred_parsed": [ACME_A]}, {"pred_raw": f"[{_B}]"}, {"note": 1},
+                                {"pred_parsed": [ACME_A], "pred_raw": f"[{_B}]"}, {"pred_parsed": "x"}])
+        rows.append(line({**gold_part, **pred_part}) if rng.random() > 0.1 else b"{bad\n")
+    path = write(tmp_path / "c.jsonl", b"".join(_blanks(rng) + x for x in rows))
+    for options in ({}, {"skip_bad_gold": True, "duplicate_ids": "last"}):
+        expected = _read(path, None, **options)
+        for size in (1, rng.randint(2, 500)):
+            small_ranges(size)
+            assert _read(path, None, map, **options) == expected
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_reading_on_worker_processes_equals_one_reading(tmp_path, small_ranges, workers):
+    # the real pool (forked workers): parts pickled back, ids hashed there
+    for seed in (5, 8, 13):
+        gold, pred = _input_files(tmp_path, seed)
+        for options in OPTION_SETS[:2]:
+            expected = _read(pred, gold, **options)
+            small_ranges(97)
+            assert _read(pred, gold, ev.worker_map(workers), **options) == expected
+
+
+def test_the_first_error_in_file_order_wins(tmp_path, small_ranges):
+    # bad gold lines 2 and 5 (each a range of its own), a predictions file that is not
+    # JSONL: the gold file's first bad line is the error, as in one reading
+    good = [line(gold_rec(f"g{k}", [ACME_A])) for k in range(6)]
+    good[1], good[4] = b'{"id": "g1", "triplets": [\n', b'{"id": "g4"}\n'
+    gold = write(tmp_path / "g.jsonl", b"".join(good))
+    pred = write(tmp_path / "p.jsonl", b"\x1f\x8b\x08\x00" + b"\x00" * 40)
+    small_ranges(1)
+    for map_ranges in (None, map, ev.worker_map(2)):
+        with pytest.raises(ev.InputError, match=r"g\.jsonl: line 2: invalid JSON: .*--skip-bad-gold"):
+            ev.load_inputs(pred, gold, map_ranges=map_ranges)
+        # with the bad gold lines excluded, the predictions file's check is the error
+        with pytest.raises(ev.InputError, match=r"p\.jsonl: not UTF-8 JSONL \(gzip"):
+            ev.load_inputs(pred, gold, map_ranges=map_ranges, skip_bad_gold=True)
+    missing = tmp_path / "none.jsonl"
+    for map_ranges in (None, map):
+        with pytest.raises(FileNotFoundError):
+            ev.load_inputs(missing, gold, map_ranges=map_ranges, skip_bad_gold=True)
+
+
+def test_ids_hashed_by_another_process_are_hashed_again():
+    # a column made where strings hash differently (a spawned process) is hashed again on joining
+    ours, theirs = ev.IdColumn(), ev.IdColumn()
+    ours.append("a")
+    for rid in ("b", None, "c"):
+        theirs.append(rid)
+    theirs._hash = ev.array.array("q", [1, 0, 2])
+    theirs._probe += 1
+    ours.extend(theirs)
+    assert [ours[k] for k in range(4)] == ["a", "b", None, "c"]
+    assert ours.hashes().tolist() == [hash("a"), hash("b"), 0, hash("c")]
+
+
+def test_a_same_length_edit_of_a_line_is_refused_at_scoring(tmp_path, reparsed):
+    # the file changed between reading and scoring, every line still valid JSON of the same
+    # length: the line's CRC-32 tells (gold and predictions alike)
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "triplets": [ACME_B]}])
+    entries = ev.load_inputs(p, g).entries
+    assert entries[1].pred.items == [ACME_B]
+    p.write_bytes(p.read_bytes().replace(b"Person Z", b"Person Q"))
+    assert entries[0].pred.items == [ACME_A]  # line 1 unchanged
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: line 2 changed while the file was being evaluated"):
+        entries[1]
+    g.write_bytes(g.read_bytes().replace(b'"r1"', b'"r9"'))
+    with pytest.raises(ev.InputError, match=r"g\.jsonl: line 1 changed while the file was being evaluated"):
+        entries[0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_records_kept_by_a_small_run_equal_those_parsed_again(tmp_path, monkeypatch, seed):
+    # a small run makes its entries from the records its reading parsed; a large one parses
+    # each entry's lines again: the same entries (combined files too), and scoring them does
+    # not change them (the kept records are read again by the workers and by each family)
+    gold, pred = _input_files(tmp_path, seed, ids=seed % 4 != 3, bad_gold=False)
+    combined = write(tmp_path / "c.jsonl", [{**gold_rec(f"c{k}", [ACME_A]), "pred_raw": f"1. {_A}\n2. {_B}"}
+                                            for k in range(seed + 1)])
+    for paths in ((pred, gold), (combined, None)):
+        options = {"duplicate_ids": "last", **({"join": "order"} if seed % 4 == 3 else {})}
+        kept = ev.load_inputs(*paths, **options)
+        assert kept.entries._gold.kept is not None
+        with monkeypatch.context() as m:
+            m.setattr(ev, "KEEP_PARSED_MAX_BYTES", 0)
+            again = ev.load_inputs(*paths, **options)
+        assert again.entries._gold.kept is None
+        before = copy.deepcopy(list(kept.entries))
+        assert before == list(again.entries) and kept.notices == again.notices
+        ev.evaluate_entries(kept.entries, similarity=ev.Similarity(), families=("hgr", "strict", "per-relation"))
+        assert list(kept.entries) == before
+
+
+def test_id_column_same_compares_the_ids_exactly():
+    # seeded pairs of ids: equal, same length but other bytes, other lengths, None,
+    # non-ASCII and lone surrogates; IdColumn.same against Python's string equality
+    rng = random.Random(7)
+    pool = ["a", "b", "ab", "ba", "é", "e\u0301", "\ud800", "\udc00x", "中文", "r10", "r01", " r1", "r1 ", None]
+    a, b = ev.IdColumn(), ev.IdColumn()
+    for rid in pool:
+        a.append(rid)
+        b.append(rid)
+    rows_a = [rng.randrange(len(pool)) for _ in range(2000)]
+    rows_b = [k if rng.random() < 0.3 else rng.randrange(len(pool)) for k in rows_a]
+    expected = [pool[i] is not None and pool[i] == pool[j] for i, j in zip(rows_a, rows_b)]
+    assert ev.IdColumn.same(a, ev.np.array(rows_a), b, ev.np.array(rows_b)).tolist() == expected
+    assert ev.IdColumn.same(a, ev.np.array([], dtype=int), b, ev.np.array([], dtype=int)).tolist() == []
+
+
+def test_join_by_id_tells_a_hash_collision_from_the_same_id(tmp_path, monkeypatch):
+    # ids hashed by their first character: the gold hashes are distinct ('a1', 'b1'), and the
+    # prediction id 'a2' has the hash of 'a1': not its gold record, but an unknown id
+    monkeypatch.setattr(ev, "hash", lambda rid: ord(rid[0]), raising=False)
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("a1", [ACME_A]), gold_rec("b1", [ACME_B])])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b1", "triplets": [ACME_B]}, {"id": "a1", "triplets": []}])
+    assert [(e.gold.id, e.pred.line) for e in ev.load_inputs(p, g).entries] == [("a1", 2), ("b1", 1)]
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b1", "triplets": [ACME_B]}, {"id": "a2", "triplets": []}])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: 1 prediction id\(s\) have no gold record in .*: 'a2'"):
+        ev.load_inputs(p, g)

@@ -682,3 +682,42 @@ def test_comparison_bytes_do_not_depend_on_the_worker_count(tmp_path, monkeypatc
     reports = {w: _report_bytes(tmp_path, f"cmp-{w}.json", *args, "--workers", w) for w in ("1", "2", "3")}
     assert reports["1"] == reports["2"] == reports["3"]
     assert b'"p_value"' in reports["1"]
+
+
+def _kill_this_worker(item):
+    """A reading task that kills its worker process (SIGKILL) on item 3."""
+    if item == 3:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * 2
+
+
+def _kills_its_reader(task):
+    """Stands in for the reader of one range: kills its worker process."""
+    return _kill_this_worker(3)
+
+
+def test_worker_map_runs_in_order_and_a_killed_reader_fails_the_run(tmp_path, monkeypatch, capsys):
+    """The reading workers' map (load_inputs(map_ranges=worker_map(N))): results in item
+    order; a worker killed while reading stops the run (exit 1, no report) naming the cause."""
+    import faulthandler
+    import sys
+    assert ev.worker_map(1) is None
+    assert list(ev.worker_map(3)(abs, range(-20, 0))) == list(range(20, 0, -1))
+    faulthandler.dump_traceback_later(60, exit=True, file=sys.__stderr__)
+    try:
+        with pytest.raises(ev.WorkerLost, match="a worker process died while reading the input files"):
+            list(ev.worker_map(2)(_kill_this_worker, range(8)))
+        monkeypatch.setattr(ev, "READ_PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ev, "READ_RANGE_BYTES", 200)
+        gold, pred, _ = _corpus(tmp_path / "c", n=30)
+        monkeypatch.setattr(ev, "_read_range", _kills_its_reader)
+        report = tmp_path / "r.json"
+        status = ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet", "--workers", "2",
+                          "--report", str(report)])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert status == 1 and not report.exists()
+    err = capsys.readouterr().err
+    assert "error: a worker process died while reading the input files (killed by a signal: SIGKILL" in err
+    assert "Traceback" not in err
