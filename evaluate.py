@@ -3702,41 +3702,19 @@ class PerRelationFamily(MetricFamily):
             _count_pair(confusion_matched, gr, pr)
         for g, p in score.entity_matches:
             _count_pair(confusion, g.relation, p.relation)
-        swapped, same_relation = self._swapped(score, ctx.similarity)
+        swapped = same_relation = 0
+        matched = {id(p) for _, p in score.entity_matches}
+        field = ctx.similarity.field
+        for p in score.preds:
+            if id(p) in matched or is_self_loop(p):
+                continue
+            for g in score.gold:
+                if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
+                    swapped += 1
+                    same_relation += ctx.similarity.relation(g.relation, p.relation) > 0
+                    break
         return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
                 "confusion_matched": confusion_matched, "swapped": swapped, "swapped_same_relation": same_relation}
-
-    @staticmethod
-    def _swapped(score: EntryScore, similarity: Similarity) -> tuple[int, int]:
-        """(predictions swapped, those with the gold relation too): each prediction that is
-        neither entity-matched nor a self-loop, against the first gold triplet (in order)
-        with field(gold source, its target) > 0 and field(gold target, its source) > 0.
-        The lexical backend decides all these pairs at once (:meth:`Similarity._field_rows`,
-        the same values as :meth:`Similarity.field`); another one is asked pair by pair."""
-        matched = {id(p) for _, p in score.entity_matches}
-        loose = [p for p in score.preds if id(p) not in matched and not is_self_loop(p)]
-        gold = score.gold
-        swapped = same_relation = 0
-        if not loose or not gold:
-            return swapped, same_relation
-        if not similarity._plain():
-            field = similarity.field
-            for p in loose:
-                for g in gold:
-                    if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
-                        swapped += 1
-                        same_relation += similarity.relation(g.relation, p.relation) > 0
-                        break
-            return swapped, same_relation
-        source_target = similarity._field_rows([g.source for g in gold], [p.target for p in loose])
-        target_source = similarity._field_rows([g.target for g in gold], [p.source for p in loose])
-        for j, p in enumerate(loose):
-            for i, g in enumerate(gold):
-                if source_target[i][j] > 0 and target_source[i][j] > 0:
-                    swapped += 1
-                    same_relation += similarity.relation(g.relation, p.relation) > 0
-                    break
-        return swapped, same_relation
 
     def finish(self, record: Record) -> dict[str, Any]:
         gold, predicted = record.get("gold", {}), record.get("predicted", {})
