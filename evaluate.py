@@ -1197,12 +1197,25 @@ def detect_profile(gold_answers: Iterable[Sequence[Any]]) -> str:
 # Stage 2 - normalize_triplets
 # ======================================================================================
 
-_SUFFIX_RE = re.compile(
-    r"[\s,]+(?:incorporated|corporation|limited|company|inc|llc|ltd|co|corp|plc|gmbh|ag|sa|nv|bv)\.?$",
-    re.IGNORECASE,
-)
+#: The company suffixes that normalisation strips from the end of a title (SPEC.md section 3).
+_COMPANY_SUFFIXES: tuple[str, ...] = (
+    "incorporated", "corporation", "limited", "company", "inc", "llc", "ltd", "co", "corp", "plc", "gmbh", "ag",
+    "sa", "nv", "bv")
+_SUFFIX_RE = re.compile(r"[\s,]+(?:" + "|".join(_COMPANY_SUFFIXES) + r")\.?$", re.IGNORECASE)
+_SUFFIX_WORDS = frozenset(_COMPANY_SUFFIXES)
+#: Every character that the case-insensitive :data:`_SUFFIX_RE` can match with the last
+#: letter of a suffix (the letter and its capital; tests check every code point): a text
+#: whose last character (before a final dot) is none of them has no suffix to strip.
+_SUFFIX_LAST_CHARS = frozenset(c for word in _COMPANY_SUFFIXES for c in (word[-1], word[-1].upper()))
 _EDGE_PUNCT_RE = re.compile(r"""^[\s"'`(\[{.,;:]+|[\s"'`)\]}.,;:]+$""")
 _WS_RE = re.compile(r"\s+")
+#: The characters of the regular-expression class ``\s`` on str (Unicode whitespace: what
+#: ``str.split()`` and ``str.strip()`` split at and strip; tests check every code point).
+_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+               "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+#: What :data:`_EDGE_PUNCT_RE` strips at the start of a text, and at its end.
+_EDGE_LEADING = _WHITESPACE + "\"'`([{.,;:"
+_EDGE_TRAILING = _WHITESPACE + "\"'`)]}.,;:"
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
 
 
@@ -1227,16 +1240,35 @@ def normalize_title(title: Any) -> str:
 
 
 def _normalize_text(title: str) -> str:
-    """:func:`normalize_title` of a string, not memoised (a prompt: long, seen once)."""
+    """:func:`normalize_title` of a string, not memoised (a prompt: long, seen once).
+
+    A plain title (ASCII letters and digits in words separated by single spaces: most
+    titles) takes a shortcut with the same result: NFKC, ``_``, whitespace and the edge
+    punctuation change nothing in it, and on lowercase ASCII words the case-insensitive
+    suffix pattern matches exactly when the last of two or more words is one of
+    :data:`_COMPANY_SUFFIXES` (there is no comma, dot or other whitespace to match)."""
+    if (title.isascii() and title.replace(" ", "").isalnum() and "  " not in title
+            and title[0] != " " and title[-1] != " "):
+        text = title.lower()
+        while True:
+            head, _, last = text.rpartition(" ")
+            if not head or last not in _SUFFIX_WORDS:
+                return text
+            text = head
+    # The steps of normalize_title with str methods where they give the same string (the
+    # regular expressions scan a long prompt position by position): ``\s+`` -> " " and
+    # strip is " ".join(split()) (the same whitespace); a suffix is looked for only when
+    # the text ends with a character that can end one; the edge pattern strips exactly
+    # the leading and trailing runs of its two character classes.
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
-    text = _WS_RE.sub(" ", text).strip().lower()
-    while True:
+    text = " ".join(text.split()).lower()
+    while (text[-2:-1] if text[-1:] == "." else text[-1:]) in _SUFFIX_LAST_CHARS:
         stripped = _SUFFIX_RE.sub("", text).strip()
         if stripped == text:
             break
         text = stripped
-    text = _EDGE_PUNCT_RE.sub("", text)
-    return _WS_RE.sub(" ", text).strip()
+    text = text.lstrip(_EDGE_LEADING).rstrip(_EDGE_TRAILING)
+    return " ".join(text.split())
 
 
 _normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
@@ -1280,6 +1312,44 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
     return out
 
 
+def _valid_triplets(items: Sequence[Any], profile: str) -> tuple[list[Triplet], list[int], list[tuple[int, str]]]:
+    """:func:`validate_schema` and :func:`normalize_triplets` of one answer in one pass:
+    (the valid items' triplets, their item indices, (index, reason) of the invalid ones),
+    the same values in the same order. A plainly valid typed item (the test of
+    :func:`_plainly_valid_hgr_item`, inlined) is normalised here: the titles through the
+    memo of :func:`normalize_title`, the labels as :func:`normalize_label`; every other
+    item goes through :func:`validate_hgr_item` (or the flat profile's check) and
+    :func:`normalize_triplets`."""
+    triplets: list[Triplet] = []
+    positions: list[int] = []
+    invalid: list[tuple[int, str]] = []
+    if profile != "hgr":
+        schema = validate_schema(items, profile)
+        return (normalize_triplets((item for _, item in schema.valid), profile), [k for k, _ in schema.valid],
+                list(schema.invalid))
+    title = _normalize_title_cached
+    append, position = triplets.append, positions.append
+    for index, item in enumerate(items):
+        if type(item) is dict:
+            src, rel, tgt = item.get("source"), item.get("relation"), item.get("target")
+            if type(src) is dict and type(rel) is dict and type(tgt) is dict:
+                s, st, r, w = src.get("title"), src.get("type"), rel.get("type"), rel.get("weight")
+                t, tt = tgt.get("title"), tgt.get("type")
+                if (type(s) is str and type(st) is str and type(r) is str and (type(w) is float or type(w) is int)
+                        and 0 <= w <= 1 and type(t) is str and type(tt) is str):
+                    append(Triplet(s, r, t, st, tt, float(w), title(s), r.strip().lower(), title(t),
+                                   st.strip().lower(), tt.strip().lower()))
+                    position(index)
+                    continue
+        reason = validate_hgr_item(item, index)
+        if reason is None:
+            triplets.extend(normalize_triplets((item,), profile))
+            position(index)
+        else:
+            invalid.append((index, reason))
+    return triplets, positions, invalid
+
+
 def relation_text(relation: str) -> str:
     """Natural-language form of a normalised relation type: ``based_on`` -> ``based on``."""
     return relation.replace("_", " ")
@@ -1317,9 +1387,15 @@ def lexical_similarity(a: str, b: str) -> float:
     return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
 
 
-#: Entries kept by each of the lexical backend's memos (pair similarities, token sets,
-#: character counts) before it is emptied: memory stays flat however long the run.
+#: Entries kept by each of the lexical backend's memos of small values (pair similarities,
+#: relation-pair similarities, token sets) before it is emptied: memory stays flat however
+#: long the run.
 LEXICAL_MEMO_MAX_ENTRIES = 200_000
+#: Size of the lexical backend's memo of character counts (:class:`_CharCounts`), in
+#: cells: each string kept costs the number of distinct characters it has, plus 4 for the
+#: count object itself. 131,072 cells are a few MB (about 40 bytes a cell) whatever the
+#: strings; the memo is emptied when the next string would not fit.
+CHAR_COUNT_MEMO_CELLS = 1 << 17
 #: String pairs from which :meth:`Similarity.matrix` computes its bounds in numpy
 #: (below, a plain loop is faster: the numpy set-up costs ~0.2 ms per matrix).
 _LEXICAL_VECTOR_MIN_PAIRS = 256
@@ -1334,6 +1410,40 @@ def _bounded_put(memo: dict[Any, Any], key: Any, value: Any) -> Any:
         memo.clear()
     memo[key] = value
     return value
+
+
+class _CharCounts:
+    """The character counts (:class:`collections.Counter`) of strings that reached the
+    second bound of :meth:`Similarity._gated`, memoised and bounded by size, not by the
+    number of strings: a string's counts take one cell per distinct character (plus 4),
+    and the memo is emptied when the next string would take it past
+    :data:`CHAR_COUNT_MEMO_CELLS` (a few MB, however long or varied the strings; a string
+    larger than that is counted and not kept). Shared
+    by a backend and its :meth:`Similarity.with_threshold` twins (the counts do not depend
+    on the gate)."""
+
+    __slots__ = ("counts", "cells")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, Counter[str]] = {}
+        self.cells = 0
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def __call__(self, text: str) -> Counter[str]:
+        counts = self.counts.get(text)
+        if counts is None:
+            counts = Counter(text)
+            size = len(counts) + 4
+            if self.cells + size > CHAR_COUNT_MEMO_CELLS:
+                self.counts.clear()
+                self.cells = 0
+                if size > CHAR_COUNT_MEMO_CELLS:     # larger than the whole memo: not kept
+                    return counts
+            self.counts[text] = counts
+            self.cells += size
+        return counts
 
 
 class Similarity:
@@ -1358,8 +1468,10 @@ class Similarity:
         self.model: str | None = None
         self.fallback_reason = fallback_reason
         self._memo: dict[tuple[str, str], float] = {}
+        #: relation(a, b) of normalised relation types (gated: emptied by with_threshold).
+        self._relations: dict[tuple[str, str], float] = {}
         self._tokens: dict[str, frozenset[str]] = {}
-        self._chars: dict[str, Counter[str]] = {}
+        self._chars = _CharCounts()
 
     def prepare(self, strings: Iterable[str]) -> None:
         """Precompute what the backend needs for these strings (embeddings); no-op here."""
@@ -1371,10 +1483,7 @@ class Similarity:
         return tokens
 
     def _char_counts(self, text: str) -> Counter[str]:
-        counts = self._chars.get(text)
-        if counts is None:
-            counts = _bounded_put(self._chars, text, Counter(text))
-        return counts
+        return self._chars(text)
 
     def raw(self, a: str, b: str) -> float:
         """Similarity before the threshold gate, in [0, 1] (lexical: SPEC.md section 4)."""
@@ -1433,6 +1542,7 @@ class Similarity:
         twin = copy.copy(self)
         twin.threshold = threshold
         twin._memo = {}
+        twin._relations = {}
         return twin
 
     def relation(self, a: str, b: str) -> float:
@@ -1471,48 +1581,94 @@ class Similarity:
 
     def _small_matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool, plain: bool) -> np.ndarray:
         """:meth:`matrix` pair by pair. ``plain`` (this class's :meth:`field`,
-        :meth:`relation` and :meth:`_gated`): ``relation(a, b)`` is ``field`` of the two
-        natural-language forms (equal types have equal forms), and the memo is read here
-        before :meth:`field` is called (the same values, fewer calls)."""
-        cls = type(self)
-        if not (plain and cls.field is Similarity.field and cls.relation is Similarity.relation):
+        :meth:`relation` and :meth:`_gated`): :meth:`_field_rows` or
+        :meth:`_relation_rows` (the same values, fewer calls)."""
+        if not (plain and self._plain()):
             fn = self.relation if relation else self.field
             values = [fn(a, b) for a in gold for b in preds]
-        else:
-            if relation:
-                gold, preds = [relation_text(s) for s in gold], [relation_text(s) for s in preds]
-            memo_get, field, threshold = self._memo.get, self.field, self.threshold
-            token_set = self._token_set
-            right = [(b, token_set(b), len(b)) for b in preds]
-            right = [(b, tb, len(tb), lb) for b, tb, lb in right]
-            # Token sets without a shared token give Jaccard 0.0, and the first bound is then
-            # 0.5 * (2.0 * shortest / length) <= 0.5 (the quotient is at most 1.0 in floats):
-            # below any threshold above 0.5 (not below the sweep's 0.50, say).
-            disjoint_below = threshold > 0.5
-            values = []
-            append = values.append
-            for a in gold:
-                ta, la = token_set(a), len(a)
-                na = len(ta)
-                for b, tb, nb, lb in right:
-                    if a == b:
-                        append(1.0 if a else field(a, b))
-                    elif not la or not lb:
-                        append(0.0)                      # exactly one string empty (_gated)
-                    elif disjoint_below and ta.isdisjoint(tb):
+            return np.array(values, dtype=float).reshape(len(gold), len(preds))
+        rows = self._relation_rows(gold, preds) if relation else self._field_rows(gold, preds)
+        return np.array(rows, dtype=float).reshape(len(gold), len(preds))
+
+    def _plain(self) -> bool:
+        """Whether :meth:`field`, :meth:`relation` and :meth:`_gated` are this class's own
+        (the lexical backend), so that the shortcuts of :meth:`_field_rows` hold."""
+        cls = type(self)
+        return cls._gated is Similarity._gated and cls.field is Similarity.field and cls.relation is Similarity.relation
+
+    def _field_rows(self, gold: Sequence[str], preds: Sequence[str]) -> list[list[float]]:
+        """``field(a, b)`` of every gold x prediction pair, as rows of Python floats (the
+        lexical backend only, :meth:`_plain`). The memo is read here before :meth:`field`
+        is called, and the pairs that the first bound of :meth:`_gated` rules out are 0.0
+        without it (the same values, fewer calls)."""
+        memo_get, field, threshold = self._memo.get, self.field, self.threshold
+        tokens_get, token_set = self._tokens.get, self._token_set
+        right = []
+        for b in preds:
+            tb = tokens_get(b)
+            if tb is None:
+                tb = token_set(b)
+            right.append((b, tb, len(tb), len(b)))
+        # Token sets without a shared token give Jaccard 0.0, and the first bound is then
+        # 0.5 * (2.0 * shortest / length) <= 0.5 (the quotient is at most 1.0 in floats):
+        # below any threshold above 0.5 (not below the sweep's 0.50, say).
+        disjoint_below = threshold > 0.5
+        rows = []
+        for a in gold:
+            ta = tokens_get(a)
+            if ta is None:
+                ta = token_set(a)
+            la, na = len(a), len(ta)
+            row: list[float] = []
+            append = row.append
+            for b, tb, nb, lb in right:
+                if a == b:
+                    append(1.0 if a else field(a, b))
+                elif not la or not lb:
+                    append(0.0)                      # exactly one string empty (_gated)
+                elif disjoint_below and ta.isdisjoint(tb):
+                    append(0.0)
+                else:
+                    # _gated's first bound, the same float operations: a pair below it
+                    # is 0.0 without the memo (most pairs of distinct titles).
+                    inter = len(ta & tb)
+                    union = na + nb - inter
+                    jac = inter / union if union else 0.0
+                    if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * jac < threshold:
                         append(0.0)
                     else:
-                        # _gated's first bound, the same float operations: a pair below it
-                        # is 0.0 without the memo (most pairs of distinct titles).
-                        inter = len(ta & tb)
-                        union = na + nb - inter
-                        jac = inter / union if union else 0.0
-                        if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * jac < threshold:
-                            append(0.0)
-                        else:
-                            value = memo_get((a, b))
-                            append(field(a, b) if value is None else value)
-        return np.array(values, dtype=float).reshape(len(gold), len(preds))
+                        value = memo_get((a, b))
+                        append(field(a, b) if value is None else value)
+            rows.append(row)
+        return rows
+
+    def _relation_rows(self, gold: Sequence[str], preds: Sequence[str]) -> list[list[float]]:
+        """``relation(a, b)`` of every gold x prediction pair of normalised relation types,
+        as rows of Python floats, memoised per pair of types (a run has few of them)."""
+        memo = self._relations
+        get, relation = memo.get, self.relation
+        rows = []
+        for a in gold:
+            row: list[float] = []
+            for b in preds:
+                value = get((a, b))
+                if value is None:
+                    value = _bounded_put(memo, (a, b), relation(a, b))
+                row.append(value)
+            rows.append(row)
+        return rows
+
+    def _pair_rows(self, gold: Sequence[Triplet], preds: Sequence[Triplet]
+                  ) -> tuple[list[list[float]], list[list[float]], list[list[float]]] | None:
+        """The three matrices of :func:`embedding_matching` (source, target, relation) as
+        rows of Python floats, the same values, for an entry of fewer than
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs scored by the lexical backend itself
+        (:meth:`_plain`); None otherwise (the caller takes the numpy matrices)."""
+        if len(gold) * len(preds) >= _LEXICAL_VECTOR_MIN_PAIRS or not self._plain():
+            return None
+        return (self._field_rows([g.source for g in gold], [p.source for p in preds]),
+                self._field_rows([g.target for g in gold], [p.target for p in preds]),
+                self._relation_rows([g.relation for g in gold], [p.relation for p in preds]))
 
     def _candidates(self, rows: list[str], cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Indices (i, j) of the distinct pairs of :meth:`matrix` that are equal or that
@@ -2116,6 +2272,18 @@ def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: 
     return True
 
 
+def _padded_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float) -> list[int]:
+    """:func:`hungarian_padded` of a small finite n x m matrix given as lists (n, m >= 1,
+    max(n, m) < :data:`_NUMPY_SOLVER_MIN_SIZE`): the same solves on lists."""
+    if n <= m:
+        state = _solve_python(rows, n, m)
+        if _padding_rows_keep_assignment_lists(rows, state):
+            return _assignment_from_columns(state.p, n, m)
+        return _hungarian_python(rows + [[pad] * m for _ in range(m - n)], m, m)[:n]
+    extra = [pad] * (n - m)
+    return [j if j < m else -1 for j in _hungarian_python([row + extra for row in rows], n, n)]
+
+
 def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 1.0) -> list[int]:
     """SPEC.md section 5's assignment of an n x m matrix padded to a square with ``pad``.
 
@@ -2159,28 +2327,20 @@ def hungarian_padded(cost: Sequence[Sequence[float]] | np.ndarray, pad: float = 
         raise ValueError(f"pad must be a finite number, found {pad!r}")
     if n == 0:
         return []
+    if max(n, m) < _NUMPY_SOLVER_MIN_SIZE:   # small: the same solves and test on lists (no numpy set-up)
+        return _padded_assignment_lists(arr.tolist(), n, m, float(pad))
     if n <= m:      # O(n^2 m) instead of the square's O(m^3), at every size
-        if m < _NUMPY_SOLVER_MIN_SIZE:   # small: the same solve and test on lists (no numpy set-up)
-            rows = arr.tolist()
-            state = _solve_python(rows, n, m)
-            keep = _padding_rows_keep_assignment_lists(rows, state)
-        else:
-            state = _solve(arr)
-            keep = _padding_rows_keep_assignment(arr, state)
-        if keep:
+        state = _solve(arr)
+        if _padding_rows_keep_assignment(arr, state):
             return _assignment_from_columns(state.p, n, m)
         square = np.full((m, m), float(pad))
         square[:n] = arr
         return hungarian(square)[:n]
-    if n < _NUMPY_SOLVER_MIN_SIZE:     # small: the padded square itself is cheap
-        square = np.full((n, n), float(pad))
-        square[:, :m] = arr
-        return [j if j < m else -1 for j in _hungarian_python(square.tolist(), n, n)]
     state = _solve_padded_columns(arr, float(pad))
     return [j if j < m else -1 for j in _assignment_from_columns(state.p, n, n)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MatchedPair:
     """An accepted gold/prediction pair (indices into the entry's valid gold triplets and
     into its non-self-loop valid predictions) with its field similarities in [0, 1]."""
@@ -2192,6 +2352,12 @@ class MatchedPair:
     relation_sim: float
     align_sim: float
     exact: bool
+
+    def __init__(self, gold: int, pred: int, source_sim: float, target_sim: float, relation_sim: float,
+                 align_sim: float, exact: bool) -> None:
+        # one update of the instance dict instead of seven object.__setattr__ (see Triplet)
+        self.__dict__.update(gold=gold, pred=pred, source_sim=source_sim, target_sim=target_sim,
+                             relation_sim=relation_sim, align_sim=align_sim, exact=exact)
 
 
 @dataclass(frozen=True)
@@ -2223,7 +2389,42 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
     n_gold, n_pred = len(gold), len(preds)
     if n_gold == 0 or n_pred == 0:
         return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
+    rows = similarity._pair_rows(gold, preds)   # a small entry, lexical: the matrices as lists
+    if rows is not None and max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE:
+        return _match_rows(gold, preds, *rows, align_accept)
     return match_from_similarities(gold, preds, *embedding_matching(gold, preds, similarity), align_accept)
+
+
+def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[list[float]], tgt: list[list[float]],
+                rel: list[list[float]], align_accept: float) -> MatchResult:
+    """:func:`match_from_similarities` of a small entry (max(n_gold, n_pred) <
+    :data:`_NUMPY_SOLVER_MIN_SIZE`) whose finite field similarities are given as rows of
+    Python floats: align_sim by the same float operations as numpy's (each element
+    ``(w_s * src + w_t * tgt) + w_r * rel``, then ``1.0 - align``), the same assignment
+    (:func:`_padded_assignment_lists`). When no pair reaches ``align_accept`` no
+    assignment can accept one, and the solve is skipped."""
+    n_gold, n_pred = len(gold), len(preds)
+    if n_gold == 0 or n_pred == 0:
+        return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
+    w_s, w_t, w_r = ALIGN_WEIGHTS
+    align = [[w_s * s + w_t * t + w_r * r for s, t, r in zip(srow, trow, rrow)]
+             for srow, trow, rrow in zip(src, tgt, rel)]
+    if not max(map(max, align)) >= align_accept:
+        return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
+    assignment = _padded_assignment_lists([[1.0 - a for a in row] for row in align], n_gold, n_pred, 1.0)
+    pairs: list[MatchedPair] = []
+    matched_pred: set[int] = set()
+    unmatched_gold: list[int] = []
+    for i, j in enumerate(assignment):
+        if j >= 0 and align[i][j] >= align_accept:
+            g, p = gold[i], preds[j]
+            exact = g.source == p.source and g.target == p.target and g.relation == p.relation
+            pairs.append(MatchedPair(i, j, src[i][j], tgt[i][j], rel[i][j], align[i][j], exact))
+            matched_pred.add(j)
+        else:
+            unmatched_gold.append(i)
+    return MatchResult(tuple(pairs), tuple(unmatched_gold),
+                       tuple(j for j in range(n_pred) if j not in matched_pred))
 
 
 def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], src: np.ndarray, tgt: np.ndarray,
@@ -2232,8 +2433,11 @@ def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], s
     float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1, gated values as
     :func:`embedding_matching` returns them): align_sim, the padded Hungarian assignment
     and the acceptance gate (SPEC.md section 5). The threshold sweep calls it with the
-    matrices of each threshold."""
+    matrices of each threshold. Raises ValueError on a non-finite similarity."""
     n_gold, n_pred = len(gold), len(preds)
+    if max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE and np.isfinite(src).all() and np.isfinite(tgt).all() \
+            and np.isfinite(rel).all():
+        return _match_rows(gold, preds, src.tolist(), tgt.tolist(), rel.tolist(), align_accept)
     w_s, w_t, w_r = ALIGN_WEIGHTS
     align = w_s * src + w_t * tgt + w_r * rel
     assignment = hungarian_padded(1.0 - align, pad=1.0)
@@ -2480,25 +2684,44 @@ def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[T
 
 def _classify_unmatched(gold: Sequence[Triplet], unmatched: Sequence[int], preds: Sequence[Triplet],
                         pred_positions: Sequence[int], self_loop_positions: Sequence[int],
-                        prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], Counter[str]]:
+                        prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Stage 5 for one entry: the class of every unmatched prediction (self-loops are
     "self_loop"), as report rows in item order, and the class counts."""
-    classes: Counter[str] = Counter(self_loop=len(self_loop_positions))
+    classes = {"self_loop": len(self_loop_positions), "hallucinated_relation": 0, "novel_grounded": 0,
+               "ungrounded": 0}
     rows = [{"pred_index": position, "class": "self_loop"} for position in self_loop_positions]
     if not unmatched:  # nothing to ground: the prompt is not normalised
         return rows, classes
-    gold_titles = frozenset(t for g in gold for t in (g.source, g.target))
-    context = PromptContext.from_prompt(prompt)
+    # final_hallucination_check, inlined: the prompt is normalised only when a title is
+    # neither a gold title nor empty (is_grounded needs it then), and once.
+    gold_titles = {t for g in gold for t in (g.source, g.target)}
+    context: PromptContext | None = None
     for j in unmatched:
-        cls = final_hallucination_check(preds[j], gold_titles, context, vocabulary)
+        pred = preds[j]
+        if vocabulary is not None and pred.relation not in vocabulary:
+            cls = "hallucinated_relation"
+        else:
+            cls = "novel_grounded"
+            for title in (pred.source, pred.target):
+                if title in gold_titles:
+                    continue
+                if not title:
+                    cls = "ungrounded"          # an empty title is never grounded
+                    break
+                if context is None:
+                    context = PromptContext.from_prompt(prompt)
+                if not is_grounded(title, context):
+                    cls = "ungrounded"
+                    break
         classes[cls] += 1
         rows.append({"pred_index": pred_positions[j], "class": cls})
-    rows.sort(key=lambda row: row["pred_index"])
+    if self_loop_positions:
+        rows.sort(key=lambda row: row["pred_index"])
     return rows, classes
 
 
 def _entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
-                   classes: Counter[str], typed: bool) -> EntryMetrics:
+                   classes: Mapping[str, int], typed: bool) -> EntryMetrics:
     """The formulas of SPEC.md section 8 for one entry (see :func:`score_entry`)."""
     entity_tp, full_tp = tally.entity_tp, tally.full_tp
     hard = classes["self_loop"] + classes["hallucinated_relation"] + classes["ungrounded"]
@@ -2561,29 +2784,35 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         :func:`composite_score` with schema and grounding N/A when n_items = 0, and
         composite = 1.0 if n_gold = n_items = 0, 0.0 if n_gold = 0 < n_items.
     """
-    gold_schema = validate_schema(gold_items, profile)
-    gold = normalize_triplets((item for _, item in gold_schema.valid), profile)
+    if profile not in SCHEMA_PROFILES:
+        raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
+    gold, gold_positions, gold_invalid = _valid_triplets(gold_items, profile)
     unparseable = pred_items is None
-    pred_schema = validate_schema(pred_items or [], profile)
-    valid_preds = normalize_triplets((item for _, item in pred_schema.valid), profile)
-    valid_positions = [index for index, _ in pred_schema.valid]
-    self_loops = [k for k, t in enumerate(valid_preds) if is_self_loop(t)]
-    kept = [k for k, t in enumerate(valid_preds) if not is_self_loop(t)]
-    preds = [valid_preds[k] for k in kept]
-    pred_positions = [valid_positions[k] for k in kept]
+    pred_items = pred_items or []
+    valid_preds, valid_positions, pred_invalid = _valid_triplets(pred_items, profile)
+    n_items = len(pred_items)
+    preds: list[Triplet] = []
+    pred_positions: list[int] = []
+    self_loop_positions: list[int] = []
+    for t, position in zip(valid_preds, valid_positions):
+        if t.source and t.source == t.target:      # is_self_loop, inlined
+            self_loop_positions.append(position)
+        else:
+            preds.append(t)
+            pred_positions.append(position)
 
     result = match_triplets(gold, preds, similarity, align_accept)
     typed = profile == "hgr"
-    tally = _tally_pairs(result, gold, preds, [i for i, _ in gold_schema.valid], pred_positions, typed)
+    tally = _tally_pairs(result, gold, preds, gold_positions, pred_positions, typed)
     unmatched, classes = _classify_unmatched(gold, result.unmatched_pred, preds, pred_positions,
-                                             [valid_positions[k] for k in self_loops], prompt, vocabulary)
+                                             self_loop_positions, prompt, vocabulary)
     return EntryScore(
-        values=_entry_metrics(len(gold), pred_schema.n_items, len(valid_preds), unparseable, tally, classes, typed),
+        values=_entry_metrics(len(gold), n_items, len(valid_preds), unparseable, tally, classes, typed),
         pairs=tally.pairs, unmatched_predictions=unmatched,
-        invalid_items=[reason for _, reason in pred_schema.invalid],
-        invalid_gold_items=[reason for _, reason in gold_schema.invalid],
+        invalid_items=[reason for _, reason in pred_invalid],
+        invalid_gold_items=[reason for _, reason in gold_invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
-        gold=gold, preds=valid_preds, n_items=pred_schema.n_items)
+        gold=gold, preds=valid_preds, n_items=n_items)
 
 
 # ======================================================================================
@@ -2899,10 +3128,22 @@ def exact_mean(total: int | float | ExactSum, count: int) -> float:
 
 
 def _stat_to_json(value: Any) -> Any:
+    """``value`` with its exact sums as JSON values; a dict or list that holds none is
+    returned itself (shared, not copied: most per-entry records hold only counts)."""
     t = type(value)
     if t is dict:
-        return {k: v if type(v) in _JSON_LEAVES else _stat_to_json(v) for k, v in value.items()}
+        out = None
+        for k, v in value.items():
+            if type(v) not in _JSON_LEAVES:
+                converted = _stat_to_json(v)
+                if converted is not v:
+                    if out is None:
+                        out = dict(value)
+                    out[k] = converted
+        return value if out is None else out
     if t is list:
+        if all(type(v) in _JSON_LEAVES for v in value):
+            return value
         return [v if type(v) in _JSON_LEAVES else _stat_to_json(v) for v in value]
     if t is ExactSum:
         as_float = float(value)
@@ -2931,8 +3172,14 @@ _NUMBER_LEAVES = frozenset({int, float})
 
 def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
     """Statistics records as strict JSON, losslessly: an exact sum that is a float is
-    written as that float, any other one as the string ``"numerator/denominator"``."""
-    return _stat_to_json(dict(records))
+    written as that float, any other one as the string ``"numerator/denominator"``. The
+    result is a new dict whose values share every part that needs no conversion with
+    ``records`` (a record is not changed once made: merges copy what they keep)."""
+    out = dict(records)
+    for name, record in out.items():
+        if type(record) not in _JSON_LEAVES:
+            out[name] = _stat_to_json(record)
+    return out
 
 
 def records_from_json(data: Mapping[str, Any]) -> dict[str, Record]:
@@ -3463,11 +3710,13 @@ def strict_entry(gold: Sequence[Triplet], preds: Sequence[Triplet], n_items: int
             "recall": recall, "f1": f1_score(precision, recall)}
 
 
-def _count_into(target: dict[str, Any], *path_and_key: str) -> None:
-    *path, key = path_and_key
-    for part in path:
-        target = target.setdefault(part, {})
-    target[key] = target.get(key, 0) + 1
+def _count_pair(target: dict[str, dict[str, int]], outer: str, inner: str) -> None:
+    """``target[outer][inner] += 1``, the inner dict and the count created when absent."""
+    row = target.get(outer)
+    if row is None:
+        target[outer] = {inner: 1}
+    else:
+        row[inner] = row.get(inner, 0) + 1
 
 
 class PerRelationFamily(MetricFamily):
@@ -3491,30 +3740,38 @@ class PerRelationFamily(MetricFamily):
     default = True
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
-        rec: Record = {"gold": {}, "predicted": {}, "tp_gold": {}, "tp_pred": {}, "confusion": {},
-                       "confusion_matched": {}, "swapped": 0, "swapped_same_relation": 0}
-        gold, predicted, tp_gold, tp_pred = rec["gold"], rec["predicted"], rec["tp_gold"], rec["tp_pred"]
+        gold: dict[str, int] = {}
+        predicted: dict[str, int] = {}
+        tp_gold: dict[str, int] = {}
+        tp_pred: dict[str, int] = {}
+        confusion: dict[str, dict[str, int]] = {}
+        confusion_matched: dict[str, dict[str, int]] = {}
         for g in score.gold:
-            gold[g.relation] = gold.get(g.relation, 0) + 1
+            r = g.relation
+            gold[r] = gold.get(r, 0) + 1
         for p in score.preds:
-            predicted[p.relation] = predicted.get(p.relation, 0) + 1
+            r = p.relation
+            predicted[r] = predicted.get(r, 0) + 1
         for g, p in score.full_matches:
-            tp_gold[g.relation] = tp_gold.get(g.relation, 0) + 1
-            tp_pred[p.relation] = tp_pred.get(p.relation, 0) + 1
-            _count_into(rec, "confusion_matched", g.relation, p.relation)
+            gr, pr = g.relation, p.relation
+            tp_gold[gr] = tp_gold.get(gr, 0) + 1
+            tp_pred[pr] = tp_pred.get(pr, 0) + 1
+            _count_pair(confusion_matched, gr, pr)
         for g, p in score.entity_matches:
-            _count_into(rec, "confusion", g.relation, p.relation)
+            _count_pair(confusion, g.relation, p.relation)
+        swapped = same_relation = 0
         matched = {id(p) for _, p in score.entity_matches}
-        similarity = ctx.similarity
+        field = ctx.similarity.field
         for p in score.preds:
             if id(p) in matched or is_self_loop(p):
                 continue
             for g in score.gold:
-                if similarity.field(g.source, p.target) > 0 and similarity.field(g.target, p.source) > 0:
-                    rec["swapped"] += 1
-                    rec["swapped_same_relation"] += similarity.relation(g.relation, p.relation) > 0
+                if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
+                    swapped += 1
+                    same_relation += ctx.similarity.relation(g.relation, p.relation) > 0
                     break
-        return rec
+        return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
+                "confusion_matched": confusion_matched, "swapped": swapped, "swapped_same_relation": same_relation}
 
     def finish(self, record: Record) -> dict[str, Any]:
         gold, predicted = record.get("gold", {}), record.get("predicted", {})

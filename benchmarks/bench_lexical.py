@@ -1,17 +1,27 @@
 """Benchmark: throughput of the lexical path on a generated 20,000-entry set.
 
-Run: ``uv run python benchmarks/bench_lexical.py [--entries N] [--seed S]``
+Run: ``uv run python benchmarks/bench_lexical.py [--entries N] [--seed S] [--baseline REV
+[--repeats R]]``
 
 Generates a seeded synthetic corpus (typed triplets, perturbed predictions: case changes,
 typos, company suffixes, wrong relations, extra and missing triplets, invalid items),
 then times ``evaluate_entries`` with the lexical similarity and prints entries/second.
+With ``--baseline REV`` it also loads evaluate.py as it was at git revision REV (by path)
+and times both on the same generated entries, interleaved ``--repeats`` times (default 3):
+the CPU time of this process for ``evaluate_entries`` (per-entry scoring, the default
+metric families' statistics and merges, the report in memory; no reading, no writing),
+median per entry, the ratio this checkout / baseline, and whether the two reports'
+summaries and per-entry metrics are identical.
 Not a test: wall-clock numbers on shared machines are noisy; compare ratios on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -80,7 +90,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline", metavar="REV", help="also time evaluate.py at git revision REV, side by side")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each with --baseline (default 3)")
     args = parser.parse_args()
+    if args.baseline:
+        side_by_side(args.baseline, args.entries, args.seed, args.repeats)
+        return
     t0 = time.perf_counter()
     entries = generate(args.entries, args.seed)
     t1 = time.perf_counter()
@@ -93,6 +108,36 @@ def main() -> None:
     print(f"lexical evaluation: {t2 - t1:.2f} s  ->  {len(entries) / (t2 - t1):,.0f} entries/s  "
           f"({(n_gold + n_pred) / (t2 - t1):,.0f} triplets/s)")
     print(f"macro composite {s['macro']['composite']:.4f}   micro entity F1 {s['micro']['entity_f1']:.4f}")
+
+
+def side_by_side(revision: str, n_entries: int, seed: int, repeats: int) -> None:
+    """CPU seconds of ``evaluate_entries`` per run, this checkout vs ``revision``, interleaved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _baseline
+
+    modules = {f"baseline {revision}": _baseline.load_evaluate(revision), "this checkout": ev}
+    entries = {name: generate(n_entries, seed, module) for name, module in modules.items()}
+    cpu: dict[str, list[float]] = {name: [] for name in modules}
+    reports: dict[str, Any] = {}
+    gc.collect()
+    for r in range(repeats):
+        for name in (list(modules) if r % 2 == 0 else list(modules)[::-1]):
+            module = modules[name]
+            start = time.process_time()
+            reports[name] = module.evaluate_entries(entries[name], similarity=module.Similarity())
+            cpu[name].append(time.process_time() - start)
+            reports[name] = {"summary": reports[name]["summary"],
+                             "metrics": [row["metrics"] for row in reports[name]["per_entry"]]}
+            gc.collect()
+    for name, times in cpu.items():
+        median = statistics.median(times)
+        print(f"{name:<24} CPU {median:6.2f} s  ({1e3 * median / n_entries:.3f} ms/entry; runs "
+              + ", ".join(f"{t:.2f}" for t in times) + ")")
+    old, new = (statistics.median(times) for times in cpu.values())
+    print(f"CPU this checkout / baseline: {new / old:.3f}")
+    same = [json.dumps(report, sort_keys=True) for report in reports.values()]
+    print("summaries and per-entry metrics identical" if same[0] == same[1] else
+          "summaries or per-entry metrics DIFFER (expected only against a revision before exact sums)")
 
 
 if __name__ == "__main__":

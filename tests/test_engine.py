@@ -212,6 +212,21 @@ def test_merge_additive_is_exact_where_float_addition_is_not():
     assert ev.records_from_json(json.loads(json.dumps(ev.records_to_json({"x": left})))) == {"x": left}
 
 
+def test_records_to_json_shares_what_needs_no_conversion():
+    # a record of counts and floats is its own JSON form (returned, not copied); a dict or
+    # list holding an exact sum is a converted copy, the record itself left as it was
+    plain = {"n": 1, "s": 0.5, "per": {"a": {"b": 2}}, "list": [1, 2]}
+    exact = ev.merge_additive({"s": 0.1, "k": {"x": [0.1, 1]}}, {"s": 0.2, "k": {"x": [0.2, 1]}})
+    out = ev.records_to_json({"plain": plain, "exact": exact})
+    assert out["plain"] is plain
+    # 0.1 + 0.2 exactly: 3602879701896397/2^55 + 3602879701896397/2^54 = 10808639105689191/2^55
+    exact_sum = "10808639105689191/36028797018963968"
+    assert out["exact"] == {"s": exact_sum, "k": {"x": [exact_sum, 2]}}
+    assert type(exact["s"]) is ev.ExactSum and type(exact["k"]["x"][0]) is ev.ExactSum
+    assert list(out["exact"]) == ["s", "k"]                      # key order kept
+    assert ev.records_from_json(json.loads(json.dumps(out))) == {"plain": plain, "exact": exact}
+
+
 @needs_nltk
 def test_limit_applies_to_every_family(tmp_path):
     gold, pred, onto = t2kg_files(tmp_path / "full")

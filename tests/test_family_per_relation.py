@@ -68,3 +68,28 @@ def test_per_relation_precision_is_na_when_nothing_was_predicted_with_the_relati
     assert (row["predicted"], row["precision"], row["recall"], row["f1"]) == (0, None, 1.0, None)
     assert pr["relation_mismatches"] == 0
     assert "n/a" in ev.PerRelationFamily().format(pr, {})
+
+
+def test_swaps_by_hand_and_with_another_backend():
+    # a prediction is swapped against the first gold triplet (in order) whose source and
+    # target its target and source match (field > 0); a backend of its own (the same
+    # similarities behind an overridden field) gives the same record
+    class PairByPair(ev.Similarity):
+        def field(self, a, b):
+            return super().field(a, b)
+
+    # field("alpha beta gamma", "alpha beta gamma x") = 0.5 * 32/34 + 0.5 * 3/4 = 0.8456 >= 0.8
+    gold = [T("Kappa", "created_by", "Sigma"), T("Alpha Beta Gamma", "part_of", "Delta"), T("", "part_of", "x")]
+    pred = [T("Sigma", "created_by", "Kappa"),              # swapped, same relation
+            T("Delta", "located_in", "Alpha Beta Gamma X"),  # swapped (a near title), other relation
+            T("Sigma", "part_of", "Kappa Inc"),             # swapped with the first gold (suffix stripped)
+            T("x", "part_of", "Nothing"),                   # not swapped ("nothing" vs the empty source)
+            T("Zeta", "part_of", "Zeta")]                   # a self-loop: never counted
+    e = entry(gold, pred)
+    family = ev.PerRelationFamily()
+    records = []
+    for similarity in (ev.Similarity(), PairByPair()):
+        score = ev.score_entry(e.gold.items, e.pred.items, "", similarity=similarity)
+        records.append(family.entry_stats(e, score, ev.ScoringContext(similarity=similarity)))
+    assert records[0] == records[1]
+    assert (records[0]["swapped"], records[0]["swapped_same_relation"]) == (3, 1)

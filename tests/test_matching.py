@@ -94,3 +94,80 @@ def test_gate_after_assignment():
     # align_accept = 0.4 accepts both
     res = ev.match_triplets(ev.normalize_triplets(gold), ev.normalize_triplets(preds), ev.Similarity(), 0.4)
     assert sorted((p.gold, p.pred) for p in res.pairs) == [(0, 1), (1, 0)]
+
+
+# --------------------------------------------------------------------------------------
+# The list path of match_triplets (small lexical entries) against the numpy definition
+# --------------------------------------------------------------------------------------
+
+def numpy_matching(gold, preds, similarity, accept):
+    """SPEC.md section 5 as numpy arrays: the field similarities pair by pair (field,
+    relation), align = 0.45 src + 0.45 tgt + 0.10 rel, the padded square solved by the
+    scalar row-by-row solver, then the gate; (gold, pred, src, tgt, rel, align, exact) per pair."""
+    src = np.array([[similarity.field(g.source, p.source) for p in preds] for g in gold])
+    tgt = np.array([[similarity.field(g.target, p.target) for p in preds] for g in gold])
+    rel = np.array([[similarity.relation(g.relation, p.relation) for p in preds] for g in gold])
+    align = 0.45 * src + 0.45 * tgt + 0.10 * rel
+    n, m = align.shape
+    size = max(n, m)
+    square = np.ones((size, size))
+    square[:n, :m] = 1.0 - align
+    assignment = ev._hungarian_python(square.tolist(), size, size)[:n]
+    return [(i, j, src[i, j], tgt[i, j], rel[i, j], align[i, j],
+             (gold[i].source, gold[i].relation, gold[i].target) == (preds[j].source, preds[j].relation, preds[j].target))
+            for i, j in enumerate(assignment) if j < m and align[i, j] >= accept]
+
+
+def test_small_lexical_matching_equals_the_numpy_definition():
+    # tie-heavy entries: few distinct titles (equal, near-equal, unrelated), relations that
+    # differ only by "_" vs " ", every shape up to 9 x 9, three thresholds and two gates
+    rng = np.random.default_rng(20251201)
+    titles = ["alpha", "alpha beta", "alpha betas", "gamma", "", "beta alpha", "delta"]
+    relations = ["based_on", "based on", "part_of", "extends"]
+    shapes, shortcuts = set(), 0
+    for _ in range(3000):
+        n, m = (int(x) for x in rng.integers(1, 10, size=2))
+        shapes.add((n, m))
+
+        def items(k):
+            return [trip(str(rng.choice(titles)), str(rng.choice(relations)), str(rng.choice(titles))) for _ in range(k)]
+        gold, preds = ev.normalize_triplets(items(n)), ev.normalize_triplets(items(m))
+        similarity = ev.Similarity(float(rng.choice([0.5, 0.8, 0.95])))
+        accept = float(rng.choice([0.5, 0.9]))
+        assert similarity._pair_rows(gold, preds) is not None        # the list path is taken
+        result = ev.match_triplets(gold, preds, similarity, accept)
+        expected = numpy_matching(gold, preds, ev.Similarity(similarity.threshold), accept)
+        found = [(p.gold, p.pred, p.source_sim, p.target_sim, p.relation_sim, p.align_sim, p.exact) for p in result.pairs]
+        assert found == expected
+        assert all(type(x) is float for p in result.pairs for x in (p.source_sim, p.align_sim))
+        assert result.unmatched_gold == tuple(i for i in range(n) if i not in {p[0] for p in expected})
+        assert result.unmatched_pred == tuple(j for j in range(m) if j not in {p[1] for p in expected})
+        shortcuts += not expected
+    assert shapes == {(n, m) for n in range(1, 10) for m in range(1, 10)}
+    assert shortcuts > 100      # entries without an acceptable pair (no solve) were among them
+
+
+def test_match_from_similarities_takes_the_same_path_and_refuses_non_finite():
+    gold = ev.normalize_triplets([trip("a", "based_on", "b"), trip("c", "part_of", "d")])
+    preds = ev.normalize_triplets([trip("c", "part_of", "d"), trip("a", "based_on", "x")])
+    src, tgt, rel = ev.embedding_matching(gold, preds, ev.Similarity())
+    result = ev.match_from_similarities(gold, preds, src, tgt, rel)
+    assert [(p.gold, p.pred, p.exact) for p in result.pairs] == [(0, 1, False), (1, 0, True)]
+    assert result == ev.match_triplets(gold, preds, ev.Similarity())
+    bad = src.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        ev.match_from_similarities(gold, preds, bad, tgt, rel)
+
+
+def test_pair_rows_only_for_the_lexical_backend_itself():
+    gold = ev.normalize_triplets([trip("a", "based_on", "b")])
+
+    class Other(ev.Similarity):
+        def _gated(self, a, b):
+            return super()._gated(a, b)
+
+    assert ev.Similarity()._pair_rows(gold, gold) == ([[1.0]], [[1.0]], [[1.0]])
+    assert Other()._pair_rows(gold, gold) is None
+    many = ev.normalize_triplets([trip("a", "based_on", "b")] * 16)
+    assert ev.Similarity()._pair_rows(many, many) is None          # 256 pairs: numpy bounds

@@ -4,8 +4,14 @@ punctuation), labels, raw forms kept; Unicode titles end to end.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections import OrderedDict
+
 import pytest
 from helpers import assert_perfect, gold_rec, norm, score_files, trip
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import evaluate as ev
 
@@ -72,3 +78,110 @@ def test_unicode_normalisation_gives_exact_matches(tmp_path):
     for pair in row["pairs"]:
         assert pair["exact"] is True
         assert pair["source_sim"] == pair["target_sim"] == 1.0
+
+
+# --------------------------------------------------------------------------------------
+# The shortcuts of _normalize_text against the steps of SPEC.md section 3 as written
+# --------------------------------------------------------------------------------------
+
+
+def spec_title(title: str) -> str:
+    """SPEC.md section 3 step by step with the regular expressions (the reference)."""
+    text = unicodedata.normalize("NFKC", title).replace("_", " ")
+    text = re.sub(r"\s+", " ", text).strip().lower()
+    while True:
+        stripped = ev._SUFFIX_RE.sub("", text).strip()
+        if stripped == text:
+            break
+        text = stripped
+    text = re.sub(r"""^[\s"'`(\[{.,;:]+|[\s"'`)\]}.,;:]+$""", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# words and characters that exercise every step: suffixes in any case (with commas, dots,
+# several in a row), a plain word, characters NFKC changes, the case-insensitive
+# equivalents of "i" and "s" (dotless i, long s), Unicode whitespace, edge punctuation
+PIECES = (list(ev._COMPANY_SUFFIXES) + [w.upper() for w in ev._COMPANY_SUFFIXES] + [w.title() for w in ev._COMPANY_SUFFIXES]
+          + ["Foo", "bar9", "x", "ınc", "ſa", "Ｃｏｒｐ", "ﬁ", "K", "İnc"]
+          + list(" ,._;:'\"`()[]{}\t\n") + ["\u00a0", "\u2003", "\u3000", "\x1c", "\x85", "  ", ", "])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=8), st.sampled_from(["", " ", "."]))
+def test_normalize_title_shortcuts_equal_the_spec_steps(pieces, joiner):
+    title = joiner.join(pieces)
+    assert ev._normalize_text(title) == spec_title(title)
+    assert ev.normalize_title(title) == spec_title(title)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(max_size=12))
+def test_normalize_title_of_any_text_equals_the_spec_steps(title):
+    assert ev._normalize_text(title) == spec_title(title)
+
+
+def test_plain_titles_take_the_shortcut_with_the_same_result():
+    # ASCII words, single spaces: lowercase, then whole trailing suffix words go
+    for raw, expected in [("Acme Corp Inc", "acme"), ("Inc", "inc"), ("Co Inc", "co"), ("Disco", "disco"),
+                          ("Bayer AG LTD co", "bayer"), ("GPT 4", "gpt 4")]:
+        assert ev._normalize_text(raw) == expected == spec_title(raw)
+
+
+def test_character_classes_of_the_shortcuts_hold_for_every_code_point():
+    # _WHITESPACE is exactly the class \s (what str.split and str.strip use), and no
+    # character outside _SUFFIX_LAST_CHARS matches the last letter of a suffix under
+    # re.IGNORECASE (so a text ending in one cannot end in a suffix)
+    chars = [chr(c) for c in range(0x110000)]
+    space = re.compile(r"\s")
+    assert [c for c in chars if space.match(c)] == list(ev._WHITESPACE)
+    assert [c for c in chars if c.isspace()] == list(ev._WHITESPACE)
+    last = re.compile("[" + "".join({w[-1] for w in ev._COMPANY_SUFFIXES}) + "]", re.IGNORECASE)
+    assert {c for c in chars if last.match(c)} <= ev._SUFFIX_LAST_CHARS
+    assert {w[-1] for w in ev._COMPANY_SUFFIXES} <= ev._SUFFIX_LAST_CHARS
+
+
+# --------------------------------------------------------------------------------------
+# _valid_triplets: validate_schema and normalize_triplets in one pass
+# --------------------------------------------------------------------------------------
+
+odd_values = st.one_of(st.sampled_from(["Foo Inc", " Entity ", "", "based_on", "Ｘ"]), st.none(), st.booleans(),
+                       st.sampled_from([0, 1, 0.5, 1.5, -0.1, float("nan"), float("inf")]), st.just([]))
+
+
+@st.composite
+def answer_item(draw):
+    kind = draw(st.integers(0, 5))
+    if kind == 0:       # plainly valid
+        return trip(draw(st.sampled_from(["Foo Inc", "Bar", "x_y"])), draw(st.sampled_from(["based_on", " Extends "])),
+                    draw(st.sampled_from(["Baz", "qux Ltd."])), w=draw(st.sampled_from([0, 1, 0.25, 1.0])))
+    if kind == 1:       # one field replaced by an odd value
+        item = trip("Foo", "based_on", "Bar")
+        part, key = draw(st.sampled_from([("source", "title"), ("source", "type"), ("relation", "type"),
+                                          ("relation", "weight"), ("target", "title"), ("target", "type")]))
+        item[part][key] = draw(odd_values)
+        return item
+    if kind == 2:       # a part missing or not an object
+        item = trip("Foo", "based_on", "Bar")
+        part = draw(st.sampled_from(["source", "relation", "target"]))
+        if draw(st.booleans()):
+            del item[part]
+        else:
+            item[part] = draw(odd_values)
+        return item
+    if kind == 3:       # a flat form
+        return draw(st.sampled_from([["a", "r", "b"], {"sub": "a", "rel": "r", "obj": "b"}, ["a", "b"]]))
+    if kind == 4:       # valid, but not made of plain dicts (the full check decides)
+        return OrderedDict(source={"title": "A", "type": "e"}, relation={"type": "r", "weight": 1},
+                           target={"title": "B", "type": "e"})
+    return draw(odd_values)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(answer_item(), max_size=6), st.sampled_from(ev.SCHEMA_PROFILES))
+def test_valid_triplets_equal_validate_then_normalize(items, profile):
+    schema = ev.validate_schema(items, profile)
+    expected = ev.normalize_triplets((item for _, item in schema.valid), profile)
+    triplets, positions, invalid = ev._valid_triplets(items, profile)
+    assert triplets == expected
+    assert [t.weight for t in triplets] == [t.weight for t in expected]   # float(weight), as there
+    assert positions == [k for k, _ in schema.valid] and invalid == list(schema.invalid)

@@ -196,7 +196,29 @@ def test_memos_are_bounded(monkeypatch):
     words = [f"w{k}" for k in range(20)]
     for a in words:
         assert sim.field(a, "w") == plain_field(a, "w", 0.0)
-    assert len(sim._memo) <= 5 and len(sim._tokens) <= 5 and len(sim._chars) <= 5
+        assert sim.relation(a, "w") == plain_field(a, "w", 0.0)
+    assert sim.matrix(words, ["w"], relation=True).ravel().tolist() == [plain_field(a, "w", 0.0) for a in words]
+    assert len(sim._memo) <= 5 and len(sim._tokens) <= 5 and len(sim._relations) <= 5
+
+
+def test_character_counts_memo_is_bounded_by_cells(monkeypatch):
+    # each string costs its distinct characters + 4 cells: "w1" -> 2 + 4 = 6 and
+    # "abcdefghij" -> 10 + 4 = 14; with 20 cells, "w1" and "w2" fit (12), a third string
+    # empties the memo first; a string of more cells than the memo has is not kept
+    monkeypatch.setattr(ev, "CHAR_COUNT_MEMO_CELLS", 20)
+    counts = ev._CharCounts()
+    assert counts("w1") == {"w": 1, "1": 1} and counts("w2") == {"w": 1, "2": 1}
+    assert (len(counts), counts.cells) == (2, 12)
+    assert counts("w1") is counts("w1")                       # from the memo
+    assert counts("abcdefghij") == dict.fromkeys("abcdefghij", 1)
+    assert (len(counts), counts.cells) == (1, 14)
+    sim = ev.Similarity(0.0)
+    for k in range(200):
+        text = "".join(chr(0x4E00 + k * 50 + i) for i in range(40))  # 40 distinct characters
+        assert sim._char_counts(text) == dict.fromkeys(text, 1)
+    assert (sim._chars.cells, len(sim._chars)) == (0, 0)     # 44 cells each: counted, not kept
+    # shared with a twin gated elsewhere (the counts do not depend on the gate)
+    assert sim.with_threshold(0.5)._chars is sim._chars
 
 
 def test_normalize_title_cache_is_bounded_and_exact():

@@ -178,6 +178,21 @@ def test_padded_equals_reference_on_10000_tied_matrices(monkeypatch):
     assert len(kept) > 3000 and all(kept)
 
 
+def test_padded_small_sizes_on_lists_equal_reference_on_10000_tied_matrices(monkeypatch):
+    # below _NUMPY_SOLVER_MIN_SIZE the solves run on lists (_padded_assignment_lists):
+    # every shape from 0 x k to k x 0, the rectangular solve and its float check included;
+    # the list fallback (padding rows that would move a real row: the square) forced too
+    rng = np.random.default_rng(20251202)
+    for _ in range(10_000):
+        n, m = (int(x) for x in rng.integers(0, 12, size=2))
+        cost = tied_matrix(rng, n, m)
+        assert ev.hungarian_padded(cost) == padded_reference(cost), cost.tolist()
+        if 0 < n <= m:
+            with monkeypatch.context() as patch:
+                patch.setattr(ev, "_padding_rows_keep_assignment_lists", lambda rows, state: False)
+                assert ev.hungarian_padded(cost) == padded_reference(cost), cost.tolist()
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_padded_equals_reference_numpy_sizes(seed):
     # sizes >= 48 take the numpy solver (with zero-run blocks) on both sides of the square
