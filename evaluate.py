@@ -6891,13 +6891,14 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
 
 
 def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str, Record]]) -> dict[str, Record]:
-    """Merge several ``{family name: record}`` maps (files, shards) family by family."""
+    """Merge several ``{family name: record}`` maps (files, shards, rows) family by family
+    (into copies of the first records, in place: ``parts`` are not changed)."""
     out: dict[str, Record] = {}
     for part in parts:
         for family in families:
             if family.name in part:
                 record = part[family.name]
-                out[family.name] = (family.merge(out[family.name], record) if family.name in out
+                out[family.name] = (family.merge(out[family.name], record, in_place=True) if family.name in out
                                     else _copy_stats(record))
     return out
 
@@ -7545,11 +7546,11 @@ class _OtherLayout(Exception):
 
 
 #: The lines of :func:`report_chunks`' layout around ``per_entry`` (the report's last key):
-#: the line that opens it (or holds it empty), the first and last lines of each row (the
-#: lines inside a row are indented deeper), and the end of the file after the rows.
+#: the line that opens it (or holds it empty), the first line of each row, what ends a
+#: row followed by another (its last line ``    },``: the lines inside a row are indented
+#: deeper, and no JSON string holds a raw newline) and what ends the last row and the file.
 _ROWS_OPEN, _ROWS_EMPTY = b'  "per_entry": [\n', b'  "per_entry": []\n'
-_ROW_FIRST, _ROW_LAST, _ROW_LAST_OF_ALL = b"    {\n", b"    },\n", b"    }\n"
-_ROWS_END = b"  ]\n}\n"
+_ROW_FIRST, _ROW_NEXT, _ROWS_END = b"    {\n", b"\n    },\n", b"\n    }\n  ]\n}\n"
 
 
 class PartRows:
@@ -7561,21 +7562,28 @@ class PartRows:
     :class:`_OtherLayout` where the file leaves that layout (a row that is not one JSON
     object on those lines, anything after the rows but the end of the report)."""
 
+    BLOCK = 1 << 20
+
     def __init__(self, path: Path, offset: int) -> None:
         self.path, self.offset = path, offset
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
-            lines: list[bytes] = []
-            for line in handle:
-                if not lines and line != _ROW_FIRST:
-                    break
-                lines.append(line)
-                if line != _ROW_LAST and line != _ROW_LAST_OF_ALL:
+            buffer, start, more = b"", 0, True
+            while True:
+                end = buffer.find(_ROW_NEXT, start)
+                if end < 0 and more:   # read on: the row ends further down
+                    block = handle.read(self.BLOCK)
+                    buffer, start, more = buffer[start:] + block, 0, bool(block)
                     continue
-                text = b"".join(lines)[:-2 if line == _ROW_LAST else -1]
-                lines = []
+                if end < 0:   # the last row, then the end of the report
+                    if not buffer.endswith(_ROWS_END, start):
+                        break
+                    end = len(buffer) - len(_ROWS_END)
+                text = buffer[start:end + 6]   # "    {" ... "\n    }"
+                if not text.startswith(_ROW_FIRST):
+                    break
                 try:
                     row = JsonlReader.loads(text.decode("utf-8"), text)
                 except (ValueError, RecursionError):   # JSON or UTF-8 errors: read whole, for its message
@@ -7583,10 +7591,9 @@ class PartRows:
                 if type(row) is not dict:
                     break
                 yield row
-                if line == _ROW_LAST_OF_ALL:
-                    if handle.read(len(_ROWS_END) + 1) == _ROWS_END:
-                        return
-                    break
+                if not more and end == len(buffer) - len(_ROWS_END):
+                    return
+                start = end + len(_ROW_NEXT)
         raise _OtherLayout(self.path)
 
 
