@@ -87,7 +87,6 @@ import logging
 import math
 import operator
 import os
-import pickle
 import platform
 import re
 import shlex
@@ -145,11 +144,11 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
-    "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES",
+    "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES", "NoRows",
     "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
     "worker_map",
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
-    "similarity_of", "similarity_description",
+    "PartRows", "read_part", "similarity_of", "similarity_description",
     "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
     "RESAMPLE_BLOCK_CELLS", "HEADLINE_ROWS", "MAX_BOOTSTRAP", "MAX_TRIALS", "MIN_BOOTSTRAP",
     "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
@@ -7338,54 +7337,109 @@ class RowTally:
 
 
 class RowSpool:
-    """Per-entry rows kept on disk instead of in memory: appended one by one (pickled to
-    an anonymous temporary file), read back in order, as often as needed, one row at a
-    time. A family dropped from the run (:meth:`drop`) is removed from each row as it is
-    read back. Used by long runs (:data:`SPOOL_MIN_ENTRIES`), so that memory does not grow
-    with the number of entries; the report writer streams it (:func:`report_chunks`)."""
+    """Per-entry rows kept on disk as the bytes the output holds, instead of in memory:
+    each row is encoded where it is made (in a worker, or as it is appended) to its final
+    text (:attr:`form` ``"report"``: the text of a report's ``per_entry`` element,
+    :func:`_report_row`, rows separated by ``",\\n    "``, so the file is the body of the
+    report's ``per_entry`` array; ``"lines"``: one compact line per row, :func:`_json_line`,
+    the ``--per-entry-jsonl`` file), so that writing the output copies bytes
+    (:meth:`encoded`) without reading a row back. Encoding refuses a NaN or infinite float
+    (ValueError), so every row in a spool is strict JSON. Rows are read back in order, as
+    often as needed, one at a time (``__iter__``: decoded with :meth:`JsonlReader.loads`,
+    exactly as ``json.loads`` reads the text, big integers and lone surrogates included).
+    A family dropped from the run (:meth:`drop`) is removed from each row read back; the
+    output's rows are then decoded, dropped and encoded again (the same bytes as rows
+    encoded without it). Memory: the byte size of each row (8 bytes a row). Used by long
+    runs (:data:`SPOOL_MIN_ENTRIES`) and ``--per-entry-jsonl``; ``memory``: a worker's
+    chunk, kept in memory and handed to its parent's spool (:meth:`take`,
+    :meth:`append_encoded`)."""
 
-    def __init__(self, folder: Path | None = None) -> None:
-        self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
-        self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
-        self._n = 0
+    FORMS = ("report", "lines")
+    _SEPARATORS = {"report": b",\n    ", "lines": b""}
+
+    def __init__(self, folder: Path | None = None, form: str = "report", memory: bool = False) -> None:
+        if form not in self.FORMS:
+            raise ValueError(f"RowSpool form must be one of {self.FORMS}, not {form!r}")
+        self.form = form
+        self._encode = _report_row if form == "report" else _json_line
+        self._sep = self._SEPARATORS[form]
+        self._file: Any
+        if memory:
+            self._file = io.BytesIO()
+            self._write = self._file.write
+        else:
+            self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+            self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
+        self._sizes = array.array("Q")   # the byte size of each row's text
         self._dropped: list[tuple[str, str]] = []
 
     def append(self, row: dict[str, Any]) -> None:
-        self._write(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
-        self._n += 1
+        """Encode ``row`` (ValueError: a NaN or infinite float) and append its bytes."""
+        data = self._encode(row)
+        if self._sizes:
+            self._write(self._sep)
+        self._write(data)
+        self._sizes.append(len(data))
 
     def extend(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
             self.append(row)
 
-    @staticmethod
-    def pickled(rows: Iterable[dict[str, Any]]) -> bytes:
-        """Rows in this spool's file format (consecutive pickles), for :meth:`append_pickled`."""
-        return b"".join(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL) for row in rows)
+    def take(self) -> tuple[bytes, array.array, list[tuple[str, str]]]:
+        """An in-memory spool's rows for :meth:`append_encoded` of another spool of the same
+        form: (their bytes, their sizes, the families dropped)."""
+        return self._file.getvalue(), self._sizes, list(self._dropped)
 
-    def append_pickled(self, blob: bytes, n_rows: int) -> None:
-        """Append ``n_rows`` rows already pickled by :meth:`pickled` (a worker's chunk: the
-        rows are not unpickled and pickled again here)."""
-        self._write(blob)
-        self._n += n_rows
+    def append_encoded(self, data: bytes, sizes: array.array, dropped: Sequence[tuple[str, str]] = ()) -> None:
+        """Append the rows of another spool of this form (:meth:`take`: a worker's chunk),
+        as they are (not decoded and encoded again); its dropped families are dropped here."""
+        if not sizes:
+            return
+        if self._sizes:
+            self._write(self._sep)
+        self._write(data)
+        self._sizes.extend(sizes)
+        for name, key in dropped:
+            self.drop(name, key)
 
     def drop(self, name: str, key: str) -> None:
         """Leave family ``name`` (report key ``key``) out of every row read back."""
-        self._dropped.append((name, key))
+        if (name, key) not in self._dropped:
+            self._dropped.append((name, key))
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._sizes)
+
+    def _reader(self) -> Any:
+        self._file.flush()
+        if isinstance(self._file, io.BytesIO):
+            return io.BytesIO(self._file.getvalue())
+        return open(self._file.name, "rb")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        self._file.flush()
-        with open(self._file.name, "rb") as reader:
-            for _ in range(self._n):
-                row = pickle.load(reader)
+        skip = len(self._sep)
+        with self._reader() as reader:
+            for n, size in enumerate(self._sizes):
+                if n and skip:
+                    reader.read(skip)
+                raw = reader.read(size)
+                row = JsonlReader.loads(raw.decode("utf-8"), raw)
                 for name, key in self._dropped:
                     row.get("stats", {}).pop(name, None)
                     if key != "summary":
                         row.pop(key, None)
                 yield row
+
+    def encoded(self, block: int = 1 << 20) -> Iterator[bytes]:
+        """The rows' text in this spool's form, in blocks: the file's bytes as they are, or,
+        when a family was dropped, each row read back (:meth:`__iter__`) and encoded again."""
+        if self._dropped:
+            for n, row in enumerate(self):
+                yield (self._sep + self._encode(row)) if n else self._encode(row)
+            return
+        with self._reader() as reader:
+            while chunk := reader.read(block):
+                yield chunk
 
     def close(self) -> None:
         self._file.close()
@@ -7394,8 +7448,20 @@ class RowSpool:
 #: From this many entries on, a single-file run keeps its per-entry rows on disk
 #: (:class:`RowSpool`) instead of in memory; the report's bytes are the same. Rows in
 #: memory take about 20 KB an entry (peak RSS 286 MB at 10,000 entries), spooled ones
-#: about 2 KB of disk and a pickle round trip (some 20 us against ~1.3 ms of scoring).
+#: about 3 KB of disk and 8 bytes of memory, encoded once where they are made (some 25 us,
+#: the finiteness check included, against ~1 ms of scoring) and copied into the report.
 SPOOL_MIN_ENTRIES = 2_000
+
+
+class NoRows(list):
+    """``--summary-only``: rows are counted (:class:`RowTally`) and not kept (workers do not
+    send them back either, :func:`score_entries_parallel`)."""
+
+    def append(self, row: Any) -> None:
+        pass
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        pass
 
 
 @dataclass
@@ -7515,13 +7581,14 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
 
 
 def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str, Record]]) -> dict[str, Record]:
-    """Merge several ``{family name: record}`` maps (files, shards) family by family."""
+    """Merge several ``{family name: record}`` maps (files, shards, rows) family by family
+    (into copies of the first records, in place: ``parts`` are not changed)."""
     out: dict[str, Record] = {}
     for part in parts:
         for family in families:
             if family.name in part:
                 record = part[family.name]
-                out[family.name] = (family.merge(out[family.name], record) if family.name in out
+                out[family.name] = (family.merge(out[family.name], record, in_place=True) if family.name in out
                                     else _copy_stats(record))
     return out
 
@@ -7734,12 +7801,21 @@ def _json_bytes(value: Any) -> bytes:
             return json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
+def _report_row(row: Mapping[str, Any]) -> bytes:
+    """The text of one element of a report's ``per_entry`` (:func:`_json_bytes`, indented
+    for that place: four spaces). Raises ValueError as :func:`_json_bytes`."""
+    return _json_bytes(row).replace(b"\n", b"\n    ")
+
+
 def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
     """The report's JSON text as UTF-8 chunks, ``per_entry`` one row at a time (it may be
-    any iterable of rows, e.g. a :class:`RowSpool` read back from disk), so that a report
-    is written without holding its text, or its rows, in memory. The concatenation is
-    exactly ``orjson.dumps(data, option=OPT_INDENT_2) + b"\\n"`` (with ``per_entry`` as a
-    list): strict JSON, two-space indent, the keys in ``data``'s order.
+    any iterable of rows; a :class:`RowSpool` of the report's form gives its rows' bytes
+    as they are, encoded when the rows were made), so that a report is written without
+    holding its text, or its rows, in memory. The concatenation is exactly
+    ``orjson.dumps(data, option=OPT_INDENT_2) + b"\\n"`` (with ``per_entry`` as a list):
+    strict JSON, two-space indent, the keys in ``data``'s order. Where orjson cannot write
+    a value (:func:`_json_bytes`), the json module writes that top-level value, or that
+    one row of ``per_entry`` (so rows in a list and rows spooled give the same bytes).
 
     Raises:
         ValueError: a NaN or infinite float (the report would not be strict JSON).
@@ -7750,10 +7826,17 @@ def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
     yield b"{"
     for n, (key, value) in enumerate(data.items()):
         yield (b",\n  " if n else b"\n  ") + _json_bytes(key) + b": "
-        if key == "per_entry" and not isinstance(value, list):
+        if key == "per_entry" and isinstance(value, RowSpool) and value.form == "report":
+            if not len(value):
+                yield b"[]"
+                continue
+            yield b"[\n    "
+            yield from value.encoded()
+            yield b"\n  ]"
+        elif key == "per_entry":  # row by row, also a list: the same bytes as spooled rows
             empty = True
             for row in value:
-                yield (b"[\n    " if empty else b",\n    ") + _json_bytes(row).replace(b"\n", b"\n    ")
+                yield (b"[\n    " if empty else b",\n    ") + _report_row(row)
                 empty = False
             yield b"[]" if empty else b"\n  ]"
         else:
@@ -7792,13 +7875,20 @@ def _json_line(value: Any) -> bytes:
 
 
 def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
-    """Write ``rows`` as JSON Lines (one compact row a line) to ``path`` atomically, row by
-    row (``rows`` may be a :class:`RowSpool`). Returns ``{"sha256": hex digest of the
+    """Write ``rows`` as JSON Lines (one compact row a line, :func:`_json_line`) to ``path``
+    atomically, row by row (``rows`` may be a :class:`RowSpool`; one of the ``"lines"`` form
+    is copied as it is). Returns ``{"sha256": hex digest of the
     file's bytes, "rows": lines written}``. Raises as :func:`write_json_atomic`."""
     digest, count = hashlib.sha256(), 0
 
     def lines() -> Iterator[bytes]:
         nonlocal count
+        if isinstance(rows, RowSpool) and rows.form == "lines":  # encoded when the rows were made
+            for block in rows.encoded():
+                digest.update(block)
+                yield block
+            count = len(rows)
+            return
         for row in rows:
             line = _json_line(row)
             digest.update(line)
@@ -7891,10 +7981,11 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
         notices=[n for n in first.notices if n["kind"] != "family_skipped"] + skip_notices)
 
 
-#: What a forked worker scores: (entries, families, context), set in the parent just
-#: before the pool forks, so that the children share the entries instead of receiving
-#: them pickled.
-_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, bool] | None = None
+#: What a forked worker scores: (entries, families, context, what becomes of the rows),
+#: set in the parent just before the pool forks, so that the children share the entries
+#: instead of receiving them pickled. The rows: None (sent back as dicts), a
+#: :class:`RowSpool` form (sent back encoded in it), or "discard" (not sent back).
+_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, str | None] | None = None
 
 
 def _worker_init() -> None:
@@ -7903,19 +7994,20 @@ def _worker_init() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, bytes | None, int]:
+def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[bytes, Any, list[tuple[str, str]]] | None]:
     """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`. Returns the chunk,
-    with its rows already in :class:`RowSpool` format (the bytes, and how many rows) when
-    the parent spools them (then the chunk's own ``rows`` is empty)."""
+    and, when the parent spools the rows, the rows already encoded in the spool's form
+    (:meth:`RowSpool.take`; the chunk's own ``rows`` is then empty, as it is when the rows
+    are discarded)."""
     assert _WORKER_STATE is not None
-    entries, families, ctx, spooled = _WORKER_STATE
+    entries, families, ctx, form = _WORKER_STATE
     start, stop = bounds
-    part = score_entries(entries[start:stop], families, ctx, prepare=False)
-    if not spooled:
-        return part, None, 0
-    blob, n_rows = RowSpool.pickled(part.rows), len(part.rows)
+    if form is None:
+        return score_entries(entries[start:stop], families, ctx, prepare=False), None
+    sink = NoRows() if form == "discard" else RowSpool(form=form, memory=True)
+    part = score_entries(entries[start:stop], families, ctx, prepare=False, rows=sink)
     part.rows = []
-    return part, blob, n_rows
+    return part, sink.take() if isinstance(sink, RowSpool) else None
 
 
 def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
@@ -7969,7 +8061,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     (the pool is a ``concurrent.futures.ProcessPoolExecutor``, which notices a lost worker,
     where a ``multiprocessing.Pool`` replaces it and waits forever for its chunk); Ctrl-C
     and SIGTERM stop the pool. ``rows``: where the rows go (see
-    :func:`score_entries`); each chunk's rows are moved there as the chunk arrives.
+    :func:`score_entries`); each chunk's rows are moved there as the chunk arrives (a
+    :class:`RowSpool`'s rows are encoded by the workers and appended as bytes; the rows of
+    :class:`NoRows` are not sent back at all).
     """
     global _WORKER_STATE
     context = _fork_context() if workers > 1 and len(entries) >= WORKER_MIN_ENTRIES else None
@@ -7986,8 +8080,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         from tqdm import tqdm
         bar = tqdm(total=len(entries), desc=f"scoring ({workers} workers)", unit="entry", file=sys.stderr,
                    leave=False)
-    spooled = isinstance(rows, RowSpool)
-    _WORKER_STATE = (entries, families, ctx, spooled)
+    form = rows.form if isinstance(rows, RowSpool) else "discard" if isinstance(rows, NoRows) else None
+    _WORKER_STATE = (entries, families, ctx, form)
     parts: list[ScoredFile] = []
     # Objects that exist before the fork are left out of the children's garbage collection
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
@@ -7997,11 +8091,11 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     from concurrent.futures.process import BrokenProcessPool
     pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init)
     try:
-        for part, blob, n_rows in pool.map(_score_range, ranges):
+        for part, encoded in pool.map(_score_range, ranges):
             if bar is not None:
                 bar.update(part.tally.n_entries)
-            if blob is not None:
-                rows.append_pickled(blob, n_rows)
+            if encoded is not None:
+                rows.append_encoded(*encoded)
             elif rows is not None:
                 rows.extend(part.rows)
                 part.rows = []
@@ -8166,59 +8260,188 @@ def check_shard_parts(parts: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[t
     return sorted(parts, key=lambda part: part[1]["shard"]["index"])
 
 
-def check_part_rows(parts: Sequence[tuple[Path, Mapping[str, Any]]], families: Sequence[MetricFamily]) -> None:
+class _OtherLayout(Exception):
+    """A partial report (``path``) that leaves the layout of :func:`report_chunks` part of
+    the way through its rows: the merge reads it whole instead (:func:`merge_partial_reports`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.path = path
+
+
+#: The lines of :func:`report_chunks`' layout around ``per_entry`` (the report's last key):
+#: the line that opens it (or holds it empty), the first line of each row, what ends a
+#: row followed by another (its last line ``    },``: the lines inside a row are indented
+#: deeper, and no JSON string holds a raw newline) and what ends the last row and the file.
+_ROWS_OPEN, _ROWS_EMPTY = b'  "per_entry": [\n', b'  "per_entry": []\n'
+_ROW_FIRST, _ROW_NEXT, _ROWS_END = b"    {\n", b"\n    },\n", b"\n    }\n  ]\n}\n"
+
+
+class PartRows:
+    """The ``per_entry`` rows of a report file written by :func:`report_chunks`, read from
+    disk one at a time each time they are iterated (from byte ``offset``, the first row's
+    first line), so that memory does not grow with the rows. Each row's text (from its
+    line ``    {`` to its line ``    }``) is read by :meth:`JsonlReader.loads`, so the
+    rows are exactly the values ``json.load`` gives for the whole file. Iterating raises
+    :class:`_OtherLayout` where the file leaves that layout (a row that is not one JSON
+    object on those lines, anything after the rows but the end of the report)."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, path: Path, offset: int) -> None:
+        self.path, self.offset = path, offset
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            buffer, start, more = b"", 0, True
+            while True:
+                end = buffer.find(_ROW_NEXT, start)
+                if end < 0 and more:   # read on: the row ends further down
+                    block = handle.read(self.BLOCK)
+                    buffer, start, more = buffer[start:] + block, 0, bool(block)
+                    continue
+                if end < 0:   # the last row, then the end of the report
+                    if not buffer.endswith(_ROWS_END, start):
+                        break
+                    end = len(buffer) - len(_ROWS_END)
+                text = buffer[start:end + 6]   # "    {" ... "\n    }"
+                if not text.startswith(_ROW_FIRST):
+                    break
+                try:
+                    row = JsonlReader.loads(text.decode("utf-8"), text)
+                except (ValueError, RecursionError):   # JSON or UTF-8 errors: read whole, for its message
+                    break
+                if type(row) is not dict:
+                    break
+                yield row
+                if not more and end == len(buffer) - len(_ROWS_END):
+                    return
+                start = end + len(_ROW_NEXT)
+        raise _OtherLayout(self.path)
+
+
+def read_part(path: Path, whole: bool = False) -> Any:
+    """A partial report (:func:`partial_report`) for :func:`merge_partial_reports`: the
+    parsed report, its ``per_entry`` rows left on disk (:class:`PartRows`) when the file
+    is in :func:`report_chunks`' layout (the report as written), so that a merge holds one
+    row of a part at a time. The values are exactly ``json.load``'s: the text before
+    ``per_entry`` is read as one JSON object (by :meth:`JsonlReader.loads`), each row as
+    :class:`PartRows` reads it. Any other layout (the report reformatted, edited by a
+    tool), and ``whole``, read the whole file with ``json.load``.
+
+    Raises:
+        OSError: the file cannot be read. ValueError: it is not JSON (read whole, for the
+            json module's message).
+    """
+    if not whole:
+        with open(path, "rb") as handle:
+            head, offset, line = [handle.readline()], 0, b""
+            offset += len(head[0])
+            if head[0] == b"{\n":
+                for line in handle:
+                    offset += len(line)
+                    if line == _ROWS_OPEN or line == _ROWS_EMPTY:
+                        break
+                    head.append(line)
+            empty_ok = line == _ROWS_EMPTY and handle.read(3) == b"}\n"
+        text = b"".join(head)
+        if (line == _ROWS_OPEN or empty_ok) and text.endswith(b",\n"):
+            try:
+                data = JsonlReader.loads(text[:-2].decode("utf-8") + "\n}")
+            except (ValueError, RecursionError):
+                data = None
+            if type(data) is dict and "per_entry" not in data:
+                data["per_entry"] = PartRows(path, offset) if line == _ROWS_OPEN else []
+                return data
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def check_part_rows(parts: Sequence[tuple[Path, Mapping[str, Any]]], families: Sequence[MetricFamily],
+                    rows: Any = None) -> list[RowTally]:
     """The rows of checked parts (:func:`check_shard_parts`, in shard order) against their
     ``shard`` blocks, so that an edited or truncated part is never merged: each part holds
     ``stop - start`` rows; its ``records`` equal the exact merge (:func:`merge_records`) of
     its rows' ``stats`` (families the part skipped aside); gold line numbers increase
     across the parts (entries are in gold order, each shard continuing the one before).
+    Each part's rows (a list, or :class:`PartRows` on disk) are read once, one at a time:
+    counted (returned: each part's :class:`RowTally`) and appended to ``rows`` (e.g. a
+    :class:`RowSpool`) when given.
 
     Raises:
         InputError: naming the part and the difference (counts, the first differing
             record field, or the rows where the gold lines do not continue).
+        _OtherLayout: a part on disk left the report's layout (read it whole).
     """
     last: tuple[Path, Any] | None = None
+    tallies = []
     for path, data in parts:
         block = data["shard"]
-        rows = data.get("per_entry")
-        if not isinstance(rows, list):
+        part_rows = data.get("per_entry")
+        if not isinstance(part_rows, (list, PartRows)):
             raise InputError(f"--merge {path}: the part has no per_entry list (edited, or not written by --shard)")
         expected = block["stop"] - block["start"]
-        if len(rows) != expected:
-            raise InputError(f"--merge {path}: {len(rows)} per-entry row(s), but the part records entries "
-                             f"{block['start'] + 1}-{block['stop']} ({expected}): the part was edited or cut short; "
-                             "rerun that shard")
+
+        def count_error(found: int) -> InputError:
+            return InputError(f"--merge {path}: {found} per-entry row(s), but the part records entries "
+                              f"{block['start'] + 1}-{block['stop']} ({expected}): the part was edited or cut "
+                              "short; rerun that shard")
+        if isinstance(part_rows, list) and len(part_rows) != expected:
+            raise count_error(len(part_rows))
+        tally, found, out_of_order = RowTally(), 0, None
+        remaining = iter(part_rows)
+
+        def stats() -> Iterator[dict[str, Record]]:
+            nonlocal found, last, out_of_order
+            for row in remaining:
+                found += 1
+                line = row.get("gold_line") if isinstance(row, Mapping) else None
+                if isinstance(line, int) and last is not None and isinstance(last[1], int) and line <= last[1] \
+                        and out_of_order is None:
+                    out_of_order = (f"--merge {path}: gold line {line} (entry {row.get('id')!r}) does not follow "
+                                    f"gold line {last[1]} of {last[0]}: the parts' rows are not consecutive entries "
+                                    "of one run (edited or reordered)")
+                if isinstance(line, int):
+                    last = (path, line)
+                tally.add(row)
+                if rows is not None:
+                    rows.append(row)
+                yield records_from_json(row["stats"])
         try:
-            merged = records_to_json(merge_records(families, (records_from_json(row["stats"]) for row in rows)))
+            merged = records_to_json(merge_records(families, stats()))
+            unreadable = None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise InputError(f"--merge {path}: a per-entry row's stats cannot be read ({exc!r}): the part was "
-                             "edited; rerun that shard") from None
+            unreadable = exc
+            found += sum(1 for _ in remaining)
+        if found != expected:
+            raise count_error(found)
+        if unreadable is not None:
+            raise InputError(f"--merge {path}: a per-entry row's stats cannot be read ({unreadable!r}): the part "
+                             "was edited; rerun that shard") from None
         merged = {name: value for name, value in merged.items() if name not in block["skipped"]}
         difference = _first_difference(block["records"], merged)
         if difference is not None:
             raise InputError(f"--merge {path}: the part's shard.records differ from the merge of its per-entry "
                              f"rows' stats (the part was edited): first difference (records vs rows): {difference}; "
                              "rerun that shard")
-        for row in rows:
-            line = row.get("gold_line") if isinstance(row, Mapping) else None
-            if isinstance(line, int) and last is not None and isinstance(last[1], int) and line <= last[1]:
-                raise InputError(f"--merge {path}: gold line {line} (entry {row.get('id')!r}) does not follow gold "
-                                 f"line {last[1]} of {last[0]}: the parts' rows are not consecutive entries of one "
-                                 "run (edited or reordered)")
-            if isinstance(line, int):
-                last = (path, line)
+        if out_of_order is not None:
+            raise InputError(out_of_order)
+        tallies.append(tally)
+    return tallies
 
 
-def scored_part(data: Mapping[str, Any]) -> ScoredFile:
-    """The :class:`ScoredFile` of one checked part: its rows, records and skipped families
-    (with their notices); the file-level fields from its ``shard`` block."""
+def scored_part(data: Mapping[str, Any], tally: RowTally) -> ScoredFile:
+    """The :class:`ScoredFile` of one checked part, without its rows (read by
+    :func:`check_part_rows`, which counted them: ``tally``): its records and skipped
+    families (with their notices); the file-level fields from its ``shard`` block."""
     block = data["shard"]
     source = block["source"]
-    return ScoredFile(list(data["per_entry"]), records_from_json(block["records"]), profile=source["profile"],
+    return ScoredFile([], records_from_json(block["records"]), profile=source["profile"],
                       vocabulary=dict(source["vocabulary"]), problems=list(source["problems"]),
                       duplicates_dropped=source["duplicates_dropped"], inputs=dict(source["inputs"]),
                       gold_name=block["gold_name"], skipped=list(block["skipped"]),
-                      notices=[dict(n) for n in block["skip_notices"]])
+                      notices=[dict(n) for n in block["skip_notices"]], tally=tally)
 
 
 def similarity_of(description: Mapping[str, Any]) -> Similarity:
@@ -11202,23 +11425,15 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     return scored, _vocabulary_hash(vocabulary)
 
 
-class _NoRows(list):
-    """``--summary-only``: rows are counted (:class:`RowTally`) and not kept."""
-
-    def append(self, row: Any) -> None:
-        pass
-
-    def extend(self, rows: Iterable[Any]) -> None:
-        pass
-
-
 def _row_sink(config: RunConfig, n_entries: int) -> Any:
     """Where a single-file run keeps its per-entry rows: nowhere (``--summary-only``), on
-    disk (``--per-entry-jsonl``, or :data:`SPOOL_MIN_ENTRIES` entries or more: a
-    :class:`RowSpool`), else None (a list in memory)."""
+    disk (a :class:`RowSpool`: as JSON lines for ``--per-entry-jsonl``, as the report's
+    text from :data:`SPOOL_MIN_ENTRIES` entries on), else None (a list in memory)."""
     if config.summary_only:
-        return _NoRows()
-    if config.per_entry_jsonl is not None or n_entries >= SPOOL_MIN_ENTRIES:
+        return NoRows()
+    if config.per_entry_jsonl is not None:
+        return RowSpool(form="lines")
+    if n_entries >= SPOOL_MIN_ENTRIES:
         return RowSpool()
     return None
 
@@ -11347,17 +11562,29 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
     """``--merge``: the report of a whole run from the partial reports of its shards
     (:func:`partial_report`), byte-identical to the report of the run in one piece (the
     input paths in ``summary.inputs`` are the first part's). The parts are checked by
-    :func:`check_shard_parts`; the shards' rows and records are combined in order
+    :func:`check_shard_parts`; the shards' records are combined in order
     (:func:`combine_scored`, exact) and the report is built as the unsharded run builds it.
+    Memory does not grow with the parts' rows: each part is read by :func:`read_part`
+    (rows left on disk), and its rows are checked and spooled one at a time
+    (:func:`check_part_rows`, :class:`RowSpool`); a part that leaves the report's layout
+    part of the way through is read whole and the merge starts again.
 
     Raises:
         InputError: an unreadable part, or parts that are not one run's complete set.
     """
+    whole: set[Path] = set()
+    while True:
+        try:
+            return _merge_parts(paths, whole)
+        except _OtherLayout as exc:
+            whole.add(exc.path)   # read whole next time: no PartRows, so this ends
+
+
+def _merge_parts(paths: Sequence[Path], whole: set[Path]) -> dict[str, Any]:
     parts = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                parts.append((path, json.load(handle)))
+            parts.append((path, read_part(path, whole=path in whole)))
         except (OSError, ValueError) as exc:
             raise InputError(f"--merge {path}: cannot read the partial report: {exc}") from None
     parts = check_shard_parts(parts)
@@ -11367,8 +11594,13 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
     except KeyError as exc:
         raise InputError(f"--merge {parts[0][0]}: the parts use a metric family this evaluator does not have "
                          f"({exc.args[0]}); merge with the installation that wrote them") from None
-    check_part_rows(parts, families)
-    scored = combine_scored([scored_part(data) for _, data in parts], families)
+    rows = RowSpool()
+    tallies = check_part_rows(parts, families, rows)
+    scored = combine_scored([scored_part(data, tally) for (_, data), tally in zip(parts, tallies)], families)
+    scored.rows = rows
+    for family in families:
+        if family.name in scored.skipped:
+            scored.drop(family)
     families = [f for f in families if f.name not in scored.skipped]
     src = block["source"]
     source = ReportSource(similarity_of(src["similarity"]), src["align_accept"], src["profile"], src["vocabulary"],

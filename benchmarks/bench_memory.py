@@ -1,6 +1,7 @@
 """Benchmark: peak memory (RSS) and time of whole runs at 10k, 100k and 1M entries.
 
 Run: ``uv run python benchmarks/bench_memory.py [--sizes 10000 100000 1000000] [--summary-only]``
+or ``uv run python benchmarks/bench_memory.py --merge 3 [--sizes 100000] [--baseline REV]``
 
 Writes the seeded corpus of ``bench_lexical.py`` (in blocks of 10,000 entries, so the
 generator itself stays small) as gold and prediction JSONL files, then runs the command
@@ -8,6 +9,11 @@ line on each size (lexical similarity, ``--workers 1``) and prints the peak resi
 memory of the run (``wait4``'s ``ru_maxrss``), its wall time, and time per entry, so
 that growth with the number of entries shows. Not a test: the numbers depend on the
 machine; the files of 1M entries take about 2 GB of disk in the temp folder.
+
+``--merge K``: instead, writes the K partial reports of each size (``--shard k/K``, this
+checkout) and prints the peak RSS and wall time of ``--merge`` of them, by this checkout
+and, with ``--baseline REV``, by evaluate.py at that revision (``git show``), interleaved,
+and whether the two merged reports are byte-identical.
 """
 
 from __future__ import annotations
@@ -42,8 +48,13 @@ def write_corpus(folder: Path, n_entries: int, seed: int = 0) -> tuple[Path, Pat
 
 def measure(gold: Path, pred: Path, report: Path, extra: list[str]) -> tuple[float, float]:
     """(peak RSS in MB, wall seconds) of one command-line run."""
-    cmd = [sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold), "--no-embeddings",
-           "--quiet", "--workers", "1", "--report", str(report), *extra]
+    return measure_cli(ROOT / "evaluate.py", ["--pred", str(pred), "--gold", str(gold), "--no-embeddings",
+                                              "--workers", "1", "--report", str(report), *extra])
+
+
+def measure_cli(script: Path, args: list[str]) -> tuple[float, float]:
+    """(peak RSS in MB, wall seconds) of the command line ``script args --quiet``."""
+    cmd = [sys.executable, str(script), *args, "--quiet"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -53,11 +64,47 @@ def measure(gold: Path, pred: Path, report: Path, extra: list[str]) -> tuple[flo
     return usage.ru_maxrss / 1024, wall
 
 
+def merge_runs(folder: Path, n: int, k: int, baseline: str | None) -> None:
+    """Write the ``k`` parts of ``n`` entries, then measure ``--merge`` of them (this
+    checkout, and ``baseline`` when given)."""
+    gold, pred = write_corpus(folder, n)
+    parts = [folder / f"run.shard-{i}-of-{k}.json" for i in range(1, k + 1)]
+    for i, part in enumerate(parts, 1):
+        measure_cli(ROOT / "evaluate.py", ["--pred", str(pred), "--gold", str(gold), "--no-embeddings",
+                                           "--shard", f"{i}/{k}", "--report", str(part)])
+    for path in (gold, pred):
+        path.unlink()
+    size = sum(p.stat().st_size for p in parts) / 1e6
+    scripts = {"this checkout": ROOT / "evaluate.py"}
+    if baseline:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import _baseline
+        scripts = {f"baseline {baseline}": _baseline.write_revision(baseline, folder), **scripts}
+    merged = {}
+    for name, script in scripts.items():
+        merged[name] = folder / f"merged-{len(merged)}.json"
+        rss, wall = measure_cli(script, ["--merge", *map(str, parts), "--report", str(merged[name])])
+        print(f"{n:>9,} entries in {k} parts ({size:,.1f} MB): --merge by {name}: peak RSS {rss:8.1f} MB   "
+              f"{wall:6.1f} s", flush=True)
+    if len(merged) > 1:
+        first, *others = (p.read_bytes() for p in merged.values())
+        print(f"merged reports byte-identical: {all(first == other for other in others)}")
+    for path in (*parts, *merged.values()):
+        path.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--summary-only", action="store_true", help="measure --summary-only runs")
+    parser.add_argument("--merge", type=int, metavar="K", help="measure --merge of K partial reports instead")
+    parser.add_argument("--baseline", help="with --merge: also merge with evaluate.py at this git revision")
     args = parser.parse_args()
+    if args.merge:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in args.sizes:
+                merge_runs(Path(tmp), n, args.merge, args.baseline)
+        return
     extra = ["--summary-only"] if args.summary_only else []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

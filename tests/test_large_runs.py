@@ -347,6 +347,162 @@ def test_row_tally_counts_what_the_summary_shows():
         2, {"ok": 1, "unparseable": 1}, {"target: missing": 2}, [(7, "[1].source: missing")])
 
 
+#: Rows that orjson cannot write or read as the json module does: an integer beyond 64 bits
+#: (written by the json module, read back exactly), a lone surrogate in an id (written as
+#: its \\u escape), floats whose shortest text matters, -0.0, None, non-ASCII text.
+ODD_ROWS = [
+    {"id": "e1", "gold_line": 1, "metrics": {"f1": 0.1 + 0.2, "tiny": 5e-324, "big": 1e16, "small": 1e-07, "neg": -0.0, "na": None},
+     "pairs": [], "stats": {"hgr": {"n": 1, "sum": "3/7"}, "strict": {"tp": 2}}, "strict": {"tp": 2}},
+    {"id": "\ud800x", "gold_line": 2, "metrics": {"f1": 1.0}, "pairs": [{"s": "é ✓"}],
+     "stats": {"hgr": {"n": 2 ** 70}, "strict": {"tp": 0}}, "strict": {"tp": 0}},
+    {"id": "e3", "gold_line": 3, "metrics": {}, "pairs": [[1, [2, {}]]],
+     "stats": {"hgr": {"n": 1}, "strict": {"tp": 1}}, "strict": {"tp": 1}},
+]
+
+
+def _same_values(a, b) -> bool:
+    """Equal JSON values of the same types (so -0.0 is not 0.0 and 1 is not 1.0)."""
+    return repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("form", ["report", "lines"])
+def test_row_spool_reads_rows_back_exactly_and_writes_the_bytes_of_the_rows(tmp_path, form):
+    spool = ev.RowSpool(form=form)
+    spool.extend(ODD_ROWS)
+    assert len(spool) == 3
+    for _ in range(2):   # read back as often as needed
+        assert _same_values(list(spool), ODD_ROWS)
+    if form == "report":
+        summary = {"summary": {"n_entries": 3}}
+        expected = b"".join(ev.report_chunks({**summary, "per_entry": iter(ODD_ROWS)}))
+        assert b"".join(ev.report_chunks({**summary, "per_entry": spool})) == expected
+        # rows in a list: the same bytes (each row written alone, orjson's 1e-7 beside the
+        # json module's rows of the big int and the lone surrogate)
+        assert b"".join(ev.report_chunks({**summary, "per_entry": list(ODD_ROWS)})) == expected
+        assert b'"small": 1e-7' in expected and json.loads(expected)["per_entry"] == ODD_ROWS
+    else:
+        listed = ev.write_jsonl_atomic(tmp_path / "listed.jsonl", list(ODD_ROWS))
+        copied = ev.write_jsonl_atomic(tmp_path / "copied.jsonl", spool)
+        assert copied == listed and listed["rows"] == 3
+        assert (tmp_path / "copied.jsonl").read_bytes() == (tmp_path / "listed.jsonl").read_bytes()
+        assert [json.loads(x) for x in (tmp_path / "copied.jsonl").read_text("utf-8").splitlines()] == ODD_ROWS
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_row_spool_refuses_a_row_with_nan_or_infinity_and_keeps_the_rows_before(bad):
+    for form in ("report", "lines"):
+        spool = ev.RowSpool(form=form)
+        spool.append(ODD_ROWS[0])
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            spool.append({"id": "x", "stats": {"hgr": {"deep": [1.0, {"m": bad}]}}})
+        worker = ev.RowSpool(form=form, memory=True)
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            worker.append({"metrics": {"f1": bad}})
+        spool.append(ODD_ROWS[2])
+        assert len(spool) == 2 and _same_values(list(spool), [ODD_ROWS[0], ODD_ROWS[2]])
+
+
+def _without(rows, name, key):
+    out = json.loads(json.dumps(rows))
+    for row in out:
+        row["stats"].pop(name, None)
+        if key != "summary":
+            row.pop(key, None)
+    return out
+
+
+def test_row_spool_drops_a_family_from_rows_already_encoded(tmp_path):
+    """A family skipped after rows were encoded (FamilyUnavailable on a later entry): the
+    rows read back, the report and the rows file are those of rows made without it."""
+    for form in ("report", "lines"):
+        spool = ev.RowSpool(form=form)
+        spool.extend(ODD_ROWS)
+        spool.drop("strict", "strict")
+        spool.drop("strict", "strict")   # dropping twice is dropping once
+        spool.drop("hgr", "summary")     # the summary family has no view of its own: stats only
+        expected = _without(_without(ODD_ROWS, "strict", "strict"), "hgr", "summary")
+        assert _same_values(list(spool), expected) and "strict" in ODD_ROWS[0]
+        if form == "report":
+            assert b"".join(ev.report_chunks({"per_entry": spool})) == b"".join(
+                ev.report_chunks({"per_entry": expected}))
+        else:
+            assert ev.write_jsonl_atomic(tmp_path / "a.jsonl", spool) == ev.write_jsonl_atomic(tmp_path / "b.jsonl",
+                                                                                               expected)
+
+
+def test_worker_chunks_appended_to_a_spool_equal_rows_appended_one_by_one():
+    """A worker's rows (an in-memory spool, :meth:`RowSpool.take`) go into the parent's
+    spool as bytes: the same spool as rows appended one by one, the chunk's dropped
+    families dropped, an empty chunk adding nothing."""
+    direct = ev.RowSpool()
+    direct.extend(ODD_ROWS)
+    direct.drop("strict", "strict")
+    parent = ev.RowSpool()
+    for chunk in (ODD_ROWS[:2], [], ODD_ROWS[2:]):
+        worker = ev.RowSpool(memory=True)
+        worker.extend(chunk)
+        if len(chunk) == 1:
+            worker.drop("strict", "strict")
+        parent.append_encoded(*worker.take())
+    assert len(parent) == 3 and _same_values(list(parent), list(direct))
+    assert b"".join(ev.report_chunks({"per_entry": parent})) == b"".join(ev.report_chunks({"per_entry": direct}))
+    empty = ev.RowSpool()
+    assert b"".join(ev.report_chunks({"per_entry": empty})) == b'{\n  "per_entry": []\n}\n' and list(empty) == []
+    with pytest.raises(ValueError, match="form"):
+        ev.RowSpool(form="pickle")
+
+
+def test_a_part_is_read_with_its_rows_left_on_disk_exactly_as_json_reads_it(tmp_path):
+    """read_part: a report as written keeps its rows on disk (PartRows, read one at a time,
+    as often as iterated) with every value exactly json.load's (a big int, a lone
+    surrogate); an empty per_entry is a list; another layout is read whole."""
+    data = {"summary": {"n_entries": 3, "big": 2 ** 70}, "shard": {"records": {"hgr": {"x": 0.1}}},
+            "per_entry": ODD_ROWS}
+    path = tmp_path / "part.json"
+    ev.write_json_atomic(path, data)
+    part = ev.read_part(path)
+    assert isinstance(part["per_entry"], ev.PartRows) and list(part) == list(data)
+    assert _same_values(list(part["per_entry"]), ODD_ROWS) and _same_values(list(part["per_entry"]), ODD_ROWS)
+    assert _same_values({k: v for k, v in part.items() if k != "per_entry"},
+                        {k: v for k, v in json.loads(path.read_bytes()).items() if k != "per_entry"})
+    ev.write_json_atomic(path, {**data, "per_entry": []})
+    assert ev.read_part(path)["per_entry"] == []
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")   # reformatted: read whole
+    assert type(ev.read_part(path)["per_entry"]) is list and ev.read_part(path) == json.loads(path.read_bytes())
+    # rows that leave the layout part of the way through (a row on one line) or end otherwise
+    ev.write_json_atomic(path, data)
+    written = path.read_bytes()
+    one_line = written.replace(b'{\n      "id": "e3"', b'{"id": "e3"', 1)
+    trailing = written[:-2] + b', "per_entry": 5}\n'   # a duplicate key: json keeps the last
+    for changed in (one_line, trailing):
+        path.write_bytes(changed)
+        rows = ev.read_part(path)["per_entry"]
+        with pytest.raises(ev._OtherLayout):
+            list(rows)
+        assert ev.read_part(path, whole=True) == json.loads(changed)
+
+
+def test_merge_of_parts_reformatted_or_in_the_report_layout_gives_the_same_report(tmp_path, capsys):
+    """Parts as written are merged row by row from disk; a part in another layout (indented
+    otherwise, or leaving the layout after some rows) is read whole: the same report; a
+    part whose rows end in a duplicate per_entry key is read as json reads it (refused)."""
+    gold, pred, onto = _corpus(tmp_path / "c", n=30)
+    args = ["--pred", str(pred), "--gold", str(gold), "--ontology", str(onto), "--metrics", "hgr,strict,text2kgbench"]
+    whole = _report_bytes(tmp_path, "whole.json", *args)
+    p1, p2, p3 = _shards(tmp_path, "run", args, 3)
+    assert _merge(tmp_path, [p1, p2, p3]) == whole
+    p2.write_text(json.dumps(json.loads(p2.read_bytes()), indent=4), encoding="utf-8")
+    written = p3.read_bytes()
+    first_row = written.index(b'\n    {\n      "id": ') + 5
+    second_row = written.index(b'\n    {\n      "id": ', first_row) + 5
+    later_row_on_one_line = written[:second_row] + written[second_row:].replace(b"\n      ", b"", 3)
+    p3.write_bytes(later_row_on_one_line)
+    assert json.loads(later_row_on_one_line) == json.loads(written)
+    assert _merge(tmp_path, [p1, p2, p3]) == whole
+    p3.write_bytes(written[:-2] + b', "per_entry": 5}\n')
+    assert f"--merge {p3}: the part has no per_entry list" in _refused(tmp_path, capsys, p1, p2, p3)
+
+
 class CharHistogramEmbedder:
     """Deterministic embeddings (character histograms over 8 buckets: similar strings get
     cosines above the gate); refuses to embed in any process but the one that made it,
