@@ -36,14 +36,18 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
                                                (WebNLGReader, WebNLGPair, WebNLGScorer,
                                                WebNLG2020Family)
-    Input: records, fields, joining            load_inputs: the one input path;
+    Input: records, fields, joining            load_inputs: the one input path (large
+                                               files read in line-aligned byte ranges,
+                                               in parallel through an injected map);
                                                EntryTable (entries parsed again from
                                                their lines: LineStore, IdColumn)
     Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
     Engine                                     score_entries, build_report, format_summary
-    Large runs: workers, shards, merge         score_entries_parallel (--workers),
-                                               combine_scored, shards (--shard K/N) and
-                                               the checks of --merge
+    Large runs: workers, shards, merge         score_entries_parallel (--workers; rows
+                                               encoded in the workers), worker_map (the
+                                               reading pass), combine_scored, shards
+                                               (--shard K/N), --merge read row by row
+                                               (PartRows) and its checks
     Statistics: bootstrap confidence           compare_systems: percentile bootstrap
       intervals and paired significance        intervals, paired bootstrap, paired
                                                approximate randomisation, Holm (pure numpy
