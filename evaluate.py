@@ -95,6 +95,7 @@ import platform
 import re
 import shlex
 import signal
+import stat
 import sqlite3
 import string
 import sys
@@ -7992,10 +7993,28 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
 _WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, str | None] | None = None
 
 
-def _worker_init() -> None:
-    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool."""
+def _worker_init(parent: int | None = None) -> None:
+    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool, and dies
+    with its parent (``parent``: its pid): on Linux the kernel sends it SIGKILL when the
+    parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a parent killed outright (SIGKILL,
+    the out-of-memory killer) leaves no worker behind, blocked on a result pipe that no
+    one reads any more."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl (an unusual libc): the pool's own checks remain
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+#: ``PR_SET_PDEATHSIG`` of <linux/prctl.h>: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[bytes, Any, list[tuple[str, str]]] | None]:
@@ -8093,7 +8112,7 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     gc.freeze()
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init)
+    pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
     try:
         for part, encoded in pool.map(_score_range, ranges):
             if bar is not None:
@@ -8145,7 +8164,7 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
     gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
     try:
         yield from pool.map(fn, items)
     except BrokenProcessPool:
@@ -11271,6 +11290,29 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    """(size in bytes, modification time in ns) of a regular file, None for anything else."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def _check_unchanged(stamps: Mapping[Path, tuple[int, int] | None]) -> None:
+    """Raise InputError when an input file's size or modification time differs from its
+    stamp (:func:`_file_stamp`, taken before it was read): the file was written to while
+    it was being evaluated (an append keeps every line it had, so the lines read again at
+    scoring time do not tell; its SHA-256 would describe bytes that were not scored)."""
+    for path, before in stamps.items():
+        after = _file_stamp(path)
+        if before is not None and after != before:
+            change = (f"{before[0]} -> {after[0]} bytes" if after is not None and after[0] != before[0]
+                      else "modified" if after is not None else "removed")
+            raise InputError(f"{path}: changed while it was being evaluated ({change}); no report written: run "
+                             "again on a file that stays the same")
+
+
 def _file_info(path: Path | None, given: Path | None = None) -> dict[str, Any] | None:
     """``summary.inputs`` entry of an input file: name, SHA-256 and the resolved path the
     user gave (``given``; differs from ``path`` for a spooled stream). A stream (a pipe,
@@ -11392,6 +11434,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     its relation vocabulary. ``given``: the paths the user gave for pred, gold and
     relations when the files read are spooled copies."""
     workers = config.workers if config.workers is not None else default_workers()
+    stamps = {path: _file_stamp(path) for path in (pred, gold, relations) if path is not None}
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
                          gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers))
@@ -11415,6 +11458,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.duplicates_dropped = loaded.duplicates_dropped
     scored.inputs = {key: _file_info(path, origin)
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
+    _check_unchanged(stamps)  # after hashing: the hashes are of the bytes scored
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
     n_invalid = len(invalid) if span is None else sum(  # a shard: refused exactly when the whole run is
@@ -11750,7 +11794,7 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
         gc.freeze()  # see score_entries_parallel
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool as broken
-        pool = ProcessPoolExecutor(workers, mp_context=_fork_context(), initializer=_worker_init)
+        pool = ProcessPoolExecutor(workers, mp_context=_fork_context(), initializer=_worker_init, initargs=(os.getpid(),))
         results = pool.map(_score_directory_file, range(len(pairs)))
         if config.progress:
             from tqdm import tqdm
@@ -11842,6 +11886,10 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
             raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
+    if flag == "--report" and path.is_file() and not _may_overwrite_report(path):
+        raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (a report is a JSON object whose "
+                         "first key is \"summary\" or \"systems\"); refusing to overwrite it: remove it first or "
+                         "give another path")
     if path.exists() and not path.is_dir() and not path.is_file():
         raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
@@ -11860,6 +11908,24 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     except OSError as exc:
         where = "create the folder" if parent != path.parent else "write"
         raise InputError(f"{flag} {path}: cannot {where} in {parent}: {exc.strerror or exc}") from None
+
+
+#: How a report of ours begins (:func:`report_chunks`, or the same JSON laid out by another
+#: tool): an object whose first key is "summary" (one system) or "systems" (a comparison).
+_REPORT_HEAD_RE = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"(?:summary|systems)"\s*:')
+
+
+def _may_overwrite_report(path: Path) -> bool:
+    """Whether an existing ``--report`` target may be replaced: an empty file, or one that
+    begins like a report of ours (:data:`_REPORT_HEAD_RE`, its first 4 KB read). Anything
+    else (a predictions or gold file, notes, another tool's JSON) is kept: a mistyped
+    ``--report`` never destroys data."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return True  # unreadable: the write itself will say why
+    return not head or _REPORT_HEAD_RE.match(head) is not None
 
 
 #: The keys every per-entry row has (:func:`build_report`): how an existing file is known
@@ -12606,11 +12672,23 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
     report_path = _systems_report_path(config, names, pred_paths)
     if report_path is not None and report_path != STDOUT_REPORT:
-        _check_report_path(report_path, config.compare)
+        _check_report_path(report_path, (*config.compare, *_recorded_inputs(systems.values())))
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
     return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
+
+
+def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
+    """The input files the reports record (``summary.inputs``: predictions, gold,
+    relation vocabulary; resolved paths), which ``--merge`` and ``--compare`` must not
+    overwrite either."""
+    paths = []
+    for report in reports:
+        for info in ((report.get("summary") or {}).get("inputs") or {}).values():
+            if isinstance(info, Mapping) and isinstance(info.get("path"), str):
+                paths.append(Path(info["path"]))
+    return paths
 
 
 def _merged_title(report: Mapping[str, Any]) -> str:
@@ -12642,7 +12720,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         report = sign_report(merge_partial_reports(config.merge))
         report_path = _merge_report_path(config, report)
         if report_path is not None and report_path != STDOUT_REPORT:
-            _check_report_path(report_path, config.merge)
+            _check_report_path(report_path, (*config.merge, *_recorded_inputs([report])))
         return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None

@@ -1063,6 +1063,31 @@ def test_a_same_length_edit_of_a_line_is_refused_at_scoring(tmp_path, reparsed):
         entries[0]
 
 
+@pytest.mark.parametrize("which", ["pred", "gold"])
+def test_a_file_appended_to_during_the_run_is_refused_with_no_report(tmp_path, monkeypatch, capsys, which):
+    # an append keeps every line that was read (their CRC-32s agree), but the file's SHA-256
+    # in the report would describe a line that was never scored: exit 2, nothing written
+    g = write_jsonl(tmp_path / "g.jsonl", [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}, {"id": "r2", "triplets": [ACME_B]}])
+    grown = p if which == "pred" else g
+    size = grown.stat().st_size
+    scorer = ev.score_entries_parallel
+
+    def score_then_append(*args, **kwargs):
+        scored = scorer(*args, **kwargs)
+        with open(grown, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": "r3", "triplets": [ACME_A]}) + "\n")
+        return scored
+
+    monkeypatch.setattr(ev, "score_entries_parallel", score_then_append)
+    report = tmp_path / "report.json"
+    assert ev.main(["--pred", str(p), "--gold", str(g), "--no-embeddings", "--quiet", "--report", str(report)]) == 2
+    after = grown.stat().st_size
+    assert (f"error: {grown}: changed while it was being evaluated ({size} -> {after} bytes); no report written"
+            in capsys.readouterr().err)
+    assert not report.exists()
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_records_kept_by_a_small_run_equal_those_parsed_again(tmp_path, monkeypatch, seed):
     # a small run makes its entries from the records its reading parsed; a large one parses

@@ -9,10 +9,15 @@ import hashlib
 import json
 import os
 import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import NLTK_DATA, SHARED, write_jsonl
+from helpers import NLTK_DATA, ROOT, SHARED, write_jsonl
 
 import evaluate as ev  # noqa: E402
 
@@ -270,6 +275,44 @@ def test_shard_and_merge_default_paths_and_contradictions(tmp_path, monkeypatch,
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(SystemExit):
             ev.build_parser().parse_args(["--pred", "x", "--shard", bad])
+
+
+def test_merge_and_compare_never_overwrite_the_inputs_their_parts_record(tmp_path, capsys):
+    # --report given explicitly: the parts' own predictions and gold (recorded in
+    # summary.inputs, not on the command line) are refused like a single run's inputs.
+    gold, pred = tmp_path / "gold.jsonl", tmp_path / "pred.jsonl"
+    shutil.copy(ROOT / "gold" / "gold.jsonl", gold)
+    shutil.copy(ROOT / "predictions" / "finetuned.jsonl", pred)
+    before = {p: p.read_bytes() for p in (gold, pred)}
+    parts = _shards(tmp_path, "run", ["--pred", str(pred), "--gold", str(gold)], 2)
+    capsys.readouterr()
+    for target in (gold, pred):
+        assert ev.main(["--merge", *map(str, parts), "--quiet", "--report", str(target)]) == 2
+        assert f"--report {target}: is one of the input files; refusing to overwrite it" in capsys.readouterr().err
+        assert ev.main(["--compare", *map(str, parts), "--bootstrap", "100", "--quiet", "--report", str(target)]) == 2
+        assert "is one of the input files" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (gold, pred)} == before
+
+
+def test_an_explicit_report_path_replaces_only_an_empty_file_or_a_report(tmp_path, capsys):
+    args = ["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--gold", str(ROOT / "gold" / "gold.jsonl"),
+            "--no-embeddings", "--quiet", "--report"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    other_preds = tmp_path / "other.jsonl"
+    other_preds.write_bytes((ROOT / "predictions" / "base.jsonl").read_bytes())
+    for kept in (notes, other_preds):
+        before = kept.read_bytes()
+        assert ev.main([*args, str(kept)]) == 2
+        assert (f"--report {kept}: exists and is not a kg-triplet-eval report (a report is a JSON object whose "
+                'first key is "summary" or "systems"); refusing to overwrite it') in capsys.readouterr().err
+        assert kept.read_bytes() == before
+    empty, report = tmp_path / "empty.json", tmp_path / "report.json"
+    empty.write_bytes(b"")
+    report.write_text(json.dumps({"summary": {"n_entries": 1}}, indent=4), encoding="utf-8")  # another layout
+    for target in (empty, report):
+        assert ev.main([*args, str(target)]) == 0
+        assert json.loads(target.read_bytes())["summary"]["n_entries"] == 25
 
 
 def _summary_text(capsys: pytest.CaptureFixture[str]) -> str:
@@ -673,6 +716,50 @@ def test_a_killed_worker_fails_the_run_promptly_with_a_clear_error(tmp_path, mon
     err = capsys.readouterr().err
     assert "error: a worker process died while scoring (killed by a signal: SIGKILL, often the out-of-memory " \
            "killer" in err and "rerun with fewer --workers" in err and "Traceback" not in err
+
+
+_ORPHAN_SCRIPT = """
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import evaluate as ev
+from concurrent.futures import ProcessPoolExecutor
+pool = ProcessPoolExecutor(2, mp_context=ev._fork_context(), initializer=ev._worker_init, initargs=(os.getpid(),))
+pids = {pool.submit(os.getpid).result() for _ in range(8)}
+for _ in range(2):
+    pool.submit(time.sleep, 120)   # the workers are busy: nothing would ever stop them
+print(" ".join(map(str, sorted(pids))), flush=True)
+time.sleep(0.5)
+os.kill(os.getpid(), signal.SIGKILL)   # the main process dies outright (out-of-memory killer, kill -9)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+def test_workers_die_with_a_main_process_killed_outright(tmp_path):
+    # prctl(PR_SET_PDEATHSIG): the kernel kills the workers when their parent dies; before,
+    # they stayed, blocked, holding memory and the spooled rows. Polled for up to 60 s
+    # (a liveness check, not a timing): they are gone at once.
+    script = tmp_path / "orphans.py"
+    script.write_text(_ORPHAN_SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(Path(ev.__file__).parent)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    workers = [int(pid) for pid in done.stdout.split()]
+    assert len(workers) >= 1
+
+    def alive(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"   # a zombie has exited
+
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"worker processes {left} outlived their parent"
 
 
 def test_merge_refuses_edited_parts_naming_the_part_and_the_difference(tmp_path, capsys):
