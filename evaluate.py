@@ -6535,9 +6535,12 @@ class _PredLines:
         return len(self.ids)
 
 
-def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, log: LoadedInputs) -> np.ndarray:
+def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, line_of: Sequence[int],
+            log: LoadedInputs) -> np.ndarray:
     """Apply ``--duplicate-ids`` to records ``rows`` (indices into ``ids``; None ids are
-    kept): the records kept, in order (``rows`` itself when no id repeats)."""
+    kept): the records kept, in order (``rows`` itself when no id repeats). ``line_of``:
+    the line number of each record (indexed like ``ids``), for the notice naming the first
+    repeated ids and the first lines dropped."""
     repeated = _repeated_ids(ids, rows)
     if not repeated:
         return rows
@@ -6552,8 +6555,10 @@ def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path,
         drop[where[1:] if policy == "first" else where[:-1]] = True
     kept = rows[~drop]
     dropped = len(rows) - len(kept)
+    dropped_lines = [line_of[int(r)] for r in rows[np.flatnonzero(drop)[:_SAMPLE_KEPT]]]
     log.problem(f"{path}: {dropped} duplicate {what} line(s) dropped (--duplicate-ids {policy}; "
-                f"{len(dups)} id(s) repeated)", kind="duplicate_ids", duplicates=dropped)
+                f"{len(dups)} id(s) repeated: {_ids_text(dups)}; dropped {_lines_named(dropped_lines)})",
+                kind="duplicate_ids", duplicates=dropped)
     return kept
 
 
@@ -6577,6 +6582,12 @@ def _lines_text(lines: Sequence[Any], shown: int = 10) -> str:
     return ", ".join(map(str, lines[:shown])) + (" ..." if len(lines) > shown else "")
 
 
+def _lines_named(lines: Sequence[Any]) -> str:
+    """:func:`_lines_text` with its noun: ``"line 7"`` for one line, ``"lines 1, 4, 9"``
+    for several (a :class:`_Sample` keeps more than one item whenever its total does)."""
+    return ("line " if len(lines) == 1 else "lines ") + _lines_text(lines)
+
+
 def _report_issues(preds: _PredLines, path: Path, fields: FieldNames, log: LoadedInputs, *,
                    combined: bool = False) -> None:
     """Report the prediction lines with an input problem (one notice per kind, with the
@@ -6596,14 +6607,14 @@ def _report_issues(preds: _PredLines, path: Path, fields: FieldNames, log: Loade
                          + (" (--pred-field names a top-level key; nested paths are not supported)"
                             if fields.named else "; name the field with --pred-field NAME"))
     for kind, lines in by_kind.items():
-        shown = _lines_text([p.line for p in lines])
+        shown = _lines_named([p.line for p in lines])
         what = {"no_prediction_field": "without a prediction field, scored as missing predictions",
                 "conflicting_fields": "with prediction fields that disagree",
                 "parsed_raw_disagree": "whose parsed prediction field disagrees with the raw text of the same "
                                        "line (the parsed field is scored; --reparse scores the raw text)",
                 "unscored_triplets_field": "whose answer is empty or unparseable while an unrecognised field "
                                            "holds triplet-like items (scored as they are)"}[kind]
-        log.problem(f"{path}: {lines.total} line(s) {what} (lines {shown}; line {lines[0].line}: "
+        log.problem(f"{path}: {lines.total} line(s) {what} ({shown}; line {lines[0].line}: "
                     f"{lines[0].reason}; accepted fields: {accepted})", kind=kind)
 
 
@@ -6826,19 +6837,19 @@ def _gold_lines(read: _GoldPart, gold_file: Path, fields: FieldNames, log: Loade
                          "or every line was excluded)")
     conflicts, prompt_conflicts, no_prompt = read.conflicts, read.prompt_conflicts, read.no_prompt
     if conflicts:
-        log.problem(f"{gold_file}: {conflicts.total} gold line(s) with gold fields that disagree (lines "
-                    f"{_lines_text([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
+        log.problem(f"{gold_file}: {conflicts.total} gold line(s) with gold fields that disagree ("
+                    f"{_lines_named([c[0] for c in conflicts])}; line {conflicts[0][0]}: {conflicts[0][1]}; accepted "
                     f"fields: {', '.join(GOLD_KEYS + GOLD_RAW_KEYS)}; name one with --gold-field NAME)",
                     kind="conflicting_fields")
     if prompt_conflicts:
         first_line, first = prompt_conflicts[0]
-        log.problem(f"{gold_file}: {prompt_conflicts.total} gold line(s) with prompt fields that disagree (lines "
-                    f"{_lines_text([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
+        log.problem(f"{gold_file}: {prompt_conflicts.total} gold line(s) with prompt fields that disagree ("
+                    f"{_lines_named([c[0] for c in prompt_conflicts])}; line {first_line}: {first}; accepted "
                     f"prompt fields, first one scored: {', '.join(PROMPT_KEYS)}): grounding and hallucination "
                     "are checked against the scored prompt", kind="conflicting_fields")
     if no_prompt:
-        log.note("no_prompt", f"{gold_file}: {no_prompt.total} gold line(s) have no prompt field (lines "
-                 f"{_lines_text(no_prompt)}; keys found: {_keys_text(read.no_prompt_keys)}; accepted: "
+        log.note("no_prompt", f"{gold_file}: {no_prompt.total} gold line(s) have no prompt field ("
+                 f"{_lines_named(no_prompt)}; keys found: {_keys_text(read.no_prompt_keys)}; accepted: "
                  f"{', '.join(PROMPT_KEYS)} or chat 'messages'): grounding and hallucination are checked "
                  "against an empty prompt")
     if read.combined is not None:
@@ -6945,11 +6956,12 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
     has_id = preds.ids.present()[candidates]
     no_id = [preds.store.line[int(k)] for k in candidates[~has_id]]
     if no_id:
-        log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id (lines "
-                    f"{_lines_text(no_id)}) cannot be "
+        log.problem(f"{pred_path}: {len(no_id)} line(s) without a readable id ("
+                    f"{_lines_named(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path, log)
+    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path,
+                     preds.store.line, log)
     gold_hashes = gold.ids.hashes()[kept_gold]
     order, shared = _equal_hash_runs(gold_hashes)
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
@@ -7004,7 +7016,7 @@ def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pr
     skipped = [preds.store.line[int(k)] for k in np.flatnonzero(~kept)]
     if skipped:
         log.problem(f"{pred_path}: {len(skipped)} prediction line(s) dropped with their excluded or "
-                    f"duplicate gold lines (lines {_lines_text(skipped)})",
+                    f"duplicate gold lines ({_lines_named(skipped)})",
                     kind="dropped_with_excluded_gold")
     return kept_gold, paired
 
@@ -7030,7 +7042,8 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
         return "id"
     if len(gold_without) == len(kept_gold) and not pred_with:
         return "order"
-    ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not"
+    ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not "
+                f"({_lines_named(gold_without)})"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
@@ -7115,15 +7128,15 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
         first = entries[hollow[0]].pred
         lines = [preds.store.line[rows[k]] for k in hollow]
         log.note("no_triplet_content", f"{pred_path}: {len(hollow)} prediction(s) whose answer holds no "
-                 f"triplet-like content, scored as schema-invalid items (lines {_lines_text(lines)}; "
+                 f"triplet-like content, scored as schema-invalid items ({_lines_named(lines)}; "
                  f"line {first.line}: {first.reason or _describe(first.items)}); if the triplets are "
                  "nested deeper in the line, name the field with --pred-field NAME")
     discarded = np.frombuffer(preds.discarded, dtype=np.int64)
     passed = rows[(rows >= 0) & (discarded[np.maximum(rows, 0)] > 0)].tolist()
     if passed:
         log.note("discarded_answers", f"{pred_path}: {len(passed)} prediction(s) whose raw text holds several "
-                 f"separate triplet answers; only the last one (fenced first) is scored (lines "
-                 f"{_lines_text([preds.store.line[p] for p in passed])}; line {preds.store.line[passed[0]]}: "
+                 f"separate triplet answers; only the last one (fenced first) is scored ("
+                 f"{_lines_named([preds.store.line[p] for p in passed])}; line {preds.store.line[passed[0]]}: "
                  f"{preds.discarded[passed[0]]} other answer(s) not scored); if the model wrote one answer in "
                  "pieces (a numbered list of objects, comments inside the array), check the raw text; the rule "
                  "is in README \"Parse statuses\"")
@@ -7176,7 +7189,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
               else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
     options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field)
     gold, preds = _read_inputs(gold_file, None if gold_path is None else pred_path, options, log, map_ranges)
-    kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file, log)
+    kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file,
+                        gold.store.line, log)
     n_slots = len(kept_gold)
     if gold_path is None:
         pred_rows = kept_gold

@@ -169,6 +169,9 @@ def test_duplicate_ids_last_keeps_last_and_reports_count(tmp_path):
     assert rc == 0, err
     assert rep["summary"]["duplicates_dropped"] == 1
     assert any("1 duplicate" in p for p in rep["summary"]["input_problems"])
+    # the notice names the repeated ids and the lines dropped (line 1: the first copy of 'r1')
+    assert any("pred.jsonl: 1 duplicate prediction line(s) dropped (--duplicate-ids last; 1 id(s) repeated: "
+               "'r1'; dropped line 1)" in p for p in rep["summary"]["input_problems"])
     r1, r2 = rep["per_entry"]
     assert r1["pred_line"] == 3  # the last copy, which holds [ACME_A]
     assert_perfect(r1)
@@ -176,6 +179,7 @@ def test_duplicate_ids_last_keeps_last_and_reports_count(tmp_path):
     # and "first" keeps the empty first copy
     rc, out, err, rep = cli_files(tmp_path, gold, pred, "--duplicate-ids", "first")
     assert rc == 0
+    assert any("1 id(s) repeated: 'r1'; dropped line 3)" in p for p in rep["summary"]["input_problems"])
     assert rep["per_entry"][0]["pred_line"] == 1
     assert rep["per_entry"][0]["metrics"]["n_pred_raw_items"] == 0
 
@@ -355,9 +359,9 @@ def test_some_lines_without_a_prediction_field_are_counted_missing_and_noticed(t
     assert rep["summary"]["parse_status"]["missing"] == 1
     assert kinds(rep) == ["no_prediction_field"]
     message = rep["summary"]["notices"][0]["message"]
-    assert "pred.jsonl: 1 line(s) without a prediction field" in message and "lines 2;" in message
+    assert "pred.jsonl: 1 line(s) without a prediction field" in message and "(line 2;" in message
     assert message in rep["summary"]["input_problems"]
-    assert "no_prediction_field" in out and "lines 2;" in out  # on stdout, in the summary
+    assert "no_prediction_field" in out and "(line 2;" in out  # on stdout, in the summary
 
 
 def test_gold_file_passed_alone_as_pred_is_exit_2(tmp_path):
@@ -396,7 +400,7 @@ def test_two_prediction_fields_that_disagree_are_noticed_and_the_first_is_scored
     assert "fields 'triplets', 'pred_parsed' disagree; scored 'triplets'" in r1["parse_reason"]
     assert r2["parse_reason"] == ""  # equal values are no problem
     assert kinds(rep) == ["conflicting_fields"]
-    assert "1 line(s) with prediction fields that disagree (lines 1;" in rep["summary"]["notices"][0]["message"]
+    assert "1 line(s) with prediction fields that disagree (line 1;" in rep["summary"]["notices"][0]["message"]
 
 
 def test_raw_fields_that_disagree_are_noticed_too():
@@ -422,6 +426,36 @@ def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, 
     rep = json.loads(report.read_text())
     assert [row["metrics"]["full_tp"] for row in rep["per_entry"]] == [0, 0]  # asked for: ACME_A vs ACME_B, ACME_B vs ACME_A
     assert kinds(rep) == ["join_by_line_order"] and rep["summary"]["config"]["join"] == "order"
+
+
+def test_duplicate_ids_notice_shows_the_first_ids_and_lines(tmp_path):
+    # 12 ids, each on two gold lines (lines 1-12, then 13-24): "last" drops lines 1-12, "first"
+    # drops 13-24; the notice shows the first 10 ids and lines, then "..."
+    ids = [f"r{k:02d}" for k in range(12)]
+    g = write_jsonl(tmp_path / "g.jsonl", [{"id": rid, "triplets": []} for rid in ids + ids])
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": rid, "triplets": []} for rid in ids])
+    shown_ids = ", ".join(repr(rid) for rid in ids[:10]) + " ... (12 ids)"
+    for policy, dropped in [("last", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 ..."),
+                            ("first", "13, 14, 15, 16, 17, 18, 19, 20, 21, 22 ...")]:
+        loaded = ev.load_inputs(p, g, duplicate_ids=policy)
+        assert len(loaded.entries) == 12
+        assert [n["message"] for n in loaded.notices if n["kind"] == "duplicate_ids"] == [
+            f"{g}: 12 duplicate gold line(s) dropped (--duplicate-ids {policy}; 12 id(s) repeated: "
+            f"{shown_ids}; dropped lines {dropped})"]
+
+
+def test_gold_lines_without_ids_among_lines_with_ids_are_named(tmp_path):
+    # gold lines 2 and 4 carry no id (line 4: an empty id), lines 1 and 3 do; the predictions carry ids
+    g = write_jsonl(tmp_path / "gold.jsonl", [{"id": "r1", "triplets": []}, {"triplets": []},
+                                              {"id": "r3", "triplets": []}, {"id": "", "triplets": []}])
+    p = write_jsonl(tmp_path / "pred.jsonl", [{"id": "r1", "triplets": []}, {"id": "r3", "triplets": []}])
+    with pytest.raises(ev.InputError) as caught:
+        ev.load_inputs(p, g)
+    assert (f"cannot pair the records safely: {p} carries ids but 2 line(s) of {g} do not (lines 2, 4); "
+            "pairing by line order could mis-pair them") in str(caught.value)
+    g1 = write_jsonl(tmp_path / "gold1.jsonl", [{"id": "r1", "triplets": []}, {"triplets": []}])
+    with pytest.raises(ev.InputError, match=r"1 line\(s\) of .*gold1\.jsonl do not \(line 2\); pairing"):
+        ev.load_inputs(p, g1)
 
 
 def test_join_id_needs_ids_and_join_auto_without_ids_is_line_order(tmp_path):
@@ -571,7 +605,7 @@ def test_parsed_field_that_disagrees_with_the_raw_text_is_noticed_and_the_parsed
     assert kinds(rep) == ["parsed_raw_disagree"]
     message = rep["summary"]["notices"][0]["message"]
     assert "1 line(s) whose parsed prediction field disagrees with the raw text" in message
-    assert "(lines 1; line 1: 'triplets' (0 item(s)) disagrees with the raw text 'output' (1 item(s), ok)" in message
+    assert "(line 1; line 1: 'triplets' (0 item(s)) disagrees with the raw text 'output' (1 item(s), ok)" in message
     assert "--reparse scores the raw text" in message and "parsed_raw_disagree" in out
     # scored: the parsed [] for r1 (triplet F1 0), [ACME_B] for r2 (1): macro triplet F1 = (0 + 1) / 2
     assert rep["summary"]["macro"]["triplet_f1"] == 0.5
@@ -601,7 +635,7 @@ def test_gold_lines_without_a_prompt_field_are_a_no_prompt_notice(tmp_path):
     rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [ACME_A, ACME_B]}, {"id": "r2", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0, err
     assert rep["summary"]["notices"] == [{"kind": "no_prompt", "message": f"{tmp_path / 'g.jsonl'}: 1 gold line(s) "
-                                          "have no prompt field (lines 1; keys found: id, question, triplets; "
+                                          "have no prompt field (line 1; keys found: id, question, triplets; "
                                           "accepted: prompt, text, sent or chat 'messages'): grounding and "
                                           "hallucination are checked against an empty prompt"}]
     assert "no_prompt: " in out
@@ -617,7 +651,7 @@ def test_gold_prompt_fields_that_disagree_are_noticed_and_the_first_is_scored(tm
     assert rc == 0, err
     assert kinds(rep) == ["conflicting_fields"]
     assert rep["summary"]["notices"][0]["message"].endswith(
-        "1 gold line(s) with prompt fields that disagree (lines 1; line 1: fields 'prompt', 'sent' disagree; "
+        "1 gold line(s) with prompt fields that disagree (line 1; line 1: fields 'prompt', 'sent' disagree; "
         "scored 'prompt' (the first accepted field); accepted prompt fields, first one scored: prompt, text, "
         "sent): grounding and hallucination are checked against the scored prompt")
     assert "conflicting_fields: " in out
@@ -634,7 +668,7 @@ def test_gold_fields_that_disagree_are_noticed_and_the_first_is_scored(tmp_path)
     rc, out, err, rep = run_gold(tmp_path, gold, [{"id": "r1", "triplets": [ACME_A, ACME_B]}])
     assert rc == 0, err
     assert kinds(rep) == ["conflicting_fields"]
-    assert ("1 gold line(s) with gold fields that disagree (lines 1; line 1: fields 'triplets', 'gold' disagree; "
+    assert ("1 gold line(s) with gold fields that disagree (line 1; line 1: fields 'triplets', 'gold' disagree; "
             "scored 'triplets' (the first accepted field)") in rep["summary"]["notices"][0]["message"]
     assert rep["summary"]["micro"]["triplet_f1"] == 1.0  # [ACME_A, ACME_B] vs the scored gold [ACME_A, ACME_B]
     # the same value under two fields is not a disagreement
@@ -654,7 +688,7 @@ def test_answer_without_triplet_like_content_is_noticed_with_a_pred_field_hint(t
     assert rc == 0, err
     assert kinds(rep) == ["no_triplet_content"]
     message = rep["summary"]["notices"][0]["message"]
-    assert "1 prediction(s) whose answer holds no triplet-like content, scored as schema-invalid items (lines 1; " \
+    assert "1 prediction(s) whose answer holds no triplet-like content, scored as schema-invalid items (line 1; " \
            "line 1: " in message and "name the field with --pred-field NAME" in message
     # numbers and statuses unchanged (the method): r1 is one schema-invalid item, status ok
     assert rep["per_entry"][0]["parse_status"] == "ok"
@@ -683,7 +717,7 @@ def test_an_empty_string_id_is_no_readable_id_like_null(tmp_path):
                                      [{"id": "1", "triplets": [ACME_A]}, {"id": empty, "triplets": [ACME_B]}])
         assert rc == 0, err
         assert kinds(rep) == ["no_readable_id", "missing_predictions"]
-        assert "(lines 2) cannot be attributed" in rep["summary"]["notices"][0]["message"]
+        assert "(line 2) cannot be attributed" in rep["summary"]["notices"][0]["message"]
         assert rep["summary"]["totals"]["missing_predictions"] == 1
     assert ev.load_inputs(write_jsonl(tmp_path / "c.jsonl", [{"id": "", "prompt": "p", "triplets": [],
                                                                "pred_parsed": []}]), None).entries[0].gold.id is None
@@ -846,8 +880,12 @@ def test_join_by_id_is_exact_when_every_id_has_the_same_hash(tmp_path, monkeypat
         ("a", 1, 3, "ok"), ("b", 2, 1, "ok"), ("c", 4, None, "missing")]
     assert [x["kind"] for x in loaded.notices] == [
         "excluded_gold_line", "duplicate_ids", "dropped_with_excluded_gold", "duplicate_ids", "missing_predictions"]
-    assert "1 duplicate gold line(s) dropped (--duplicate-ids first; 1 id(s) repeated)" in loaded.notices[1]["message"]
-    assert "2 duplicate prediction line(s) dropped" in loaded.notices[3]["message"]
+    # gold: 'a' on lines 1 and 3 (first kept: line 3 dropped); predictions: 'b' on lines 1 and 4,
+    # 'a' on lines 3 and 5 (line 2, id 'x', goes with its excluded gold line): lines 4 and 5 dropped
+    assert ("g.jsonl: 1 duplicate gold line(s) dropped (--duplicate-ids first; 1 id(s) repeated: 'a'; "
+            "dropped line 3)") in loaded.notices[1]["message"]
+    assert ("p.jsonl: 2 duplicate prediction line(s) dropped (--duplicate-ids first; 2 id(s) repeated: 'a', 'b'; "
+            "dropped lines 4, 5)") in loaded.notices[3]["message"]
     assert "(ids 'x')" in loaded.notices[2]["message"]
     p2 = write_jsonl(tmp_path / "p2.jsonl", [{"id": "b", "triplets": []}, {"id": "zz", "triplets": []},
                                              {"id": "y", "triplets": []}])
