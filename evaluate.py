@@ -10930,7 +10930,8 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--gold", type=Path, help="gold JSONL (omit when --pred is a combined file)")
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
                     "goes to stderr); default: reports/<pred stem>.json (several systems: "
-                    "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs")
+                    "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs; "
+                    "an existing file is replaced only when it is empty or a report")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
