@@ -111,7 +111,7 @@ def main() -> None:
           f"({cpu_many:.2f} CPU s, all processes)   speed-up {one / many:.2f}x   "
           f"reports byte-identical: {same}")
     print(f"CPU seconds of all processes, {args.workers} workers / 1 worker: {cpu_many / cpu_one:.2f} (the cost of "
-          "forking, pickling rows back and merging; wall-clock ratios need quiet cores)")
+          "forking, sending the encoded rows back and merging; wall-clock ratios need quiet cores)")
     print(f"reading pass alone (load_inputs, best of 3): 1 worker {read_one:.2f} s   {args.workers} workers "
           f"{read_many:.2f} s   speed-up {read_one / read_many:.2f}x")
     if not same:
