@@ -8013,6 +8013,7 @@ def _worker_init(parent: int | None = None) -> None:
     parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a parent killed outright (SIGKILL,
     the out-of-memory killer) leaves no worker behind, blocked on a result pipe that no
     one reads any more."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held by start_pool while it forked
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if parent is None or not sys.platform.startswith("linux"):
@@ -8029,6 +8030,29 @@ def _worker_init(parent: int | None = None) -> None:
 
 #: ``PR_SET_PDEATHSIG`` of <linux/prctl.h>: the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
+
+#: The signals that stop a run (Ctrl-C, SIGTERM), held while worker processes are forked.
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def start_pool(workers: int, context: Any) -> Any:
+    """A ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` forked processes
+    (:func:`_worker_init`), its processes started here with Ctrl-C and SIGTERM held.
+
+    A fork runs the interpreter's at-fork callbacks (``logging`` releases its lock in one);
+    a signal handled inside such a callback raises there, where the exception is printed
+    as "ignored" and lost: the run would go on and write its report after a SIGTERM. Held
+    during the forks, the signal is handled just after them, in this thread's own code,
+    and stops the run as everywhere else. (The fork context starts every process at the
+    first task, so one no-op task is submitted here.) The workers unblock the signals."""
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        pool.submit(int)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return pool
 
 
 def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[bytes, Any, list[tuple[str, str]]] | None]:
@@ -8124,9 +8148,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    pool = ProcessPoolExecutor(min(workers, len(ranges)), mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+    pool = start_pool(min(workers, len(ranges)), context)
     try:
         for part, encoded in pool.map(_score_range, ranges):
             if bar is not None:
@@ -8175,10 +8198,9 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
     is stopped when the results end or the iterator is closed (an error of the caller).
     A worker that dies (SIGKILL) raises :class:`WorkerLost`; an exception in ``fn`` is
     raised here, in its item's turn."""
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
     gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+    pool = start_pool(workers, context)
     try:
         yield from pool.map(fn, items)
     except BrokenProcessPool:
@@ -11807,9 +11829,8 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
         # One process per file in the workers (quiet: no progress bars from them).
         _DIRECTORY_STATE = (dataclasses.replace(config, workers=1, quiet=True), list(families), similarity, pairs)
         gc.freeze()  # see score_entries_parallel
-        from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool as broken
-        pool = ProcessPoolExecutor(workers, mp_context=_fork_context(), initializer=_worker_init, initargs=(os.getpid(),))
+        pool = start_pool(workers, _fork_context())
         results = pool.map(_score_directory_file, range(len(pairs)))
         if config.progress:
             from tqdm import tqdm

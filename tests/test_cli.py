@@ -340,6 +340,43 @@ def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path):
     assert not report.exists()
 
 
+_SIGTERM_AT_FORK = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import evaluate as ev
+sent = []
+
+def terminate_once():  # a SIGTERM that arrives while the interpreter runs its at-fork callbacks
+    if not sent:
+        sent.append(True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+os.register_at_fork(after_in_parent=terminate_once)
+sys.exit(ev.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+def test_sigterm_while_workers_are_forked_stops_the_run(tmp_path):
+    # Handled inside a fork's callback (logging's lock release), the signal's exception used
+    # to be printed as "ignored" and lost: the run went on and wrote its report (exit 0).
+    # The signals are held during the forks (start_pool), so it stops the run: exit 143.
+    rows = [json.loads(line) for line in (ROOT / GOLD).read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / FINETUNED).read_text().splitlines() if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    copies = 4  # 100 entries: scored by forked workers (WORKER_MIN_ENTRIES is 64)
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in preds))
+    script, report = tmp_path / "at_fork.py", tmp_path / "r.json"
+    script.write_text(_SIGTERM_AT_FORK, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(ROOT), "--pred", str(pred), "--gold", str(gold),
+                           "--no-embeddings", "--workers", "2", "--report", str(report)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 143, done.stderr
+    assert "terminated: no report written" in done.stderr and "ignored" not in done.stderr
+    assert not report.exists()
+
+
 # ------------------------------------------------------------ single-valued options given twice
 
 
