@@ -8190,21 +8190,22 @@ def worker_map(workers: int) -> Callable[[Callable[[Any], Any], Iterable[Any]], 
     return functools.partial(_forked_map, workers=workers, context=context)
 
 
-def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, context: Any) -> Iterator[Any]:
+def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, context: Any,
+                what: str = "reading the input files") -> Iterator[Any]:
     """``map(fn, items)`` on a pool of ``workers`` forked processes, the results in order
     as they come. The children inherit this process (its settings, and the seed of
     ``hash``: what they return is valid here). ``items`` are all submitted at the first
     result asked for (a generator of them runs while the first tasks are done); the pool
     is stopped when the results end or the iterator is closed (an error of the caller).
-    A worker that dies (SIGKILL) raises :class:`WorkerLost`; an exception in ``fn`` is
-    raised here, in its item's turn."""
+    A worker that dies (SIGKILL) raises :class:`WorkerLost` (naming ``what`` the workers
+    were doing); an exception in ``fn`` is raised here, in its item's turn."""
     from concurrent.futures.process import BrokenProcessPool
     gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
     pool = start_pool(workers, context)
     try:
         yield from pool.map(fn, items)
     except BrokenProcessPool:
-        raise WorkerLost(f"a worker process died while reading the input files (killed by a signal: SIGKILL, often "
+        raise WorkerLost(f"a worker process died while {what} (killed by a signal: SIGKILL, often "
                          f"the out-of-memory killer); no report written: rerun with --workers 1 (--workers "
                          f"{workers} was used)") from None
     finally:
@@ -11821,17 +11822,15 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
     files: list[ScoredFile] = []
     hashes: list[str] = []
     workers = _directory_workers(config, similarity, pairs)
-    pool = results = bar = None
-    broken: Any = ()
+    results: Any = None
+    bar = None
     if workers:
         for family in families:
             family.prepare()
         # One process per file in the workers (quiet: no progress bars from them).
         _DIRECTORY_STATE = (dataclasses.replace(config, workers=1, quiet=True), list(families), similarity, pairs)
-        gc.freeze()  # see score_entries_parallel
-        from concurrent.futures.process import BrokenProcessPool as broken
-        pool = start_pool(workers, _fork_context())
-        results = pool.map(_score_directory_file, range(len(pairs)))
+        results = _forked_map(_score_directory_file, range(len(pairs)), workers=workers, context=_fork_context(),
+                              what="scoring a directory run")
         if config.progress:
             from tqdm import tqdm
             bar = tqdm(total=len(pairs), desc=f"files ({workers} workers)", unit="file", file=sys.stderr, leave=False)
@@ -11852,13 +11851,9 @@ def _score_directory(config: RunConfig, families: list[MetricFamily], similarity
             families = drop_skipped(files, families)
             if bar is not None:
                 bar.update()
-    except broken:
-        raise WorkerLost(f"a worker process died while scoring a directory run (killed by a signal: SIGKILL, often "
-                         f"the out-of-memory killer); no report written: rerun with --workers 1") from None
     finally:
-        if pool is not None:
-            _stop_workers(pool)
-            gc.unfreeze()
+        if results is not None:
+            results.close()  # stops the pool (at once after an error)
             _DIRECTORY_STATE = None
         if bar is not None:
             bar.close()
