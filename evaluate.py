@@ -8013,9 +8013,9 @@ def _worker_init(parent: int | None = None) -> None:
     parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a parent killed outright (SIGKILL,
     the out-of-memory killer) leaves no worker behind, blocked on a result pipe that no
     one reads any more."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held by start_pool while it forked
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held by start_pool while it forked
     if parent is None or not sys.platform.startswith("linux"):
         return
     try:
@@ -8035,24 +8035,146 @@ _PR_SET_PDEATHSIG = 1
 _HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
-def start_pool(workers: int, context: Any) -> Any:
-    """A ``concurrent.futures.ProcessPoolExecutor`` of ``workers`` forked processes
-    (:func:`_worker_init`), its processes started here with Ctrl-C and SIGTERM held.
+def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
+    """A :class:`ForkPool` of ``workers`` forked processes that run ``fn``
+    (:func:`_worker_init`), forked here with Ctrl-C and SIGTERM held.
 
     A fork runs the interpreter's at-fork callbacks (``logging`` releases its lock in one);
     a signal handled inside such a callback raises there, where the exception is printed
     as "ignored" and lost: the run would go on and write its report after a SIGTERM. Held
     during the forks, the signal is handled just after them, in this thread's own code,
-    and stops the run as everywhere else. (The fork context starts every process at the
-    first task, so one no-op task is submitted here.) The workers unblock the signals."""
-    from concurrent.futures import ProcessPoolExecutor
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+    and stops the run as everywhere else. The workers unblock the signals. Raises OSError
+    (no fork possible); the processes already forked are stopped first."""
+    pool = ForkPool()
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
     try:
-        pool.submit(int)
+        for _ in range(workers):
+            pool.fork(fn)
+    except BaseException:
+        pool.close()
+        raise
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return pool
+
+
+class _PoolBroken(Exception):
+    """A :class:`ForkPool` worker died (its result pipe ended) before sending its result."""
+
+
+class ForkPool:
+    """Forked worker processes, each with a task pipe and a result pipe that this process
+    owns and closes itself: no manager thread and no exit hook (``concurrent.futures``
+    joins its manager thread at interpreter exit, which hung after Ctrl-C on a pipe a
+    killed worker had been writing, and wrote to closed pipes after SIGTERM).
+
+    :meth:`map` hands out one item at a time to each idle worker and yields the results
+    in input order; :meth:`close` (always called, also after Ctrl-C, SIGTERM or an error)
+    closes the pipes, kills the workers still running (SIGKILL) and reaps every one, so
+    nothing is left when it returns. Linux only (``os.fork``)."""
+
+    def __init__(self) -> None:
+        self.workers: list[tuple[int, Any, Any]] = []  # (pid, task sender, result receiver)
+
+    def fork(self, fn: Callable[[Any], Any]) -> None:
+        """Fork one worker that runs ``fn`` on each item it receives, until its task pipe ends."""
+        import multiprocessing.connection
+        task_recv, task_send = multiprocessing.connection.Pipe(duplex=False)
+        result_recv, result_send = multiprocessing.connection.Pipe(duplex=False)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's frames
+            status = 1
+            try:
+                task_send.close()
+                result_recv.close()
+                for _, sender, receiver in self.workers:  # the other workers' pipe ends
+                    sender.close()
+                    receiver.close()
+                _worker_init(parent)
+                _worker_loop(fn, task_recv, result_send)
+                status = 0
+            finally:
+                os._exit(status)
+        task_recv.close()
+        result_send.close()
+        self.workers.append((pid, task_send, result_recv))
+
+    def map(self, items: Iterable[Any]) -> Iterator[Any]:
+        """``map(fn, items)`` on the workers, results in input order. An exception raised by
+        ``fn`` is raised here in its item's turn; a worker that died raises :class:`_PoolBroken`."""
+        import multiprocessing.connection
+        pending = iter(items)
+        busy: dict[Any, int] = {}  # result receiver -> index of the item it works on
+        idle = [(sender, receiver) for _, sender, receiver in self.workers]
+        done: dict[int, tuple[bool, Any]] = {}
+        sent = following = 0
+        exhausted = False
+        while True:
+            while idle and not exhausted:
+                try:
+                    item = next(pending)
+                except StopIteration:
+                    exhausted = True
+                    break
+                sender, receiver = idle.pop()
+                sender.send(item)
+                busy[receiver] = sent
+                sent += 1
+            while following in done:
+                ok, value = done.pop(following)
+                following += 1
+                if not ok:
+                    raise value
+                yield value
+            if not busy:
+                return
+            senders = {receiver: sender for _, sender, receiver in self.workers}
+            for receiver in multiprocessing.connection.wait(list(busy)):
+                try:
+                    ok, value = receiver.recv()
+                except (EOFError, OSError):
+                    raise _PoolBroken() from None
+                done[busy.pop(receiver)] = (ok, value)
+                idle.append((senders[receiver], receiver))
+
+    def close(self) -> None:
+        """Close every pipe, kill (SIGKILL) the workers and reap them; idempotent."""
+        workers, self.workers = self.workers, []
+        for pid, sender, receiver in workers:
+            sender.close()
+            receiver.close()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid, _, _ in workers:
+            while True:
+                try:
+                    os.waitpid(pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    break
+
+
+def _worker_loop(fn: Callable[[Any], Any], tasks: Any, results: Any) -> None:
+    """A :class:`ForkPool` worker: ``(True, fn(item))`` or ``(False, the exception)`` for
+    each item received, until the task pipe ends."""
+    while True:
+        try:
+            item = tasks.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[bool, Any] = (True, fn(item))
+        except Exception as exc:  # noqa: BLE001 - raised again in the parent, in the item's turn
+            reply = (False, exc)
+        try:
+            results.send(reply)
+        except (__import__("pickle").PicklingError, TypeError, AttributeError) as exc:  # an exception that does not pickle
+            results.send((False, RuntimeError(f"{type(reply[1]).__name__}: {reply[1]} ({exc})")))
 
 
 def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[bytes, Any, list[tuple[str, str]]] | None]:
@@ -8094,19 +8216,6 @@ class WorkerLost(RuntimeError):
     1: the run could not finish, though the input is fine) instead of waiting forever."""
 
 
-def _stop_workers(pool: Any) -> None:
-    """Shut ``pool`` (a ProcessPoolExecutor) down at once: chunks not started are
-    cancelled and the workers still running are terminated (after an error, Ctrl-C or
-    SIGTERM, nobody waits for their chunks)."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join()
-
-
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
                            workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
     """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
@@ -8119,9 +8228,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
     (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
     a worker that dies (SIGKILL, the out-of-memory killer) raises :class:`WorkerLost` here
-    (the pool is a ``concurrent.futures.ProcessPoolExecutor``, which notices a lost worker,
-    where a ``multiprocessing.Pool`` replaces it and waits forever for its chunk); Ctrl-C
-    and SIGTERM stop the pool. ``rows``: where the rows go (see
+    (:class:`ForkPool` notices a lost worker: its result pipe ends, where a
+    ``multiprocessing.Pool`` replaces it and waits forever for its chunk); Ctrl-C
+    and SIGTERM stop the pool (its workers killed and reaped before the exception goes on). ``rows``: where the rows go (see
     :func:`score_entries`); each chunk's rows are moved there as the chunk arrives (a
     :class:`RowSpool`'s rows are encoded by the workers and appended as bytes; the rows of
     :class:`NoRows` are not sent back at all).
@@ -8148,10 +8257,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
-    from concurrent.futures.process import BrokenProcessPool
-    pool = start_pool(min(workers, len(ranges)), context)
+    pool = start_pool(min(workers, len(ranges)), _score_range)
     try:
-        for part, encoded in pool.map(_score_range, ranges):
+        for part, encoded in pool.map(ranges):
             if bar is not None:
                 bar.update(part.tally.n_entries)
             if encoded is not None:
@@ -8160,13 +8268,13 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
                 rows.extend(part.rows)
                 part.rows = []
             parts.append(part)
-    except BrokenProcessPool:
+    except _PoolBroken:
         raise WorkerLost(f"a worker process died while scoring (killed by a signal: SIGKILL, often the "
                          f"out-of-memory killer, which the system log names); no report written: rerun with "
                          f"fewer --workers (each worker holds its own memory; --workers {workers} was used) or "
                          f"--workers 1") from None
     finally:
-        _stop_workers(pool)
+        pool.close()
         gc.unfreeze()
         _WORKER_STATE = None
         if bar is not None:
@@ -8199,17 +8307,16 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
     is stopped when the results end or the iterator is closed (an error of the caller).
     A worker that dies (SIGKILL) raises :class:`WorkerLost` (naming ``what`` the workers
     were doing); an exception in ``fn`` is raised here, in its item's turn."""
-    from concurrent.futures.process import BrokenProcessPool
     gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
-    pool = start_pool(workers, context)
+    pool = start_pool(workers, fn)
     try:
-        yield from pool.map(fn, items)
-    except BrokenProcessPool:
+        yield from pool.map(items)
+    except _PoolBroken:
         raise WorkerLost(f"a worker process died while {what} (killed by a signal: SIGKILL, often "
                          f"the out-of-memory killer); no report written: rerun with --workers 1 (--workers "
                          f"{workers} was used)") from None
     finally:
-        _stop_workers(pool)
+        pool.close()
         gc.unfreeze()
 
 
