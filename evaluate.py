@@ -111,6 +111,42 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+
+def _signal_before_main(signum: int, frame: Any) -> None:
+    """Ctrl-C or SIGTERM while the program starts (imports), before :func:`main` holds the
+    signals: nothing is written yet, so leave at once with the same line and status."""
+    what = "interrupted" if signum == signal.SIGINT else "terminated"
+    os.write(2, f"{what}: no report written\n".encode())
+    os._exit(128 + signum)
+
+
+#: Test hook (environment): ``PHASE:SIGNAL[:N]`` (e.g. ``scoring:TERM:3``) makes the main
+#: process send itself SIGNAL the N-th time (default: the first) it reaches PHASE
+#: (:func:`_phase`: start, reading, scoring, pool, merging, writing), so that the signal
+#: tests are deterministic instead of racing a timer. Unset in normal runs.
+_PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
+_PHASE_COUNTS: dict[str, int] = {}
+_MAIN_PID = os.getpid()
+
+
+def _phase(name: str) -> None:
+    """Mark that the run reached phase ``name`` (see :data:`_PHASE_SIGNAL`); a no-op unless
+    the test hook is set, and in worker processes."""
+    if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
+        return
+    phase, sig, *nth = _PHASE_SIGNAL.split(":")
+    if phase != name:
+        return
+    _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
+    if _PHASE_COUNTS[name] == (int(nth[0]) if nth else 1):
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _signal_before_main)
+    signal.signal(signal.SIGTERM, _signal_before_main)
+    _phase("start")
+
 import json_repair
 import numpy as np
 import orjson
@@ -7183,6 +7219,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
             unmatched prediction ids, duplicate ids (unless ``duplicate_ids`` is
             "first"/"last"), count mismatch, a join that could mis-pair.
     """
+    _phase("reading")
     log = LoadedInputs()
     gold_file = gold_path or pred_path
     fields = (FieldNames.user(pred_field) if pred_field is not None
@@ -7558,6 +7595,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         iterator = tqdm(entries, desc="scoring", unit="entry", file=sys.stderr, leave=False)
     rows, totals = scored.rows, scored.records
     for entry in iterator:
+        _phase("scoring")
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
                             profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
         stats: dict[str, Record] = {}
@@ -7927,6 +7965,7 @@ def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
+                _phase("writing")
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
@@ -7976,6 +8015,7 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
     ``family_skipped`` notice is the first chunk's (= the first failing entry's). The
     file-level fields (profile, vocabulary, problems, inputs, ...) are the first part's.
     """
+    _phase("merging")
     if not parts:
         raise ValueError("combine_scored: no parts")
     skipped: list[str] = []
@@ -8136,6 +8176,7 @@ class ForkPool:
                 except (EOFError, OSError):
                     raise _PoolBroken() from None
                 done[busy.pop(receiver)] = (ok, value)
+                _phase("pool")
                 idle.append((senders[receiver], receiver))
 
     def close(self) -> None:
@@ -11765,6 +11806,7 @@ def merge_partial_reports(paths: Sequence[Path]) -> dict[str, Any]:
     Raises:
         InputError: an unreadable part, or parts that are not one run's complete set.
     """
+    _phase("merging")
     whole: set[Path] = set()
     while True:
         try:
@@ -12932,15 +12974,18 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into :class:`Terminated` for one CLI call (main thread only)."""
+    """Turn SIGTERM into :class:`Terminated` and Ctrl-C into KeyboardInterrupt for one CLI
+    call (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # after _signal_before_main
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

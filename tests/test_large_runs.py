@@ -964,3 +964,59 @@ def test_worker_map_runs_in_order_and_a_killed_reader_fails_the_run(tmp_path, mo
     err = capsys.readouterr().err
     assert "error: a worker process died while reading the input files (killed by a signal: SIGKILL" in err
     assert "Traceback" not in err
+
+
+def _signal_cases() -> list[tuple[str, str, int]]:
+    """(phase, signal, n-th time the phase is reached): 52 signals across every phase of a
+    2-worker run (start-up, reading, each chunk back from the pool, merging, writing the
+    report chunk by chunk) and of a 1-worker run (scoring, entry by entry)."""
+    cases = [("start", sig, 1) for sig in ("INT", "TERM")]
+    cases += [("reading", sig, 1) for sig in ("INT", "TERM")]
+    cases += [("pool", sig, n) for sig in ("INT", "TERM") for n in range(1, 10)]
+    cases += [("merging", sig, 1) for sig in ("INT", "TERM")]
+    cases += [("writing", sig, n) for sig in ("INT", "TERM") for n in range(1, 5)]
+    cases += [("scoring", sig, n) for sig in ("INT", "TERM") for n in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)]
+    return cases
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
+    # A signal at a named phase (the KG_EVAL_TEST_SIGNAL_AT hook: the process signals itself
+    # the n-th time it gets there, so nothing races a timer). Each run must end with 130
+    # (SIGINT) or 143 (SIGTERM) within 5 s, one line on stderr, no traceback, no report,
+    # no temporary file, no process left. Before, the pool was concurrent.futures': its
+    # exit hook joined a manager thread blocked on a killed worker's pipe (hang) or wrote
+    # to a closed pipe (traceback).
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    copies = 4  # 100 entries: scored by forked workers (WORKER_MIN_ENTRIES is 64)
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in preds))
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    cases = _signal_cases()
+    assert len(cases) >= 50
+    for phase, sig, nth in cases:
+        out = tmp_path / f"out-{phase}-{sig}-{nth}"
+        out.mkdir()
+        report = out / "r.json"
+        env = {**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"{phase}:{sig}:{nth}", "TMPDIR": str(spool)}
+        done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                               "--no-embeddings", "--workers", "1" if phase == "scoring" else "2",
+                               "--report", str(report)],
+                              capture_output=True, text=True, timeout=5, env=env)
+        what = f"{phase}:{sig}:{nth}: {done.stderr}"
+        expected = "interrupted" if sig == "INT" else "terminated"
+        assert done.returncode == (130 if sig == "INT" else 143), what
+        assert done.stderr.splitlines() == [f"{expected}: no report written"], what
+        assert list(out.iterdir()) == [] and list(spool.iterdir()) == [], what
+        left = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if str(report).encode() in (proc / "cmdline").read_bytes():
+                    left.append(proc.name)
+            except OSError:
+                continue
+        assert left == [], what
