@@ -12766,14 +12766,20 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     the summary."""
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
-        sys.stdout.flush()
-        binary = getattr(sys.stdout, "buffer", None)
-        for chunk in report_chunks(report):
-            if binary is not None:
-                binary.write(chunk)
-            else:  # a text-only stdout (redirected in-process)
-                sys.stdout.write(chunk.decode("utf-8"))
-        (binary or sys.stdout).flush()
+        try:
+            sys.stdout.flush()
+            binary = getattr(sys.stdout, "buffer", None)
+            for chunk in report_chunks(report):
+                if binary is not None:
+                    binary.write(chunk)
+                else:  # a text-only stdout (redirected in-process)
+                    sys.stdout.write(chunk.decode("utf-8"))
+            (binary or sys.stdout).flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
+                                   f"the report was not written") from None
         print(text, file=sys.stderr)
         _write_run_plots(config, report)
         return 0
@@ -12783,11 +12789,24 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         outcome.written = report_path
-    _print_output(config, report, text,
-                  f"report written to {report_path}" if report_path is not None else "no report written (--no-report)")
-    sys.stdout.flush()
+    try:
+        _print_output(config, report, text, f"report written to {report_path}" if report_path is not None
+                      else "no report written (--no-report)")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if outcome.written is not None:  # main says where the report is
+            raise
+        raise StdoutUnwritable(f"cannot write the summary to stdout: {exc.strerror or exc} (no report written: "
+                               f"--no-report)") from None
     _write_run_plots(config, report)
     return 0
+
+
+class StdoutUnwritable(Exception):
+    """stdout cannot be written (a full disk, ``> /dev/full``, a closed descriptor): exit
+    status 2 with one line saying what was lost, not an internal error."""
 
 
 #: Added to a system's prediction-field error in a repeated --pred run: one --pred-field
@@ -13008,10 +13027,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except StdoutUnwritable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 2
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return 0
         except OSError as exc:
+            if outcome.written is None and exc.filename is not None:  # a file that cannot be read or written
+                print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
             if outcome.written is None:
                 return _internal_error()
             print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "

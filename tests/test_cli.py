@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -398,3 +399,60 @@ def test_every_single_valued_option_is_refused_twice():
     stores = [a for a in ev.build_parser()._actions if a.option_strings and a.nargs != 0
               and not isinstance(a, argparse._AppendAction)]
     assert stores and all(isinstance(a, ev._StoreOnce) for a in stores), [a.option_strings for a in stores]
+
+
+# ------------------------------------------------------------ I/O failures: errors, not bugs
+
+
+@pytest.mark.parametrize("args", [["--no-report"], ["--report", "-"], ["--no-report", "--format", "csv"]])
+def test_stdout_that_cannot_be_written_is_an_error_not_a_bug(args):
+    # > /dev/full: every write fails with ENOSPC. Before: a traceback and "internal error
+    # (this is a bug)", exit 1. Now one line naming stdout and the OS reason, exit 2.
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED),
+                               "--gold", str(ROOT / GOLD), "--no-embeddings", "--quiet", *args],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    if args[:2] == ["--report", "-"]:
+        expected = ("error: cannot write the report to stdout (--report -): No space left on device; the report "
+                    "was not written")
+    else:
+        expected = "error: cannot write the summary to stdout: No space left on device (no report written: --no-report)"
+    assert done.stderr.splitlines() == [expected]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+@pytest.mark.parametrize("which", ["--pred", "--gold"])
+def test_an_unreadable_input_is_an_error_not_a_bug(tmp_path, which):
+    # Permission denied is only seen by a non-root user: a forked child of this (root)
+    # process becomes nobody (uid 65534) and runs main; the files sit in a folder it may
+    # enter, the one named by `which` has mode 000.
+    folder = Path(tempfile.mkdtemp(prefix="unreadable-"))
+    try:
+        os.chmod(folder, 0o755)
+        paths = {"--pred": folder / "p.jsonl", "--gold": folder / "g.jsonl"}
+        shutil.copy(ROOT / FINETUNED, paths["--pred"])
+        shutil.copy(ROOT / GOLD, paths["--gold"])
+        for path in paths.values():
+            os.chmod(path, 0o000 if path == paths[which] else 0o644)
+        err = folder / "err.txt"
+        pid = os.fork()
+        if pid == 0:
+            status = 3
+            try:
+                fd = os.open(err, os.O_WRONLY | os.O_CREAT, 0o666)
+                os.dup2(fd, 2)
+                sys.stderr = open(2, "w", closefd=False)
+                import multiprocessing.connection  # noqa: F401 - imported lazily; nobody cannot read /root
+                os.setgid(65534)
+                os.setuid(65534)
+                status = ev.main(["--pred", str(paths["--pred"]), "--gold", str(paths["--gold"]), "--no-embeddings",
+                                  "--quiet", "--no-report"])
+                sys.stderr.flush()
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.WEXITSTATUS(status) == 2, err.read_text()
+        assert err.read_text().splitlines() == [f"error: {paths[which]}: Permission denied"]
+    finally:
+        shutil.rmtree(folder)
