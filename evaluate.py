@@ -10895,6 +10895,7 @@ def download_embedding_model(name: str = DEFAULT_EMBEDDING_MODEL,
     if (os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}):
         raise EmbeddingUnavailable(f"cannot download {name!r}: HF_HUB_OFFLINE is set; unset it "
                                    "and run the command again while online")
+    _check_model_host(name)
     target.mkdir(parents=True, exist_ok=True)
     FastembedBackend.import_fastembed()
     from fastembed import TextEmbedding
@@ -10918,6 +10919,32 @@ def download_embedding_model(name: str = DEFAULT_EMBEDDING_MODEL,
     except Exception as exc:
         raise EmbeddingUnavailable(f"download of {name!r} into {target} failed: {exc}") from exc
     return target
+
+
+#: Seconds :func:`_check_model_host` waits for the model hub before a download is given up.
+DOWNLOAD_PROBE_TIMEOUT = 10.0
+
+
+def _check_model_host(name: str) -> None:
+    """Ask the model hub (``$HF_ENDPOINT``, default https://huggingface.co; through the
+    ``HTTPS_PROXY`` of the environment) about ``name`` once, with a
+    :data:`DOWNLOAD_PROBE_TIMEOUT` limit, before any download library starts: offline, the
+    libraries retry for about 40 s and log their own ERROR lines; this fails in seconds
+    with one message. Raises :class:`EmbeddingUnavailable` naming the address and the reason."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/api/models/{urllib.parse.quote(name)}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=DOWNLOAD_PROBE_TIMEOUT):
+            return
+    except urllib.error.HTTPError as exc:
+        reason = f"it answered {exc.code} {exc.reason}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = str(getattr(exc, "reason", None) or exc)
+    raise EmbeddingUnavailable(f"cannot download {name!r}: the model hub {endpoint} cannot be reached ({reason}); "
+                               f"run the command again while online (or set HTTPS_PROXY)")
 
 
 # --------------------------------------------------------------------------------------

@@ -753,3 +753,24 @@ def test_named_model_warm_cache_is_not_loaded(minilm_hub_cache, tmp_path, monkey
     other = load_embedder(MINILM_FASTEMBED_NAME, cache_dir=cache_dir, progress=False)
     assert loads == [MINILM_FASTEMBED_NAME] and other.model_id == cold.model_id
     other.close()
+
+
+def test_download_model_offline_fails_fast_with_one_line(tmp_path, capsys, monkeypatch, no_network):
+    # Offline, fastembed retried for ~41 s (sleeping 9 s, then 27 s) and logged its own
+    # ERROR lines before our message. The hub is asked once first (_check_model_host):
+    # one line of ours, nothing from the libraries, and no sleep (time.sleep refuses).
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+
+    def no_sleep(seconds):
+        raise AssertionError(f"slept {seconds} s")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    status = ev.main(["--download-model", "BAAI/bge-small-en-v1.5", "--model-cache", str(tmp_path / "models")])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert err.splitlines() == [
+        "error: --download-model BAAI/bge-small-en-v1.5: cannot download 'BAAI/bge-small-en-v1.5': the model hub "
+        "https://huggingface.co cannot be reached (network access blocked by test); run the command again while "
+        "online (or set HTTPS_PROXY)"]
+    assert not (tmp_path / "models").exists()
