@@ -8890,7 +8890,14 @@ def _entry_text(row: Mapping[str, Any]) -> str:
 def _system_records(name: str, report: Mapping[str, Any], families: Sequence[MetricFamily]) -> list[dict[str, Record]]:
     rows = report.get("per_entry")
     if not isinstance(rows, list):
-        raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed)")
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        pred, gold = (inputs.get("pred") or {}).get("path"), (inputs.get("gold") or {}).get("path")
+        command = " ".join(shlex.quote(str(x)) for x in (
+            "uv", "run", "evaluate.py", "--pred", pred or "PRED.jsonl", *(["--gold", gold] if gold else []),
+            "--per-entry-jsonl", f"{name}.rows.jsonl", "--report", f"{name}.json"))
+        raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
+                         "--summary-only leaves them out): write one with them, without --summary-only (its other "
+                         f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
     out = []
     for i, row in enumerate(rows):
         stats = row.get("stats") if isinstance(row, Mapping) else None
@@ -11104,10 +11111,9 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
                                  "would change nothing: leave it out (the reports keep the options they were "
                                  "scored with)")
         return
-    if len(preds) > 1 and args.gold is None:
-        raise InputError(f"--pred given {len(preds)} times without --gold: several systems are compared on one "
-                         "gold file (give --gold GOLD.jsonl); combined files (gold inside each predictions file) "
-                         "cannot be checked to hold the same gold entries")
+    if len(preds) > 1 and args.gold is None and any(Path(p).is_dir() for p in preds):
+        raise InputError(f"--pred given {len(preds)} times without --gold: directory runs are compared on one "
+                         "--gold directory (give --gold GT_DIR)")
     if len(preds) > 1 or args.bootstrap is not None:
         return
     for option, dest in (("--name", "names"), ("--seed", "seed"), ("--trials", "trials"),
@@ -11496,6 +11502,9 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.duplicates_dropped = loaded.duplicates_dropped
     scored.inputs = {key: _file_info(path, origin)
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
+    if gold is None and not group:  # a combined file: its gold part, for comparisons (check_comparable)
+        digests = gold_entry_digests(_golds(loaded.entries))
+        scored.inputs["gold_content"] = {"name": None, "sha256": gold_content_hash(digests), "entries": len(digests)}
     _check_unchanged(stamps)  # after hashing: the hashes are of the bytes scored
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
@@ -11509,6 +11518,24 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
     return scored, _vocabulary_hash(vocabulary)
+
+
+def gold_entry_digests(golds: Iterable[GoldRecord]) -> dict[Any, str]:
+    """One SHA-256 (hex) per gold record: of the canonical JSON (sorted keys, no spaces)
+    of ``[id, items]``; keyed by the id (the 1-based line number for a record without
+    one). Two combined files whose gold parts give the same digests hold the same gold
+    entries, whatever their bytes, line order or other fields."""
+    out: dict[Any, str] = {}
+    for g in golds:
+        text = json.dumps([g.id, g.items], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        out[g.id if g.id is not None else g.line] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return out
+
+
+def gold_content_hash(digests: Mapping[Any, str]) -> str:
+    """``summary.inputs.gold_content.sha256`` of a combined file: the SHA-256 of its
+    :func:`gold_entry_digests`, sorted, one per line (order-independent)."""
+    return hashlib.sha256("\n".join(sorted(digests.values())).encode("ascii")).hexdigest()
 
 
 def _row_sink(config: RunConfig, n_entries: int) -> Any:
@@ -12394,6 +12421,87 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.config`` flattened (:func:`_flat`) as :func:`check_comparable` compares it:
+    what can move a number, not how it was written. Left out: a lexical fallback's reason
+    (which model caches were searched: informational, it stays in the report); the model
+    name and id of an embedding model whose files were fingerprinted (the model is then
+    identified by ``similarity.model_files_hash``, so the same folder named by a relative
+    and an absolute path, or an identical copy under another folder name, compares
+    equal). ``limit`` counts as none when it cut no entry (no ``limit`` notice: N covered
+    every entry, so the numbers are those of the run without it). The report keeps every
+    value as it was written."""
+    flat = _flat(summary["config"])
+    flat.pop("similarity.fallback_reason", None)
+    if flat.get("similarity.model_files_hash"):
+        flat.pop("similarity.model", None)
+        flat.pop("similarity.model_id", None)
+    if flat.get("limit") is not None and not any(
+            isinstance(n, Mapping) and n.get("kind") == "limit" for n in summary.get("notices") or ()):
+        flat["limit"] = None
+    return flat
+
+
+def _option_for(key: str, value: Any) -> str | None:
+    """The command-line option that scores with ``summary.config`` key ``key`` set to
+    ``value`` (``"without --reparse"`` for an option left out), None where no one option
+    does (package versions, a model, a vocabulary file)."""
+    switches = {"reparse": "--reparse", "skip_bad_gold": "--skip-bad-gold"}
+    valued = {"sim_threshold": "--embedding-threshold", "align_accept": "--align-accept", "schema_profile": "--schema",
+              "duplicate_ids": "--duplicate-ids", "join": "--join", "limit": "--limit", "gold_field": "--gold-field"}
+    if key in switches:
+        return switches[key] if value else f"without {switches[key]}"
+    if key in valued:
+        return f"without {valued[key]}" if value is None else f"{valued[key]} {value}"
+    if key == "metric_families" and isinstance(value, list):
+        return f"--metrics {','.join(value)}"
+    if key == "similarity.backend" and value == "lexical":
+        return "--no-embeddings"
+    return None
+
+
+def _rescore_hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    """The end of a configuration refusal: the one command that rescores system ``name``
+    (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
+    value) where every key has an option (:func:`_option_for`), else the general advice."""
+    options = [_option_for(k, v) for k, v in wanted.items()]
+    inputs = summary.get("inputs") or {}
+    pred = (inputs.get("pred") or {}).get("path")
+    if None in options or not pred:
+        return "score every system with the same options and package versions"
+    added = [o for o in options if not o.startswith("without ")]
+    gold = (inputs.get("gold") or {}).get("path")
+    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred,
+                                                     *(["--gold", gold] if gold else []),
+                                                     *(w for o in added for w in o.split(" ", 1)),
+                                                     "--report", f"{name}.json"))
+    return (f"to make them comparable, rescore {name} with the baseline's settings "
+            f"({', '.join(options)}; its other options as before): {command}")
+
+
+def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], base: str,
+                             base_report: Mapping[str, Any]) -> None:
+    """Combined files (gold inside each predictions file) are compared when their gold
+    content is the same: ``summary.inputs.gold_content.sha256`` (:func:`gold_content_hash`:
+    ids and gold items, not the files' bytes or paths). InputError otherwise, naming the
+    ids found on one side only, or else the ids whose number of gold items differs."""
+    mine = ((report["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    theirs = ((base_report["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    if mine is None and theirs is None or mine == theirs:
+        return
+    def ids(r: Mapping[str, Any]) -> dict[Any, Any]:
+        rows = r.get("per_entry") if isinstance(r.get("per_entry"), list) else []
+        return {row.get("id"): (row.get("metrics") or {}).get("n_gold") for row in rows if isinstance(row, Mapping)}
+    a, b = ids(base_report), ids(report)
+    only = [f"{i!r} only in {base}" for i in a if i not in b] + [f"{i!r} only in {name}" for i in b if i not in a]
+    other = only or [repr(i) for i in a if i in b and a[i] != b[i]]
+    which = (f"ids differ: {', '.join(other[:5])}{' ...' if len(other) > 5 else ''}" if other
+             else "the same ids, with other gold items" if a and b else "")
+    raise InputError(f"{where}: its gold content (ids and gold items, sha256 {str(mine)[:8]}) differs from the "
+                     f"baseline {base}'s (sha256 {str(theirs)[:8]}){': ' + which if which else ''}; systems are "
+                     "compared on the same gold entries")
+
+
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
     and the difference (InputError): a report without ``summary.config``; no separate gold
@@ -12414,13 +12522,15 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         summary = report.get("summary", {})
         if "config" not in summary:
             raise InputError(f"{where}: the report has no summary.config (written by an older version): rescore it")
-        if len(names) > 1 and not (summary.get("inputs") or {}).get("gold"):
-            raise InputError(f"{where}: no separate gold input (a combined file): systems are compared on one "
-                             "gold file given with --gold")
-        flat = _flat(summary["config"])
+        inputs = summary.get("inputs") or {}
+        if len(names) > 1 and not inputs.get("gold") and not inputs.get("gold_content"):
+            raise InputError(f"{where}: no separate gold input and no hash of its gold content (a combined file "
+                             "scored by an older version): rescore it, or give the gold file with --gold")
+        flat = _comparable_config(summary)
         if flat_base is None:
-            flat_base, base_summary = flat, summary
+            flat_base, base_summary, base_report = flat, summary, report
             continue
+        _check_same_gold_content(name, where, report, base, base_report)
         for key in ("gold", "relations"):
             mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
             if mine.get("sha256") != theirs.get("sha256"):
@@ -12434,7 +12544,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
-                             f"{' ...' if len(differ) > 5 else ''}; score every system with the same options")
+                             f"{' ...' if len(differ) > 5 else ''}; "
+                             + _rescore_hint(name, summary, {k: flat_base.get(k) for k in differ}))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
@@ -12442,6 +12553,15 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         if flat_base.get(tool) != flat.get(tool):
             notices.append(notice("tool_version", f"{name} was scored by {PRODUCT} {flat.get(tool)}, the baseline "
                                   f"{base} by {flat_base.get(tool)} (same configuration otherwise)"))
+    by_hash: dict[str, str] = {}
+    for name in names:
+        sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")
+        if sha and sha in by_hash:
+            notices.append(notice("same_predictions", f"{name} and {by_hash[sha]} were scored from prediction "
+                                  f"files with the same SHA-256 ({sha[:8]}): the comparison is of a system "
+                                  "with itself"))
+        elif sha:
+            by_hash[sha] = name
     for name in names:
         missing = systems[name]["summary"].get("parse_status", {}).get("missing", 0)
         if missing:
@@ -12673,9 +12793,34 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
             raise InputError(f"system {name}: {exc}{_PRED_FIELD_WORKAROUND if 'prediction field' in str(exc) else ''}"
                              ) from None
     _log_embedding_stats(similarity)
+    if config.gold is None:
+        _name_other_gold_entries(config, names, systems)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
-    titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
+    titles = {n: f"{n}: {p}" + (f" vs {config.gold}" if config.gold else "") for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
+
+
+def _name_other_gold_entries(config: RunConfig, names: Sequence[str], systems: Mapping[str, Mapping[str, Any]]) -> None:
+    """Repeated ``--pred`` of combined files: when a system's gold content hash differs from
+    the baseline's, read both files' gold parts again and refuse naming the ids whose gold
+    entries differ (InputError; :func:`check_comparable` would only say that they do)."""
+    def content(name: str) -> Any:
+        return ((systems[name]["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    def digests(path: Path) -> dict[Any, str]:
+        loaded = load_inputs(path, None, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
+                             duplicate_ids=config.duplicate_ids, limit=config.limit, gold_field=config.gold_field)
+        return gold_entry_digests(_golds(loaded.entries))
+    base = names[0]
+    for name, path in zip(names[1:], config.preds[1:]):
+        if content(name) == content(base):
+            continue
+        a, b = digests(config.preds[0]), digests(path)
+        differ = [f"{i!r}" + ("" if i in a and i in b else f" (only in {base if i in a else name})")
+                  for i in dict.fromkeys([*a, *b]) if a.get(i) != b.get(i)]
+        raise InputError(f"system {name} ({path}): its gold entries differ from the baseline {base}'s "
+                         f"({config.preds[0]}) at {len(differ)} id(s): {', '.join(differ[:5])}"
+                         f"{' ...' if len(differ) > 5 else ''}; combined files are compared when their gold parts "
+                         "(ids and gold items) are the same")
 
 
 def _refuse_mixed_systems(preds: Sequence[Path]) -> None:
