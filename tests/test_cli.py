@@ -269,7 +269,7 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
     (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
-    (["--pred", FINETUNED], "--pred given 2 times"),
+    (["--pred", FINETUNED], "the same file is given twice (predictions/finetuned.jsonl, predictions/finetuned.jsonl)"),
     (["--gold", "./" + FINETUNED], "are the same file"),
 ])
 def test_contradictory_options_exit_2(tmp_path, extra, message):
