@@ -12504,13 +12504,17 @@ def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], b
 
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
-    and the difference (InputError): a report without ``summary.config``; no separate gold
-    input (a combined file, when there are several systems); a gold or relations/ontology input (SHA-256) other than the
-    baseline's; a configuration other than the baseline's (every ``summary.config`` key but
-    :data:`_PER_SYSTEM_CONFIG`). (:func:`compare_systems` refuses missing per-entry statistics
-    and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
+    and the difference (InputError): a report without ``summary.config``; neither a
+    separate gold input nor the gold content hash of a combined file (several systems); a
+    gold or relations/ontology input (SHA-256), or a combined file's gold content
+    (:func:`_check_same_gold_content`), other than the baseline's; a configuration other
+    than the baseline's as :func:`_comparable_config` reads it (what can move a number;
+    every key but :data:`_PER_SYSTEM_CONFIG`), the refusal ending with the command that
+    rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
+    per-entry statistics and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), another prediction field
-    (``per_system_config``), and a system with gold
+    (``per_system_config``), prediction files with the same SHA-256 (``same_predictions``:
+    a system compared with itself), and a system with gold
     entries that have no prediction (``missing_predictions``, scored as a single run
     scores them: empty)."""
     names = list(systems)
