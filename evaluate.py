@@ -12455,8 +12455,8 @@ def _option_for(key: str, value: Any) -> str | None:
         return f"without {valued[key]}" if value is None else f"{valued[key]} {value}"
     if key == "metric_families" and isinstance(value, list):
         return f"--metrics {','.join(value)}"
-    if key == "similarity.backend" and value == "lexical":
-        return "--no-embeddings"
+    if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
+        return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
     return None
 
 
@@ -12464,7 +12464,7 @@ def _rescore_hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, An
     """The end of a configuration refusal: the one command that rescores system ``name``
     (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
     value) where every key has an option (:func:`_option_for`), else the general advice."""
-    options = [_option_for(k, v) for k, v in wanted.items()]
+    options = list(dict.fromkeys(_option_for(k, v) for k, v in wanted.items()))
     inputs = summary.get("inputs") or {}
     pred = (inputs.get("pred") or {}).get("path")
     if None in options or not pred:

@@ -748,3 +748,15 @@ def test_two_byte_identical_prediction_files_are_a_system_compared_with_itself(t
     message = (f"copy and base were scored from prediction files with the same SHA-256 ({sha}): the comparison is "
                "of a system with itself")
     assert f"note: {message}" in err and f"\n{message}\n" in out
+
+
+def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_embeddings(runs, tmp_path):
+    (tmp_path / "emb.json").write_text(json.dumps(_with_model(load_report(runs["dir"] / "base.json"), "m",
+                                                              "m@abcdef123456", "abcdef123456")), encoding="utf-8")
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "emb.json", "--no-report")
+    assert rc == 2
+    assert err == (f"error: system emb ({tmp_path / 'emb.json'}): scored with another configuration than the baseline "
+                   "finetuned: similarity.backend: fastembed (baseline finetuned: lexical); "
+                   "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
+                   "rescore emb with the baseline's settings (--no-embeddings; its other options as before): "
+                   f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings --report emb.json\n")
