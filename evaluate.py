@@ -7021,6 +7021,102 @@ def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pr
     return kept_gold, paired
 
 
+#: A prediction line's ``id_source`` saying that its id is the 1-based number of its line in
+#: the notebook's input (generate_predictions.py: the input record had no id).
+ID_FROM_INPUT_LINE = "input_line"
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    """``text`` as a message shows it: its repr, cut to about ``width`` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[:width - 4] + "...'"
+
+
+def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                        gold_path: Path, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """Join the notebook's output to its input: when every prediction line says that its id
+    is the number of its input line (``"id_source": "input_line"`` and ``"input_line": N``,
+    as generate_predictions.py writes them) and no gold line has an id, each prediction line
+    goes with gold line N (1-based, as :class:`JsonlReader` counts lines: blank lines
+    included), whatever order the lines were written in. Returns (the gold records kept,
+    the prediction line of each: -1 for none), or None when the predictions are not such
+    lines (the other joins decide).
+
+    Raises:
+        InputError: a line's prompt differs from its gold line's (the gold file is not the
+            notebook's input: the first such line is named, both prompts shortened), an
+            ``input_line`` that names no gold record, or two lines naming the same one.
+    """
+    if (len(kept_gold) == 0 or gold.ids.present()[kept_gold].any() or preds.unread
+            or not preds.ids.present().all()):  # the notebook gives every line an id
+        return None
+    values = []
+    for k in range(len(preds)):
+        value = preds.store.value(k)
+        line_no = value.get("input_line") if isinstance(value, Mapping) else None
+        if value.get("id_source") != ID_FROM_INPUT_LINE or type(line_no) is not int:
+            return None
+        values.append(value)
+    by_line = {int(gold.store.line[int(g)]): i for i, g in enumerate(kept_gold)}
+    pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
+    for k, value in enumerate(values):
+        line_no, where = value["input_line"], f"{pred_path}: line {preds.store.line[k]}"
+        i = by_line.get(line_no)
+        if i is None:
+            raise InputError(f"{where}: input_line {line_no} names no gold record of {gold_path} "
+                             f"({len(kept_gold)} gold record(s)): the gold file may not be the notebook's input")
+        if pred_for[i] >= 0:
+            raise InputError(f"{where}: input_line {line_no} is also the input_line of line "
+                             f"{preds.store.line[int(pred_for[i])]}: one prediction line per input line")
+        g = int(kept_gold[i])
+        gold_prompt = (gold.kept[g] if gold.kept is not None else gold_from_record(
+            gold.store.value(g), line_no, f"{gold_path}: line {line_no}", None)).prompt
+        prompt = value.get("prompt")
+        if prompt != gold_prompt:
+            raise InputError(f"{where}: its prompt differs from the prompt of {gold_path}: line {line_no} "
+                             f"(its input_line): {_shorten(prompt if isinstance(prompt, str) else str(prompt))} vs "
+                             f"{_shorten(gold_prompt)}; the gold file may not be the notebook's input, so its lines "
+                             "cannot be paired by input_line")
+        pred_for[i] = k
+    log.note("join_by_input_line", f"records paired by input line: each line of {pred_path} (written by the "
+             f"notebook, id_source 'input_line') with the line of {gold_path} its input_line names, their "
+             "prompts equal")
+    return kept_gold, pred_for
+
+
+def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                    gold_path: Path) -> str:
+    """Why pairing by line order (the k-th prediction line with the k-th gold line) would
+    mis-pair these files, or "" when nothing shows it: ids on both sides that disagree
+    (how many pairs, the first few), or the ids of one side that are the other side's line
+    numbers in another order (the notebook's ids for records without one)."""
+    positions = gold.positions[kept_gold]
+    inside = positions < len(preds)
+    g_rows, p_rows = kept_gold[inside], positions[inside]
+    both = gold.ids.present()[g_rows] & preds.ids.present()[p_rows]
+    g_rows, p_rows = g_rows[both], p_rows[both]
+    differ = np.flatnonzero(~IdColumn.same(gold.ids, g_rows, preds.ids, p_rows)) if len(g_rows) else []
+    if len(differ):
+        shown = "; ".join(f"gold line {gold.store.line[int(g_rows[d])]} id {gold.ids[int(g_rows[d])]!r} with "
+                          f"prediction line {preds.store.line[int(p_rows[d])]} id {preds.ids[int(p_rows[d])]!r}"
+                          for d in differ[:3])
+        return (f"the ids of {len(differ)} of the {len(g_rows)} pairs by line order differ ({shown}"
+                + (" ..." if len(differ) > 3 else "") + f"): {pred_path} is not in the order of {gold_path}")
+    for ids, store, other, path, other_path in ((preds.ids, preds.store, gold.store, pred_path, gold_path),
+                                                 (gold.ids, gold.store, preds.store, gold_path, pred_path)):
+        if not len(ids) or not ids.present().all() or len(ids) != len(other):
+            continue
+        numbers = [str(n) for n in other.line]
+        own = [ids[k] for k in range(len(ids))]
+        if own != numbers and sorted(own) == sorted(numbers):
+            k = next(k for k in range(len(own)) if own[k] != numbers[k])
+            return (f"the ids of {path} are the line numbers of {other_path} in another order (line "
+                    f"{store.line[k]} has id {own[k]!r}, paired by line order with line {other.line[k]}): "
+                    "they look like ids given from line numbers (the notebook does this for records without "
+                    "an id), and pairing by line order would mis-pair them")
+    return ""
+
+
 #: ``--join``: how gold and prediction lines are paired.
 JOIN_MODES = ("auto", "id", "order")
 
@@ -7033,6 +7129,9 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
+        wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path) if pred_with else ""
+        if wrong and gold.ids.present()[kept_gold].any():
+            raise InputError(f"--join order: {wrong}; join by id (--join auto) instead")
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:
@@ -7045,6 +7144,11 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not "
                 f"({_lines_named(gold_without)})"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
+    wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+    if wrong:
+        raise InputError(f"cannot pair the records safely: {ids_side}; {wrong}. --join order would pair them "
+                         "wrongly: give the gold lines the same ids, or grade the predictions file alone if it "
+                         "holds the gold")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
@@ -7195,7 +7299,11 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if gold_path is None:
         pred_rows = kept_gold
     else:
-        if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+        by_input_line = (_join_by_input_line(gold, kept_gold, preds, pred_path, gold_path, log)
+                         if join == "auto" else None)
+        if by_input_line is not None:
+            kept_gold, pred_rows = by_input_line
+        elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
             pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)

@@ -428,6 +428,86 @@ def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, 
     assert kinds(rep) == ["join_by_line_order"] and rep["summary"]["config"]["join"] == "order"
 
 
+# ------------------------------------------- issue 17 item 1: a join the tool suggests never mis-pairs
+
+_NB_PROMPTS = ["Alpha Corp makes Widget.", "Beta Labs introduced Gizmo, a tool for long documents.",
+               "Gamma Group uses Theta.", "Delta Inc acquired Epsilon Ltd.", "Zeta Systems extends the Eta."]
+
+
+def _notebook_files(tmp_path: Path, *, change_prompt: int | None = None) -> tuple[Path, Path]:
+    """A gold file without ids (5 records; a blank line 3, so the records are lines 1, 2, 4,
+    5, 6), and the notebook's output for it as generate_predictions.py writes it: longest
+    prompt first, id = input_line, id_source "input_line", each answer the gold itself."""
+    golds = [[{"source": {"title": p.split()[0], "type": "entity"}, "relation": {"type": "related_to", "weight": 0.8},
+               "target": {"title": p.split()[-1].rstrip("."), "type": "entity"}}] for p in _NB_PROMPTS]
+    rows = [{"prompt": p, "triplets": t} for p, t in zip(_NB_PROMPTS, golds)]
+    gold = write_jsonl(tmp_path / "gold.jsonl", [*rows[:2], b"\n", *rows[2:]])
+    lines = [1, 2, 4, 5, 6]
+    out = [{"id": n, "prompt": p, "gold_parsed": t, "pred_raw": json.dumps(t), "input_line": n,
+            "id_source": "input_line"} for n, p, t in zip(lines, _NB_PROMPTS, golds)]
+    out.sort(key=lambda o: -len(o["prompt"]))  # batch order: lines 2, 5, 6, 1, 4
+    if change_prompt is not None:
+        out[change_prompt]["prompt"] = "Something else entirely, " + out[change_prompt]["prompt"]
+    return gold, write_jsonl(tmp_path / "gen.jsonl", out)
+
+
+def test_notebook_output_joins_its_input_gold_by_input_line(tmp_path):
+    # Today: refused ("--join order" suggested), and --join order pairs line 2's answer with
+    # gold line 1 and so on (entity F1 0.2105 on 5 perfect answers). Joined by input_line,
+    # each of the 5 answers is its gold: entity F1 1.0 (micro: 10 of 10 entities).
+    gold, gen = _notebook_files(tmp_path)
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", gen, "--gold", gold, "--no-embeddings", "--report", report)
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert rep["summary"]["micro"]["entity_f1"] == 1.0
+    assert [row["gold_line"] for row in rep["per_entry"]] == [1, 2, 4, 5, 6]
+    assert kinds(rep) == ["join_by_input_line"]
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"records paired by input line: each line of {gen} (written by the notebook, id_source 'input_line') "
+        f"with the line of {gold} its input_line names, their prompts equal")
+
+
+def test_notebook_output_with_another_prompt_than_its_gold_line_is_refused(tmp_path):
+    # the 4th line written (input line 1, "Alpha Corp makes Widget.") carries another prompt
+    gold, gen = _notebook_files(tmp_path, change_prompt=3)
+    rc, out, err = run_main("--pred", gen, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"{gen}: line 4: its prompt differs from the prompt of {gold}: line 1 (its input_line): "
+            "'Something else entirely, Alpha Corp makes Widget.' vs 'Alpha Corp makes Widget.'; the gold "
+            "file may not be the notebook's input") in err
+
+
+def test_refusal_does_not_suggest_join_order_for_ids_that_are_shuffled_line_numbers(tmp_path):
+    # the notebook's output without id_source (an older notebook): ids "2", "5", "6", "1", "4"
+    # are the gold's line numbers in another order; --join order would mis-pair them
+    gold, gen = _notebook_files(tmp_path)
+    rows = [{k: v for k, v in json.loads(x).items() if k != "id_source"} for x in gen.read_text().splitlines()]
+    old = write_jsonl(tmp_path / "old.jsonl", rows)
+    rc, out, err = run_main("--pred", old, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2 and "Pass --join order" not in err
+    assert (f"the ids of {old} are the line numbers of {gold} in another order (line 1 has id '2', paired by "
+            "line order with line 1)") in err
+    assert "--join order would pair them wrongly" in err
+
+
+def test_join_order_with_ids_that_disagree_is_refused():
+    # predictions/finetuned.jsonl reversed against gold/gold.jsonl: every pair but the middle
+    # one (s13 with s13) has two different ids: 24 of 25 (entity F1 0.0678 with exit 0 today)
+    import tempfile
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        shuffled = Path(tmp) / "shuffled.jsonl"
+        shuffled.write_text("".join(reversed((root / "predictions/finetuned.jsonl").read_text().splitlines(True))))
+        rc, out, err = run_main("--pred", shuffled, "--gold", root / "gold/gold.jsonl", "--join", "order",
+                                "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"--join order: the ids of 24 of the 25 pairs by line order differ (gold line 1 id 's01' with "
+            "prediction line 1 id 's25'; gold line 2 id 's02' with prediction line 2 id 's24'; gold line 3 id "
+            f"'s03' with prediction line 3 id 's23' ...): {shuffled} is not in the order of "
+            f"{root / 'gold/gold.jsonl'}; join by id (--join auto) instead") in err
+
+
 def test_duplicate_ids_notice_shows_the_first_ids_and_lines(tmp_path):
     # 12 ids, each on two gold lines (lines 1-12, then 13-24): "last" drops lines 1-12, "first"
     # drops 13-24; the notice shows the first 10 ids and lines, then "..."
