@@ -6937,12 +6937,15 @@ _JOIN_BLOCK = 1 << 16
 
 
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
     the index of its prediction line, or -1 (no prediction line: scored as a missing
     prediction). Lines whose id cannot be read cannot be attributed: reported, and their
     gold records (if any) count as missing predictions. Ids are matched by hash and then
-    compared (:class:`IdColumn`): exact."""
+    compared (:class:`IdColumn`): exact. Prediction ids without a gold record are an
+    InputError, or (``ignore_extra``: ``--ignore-extra-predictions``, a gold subset such
+    as one split) left out with a notice counting them and naming the first ids; no number
+    changes either way (such a line has no gold record to be scored against)."""
     candidates = np.arange(len(preds))
     if gold.excluded_ids:
         excluded = {hash(rid) for rid in gold.excluded_ids}
@@ -6985,7 +6988,13 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
             extra.update(preds.ids[int(k)] for k in block[~same])
     if extra:
         shown = _ids_text(sorted(extra))
-        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
+        if ignore_extra:
+            log.note("extra_predictions_ignored", f"{pred_path}: {len(extra)} prediction id(s) have no gold record "
+                     f"in {gold_path}, their lines left out (--ignore-extra-predictions): {shown}")
+            return pred_for
+        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}; "
+                         "pass --ignore-extra-predictions to leave them out (the gold file is a subset, e.g. one "
+                         "split)")
     return pred_for
 
 
@@ -7254,7 +7263,8 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
                 limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
-                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None) -> LoadedInputs:
+                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None,
+                ignore_extra_predictions: bool = False) -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
@@ -7263,7 +7273,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     as ``join`` says (:data:`JOIN_MODES`; "auto": by id when both sides carry ids, by line
     order (equal counts required) when neither does, refused when only one side does). A
     gold id with no prediction is scored as an empty prediction (status "missing"); a
-    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
+    prediction id with no gold is an error, or left out with a notice when
+    ``ignore_extra_predictions``. Bad prediction lines (invalid UTF-8 or JSON)
     are reported and scored as unparseable (attributed by their ``"id"`` when it can be
     read from the raw bytes, else by position); bad gold lines are an error unless
     ``skip_bad_gold``. A prediction line without a prediction field is reported and scored
@@ -7304,7 +7315,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
         if by_input_line is not None:
             kept_gold, pred_rows = by_input_line
         elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
-            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
+            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
+                                    ignore_extra_predictions)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
@@ -11085,6 +11097,9 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--join", choices=JOIN_MODES, default="auto",
                     help="pair gold and prediction lines by id, or by line order; auto (default): by id when both "
                          "sides have ids, by line order when neither does, refused when only one side does")
+    io.add_argument("--ignore-extra-predictions", action="store_true",
+                    help="leave out prediction lines whose id has no gold record (the gold file is a subset, e.g. "
+                         "one split), with a notice counting them; default: refused")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
                     help="what to do with repeated ids (default: error; 'last' is Text2KGBench's rule)")
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
@@ -11181,7 +11196,8 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
 #: Options that only change how predictions are scored: ``--compare`` (saved reports, not
 #: rescored) refuses them, because they would change nothing.
 _SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
-                    "gold_field", "join", "duplicate_ids", "metrics", "no_embeddings", "embedding_model",
+                    "gold_field", "join", "duplicate_ids", "ignore_extra_predictions", "metrics", "no_embeddings",
+                    "embedding_model",
                     "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
                     "embedding_threshold", "align_accept", "sweep")
 
@@ -11317,6 +11333,7 @@ class RunConfig:
     pred_field: str | None = None
     gold_field: str | None = None
     join: str = "auto"
+    ignore_extra_predictions: bool = False
     metrics: tuple[str, ...] = DEFAULT_METRICS
     no_embeddings: bool = False
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
@@ -11558,6 +11575,7 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "pred_field": config.pred_field,
         "gold_field": config.gold_field,
         "join": config.join,
+        **({"ignore_extra_predictions": True} if config.ignore_extra_predictions else {}),
         "versions": {
             PRODUCT: __version__,
             "python": platform.python_version(),
@@ -11583,7 +11601,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     stamps = {path: _file_stamp(path) for path in (pred, gold, relations) if path is not None}
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
-                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers))
+                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
+                         ignore_extra_predictions=config.ignore_extra_predictions)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
@@ -12282,13 +12301,15 @@ def _compact(value: Any) -> str:
 #: appears as ``key:value``, so a setting added later is never left out of it).
 _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
                     "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
-                    "pred_field": "pred-field", "gold_field": "gold-field"}
+                    "pred_field": "pred-field", "gold_field": "gold-field",
+                    "ignore_extra_predictions": "ignore-extra-preds"}
 
 
 #: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
 #: they may differ between the systems of a comparison (a note says so; the signature lists
-#: each system's value).
-_PER_SYSTEM_CONFIG = ("pred_field",)
+#: each system's value). ``ignore_extra_predictions`` (written only when given) leaves out
+#: prediction lines that have no gold record, which no number depends on.
+_PER_SYSTEM_CONFIG = ("pred_field", "ignore_extra_predictions")
 
 
 def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -12365,6 +12386,8 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
         values = [s.get("config", {}).get(key) for s in summaries]
         if len(set(map(_compact, values))) > 1:
             name = f"{_SIGNATURE_NAMES.get(key, key)}:"
+            if not any(item.startswith(name) for item in settings):  # a key written only when given
+                settings.append(name)
             settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
                         for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),

@@ -508,6 +508,68 @@ def test_join_order_with_ids_that_disagree_is_refused():
             f"{root / 'gold/gold.jsonl'}; join by id (--join auto) instead") in err
 
 
+# ------------------------------------------ issue 17 item 8: a gold subset (--ignore-extra-predictions)
+
+
+def _split_files(tmp_path: Path) -> tuple[Path, Path]:
+    """Gold: the test split (r1, r2, from gold_file()); predictions for every split: r1 and
+    r2 perfect, then 12 ids of other splits (v01..v12) on lines 3-14."""
+    extra = [{"id": f"v{k:02d}", "triplets": [ACME_B]} for k in range(1, 13)]
+    pred = write_jsonl(tmp_path / "all_splits.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                        {"id": "r2", "triplets": [ACME_B]}, *extra])
+    return gold_file(tmp_path), pred
+
+
+def test_extra_prediction_ids_are_refused_naming_the_option(tmp_path):
+    gold, pred = _split_files(tmp_path)
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"{pred}: 12 prediction id(s) have no gold record in {gold}: 'v01', 'v02', 'v03', 'v04', 'v05', "
+            "'v06', 'v07', 'v08', 'v09', 'v10' ... (12 ids); pass --ignore-extra-predictions to leave them out "
+            "(the gold file is a subset, e.g. one split)") in err
+
+
+@pytest.mark.parametrize("extra_args", [(), ("--workers", "2"), ("--shard", "1/2")])
+def test_ignore_extra_predictions_scores_the_gold_subset_with_a_notice(tmp_path, extra_args):
+    # r1 and r2 answered perfectly: triplet F1 1.0 over the 2 gold entries (shard 1/2: r1 alone);
+    # the 12 lines of other splits are left out, counted in a notice
+    gold, pred = _split_files(tmp_path)
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", report,
+                            "--ignore-extra-predictions", *extra_args)
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert [row["id"] for row in rep["per_entry"]] == (["r1"] if extra_args[:1] == ("--shard",) else ["r1", "r2"])
+    assert rep["summary"]["micro"]["triplet_f1"] == 1.0
+    assert kinds(rep)[0] == "extra_predictions_ignored"  # (a shard adds its own notice after it)
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"{pred}: 12 prediction id(s) have no gold record in {gold}, their lines left out "
+        "(--ignore-extra-predictions): 'v01', 'v02', 'v03', 'v04', 'v05', 'v06', 'v07', 'v08', 'v09', 'v10' ... "
+        "(12 ids)")
+    assert rep["summary"]["config"]["ignore_extra_predictions"] is True
+    assert "|ignore-extra-preds:yes|" in rep["summary"]["signature"]
+
+
+def test_ignore_extra_predictions_with_several_systems_and_in_config_only_when_given(tmp_path):
+    # two systems: one with the 12 extra lines, one with r1, r2 only; both score F1 1.0 on r1, r2
+    gold, pred = _split_files(tmp_path)
+    exact = write_jsonl(tmp_path / "exact.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                    {"id": "r2", "triplets": [ACME_B]}])
+    report = tmp_path / "cmp.json"
+    rc, out, err = run_main("--pred", pred, "--pred", exact, "--gold", gold, "--no-embeddings", "--trials", "0",
+                            "--bootstrap", "0", "--report", report, "--ignore-extra-predictions")
+    assert rc == 0, err
+    systems = json.loads(report.read_text())["systems"]
+    assert [n["kind"] for n in systems["all_splits"]["summary"]["notices"]] == ["extra_predictions_ignored"]
+    assert systems["exact"]["summary"]["notices"] == []
+    assert [s["summary"]["micro"]["triplet_f1"] for s in systems.values()] == [1.0, 1.0]
+    plain = tmp_path / "plain.json"
+    rc, out, err = run_main("--pred", exact, "--gold", gold, "--no-embeddings", "--report", plain)
+    assert rc == 0, err
+    summary = json.loads(plain.read_text())["summary"]
+    assert "ignore_extra_predictions" not in summary["config"] and "ignore-extra" not in summary["signature"]
+
+
 def test_duplicate_ids_notice_shows_the_first_ids_and_lines(tmp_path):
     # 12 ids, each on two gold lines (lines 1-12, then 13-24): "last" drops lines 1-12, "first"
     # drops 13-24; the notice shows the first 10 ids and lines, then "..."
