@@ -11074,7 +11074,11 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
                     "goes to stderr); default: reports/<pred stem>.json (several systems: "
                     "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs; "
-                    "an existing file is replaced only when it is empty or a report")
+                    "an existing file is replaced only when it is empty or a report of the same run (inputs and "
+                    "options; see --overwrite)")
+    io.add_argument("--overwrite", action="store_true",
+                    help="let --report replace the report of another run (other inputs or options); a file that "
+                         "is not a report is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -11323,6 +11327,8 @@ class RunConfig:
     gold: Path | None = None
     report: Path | None = None
     no_report: bool = False
+    #: ``--overwrite``: an explicit ``--report`` may replace the report of another run.
+    overwrite: bool = False
     relations: Path | None = None
     ontology: Path | None = None
     schema: str = "auto"
@@ -12185,6 +12191,81 @@ def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
         raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
 
 
+#: The resampling items of a signature (:func:`_resampling_signature`): options of a run.
+_RESAMPLING_KEYS = ("boot", "trials", "seed", "corr")
+
+
+def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
+    """What identifies the run of a report of ours (one system, a comparison, a merge):
+    per system, (predictions path, gold path, ``summary.config`` without the versions,
+    the resampling items of its signature: ``--bootstrap``, ``--trials``, ``--seed``, ``--correction``),
+    the paths as ``summary.inputs`` records them (resolved; None for a piped input); None
+    when ``report`` is not one of our reports (a JSON object that merely starts with a
+    ``"summary"`` key, without our inputs, config and signature)."""
+    try:
+        reports = list(report["systems"].values()) if "systems" in report else [report]
+        runs = []
+        for one in reports:
+            summary = one["summary"]
+            inputs, config = summary["inputs"], summary["config"]
+            if not isinstance(summary["signature"], str) or not isinstance(config, Mapping):
+                return None
+            gold = inputs.get("gold")
+            resampling = [item for item in summary["signature"].split("|")
+                          if item.split(":", 1)[0] in _RESAMPLING_KEYS]
+            runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
+                         {k: v for k, v in config.items() if k != "versions"}, resampling))
+        return runs
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def _run_inputs(config: RunConfig, pred: Path | None) -> tuple[str | None, str | None]:
+    """The (predictions, gold) paths a report of this run will record (``summary.inputs``:
+    resolved, None for a stream or no gold file), for :func:`_refuse_replacing_another_run`."""
+    def recorded(path: Path | None) -> str | None:
+        return str(path.resolve()) if path is not None and (path.is_file() or path.is_dir()) else None
+    return recorded(pred), recorded(config.gold)
+
+
+def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: Mapping[str, Any] | None = None,
+                                  inputs: Sequence[tuple[str | None, str | None]] | None = None) -> None:
+    """An explicit ``--report PATH`` that exists is replaced only when it holds the report
+    of the same run: the same inputs (``inputs``: per system, the resolved predictions and
+    gold paths, checked before scoring) and, once scored, the same options (``report``,
+    the new report: :func:`_report_runs`, versions aside: rerunning the same command after
+    an upgrade replaces its own report), or with ``--overwrite``. An empty file may be
+    replaced; a file that is not one of our reports never (:func:`_may_overwrite_report`
+    refuses other files before this). Raises InputError naming the run the file holds."""
+    if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if not text.strip():
+            return
+        held = _report_runs(json.loads(text))
+    except (OSError, ValueError):
+        held = None
+    if held is None:
+        raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
+                         "summary inputs, config and signature); refusing to overwrite it: remove it first or give "
+                         "another path")
+    if config.overwrite:
+        return
+    new = _report_runs(report) if report is not None else None
+    same = ([r[:2] for r in held] == [tuple(i) for i in inputs] if inputs is not None
+            else new is not None and held == new)
+    if same:
+        return
+    preds = ", ".join(str(r[0]) for r in held)
+    gold = held[0][1]
+    what = "other inputs" if inputs is not None else "other options"
+    raise InputError(f"--report {path}: exists and is the report of another run ({preds}"
+                     + (f" vs {gold}" if gold else "") + f"; {what} than this run); refusing to overwrite it: "
+                     "pass --overwrite to replace it, or give another path")
+
+
 def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
     """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
     part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
@@ -12760,6 +12841,7 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
+        _refuse_replacing_another_run(config, report_path, report)
         try:
             write_json_atomic(report_path, report)
         except OSError as exc:
@@ -12792,6 +12874,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -12892,6 +12975,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])
