@@ -11314,6 +11314,24 @@ def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) 
     return tuple(dict.fromkeys(metrics + extra))
 
 
+
+#: ``--pred -`` / ``--gold -``: the input is read from stdin (spooled once into a temporary
+#: file, :func:`_spool_stream`, like any pipe: hashed, stamped and read in ranges there;
+#: ``summary.inputs`` records it as name "stream", path null).
+STDIN_INPUT = Path("/dev/stdin")
+
+
+def _stdin_input(path: Path | None, flag: str) -> Path | None:
+    """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
+    terminal (the run would wait for typed input)."""
+    if path is None or str(path) != "-":
+        return path
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
+                         f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
+    return STDIN_INPUT
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, built once from the command line (:meth:`from_args`); the
@@ -11383,8 +11401,12 @@ class RunConfig:
         _refuse_contradictions(args)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
                   if f.name not in ("skip_unavailable", "notices", "preds")}
-        values["pred"] = args.pred[0] if args.pred else None
-        values["preds"] = tuple(args.pred or ())
+        preds = [_stdin_input(p, "--pred") for p in args.pred or ()]
+        values["gold"] = _stdin_input(args.gold, "--gold")
+        if sum(p == STDIN_INPUT for p in (*preds, values["gold"])) > 1:
+            raise InputError("stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files")
+        values["pred"] = preds[0] if preds else None
+        values["preds"] = tuple(preds)
         values["names"] = tuple(args.names or ())
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())

@@ -439,3 +439,24 @@ def test_a_json_that_only_starts_like_a_report_is_never_replaced(tmp_path):
         assert rc == 2 and notes.read_text() == '{"summary": "my own notes", "todo": [1, 2]}\n'
         assert (f"--report {notes}: exists and is not a kg-triplet-eval report (it starts like one but holds no "
                 "summary inputs, config and signature); refusing to overwrite it") in err
+
+
+# ------------------------------------------------- issue 17 item 10: --pred - reads stdin
+
+
+def test_pred_dash_reads_stdin_like_a_file(tmp_path):
+    # predictions/finetuned.jsonl piped in: the same numbers as the file itself; recorded as a
+    # stream (name "stream", path null) with the file's SHA-256; read once (spooled)
+    pred, gold = ROOT / "predictions" / "finetuned.jsonl", ROOT / "gold" / "gold.jsonl"
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--report", "-"]
+    piped = subprocess.run([*command, "--pred", "-"], input=pred.read_bytes(), capture_output=True, check=False)
+    assert piped.returncode == 0, piped.stderr.decode()
+    from_file = subprocess.run([*command, "--pred", str(pred)], capture_output=True, check=False)
+    a, b = json.loads(piped.stdout), json.loads(from_file.stdout)
+    assert a["summary"]["micro"] == b["summary"]["micro"] and a["per_entry"] == b["per_entry"]
+    assert a["summary"]["inputs"]["pred"] == {"name": "stream", "sha256": b["summary"]["inputs"]["pred"]["sha256"],
+                                              "path": None}
+    # stdin is read once: not for two inputs
+    twice = subprocess.run([*command, "--pred", "-", "--pred", "-"], input=b"", capture_output=True, check=False)
+    assert twice.returncode == 2
+    assert b"stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files" in twice.stderr
