@@ -7062,8 +7062,9 @@ def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLin
     values = []
     for k in range(len(preds)):
         value = preds.store.value(k)
-        line_no = value.get("input_line") if isinstance(value, Mapping) else None
-        if value.get("id_source") != ID_FROM_INPUT_LINE or type(line_no) is not int:
+        if not isinstance(value, Mapping) or value.get("id_source") != ID_FROM_INPUT_LINE:
+            return None
+        if type(value.get("input_line")) is not int:
             return None
         values.append(value)
     by_line = {int(gold.store.line[int(g)]): i for i, g in enumerate(kept_gold)}
@@ -7113,8 +7114,8 @@ def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, 
                 + (" ..." if len(differ) > 3 else "") + f"): {pred_path} is not in the order of {gold_path}")
     for ids, store, other, path, other_path in ((preds.ids, preds.store, gold.store, pred_path, gold_path),
                                                  (gold.ids, gold.store, preds.store, gold_path, pred_path)):
-        if not len(ids) or not ids.present().all() or len(ids) != len(other):
-            continue
+        if not len(ids) or len(ids) != len(other) or not (ids[0] or "").isdigit() or not ids.present().all():
+            continue  # (a cheap test first: the ids of a large file are listed only when they may be numbers)
         numbers = [str(n) for n in other.line]
         own = [ids[k] for k in range(len(ids))]
         if own != numbers and sorted(own) == sorted(numbers):
@@ -7138,9 +7139,13 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
-        wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path) if pred_with else ""
-        if wrong and gold.ids.present()[kept_gold].any():
-            raise InputError(f"--join order: {wrong}; join by id (--join auto) instead")
+        wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+        if wrong:
+            both = bool(pred_with and gold.ids.present()[kept_gold].any())
+            raise InputError(f"--join order: {wrong}; " + (
+                "join by id (--join auto) instead" if both else
+                "give the other side the same ids, or (the notebook's output) grade it against its input with "
+                "--join auto"))
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:

@@ -489,6 +489,12 @@ def test_refusal_does_not_suggest_join_order_for_ids_that_are_shuffled_line_numb
     assert (f"the ids of {old} are the line numbers of {gold} in another order (line 1 has id '2', paired by "
             "line order with line 1)") in err
     assert "--join order would pair them wrongly" in err
+    # and --join order itself is refused: it would pair input line 2's answer with gold line 1, and so on
+    # (entity F1 0.2105 with exit 0 on main)
+    rc, out, err = run_main("--pred", old, "--gold", gold, "--no-embeddings", "--no-report", "--join", "order")
+    assert rc == 2
+    assert (f"--join order: the ids of {old} are the line numbers of {gold} in another order (line 1 has id '2', "
+            "paired by line order with line 1)") in err
 
 
 def test_join_order_with_ids_that_disagree_is_refused():
