@@ -12225,7 +12225,8 @@ _RESAMPLING_KEYS = ("boot", "trials", "seed", "corr")
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
     """What identifies the run of a report of ours (one system, a comparison, a merge):
     per system, (predictions path, gold path, ``summary.config`` without the versions,
-    the resampling items of its signature: ``--bootstrap``, ``--trials``, ``--seed``, ``--correction``),
+    the resampling items of its signature and of the comparison's: ``--bootstrap``,
+    ``--trials``, ``--seed``, ``--correction``),
     the paths as ``summary.inputs`` records them (resolved; None for a piped input); None
     when ``report`` is not one of our reports (a JSON object that merely starts with a
     ``"summary"`` key, without our inputs, config and signature)."""
@@ -12238,7 +12239,8 @@ def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
             if not isinstance(summary["signature"], str) or not isinstance(config, Mapping):
                 return None
             gold = inputs.get("gold")
-            resampling = [item for item in summary["signature"].split("|")
+            signatures = [summary["signature"], str((report.get("comparison") or {}).get("signature") or "")]
+            resampling = [item for sig in signatures for item in sig.split("|")
                           if item.split(":", 1)[0] in _RESAMPLING_KEYS]
             runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
                          {k: v for k, v in config.items() if k != "versions"}, resampling))

@@ -424,6 +424,13 @@ def test_explicit_report_of_another_run_is_refused_unless_overwrite(tmp_path):
     rc, out, err = run_main("--pred", pred, *base, "--schema", "triples")
     assert rc == 2 and old.read_bytes() == held
     assert f"({pred} vs {gold}; other options than this run); refusing to overwrite it" in err
+    # a comparison written twice with other --trials: another run too (its comparison's options)
+    cmp = tmp_path / "cmp.json"
+    two = ("--pred", pred, "--pred", other, "--gold", gold, "--no-embeddings", "--bootstrap", "0", "--report", cmp)
+    assert run_main(*two, "--trials", "10")[0] == 0
+    assert run_main(*two, "--trials", "10")[0] == 0  # the same command again
+    rc, out, err = run_main(*two, "--trials", "20")
+    assert rc == 2 and "other options than this run); refusing to overwrite it" in err
     # --overwrite replaces it: other's entity F1 is 0.0 (no prediction)
     assert run_main("--pred", other, *base, "--overwrite")[0] == 0
     assert json.loads(old.read_text())["summary"]["micro"]["entity_f1"] == 0.0
