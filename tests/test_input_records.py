@@ -576,6 +576,23 @@ def test_ignore_extra_predictions_with_several_systems_and_in_config_only_when_g
     assert "ignore_extra_predictions" not in summary["config"] and "ignore-extra" not in summary["signature"]
 
 
+def test_reports_with_and_without_ignore_extra_predictions_compare(tmp_path):
+    # no number depends on the option: --compare accepts the two reports, notes the difference,
+    # and the signature lists each system's value (none for the baseline, yes for the other)
+    gold, pred = _split_files(tmp_path)
+    exact = write_jsonl(tmp_path / "exact.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                    {"id": "r2", "triplets": [ACME_B]}])
+    a, b, cmp = tmp_path / "exact.json", tmp_path / "all.json", tmp_path / "cmp.json"
+    assert run_main("--pred", exact, "--gold", gold, "--no-embeddings", "--report", a)[0] == 0
+    assert run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", b,
+                    "--ignore-extra-predictions")[0] == 0
+    rc, out, err = run_main("--compare", a, b, "--trials", "0", "--bootstrap", "0", "--report", cmp)
+    assert rc == 0, err
+    comparison = json.loads(cmp.read_text())["comparison"]
+    assert "|ignore-extra-preds:none+yes|" in comparison["signature"]
+    assert "all was scored with ignore_extra_predictions yes, the baseline exact with none" in comparison["notes"]
+
+
 def test_duplicate_ids_notice_shows_the_first_ids_and_lines(tmp_path):
     # 12 ids, each on two gold lines (lines 1-12, then 13-24): "last" drops lines 1-12, "first"
     # drops 13-24; the notice shows the first 10 ids and lines, then "..."
