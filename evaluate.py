@@ -6937,12 +6937,15 @@ _JOIN_BLOCK = 1 << 16
 
 
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
     the index of its prediction line, or -1 (no prediction line: scored as a missing
     prediction). Lines whose id cannot be read cannot be attributed: reported, and their
     gold records (if any) count as missing predictions. Ids are matched by hash and then
-    compared (:class:`IdColumn`): exact."""
+    compared (:class:`IdColumn`): exact. Prediction ids without a gold record are an
+    InputError, or (``ignore_extra``: ``--ignore-extra-predictions``, a gold subset such
+    as one split) left out with a notice counting them and naming the first ids; no number
+    changes either way (such a line has no gold record to be scored against)."""
     candidates = np.arange(len(preds))
     if gold.excluded_ids:
         excluded = {hash(rid) for rid in gold.excluded_ids}
@@ -6985,7 +6988,13 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
             extra.update(preds.ids[int(k)] for k in block[~same])
     if extra:
         shown = _ids_text(sorted(extra))
-        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
+        if ignore_extra:
+            log.note("extra_predictions_ignored", f"{pred_path}: {len(extra)} prediction id(s) have no gold record "
+                     f"in {gold_path}, their lines left out (--ignore-extra-predictions): {shown}")
+            return pred_for
+        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}; "
+                         "pass --ignore-extra-predictions to leave them out (the gold file is a subset, e.g. one "
+                         "split)")
     return pred_for
 
 
@@ -7021,6 +7030,103 @@ def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pr
     return kept_gold, paired
 
 
+#: A prediction line's ``id_source`` saying that its id is the 1-based number of its line in
+#: the notebook's input (generate_predictions.py: the input record had no id).
+ID_FROM_INPUT_LINE = "input_line"
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    """``text`` as a message shows it: its repr, cut to about ``width`` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[:width - 4] + "...'"
+
+
+def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                        gold_path: Path, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """Join the notebook's output to its input: when every prediction line says that its id
+    is the number of its input line (``"id_source": "input_line"`` and ``"input_line": N``,
+    as generate_predictions.py writes them) and no gold line has an id, each prediction line
+    goes with gold line N (1-based, as :class:`JsonlReader` counts lines: blank lines
+    included), whatever order the lines were written in. Returns (the gold records kept,
+    the prediction line of each: -1 for none), or None when the predictions are not such
+    lines (the other joins decide).
+
+    Raises:
+        InputError: a line's prompt differs from its gold line's (the gold file is not the
+            notebook's input: the first such line is named, both prompts shortened), an
+            ``input_line`` that names no gold record, or two lines naming the same one.
+    """
+    if (len(kept_gold) == 0 or gold.ids.present()[kept_gold].any() or preds.unread
+            or not preds.ids.present().all()):  # the notebook gives every line an id
+        return None
+    values = []
+    for k in range(len(preds)):
+        value = preds.store.value(k)
+        if not isinstance(value, Mapping) or value.get("id_source") != ID_FROM_INPUT_LINE:
+            return None
+        if type(value.get("input_line")) is not int:
+            return None
+        values.append(value)
+    by_line = {int(gold.store.line[int(g)]): i for i, g in enumerate(kept_gold)}
+    pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
+    for k, value in enumerate(values):
+        line_no, where = value["input_line"], f"{pred_path}: line {preds.store.line[k]}"
+        i = by_line.get(line_no)
+        if i is None:
+            raise InputError(f"{where}: input_line {line_no} names no gold record of {gold_path} "
+                             f"({len(kept_gold)} gold record(s)): the gold file may not be the notebook's input")
+        if pred_for[i] >= 0:
+            raise InputError(f"{where}: input_line {line_no} is also the input_line of line "
+                             f"{preds.store.line[int(pred_for[i])]}: one prediction line per input line")
+        g = int(kept_gold[i])
+        gold_prompt = (gold.kept[g] if gold.kept is not None else gold_from_record(
+            gold.store.value(g), line_no, f"{gold_path}: line {line_no}", None)).prompt
+        prompt = value.get("prompt")
+        if prompt != gold_prompt:
+            raise InputError(f"{where}: its prompt differs from the prompt of {gold_path}: line {line_no} "
+                             f"(its input_line): {_shorten(prompt if isinstance(prompt, str) else str(prompt))} vs "
+                             f"{_shorten(gold_prompt)}; the gold file may not be the notebook's input, so its lines "
+                             "cannot be paired by input_line")
+        pred_for[i] = k
+    log.note("join_by_input_line", f"records paired by input line: each line of {pred_path} (written by the "
+             f"notebook, id_source 'input_line') with the line of {gold_path} its input_line names, their "
+             "prompts equal")
+    return kept_gold, pred_for
+
+
+def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                    gold_path: Path) -> str:
+    """Why pairing by line order (the k-th prediction line with the k-th gold line) would
+    mis-pair these files, or "" when nothing shows it: ids on both sides that disagree
+    (how many pairs, the first few), or the ids of one side that are the other side's line
+    numbers in another order (the notebook's ids for records without one)."""
+    positions = gold.positions[kept_gold]
+    inside = positions < len(preds)
+    g_rows, p_rows = kept_gold[inside], positions[inside]
+    both = gold.ids.present()[g_rows] & preds.ids.present()[p_rows]
+    g_rows, p_rows = g_rows[both], p_rows[both]
+    differ = np.flatnonzero(~IdColumn.same(gold.ids, g_rows, preds.ids, p_rows)) if len(g_rows) else []
+    if len(differ):
+        shown = "; ".join(f"gold line {gold.store.line[int(g_rows[d])]} id {gold.ids[int(g_rows[d])]!r} with "
+                          f"prediction line {preds.store.line[int(p_rows[d])]} id {preds.ids[int(p_rows[d])]!r}"
+                          for d in differ[:3])
+        return (f"the ids of {len(differ)} of the {len(g_rows)} pairs by line order differ ({shown}"
+                + (" ..." if len(differ) > 3 else "") + f"): {pred_path} is not in the order of {gold_path}")
+    for ids, store, other, path, other_path in ((preds.ids, preds.store, gold.store, pred_path, gold_path),
+                                                 (gold.ids, gold.store, preds.store, gold_path, pred_path)):
+        if not len(ids) or len(ids) != len(other) or not (ids[0] or "").isdigit() or not ids.present().all():
+            continue  # (a cheap test first: the ids of a large file are listed only when they may be numbers)
+        numbers = [str(n) for n in other.line]
+        own = [ids[k] for k in range(len(ids))]
+        if own != numbers and sorted(own) == sorted(numbers):
+            k = next(k for k in range(len(own)) if own[k] != numbers[k])
+            return (f"the ids of {path} are the line numbers of {other_path} in another order (line "
+                    f"{store.line[k]} has id {own[k]!r}, paired by line order with line {other.line[k]}): "
+                    "they look like ids given from line numbers (the notebook does this for records without "
+                    "an id), and pairing by line order would mis-pair them")
+    return ""
+
+
 #: ``--join``: how gold and prediction lines are paired.
 JOIN_MODES = ("auto", "id", "order")
 
@@ -7033,6 +7139,13 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
+        wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+        if wrong:
+            both = bool(pred_with and gold.ids.present()[kept_gold].any())
+            raise InputError(f"--join order: {wrong}; " + (
+                "join by id (--join auto) instead" if both else
+                "give the other side the same ids, or (the notebook's output) grade it against its input with "
+                "--join auto"))
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:
@@ -7045,6 +7158,11 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not "
                 f"({_lines_named(gold_without)})"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
+    wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+    if wrong:
+        raise InputError(f"cannot pair the records safely: {ids_side}; {wrong}. --join order would pair them "
+                         "wrongly: give the gold lines the same ids, or grade the predictions file alone if it "
+                         "holds the gold")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
@@ -7150,7 +7268,8 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
                 limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
-                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None) -> LoadedInputs:
+                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None,
+                ignore_extra_predictions: bool = False) -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
@@ -7159,7 +7278,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     as ``join`` says (:data:`JOIN_MODES`; "auto": by id when both sides carry ids, by line
     order (equal counts required) when neither does, refused when only one side does). A
     gold id with no prediction is scored as an empty prediction (status "missing"); a
-    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
+    prediction id with no gold is an error, or left out with a notice when
+    ``ignore_extra_predictions``. Bad prediction lines (invalid UTF-8 or JSON)
     are reported and scored as unparseable (attributed by their ``"id"`` when it can be
     read from the raw bytes, else by position); bad gold lines are an error unless
     ``skip_bad_gold``. A prediction line without a prediction field is reported and scored
@@ -7195,8 +7315,13 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if gold_path is None:
         pred_rows = kept_gold
     else:
-        if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
-            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
+        by_input_line = (_join_by_input_line(gold, kept_gold, preds, pred_path, gold_path, log)
+                         if join == "auto" else None)
+        if by_input_line is not None:
+            kept_gold, pred_rows = by_input_line
+        elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
+                                    ignore_extra_predictions)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
@@ -10961,7 +11086,11 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
                     "goes to stderr); default: reports/<pred stem>.json (several systems: "
                     "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs; "
-                    "an existing file is replaced only when it is empty or a report")
+                    "an existing file is replaced only when it is empty or a report of the same run (inputs and "
+                    "options; see --overwrite)")
+    io.add_argument("--overwrite", action="store_true",
+                    help="let --report replace the report of another run (other inputs or options); a file that "
+                         "is not a report is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -10984,6 +11113,9 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--join", choices=JOIN_MODES, default="auto",
                     help="pair gold and prediction lines by id, or by line order; auto (default): by id when both "
                          "sides have ids, by line order when neither does, refused when only one side does")
+    io.add_argument("--ignore-extra-predictions", action="store_true",
+                    help="leave out prediction lines whose id has no gold record (the gold file is a subset, e.g. "
+                         "one split), with a notice counting them; default: refused")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
                     help="what to do with repeated ids (default: error; 'last' is Text2KGBench's rule)")
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
@@ -11080,7 +11212,8 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
 #: Options that only change how predictions are scored: ``--compare`` (saved reports, not
 #: rescored) refuses them, because they would change nothing.
 _SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
-                    "gold_field", "join", "duplicate_ids", "metrics", "no_embeddings", "embedding_model",
+                    "gold_field", "join", "duplicate_ids", "ignore_extra_predictions", "metrics", "no_embeddings",
+                    "embedding_model",
                     "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
                     "embedding_threshold", "align_accept", "sweep")
 
@@ -11192,6 +11325,24 @@ def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) 
     return tuple(dict.fromkeys(metrics + extra))
 
 
+
+#: ``--pred -`` / ``--gold -``: the input is read from stdin (spooled once into a temporary
+#: file, :func:`_spool_stream`, like any pipe: hashed, stamped and read in ranges there;
+#: ``summary.inputs`` records it as name "stream", path null).
+STDIN_INPUT = Path("/dev/stdin")
+
+
+def _stdin_input(path: Path | None, flag: str) -> Path | None:
+    """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
+    terminal (the run would wait for typed input)."""
+    if path is None or str(path) != "-":
+        return path
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
+                         f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
+    return STDIN_INPUT
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, built once from the command line (:meth:`from_args`); the
@@ -11205,6 +11356,8 @@ class RunConfig:
     gold: Path | None = None
     report: Path | None = None
     no_report: bool = False
+    #: ``--overwrite``: an explicit ``--report`` may replace the report of another run.
+    overwrite: bool = False
     relations: Path | None = None
     ontology: Path | None = None
     schema: str = "auto"
@@ -11215,6 +11368,7 @@ class RunConfig:
     pred_field: str | None = None
     gold_field: str | None = None
     join: str = "auto"
+    ignore_extra_predictions: bool = False
     metrics: tuple[str, ...] = DEFAULT_METRICS
     no_embeddings: bool = False
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
@@ -11258,8 +11412,12 @@ class RunConfig:
         _refuse_contradictions(args)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
                   if f.name not in ("skip_unavailable", "notices", "preds")}
-        values["pred"] = args.pred[0] if args.pred else None
-        values["preds"] = tuple(args.pred or ())
+        preds = [_stdin_input(p, "--pred") for p in args.pred or ()]
+        values["gold"] = _stdin_input(args.gold, "--gold")
+        if sum(p == STDIN_INPUT for p in (*preds, values["gold"])) > 1:
+            raise InputError("stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files")
+        values["pred"] = preds[0] if preds else None
+        values["preds"] = tuple(preds)
         values["names"] = tuple(args.names or ())
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())
@@ -11456,6 +11614,7 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "pred_field": config.pred_field,
         "gold_field": config.gold_field,
         "join": config.join,
+        **({"ignore_extra_predictions": True} if config.ignore_extra_predictions else {}),
         "versions": {
             PRODUCT: __version__,
             "python": platform.python_version(),
@@ -11481,7 +11640,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     stamps = {path: _file_stamp(path) for path in (pred, gold, relations) if path is not None}
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
-                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers))
+                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
+                         ignore_extra_predictions=config.ignore_extra_predictions)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
@@ -12085,6 +12245,83 @@ def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
         raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
 
 
+#: The resampling items of a signature (:func:`_resampling_signature`): options of a run.
+_RESAMPLING_KEYS = ("boot", "trials", "seed", "corr")
+
+
+def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
+    """What identifies the run of a report of ours (one system, a comparison, a merge):
+    per system, (predictions path, gold path, ``summary.config`` without the versions,
+    the resampling items of its signature and of the comparison's: ``--bootstrap``,
+    ``--trials``, ``--seed``, ``--correction``),
+    the paths as ``summary.inputs`` records them (resolved; None for a piped input); None
+    when ``report`` is not one of our reports (a JSON object that merely starts with a
+    ``"summary"`` key, without our inputs, config and signature)."""
+    try:
+        reports = list(report["systems"].values()) if "systems" in report else [report]
+        runs = []
+        for one in reports:
+            summary = one["summary"]
+            inputs, config = summary["inputs"], summary["config"]
+            if not isinstance(summary["signature"], str) or not isinstance(config, Mapping):
+                return None
+            gold = inputs.get("gold")
+            signatures = [summary["signature"], str((report.get("comparison") or {}).get("signature") or "")]
+            resampling = [item for sig in signatures for item in sig.split("|")
+                          if item.split(":", 1)[0] in _RESAMPLING_KEYS]
+            runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
+                         {k: v for k, v in config.items() if k != "versions"}, resampling))
+        return runs
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def _run_inputs(config: RunConfig, pred: Path | None) -> tuple[str | None, str | None]:
+    """The (predictions, gold) paths a report of this run will record (``summary.inputs``:
+    resolved, None for a stream or no gold file), for :func:`_refuse_replacing_another_run`."""
+    def recorded(path: Path | None) -> str | None:
+        return str(path.resolve()) if path is not None and (path.is_file() or path.is_dir()) else None
+    return recorded(pred), recorded(config.gold)
+
+
+def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: Mapping[str, Any] | None = None,
+                                  inputs: Sequence[tuple[str | None, str | None]] | None = None) -> None:
+    """An explicit ``--report PATH`` that exists is replaced only when it holds the report
+    of the same run: the same inputs (``inputs``: per system, the resolved predictions and
+    gold paths, checked before scoring) and, once scored, the same options (``report``,
+    the new report: :func:`_report_runs`, versions aside: rerunning the same command after
+    an upgrade replaces its own report), or with ``--overwrite``. An empty file may be
+    replaced; a file that is not one of our reports never (:func:`_may_overwrite_report`
+    refuses other files before this). Raises InputError naming the run the file holds."""
+    if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if not text.strip():
+            return
+        held = _report_runs(json.loads(text))
+    except (OSError, ValueError):
+        held = None
+    if held is None:
+        raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
+                         "summary inputs, config and signature); refusing to overwrite it: remove it first or give "
+                         "another path")
+    if config.overwrite:
+        return
+    new = _report_runs(report) if report is not None else None
+    same = ([r[:2] for r in held] == [tuple(i) for i in inputs] if inputs is not None
+            else new is not None and held == new)
+    if same:
+        return
+    preds = ", ".join(str(r[0]) for r in held)
+    gold = held[0][1]
+    what = "other inputs" if inputs is not None else "other options"
+    raise InputError(f"--report {path}: exists and is the report of another run ({preds}"
+                     + (f" vs {gold}" if gold else "") + f"; {what} than this run); refusing to overwrite it: "
+                     "pass --overwrite to replace it, or give another path")
+
+
 def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
     """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
     part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
@@ -12201,13 +12438,15 @@ def _compact(value: Any) -> str:
 #: appears as ``key:value``, so a setting added later is never left out of it).
 _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
                     "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
-                    "pred_field": "pred-field", "gold_field": "gold-field"}
+                    "pred_field": "pred-field", "gold_field": "gold-field",
+                    "ignore_extra_predictions": "ignore-extra-preds"}
 
 
 #: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
 #: they may differ between the systems of a comparison (a note says so; the signature lists
-#: each system's value).
-_PER_SYSTEM_CONFIG = ("pred_field",)
+#: each system's value). ``ignore_extra_predictions`` (written only when given) leaves out
+#: prediction lines that have no gold record, which no number depends on.
+_PER_SYSTEM_CONFIG = ("pred_field", "ignore_extra_predictions")
 
 
 def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -12284,6 +12523,8 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
         values = [s.get("config", {}).get(key) for s in summaries]
         if len(set(map(_compact, values))) > 1:
             name = f"{_SIGNATURE_NAMES.get(key, key)}:"
+            if not any(item.startswith(name) for item in settings):  # a key written only when given
+                settings.append(name)
             settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
                         for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
@@ -12753,6 +12994,7 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
+        _refuse_replacing_another_run(config, report_path, report)
         try:
             write_json_atomic(report_path, report)
         except OSError as exc:
@@ -12785,6 +13027,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -12910,6 +13153,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])

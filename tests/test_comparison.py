@@ -164,7 +164,7 @@ def test_compare_accepts_a_report_of_several_systems(runs, tmp_path):
     assert out.read_bytes() == runs["both_path"].read_bytes()
     # with --name, one per system across every report, in order
     rc, _, err = cli("--compare", runs["both_path"], runs["dir"] / "finetuned.json", "--name", "b", "--name", "f",
-                     "--name", "f2", "--report", out)
+                     "--name", "f2", "--report", out, "--overwrite")  # another run than the one `out` holds
     assert rc == 0, err
     report = load_report(out)
     assert list(report["systems"]) == ["b", "f", "f2"]
@@ -368,7 +368,7 @@ def test_help_says_which_options_exclude_each_other():
 
 
 def _signature(tmp_path: Path, *args) -> str:
-    rc, out, err = cli(*args, "--report", tmp_path / "s.json")
+    rc, out, err = cli(*args, "--report", tmp_path / "s.json", "--overwrite")  # (each variant is another run)
     assert rc == 0, err
     report = load_report(tmp_path / "s.json")
     assert f"signature: {report['summary']['signature']}" in out  # printed under the summary
