@@ -9317,7 +9317,9 @@ def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
     if not stats:
         return cell
     cell.ci = _pair(stats.get("ci"))
-    cell.delta = stats.get("delta")
+    # a macro metric N/A on some entries: the delta beside its paired interval and p is the
+    # one on the entries where both systems define it (paired_on_joint_entries)
+    cell.delta = stats["paired_delta"] if "paired_entries" in stats else stats.get("delta")
     cell.delta_ci = _pair(stats.get("delta_ci"))
     cell.p_value, cell.p_adjusted = stats.get("p_value"), stats.get("p_adjusted")
     if "significant" in stats:
