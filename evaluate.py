@@ -9064,7 +9064,13 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         the baseline's), ``"delta_ci"`` (paired bootstrap), ``"p_value"`` (paired
         approximate randomisation), ``"p_adjusted"`` (Holm, else None) and ``"significant"``
         (p, or p_adjusted under Holm, < 0.05). ``estimate`` is the number in the family's
-        report section; a metric that is N/A has None estimate, interval and p-value.
+        report section; a metric that is N/A has None estimate, interval and p-value. A
+        macro metric N/A on some entries of either system is paired on the entries where
+        both define it (:func:`paired_on_joint_entries`: ``delta_ci`` and ``p_value`` on
+        those, plus ``paired_entries``, ``paired_of``, ``paired_differing``,
+        ``paired_delta``), and is not ``significant`` when fewer than
+        :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry
+        :data:`PAIRED_NOTE`.
 
     Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
     (in directory mode within each ontology, for every family: each ontology keeps its

@@ -504,6 +504,17 @@ def test_sample_type_agreement_is_paired_on_its_12_jointly_defined_entries_and_n
     assert line.startswith("hgr.macro.type_agreement      +0.1111 [")
     assert line.endswith("paired on 12 of 25 entries (delta on those; 2 differ: too few to mark)")
     assert "*" not in line
+    import csv
+    import io
+    rows = {(r["system"], r["metric"]): r for r in csv.DictReader(io.StringIO(ev.format_output(runs["both"], "csv")))}
+    cell = rows[("finetuned", "hgr.macro.type_agreement")]
+    assert float(cell["delta"]) == pytest.approx((1 + 1 / 3) / 12) and cell["significant"] == "false"
+    assert float(cell["estimate"]) == 0.9710144927536232  # 67/69: the system's own estimate, unchanged
+    latex = ev.format_output(runs["both"], "latex")
+    macro = next(ln for ln in latex.splitlines() if ln.startswith("{finetuned}") and r"\textbf{0.971}" in ln)
+    cells = macro.split(" & ")  # system, composite, schema, entity F1, triplet F1, relation, weight, type, grounding
+    assert cells[7] == r"\textbf{0.971} {\scriptsize [0.909, 1.000]}"  # no dagger (main: $^\dagger$)
+    assert cells[1].endswith(r"$^\dagger$")  # composite, defined everywhere, keeps its mark
 
 
 def test_metrics_without_na_entries_keep_their_comparison_bytes(runs):

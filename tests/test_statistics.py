@@ -649,5 +649,9 @@ def test_fewer_than_six_differing_joint_entries_mark_nothing():
     row = out["metrics"]["b"]["hgr.macro.relation_accuracy"]
     assert row["paired_entries"] == 6 and row["paired_differing"] == 5 and row["significant"] is False
     assert row["p_value"] >= 0.05
+    # Holm adjusts the paired p-value with the others of the family (m = the tested metrics)
+    paths = list(out["metrics"]["b"])
+    raw = [out["metrics"]["b"][p]["p_value"] for p in paths]
+    assert row["p_adjusted"] == ev.holm_adjust(raw)[paths.index("hgr.macro.relation_accuracy")]
     text = ev.format_comparison({**out, "signature": "sig"})
     assert "paired on 6 of 8 entries (delta on those; 5 differ: too few to mark)" in text
