@@ -9001,12 +9001,14 @@ def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily]
     sub-sample is resampled / swapped on its own, strata kept); both None when k = 0.
     ``delta`` stays the difference of the two estimates. Paths with the same k entries
     share one bootstrap and one randomisation run. Metrics defined on every entry of both
-    systems are not touched."""
+    systems are not touched, nor are pooled ratios that are not means over entries (paths
+    without ``.macro.``: micro numbers, calibration, webnlg2020's means over triple pairs),
+    whose corpus value is the published pooling of every entry."""
     groups: dict[bytes, list[str]] = {}
     masks: dict[bytes, np.ndarray] = {}
     for path, row in rows.items():
         a, b = per_entry[system].get(path), per_entry[0].get(path)
-        if a is None or b is None or row.get("delta") is None:
+        if ".macro." not in path or a is None or b is None or row.get("delta") is None:
             continue
         joint = ~np.isnan(a) & ~np.isnan(b)
         if joint.all():
