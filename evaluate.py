@@ -7866,7 +7866,10 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     s = report["summary"]
     n = s["n_entries"]
     backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
-    vocabulary = s.get("relation_vocabulary", {}).get("description", "-")
+    described = s.get("relation_vocabulary", {})
+    vocabulary = described.get("description", "-")
+    if described.get("source") == "SPEC.md":  # the report keeps "SPEC.md"; print what a user can find
+        vocabulary = f"of the method (README, The method; {described.get('size')} relations)"
     lines = [
         f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
@@ -9098,6 +9101,75 @@ def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstr
     return notes
 
 
+#: A paired test on the entries where both systems define a macro metric marks nothing
+#: when fewer of them than this differ: a swap test on d differing entries has 2^d equally
+#: likely outcomes, so its smallest two-sided p is about 2 / 2^d (d = 5: 0.0625, d = 6:
+#: 0.031), never below 0.05 for d < 6.
+PAIRED_MIN_DIFFERING = 6
+
+#: The legend line of a comparison with a macro metric N/A on some entries.
+PAIRED_NOTE = ("paired on k of n entries: a macro metric N/A on some entries (no entity match, ...) is compared on "
+               "the k entries where both systems define it: its delta, delta_ci and p_value are on those entries "
+               "(the estimates stay each system's own); nothing is marked when fewer than "
+               f"{PAIRED_MIN_DIFFERING} of them differ (a swap test on d differing entries cannot give p below "
+               "about 2/2^d)")
+
+
+def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily], system: int,
+                            per_entry: Sequence[Mapping[str, np.ndarray]], rows: dict[str, dict[str, Any]],
+                            bootstrap: int, trials: int, seed: int) -> None:
+    """Redo the paired difference of every macro metric that is N/A (NaN) on some entry of
+    ``system`` or of the baseline (index 0) on the k entries where both define it, in place
+    in ``rows`` (path -> the comparison row, which already has delta, delta_ci and p_value
+    on all n entries). Swapping an entry where one system is N/A moves an N/A between the
+    systems, so the test on all entries measures how many entries each defines, not the
+    metric; on the jointly defined entries both sides are numbers.
+
+    ``per_entry[s][path]``: shape (n,), the metric on each entry alone (NaN = N/A). For
+    each such path adds ``paired_entries`` (k), ``paired_of`` (n), ``paired_differing`` (d, the entries of the
+    k whose values differ) and ``paired_delta`` (m(system) - m(baseline) over the k entries);
+    ``delta_ci`` becomes the paired bootstrap interval and ``p_value`` the approximate
+    randomisation p on those k entries (same seed, same methods as on all entries: the
+    sub-sample is resampled / swapped on its own, strata kept); both None when k = 0.
+    ``delta`` stays the difference of the two estimates. Paths with the same k entries
+    share one bootstrap and one randomisation run. Metrics defined on every entry of both
+    systems are not touched, nor are pooled ratios that are not means over entries (paths
+    without ``.macro.``: micro numbers, calibration, webnlg2020's means over triple pairs),
+    whose corpus value is the published pooling of every entry."""
+    groups: dict[bytes, list[str]] = {}
+    masks: dict[bytes, np.ndarray] = {}
+    for path, row in rows.items():
+        a, b = per_entry[system].get(path), per_entry[0].get(path)
+        if ".macro." not in path or a is None or b is None or row.get("delta") is None:
+            continue
+        joint = ~np.isnan(a) & ~np.isnan(b)
+        if joint.all():
+            continue
+        key = np.packbits(joint).tobytes()
+        groups.setdefault(key, []).append(path)
+        masks[key] = joint
+    for key, paths in groups.items():
+        joint = masks[key]
+        k = int(joint.sum())
+        sub = HeadlineData(data.names, data.layout, [data.sliced[0][joint], data.sliced[system][joint]],
+                           data.strata[joint], data.strata_names)
+        observed: dict[str, float] = {}
+        if k:
+            whole = [headline_values(families, sub.sums(x.sum(axis=0)[None, :])) for x in sub.sliced]
+            observed = {p: float(whole[1][p][0] - whole[0][p][0]) for p in paths}
+        boot = bootstrap_replicates(sub, families, bootstrap, seed) if bootstrap and k else None
+        tests = randomization_test(sub, families, 1, 0, trials, seed, observed) if trials and k else None
+        for path in paths:
+            a, b = per_entry[system][path][joint], per_entry[0][path][joint]
+            row = rows[path]
+            row.update(paired_entries=k, paired_of=data.n, paired_differing=int(np.count_nonzero(a != b)),
+                       paired_delta=observed.get(path))
+            if "delta_ci" in row and row["delta_ci"] is not None:
+                row["delta_ci"] = percentile_interval(boot[1][path] - boot[0][path])[0] if boot else None
+            if row.get("p_value") is not None:
+                row["p_value"] = tests[path][0] if tests else None
+
+
 def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     bootstrap: int = DEFAULT_BOOTSTRAP, trials: int = DEFAULT_TRIALS,
                     seed: int = DEFAULT_SEED, correction: str | None = None,
@@ -9126,7 +9198,13 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         the baseline's), ``"delta_ci"`` (paired bootstrap), ``"p_value"`` (paired
         approximate randomisation), ``"p_adjusted"`` (Holm, else None) and ``"significant"``
         (p, or p_adjusted under Holm, < 0.05). ``estimate`` is the number in the family's
-        report section; a metric that is N/A has None estimate, interval and p-value.
+        report section; a metric that is N/A has None estimate, interval and p-value. A
+        macro metric N/A on some entries of either system is paired on the entries where
+        both define it (:func:`paired_on_joint_entries`: ``delta_ci`` and ``p_value`` on
+        those, plus ``paired_entries``, ``paired_of``, ``paired_differing``,
+        ``paired_delta``), and is not ``significant`` when fewer than
+        :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry
+        :data:`PAIRED_NOTE`.
 
     Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
     (in directory mode within each ontology, for every family: each ontology keeps its
@@ -9165,6 +9243,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     _check_same_entries(order, reports)
     data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
+    per_entry = [headline_values(headline_families, data.sums(x)) for x in data.sliced]  # one row per entry
     sample = data.sums(data.sliced[0].sum(axis=0)[None, :])
     owner = {path: f for f in headline_families for path in f.headlines(sample.get(f.name, HeadlineSums({}, 1)))}
     paths = list(full[0])
@@ -9196,6 +9275,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     row["p_value"], na = tests[path]
                     if na:
                         skipped.append(f"{path} {na}")
+            paired_on_joint_entries(data, headline_families, s, per_entry, rows, bootstrap, trials, seed)
             if skipped:
                 left_out.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
                                 + ", ".join(skipped))
@@ -9203,9 +9283,14 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
             adjusted = holm_adjust(raw) if correction == "holm" else [None] * len(raw)
             for path, p, q in zip(paths, raw, adjusted):
                 decisive = q if correction == "holm" else p
-                rows[path].update(p_adjusted=q, significant=decisive is not None and decisive < SIGNIFICANCE_LEVEL)
+                testable = rows[path].get("paired_differing", PAIRED_MIN_DIFFERING) >= PAIRED_MIN_DIFFERING
+                rows[path].update(p_adjusted=q, significant=testable and decisive is not None
+                                  and decisive < SIGNIFICANCE_LEVEL)
         metrics[name] = rows
-    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction) + left_out
+    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction)
+    if any("paired_entries" in row for rows in metrics.values() for row in rows.values()):
+        notes.append(PAIRED_NOTE)
+    notes += left_out
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
             "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
 
@@ -9237,7 +9322,7 @@ OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
 #: A path is the family name, then the path inside its report section (for hgr inside
 #: ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``).
 HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
-    ("hgr micro (the published method, SPEC.md)", "hgr", (
+    ("hgr micro (the published method: README, The method)", "hgr", (
         ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
         ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
         ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
@@ -9372,7 +9457,9 @@ def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
     if not stats:
         return cell
     cell.ci = _pair(stats.get("ci"))
-    cell.delta = stats.get("delta")
+    # a macro metric N/A on some entries: the delta beside its paired interval and p is the
+    # one on the entries where both systems define it (paired_on_joint_entries)
+    cell.delta = stats["paired_delta"] if "paired_entries" in stats else stats.get("delta")
     cell.delta_ci = _pair(stats.get("delta_ci"))
     cell.p_value, cell.p_adjusted = stats.get("p_value"), stats.get("p_adjusted")
     if "significant" in stats:
@@ -12911,15 +12998,16 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     tested = bool(block["trials"])
     label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
     for name in names[1:]:
-        rows = [(path, _format_cell(m["delta"], m["delta_ci"], signed=True), _format_p(m["p_value"]),
-                 _format_p(m.get("p_adjusted")), "*" if m.get("significant") else "")
+        rows = [(path, _format_cell(m.get("paired_delta", m["delta"]), m["delta_ci"], signed=True),
+                 _format_p(m["p_value"]), _format_p(m.get("p_adjusted")),
+                 ("*" if m.get("significant") else "") + _paired_text(m))
                 for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
         cell = max([len(label), *(len(r[1]) for r in rows)])
         header = [f"{name + ' - ' + base:<{width}}", f"{label:>{cell}}"]
         header += [f"{'p':>8}", *([f"{'Holm p':>8}"] if holm else [])] if tested else []
         lines += ["", "  ".join(header).rstrip()]
         for path, delta, p, q, mark in rows:
-            tests = [p, *([q] if holm else []), mark] if tested else []
+            tests = [p, *([q] if holm else []), mark] if tested else [mark]
             lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", *tests]).rstrip())
     lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
@@ -12930,6 +13018,18 @@ def format_comparison(block: Mapping[str, Any]) -> str:
                      + (" ..." if len(na) > SUMMARY_NOTICES_SHOWN else ""))
     lines += ["", f"signature: {block['signature']}"]
     return "\n".join(lines)
+
+
+def _paired_text(row: Mapping[str, Any]) -> str:
+    """`` paired on k of n entries (delta on those; d differ)`` for a row of
+    :func:`paired_on_joint_entries` (empty for any other), with why nothing is marked when
+    d < :data:`PAIRED_MIN_DIFFERING`."""
+    if "paired_entries" not in row:
+        return ""
+    d = row["paired_differing"]
+    few = ": too few to mark" if d < PAIRED_MIN_DIFFERING else ""
+    return (f" paired on {row['paired_entries']} of {row['paired_of']} entries "
+            f"(delta on those; {d} differ{few})")
 
 
 def _format_p(p: float | None) -> str:

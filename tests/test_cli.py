@@ -77,6 +77,20 @@ def test_cli_prints_each_family(tmp_path, capsys):
     assert report["strict"]["micro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
 
 
+def test_printed_output_points_to_the_method_not_spec_md(finetuned_run, tmp_path):
+    """SPEC.md is not in the repository: what a user reads says "the method" and points to
+    the README's section; the report keeps its recorded value (comparable with old ones)."""
+    proc, out = finetuned_run
+    assert "SPEC.md" not in proc.stdout + proc.stderr
+    assert "relation vocabulary of the method (README, The method; 20 relations)" in proc.stdout
+    assert load_report(out)["summary"]["relation_vocabulary"]["description"] == "SPEC.md (20 relations)"
+    for fmt in ("markdown", "latex", "csv"):
+        shown = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", "--format", fmt)
+        assert shown.returncode == 0 and "SPEC.md" not in shown.stdout + shown.stderr, fmt
+        assert "hgr micro (the published method: README, The method)" in shown.stdout, fmt
+    assert "SPEC.md" not in run_cli("--help").stdout
+
+
 def test_basic_run_exit_0_summary_and_report(finetuned_run):
     proc, out = finetuned_run
     assert proc.returncode == 0, proc.stderr

@@ -485,6 +485,50 @@ def test_directory_runs_are_systems_too(tmp_path):
     assert (row["estimate"], row["delta"]) == (0.0, -1.0)
 
 
+def test_sample_type_agreement_is_paired_on_its_12_jointly_defined_entries_and_not_marked(runs):
+    """type_agreement is defined on 12 base and 23 fine-tuned entries; both define it on the
+    12 base ones (s01 s03 s05 s06 s07 s11 s12 s15 s17 s19 s23 s24), where only s07 (0 vs 1)
+    and s17 (0 vs 1/3) differ: delta on those = (1 + 1/3) / 12 = 0.1111, 2 differing entries
+    cannot give p < 0.05 (smallest p about 2/2^2), so nothing is marked (main: p=0.0005 *)."""
+    base = runs["both"]["systems"]["base"]["per_entry"]
+    ft = runs["both"]["systems"]["finetuned"]["per_entry"]
+    joint = [(a["id"], a["metrics"]["type_agreement"], b["metrics"]["type_agreement"]) for a, b in zip(base, ft)
+             if a["metrics"]["type_agreement"] is not None and b["metrics"]["type_agreement"] is not None]
+    assert len(joint) == 12 and [i for i, x, y in joint if x != y] == ["s07", "s17"]
+    row = runs["both"]["comparison"]["metrics"]["finetuned"]["hgr.macro.type_agreement"]
+    assert (row["paired_entries"], row["paired_of"], row["paired_differing"]) == (12, 25, 2)
+    assert row["paired_delta"] == pytest.approx((1 + 1 / 3) / 12)
+    assert row["delta"] == pytest.approx(0.9710144927536232 - 10 / 12)  # the estimates' difference, as before
+    assert row["significant"] is False
+    line = next(ln for ln in runs["text"].splitlines() if ln.startswith("hgr.macro.type_agreement   ") and "paired" in ln)
+    assert line.startswith("hgr.macro.type_agreement      +0.1111 [")
+    assert line.endswith("paired on 12 of 25 entries (delta on those; 2 differ: too few to mark)")
+    assert "*" not in line
+    import csv
+    import io
+    rows = {(r["system"], r["metric"]): r for r in csv.DictReader(io.StringIO(ev.format_output(runs["both"], "csv")))}
+    cell = rows[("finetuned", "hgr.macro.type_agreement")]
+    assert float(cell["delta"]) == pytest.approx((1 + 1 / 3) / 12) and cell["significant"] == "false"
+    assert float(cell["estimate"]) == 0.9710144927536232  # 67/69: the system's own estimate, unchanged
+    latex = ev.format_output(runs["both"], "latex")
+    macro = next(ln for ln in latex.splitlines() if ln.startswith("{finetuned}") and r"\textbf{0.971}" in ln)
+    cells = macro.split(" & ")  # system, composite, schema, entity F1, triplet F1, relation, weight, type, grounding
+    assert cells[7] == r"\textbf{0.971} {\scriptsize [0.909, 1.000]}"  # no dagger (main: $^\dagger$)
+    assert cells[1].endswith(r"$^\dagger$")  # composite, defined everywhere, keeps its mark
+
+
+def test_metrics_without_na_entries_keep_their_comparison_bytes(runs):
+    """A metric defined on every entry of both systems is compared exactly as before: the
+    row of hgr.macro.composite is main's (0aee41b) byte for byte, with no paired field."""
+    row = runs["both"]["comparison"]["metrics"]["finetuned"]["hgr.macro.composite"]
+    assert json.dumps(row) == (
+        '{"estimate": 0.8728584415584416, "ci": [0.7946902958152958, 0.9256318253968254], "na_resamples": 0, '
+        '"delta": 0.2947393939393941, "delta_ci": [0.17542383116883126, 0.41511193722943734], '
+        '"p_value": 9.999000099990002e-05, "p_adjusted": null, "significant": true}')
+    paired = {p for p, r in runs["both"]["comparison"]["metrics"]["finetuned"].items() if "paired_entries" in r}
+    assert paired == {"hgr.macro.relation_accuracy", "hgr.macro.weight_score", "hgr.macro.type_agreement"}
+
+
 # ------------------------------------------------------------------ README stays true
 
 
