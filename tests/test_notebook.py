@@ -96,6 +96,26 @@ def test_twin_is_not_collected_or_shadowing():
         Path(importlib.util.find_spec("generate_predictions").origin) == TWIN
 
 
+def test_readme_papermill_commands_create_the_folder_they_write_to():
+    """papermill does not create the folder of its output notebook: in a fresh clone
+    (``reports/`` is ignored by git, so absent) each README command that writes into a
+    folder follows a ``mkdir -p`` of it in the same code block."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    checked = 0
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        for i, line in enumerate(lines):
+            m = re.search(r"papermill generate_predictions\.ipynb (\S+)", line)
+            if not m:
+                continue
+            checked += 1
+            folder = Path(m.group(1)).parent.as_posix()
+            made = [re.search(r"mkdir -p (\S+)", x) for x in lines[:i]]
+            assert folder == "." or folder in {x.group(1).rstrip("/") for x in made if x}, \
+                f"README: {line.strip()!r} writes into {folder}/, which no earlier 'mkdir -p' creates"
+    assert checked >= 1
+
+
 # --------------------------------------------------------------------------------------
 # Helpers (the cell tagged "helpers", executed on its own: no torch needed)
 # --------------------------------------------------------------------------------------
