@@ -82,7 +82,8 @@ def test_parameters_cell_is_papermill_readable():
     params = pm_inspect.inspect_notebook(str(NOTEBOOK))
     assert {"model_id", "adapter", "input_path", "output_path", "batch_size", "max_new_tokens",
             "do_sample", "enable_thinking", "limit", "resume", "device", "dtype",
-            "backend"} <= set(params)
+            "backend", "instruction"} <= set(params)
+    assert params["instruction"]["default"] == '"schema"'
     assert params["enable_thinking"]["default"] == "False"
     assert params["do_sample"]["default"] == "False"
     assert params["model_id"]["default"] == '"mohar07/qwen3-0.6b-kg-triplets"'
