@@ -6964,12 +6964,15 @@ _JOIN_BLOCK = 1 << 16
 
 
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs) -> np.ndarray:
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
     the index of its prediction line, or -1 (no prediction line: scored as a missing
     prediction). Lines whose id cannot be read cannot be attributed: reported, and their
     gold records (if any) count as missing predictions. Ids are matched by hash and then
-    compared (:class:`IdColumn`): exact."""
+    compared (:class:`IdColumn`): exact. Prediction ids without a gold record are an
+    InputError, or (``ignore_extra``: ``--ignore-extra-predictions``, a gold subset such
+    as one split) left out with a notice counting them and naming the first ids; no number
+    changes either way (such a line has no gold record to be scored against)."""
     candidates = np.arange(len(preds))
     if gold.excluded_ids:
         excluded = {hash(rid) for rid in gold.excluded_ids}
@@ -7012,7 +7015,13 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
             extra.update(preds.ids[int(k)] for k in block[~same])
     if extra:
         shown = _ids_text(sorted(extra))
-        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}")
+        if ignore_extra:
+            log.note("extra_predictions_ignored", f"{pred_path}: {len(extra)} prediction id(s) have no gold record "
+                     f"in {gold_path}, their lines left out (--ignore-extra-predictions): {shown}")
+            return pred_for
+        raise InputError(f"{pred_path}: {len(extra)} prediction id(s) have no gold record in {gold_path}: {shown}; "
+                         "pass --ignore-extra-predictions to leave them out (the gold file is a subset, e.g. one "
+                         "split)")
     return pred_for
 
 
@@ -7048,6 +7057,103 @@ def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pr
     return kept_gold, paired
 
 
+#: A prediction line's ``id_source`` saying that its id is the 1-based number of its line in
+#: the notebook's input (generate_predictions.py: the input record had no id).
+ID_FROM_INPUT_LINE = "input_line"
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    """``text`` as a message shows it: its repr, cut to about ``width`` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= width else shown[:width - 4] + "...'"
+
+
+def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                        gold_path: Path, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """Join the notebook's output to its input: when every prediction line says that its id
+    is the number of its input line (``"id_source": "input_line"`` and ``"input_line": N``,
+    as generate_predictions.py writes them) and no gold line has an id, each prediction line
+    goes with gold line N (1-based, as :class:`JsonlReader` counts lines: blank lines
+    included), whatever order the lines were written in. Returns (the gold records kept,
+    the prediction line of each: -1 for none), or None when the predictions are not such
+    lines (the other joins decide).
+
+    Raises:
+        InputError: a line's prompt differs from its gold line's (the gold file is not the
+            notebook's input: the first such line is named, both prompts shortened), an
+            ``input_line`` that names no gold record, or two lines naming the same one.
+    """
+    if (len(kept_gold) == 0 or gold.ids.present()[kept_gold].any() or preds.unread
+            or not preds.ids.present().all()):  # the notebook gives every line an id
+        return None
+    values = []
+    for k in range(len(preds)):
+        value = preds.store.value(k)
+        if not isinstance(value, Mapping) or value.get("id_source") != ID_FROM_INPUT_LINE:
+            return None
+        if type(value.get("input_line")) is not int:
+            return None
+        values.append(value)
+    by_line = {int(gold.store.line[int(g)]): i for i, g in enumerate(kept_gold)}
+    pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
+    for k, value in enumerate(values):
+        line_no, where = value["input_line"], f"{pred_path}: line {preds.store.line[k]}"
+        i = by_line.get(line_no)
+        if i is None:
+            raise InputError(f"{where}: input_line {line_no} names no gold record of {gold_path} "
+                             f"({len(kept_gold)} gold record(s)): the gold file may not be the notebook's input")
+        if pred_for[i] >= 0:
+            raise InputError(f"{where}: input_line {line_no} is also the input_line of line "
+                             f"{preds.store.line[int(pred_for[i])]}: one prediction line per input line")
+        g = int(kept_gold[i])
+        gold_prompt = (gold.kept[g] if gold.kept is not None else gold_from_record(
+            gold.store.value(g), line_no, f"{gold_path}: line {line_no}", None)).prompt
+        prompt = value.get("prompt")
+        if prompt != gold_prompt:
+            raise InputError(f"{where}: its prompt differs from the prompt of {gold_path}: line {line_no} "
+                             f"(its input_line): {_shorten(prompt if isinstance(prompt, str) else str(prompt))} vs "
+                             f"{_shorten(gold_prompt)}; the gold file may not be the notebook's input, so its lines "
+                             "cannot be paired by input_line")
+        pred_for[i] = k
+    log.note("join_by_input_line", f"records paired by input line: each line of {pred_path} (written by the "
+             f"notebook, id_source 'input_line') with the line of {gold_path} its input_line names, their "
+             "prompts equal")
+    return kept_gold, pred_for
+
+
+def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                    gold_path: Path) -> str:
+    """Why pairing by line order (the k-th prediction line with the k-th gold line) would
+    mis-pair these files, or "" when nothing shows it: ids on both sides that disagree
+    (how many pairs, the first few), or the ids of one side that are the other side's line
+    numbers in another order (the notebook's ids for records without one)."""
+    positions = gold.positions[kept_gold]
+    inside = positions < len(preds)
+    g_rows, p_rows = kept_gold[inside], positions[inside]
+    both = gold.ids.present()[g_rows] & preds.ids.present()[p_rows]
+    g_rows, p_rows = g_rows[both], p_rows[both]
+    differ = np.flatnonzero(~IdColumn.same(gold.ids, g_rows, preds.ids, p_rows)) if len(g_rows) else []
+    if len(differ):
+        shown = "; ".join(f"gold line {gold.store.line[int(g_rows[d])]} id {gold.ids[int(g_rows[d])]!r} with "
+                          f"prediction line {preds.store.line[int(p_rows[d])]} id {preds.ids[int(p_rows[d])]!r}"
+                          for d in differ[:3])
+        return (f"the ids of {len(differ)} of the {len(g_rows)} pairs by line order differ ({shown}"
+                + (" ..." if len(differ) > 3 else "") + f"): {pred_path} is not in the order of {gold_path}")
+    for ids, store, other, path, other_path in ((preds.ids, preds.store, gold.store, pred_path, gold_path),
+                                                 (gold.ids, gold.store, preds.store, gold_path, pred_path)):
+        if not len(ids) or len(ids) != len(other) or not (ids[0] or "").isdigit() or not ids.present().all():
+            continue  # (a cheap test first: the ids of a large file are listed only when they may be numbers)
+        numbers = [str(n) for n in other.line]
+        own = [ids[k] for k in range(len(ids))]
+        if own != numbers and sorted(own) == sorted(numbers):
+            k = next(k for k in range(len(own)) if own[k] != numbers[k])
+            return (f"the ids of {path} are the line numbers of {other_path} in another order (line "
+                    f"{store.line[k]} has id {own[k]!r}, paired by line order with line {other.line[k]}): "
+                    "they look like ids given from line numbers (the notebook does this for records without "
+                    "an id), and pairing by line order would mis-pair them")
+    return ""
+
+
 #: ``--join``: how gold and prediction lines are paired.
 JOIN_MODES = ("auto", "id", "order")
 
@@ -7060,6 +7166,13 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
+        wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+        if wrong:
+            both = bool(pred_with and gold.ids.present()[kept_gold].any())
+            raise InputError(f"--join order: {wrong}; " + (
+                "join by id (--join auto) instead" if both else
+                "give the other side the same ids, or (the notebook's output) grade it against its input with "
+                "--join auto"))
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:
@@ -7072,6 +7185,11 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not "
                 f"({_lines_named(gold_without)})"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
+    wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
+    if wrong:
+        raise InputError(f"cannot pair the records safely: {ids_side}; {wrong}. --join order would pair them "
+                         "wrongly: give the gold lines the same ids, or grade the predictions file alone if it "
+                         "holds the gold")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
@@ -7177,7 +7295,8 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
                 limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
-                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None) -> LoadedInputs:
+                join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None,
+                ignore_extra_predictions: bool = False) -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
@@ -7186,7 +7305,8 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     as ``join`` says (:data:`JOIN_MODES`; "auto": by id when both sides carry ids, by line
     order (equal counts required) when neither does, refused when only one side does). A
     gold id with no prediction is scored as an empty prediction (status "missing"); a
-    prediction id with no gold is an error. Bad prediction lines (invalid UTF-8 or JSON)
+    prediction id with no gold is an error, or left out with a notice when
+    ``ignore_extra_predictions``. Bad prediction lines (invalid UTF-8 or JSON)
     are reported and scored as unparseable (attributed by their ``"id"`` when it can be
     read from the raw bytes, else by position); bad gold lines are an error unless
     ``skip_bad_gold``. A prediction line without a prediction field is reported and scored
@@ -7222,8 +7342,13 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     if gold_path is None:
         pred_rows = kept_gold
     else:
-        if _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
-            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log)
+        by_input_line = (_join_by_input_line(gold, kept_gold, preds, pred_path, gold_path, log)
+                         if join == "auto" else None)
+        if by_input_line is not None:
+            kept_gold, pred_rows = by_input_line
+        elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+            pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
+                                    ignore_extra_predictions)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
@@ -7769,7 +7894,10 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     s = report["summary"]
     n = s["n_entries"]
     backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
-    vocabulary = s.get("relation_vocabulary", {}).get("description", "-")
+    described = s.get("relation_vocabulary", {})
+    vocabulary = described.get("description", "-")
+    if described.get("source") == "SPEC.md":  # the report keeps "SPEC.md"; print what a user can find
+        vocabulary = f"of the method (README, The method; {described.get('size')} relations)"
     lines = [
         f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
@@ -8918,7 +9046,14 @@ def _entry_text(row: Mapping[str, Any]) -> str:
 def _system_records(name: str, report: Mapping[str, Any], families: Sequence[MetricFamily]) -> list[dict[str, Record]]:
     rows = report.get("per_entry")
     if not isinstance(rows, list):
-        raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed)")
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        pred, gold = (inputs.get("pred") or {}).get("path"), (inputs.get("gold") or {}).get("path")
+        command = " ".join(shlex.quote(str(x)) for x in (
+            "uv", "run", "evaluate.py", "--pred", pred or "PRED.jsonl", *(["--gold", gold] if gold else []),
+            "--per-entry-jsonl", f"{name}.rows.jsonl", "--report", f"{name}.json"))
+        raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
+                         "--summary-only leaves them out): write one with them, without --summary-only (its other "
+                         f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
     out = []
     for i, row in enumerate(rows):
         stats = row.get("stats") if isinstance(row, Mapping) else None
@@ -8994,6 +9129,75 @@ def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstr
     return notes
 
 
+#: A paired test on the entries where both systems define a macro metric marks nothing
+#: when fewer of them than this differ: a swap test on d differing entries has 2^d equally
+#: likely outcomes, so its smallest two-sided p is about 2 / 2^d (d = 5: 0.0625, d = 6:
+#: 0.031), never below 0.05 for d < 6.
+PAIRED_MIN_DIFFERING = 6
+
+#: The legend line of a comparison with a macro metric N/A on some entries.
+PAIRED_NOTE = ("paired on k of n entries: a macro metric N/A on some entries (no entity match, ...) is compared on "
+               "the k entries where both systems define it: its delta, delta_ci and p_value are on those entries "
+               "(the estimates stay each system's own); nothing is marked when fewer than "
+               f"{PAIRED_MIN_DIFFERING} of them differ (a swap test on d differing entries cannot give p below "
+               "about 2/2^d)")
+
+
+def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily], system: int,
+                            per_entry: Sequence[Mapping[str, np.ndarray]], rows: dict[str, dict[str, Any]],
+                            bootstrap: int, trials: int, seed: int) -> None:
+    """Redo the paired difference of every macro metric that is N/A (NaN) on some entry of
+    ``system`` or of the baseline (index 0) on the k entries where both define it, in place
+    in ``rows`` (path -> the comparison row, which already has delta, delta_ci and p_value
+    on all n entries). Swapping an entry where one system is N/A moves an N/A between the
+    systems, so the test on all entries measures how many entries each defines, not the
+    metric; on the jointly defined entries both sides are numbers.
+
+    ``per_entry[s][path]``: shape (n,), the metric on each entry alone (NaN = N/A). For
+    each such path adds ``paired_entries`` (k), ``paired_of`` (n), ``paired_differing`` (d, the entries of the
+    k whose values differ) and ``paired_delta`` (m(system) - m(baseline) over the k entries);
+    ``delta_ci`` becomes the paired bootstrap interval and ``p_value`` the approximate
+    randomisation p on those k entries (same seed, same methods as on all entries: the
+    sub-sample is resampled / swapped on its own, strata kept); both None when k = 0.
+    ``delta`` stays the difference of the two estimates. Paths with the same k entries
+    share one bootstrap and one randomisation run. Metrics defined on every entry of both
+    systems are not touched, nor are pooled ratios that are not means over entries (paths
+    without ``.macro.``: micro numbers, calibration, webnlg2020's means over triple pairs),
+    whose corpus value is the published pooling of every entry."""
+    groups: dict[bytes, list[str]] = {}
+    masks: dict[bytes, np.ndarray] = {}
+    for path, row in rows.items():
+        a, b = per_entry[system].get(path), per_entry[0].get(path)
+        if ".macro." not in path or a is None or b is None or row.get("delta") is None:
+            continue
+        joint = ~np.isnan(a) & ~np.isnan(b)
+        if joint.all():
+            continue
+        key = np.packbits(joint).tobytes()
+        groups.setdefault(key, []).append(path)
+        masks[key] = joint
+    for key, paths in groups.items():
+        joint = masks[key]
+        k = int(joint.sum())
+        sub = HeadlineData(data.names, data.layout, [data.sliced[0][joint], data.sliced[system][joint]],
+                           data.strata[joint], data.strata_names)
+        observed: dict[str, float] = {}
+        if k:
+            whole = [headline_values(families, sub.sums(x.sum(axis=0)[None, :])) for x in sub.sliced]
+            observed = {p: float(whole[1][p][0] - whole[0][p][0]) for p in paths}
+        boot = bootstrap_replicates(sub, families, bootstrap, seed) if bootstrap and k else None
+        tests = randomization_test(sub, families, 1, 0, trials, seed, observed) if trials and k else None
+        for path in paths:
+            a, b = per_entry[system][path][joint], per_entry[0][path][joint]
+            row = rows[path]
+            row.update(paired_entries=k, paired_of=data.n, paired_differing=int(np.count_nonzero(a != b)),
+                       paired_delta=observed.get(path))
+            if "delta_ci" in row and row["delta_ci"] is not None:
+                row["delta_ci"] = percentile_interval(boot[1][path] - boot[0][path])[0] if boot else None
+            if row.get("p_value") is not None:
+                row["p_value"] = tests[path][0] if tests else None
+
+
 def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     bootstrap: int = DEFAULT_BOOTSTRAP, trials: int = DEFAULT_TRIALS,
                     seed: int = DEFAULT_SEED, correction: str | None = None,
@@ -9022,7 +9226,13 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         the baseline's), ``"delta_ci"`` (paired bootstrap), ``"p_value"`` (paired
         approximate randomisation), ``"p_adjusted"`` (Holm, else None) and ``"significant"``
         (p, or p_adjusted under Holm, < 0.05). ``estimate`` is the number in the family's
-        report section; a metric that is N/A has None estimate, interval and p-value.
+        report section; a metric that is N/A has None estimate, interval and p-value. A
+        macro metric N/A on some entries of either system is paired on the entries where
+        both define it (:func:`paired_on_joint_entries`: ``delta_ci`` and ``p_value`` on
+        those, plus ``paired_entries``, ``paired_of``, ``paired_differing``,
+        ``paired_delta``), and is not ``significant`` when fewer than
+        :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry
+        :data:`PAIRED_NOTE`.
 
     Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
     (in directory mode within each ontology, for every family: each ontology keeps its
@@ -9061,6 +9271,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     _check_same_entries(order, reports)
     data = headline_data(records, headline_families, [row.get("ontology") for row in reports[baseline]["per_entry"]])
     full = [headline_values(headline_families, data.sums(x.sum(axis=0)[None, :])) for x in data.sliced]
+    per_entry = [headline_values(headline_families, data.sums(x)) for x in data.sliced]  # one row per entry
     sample = data.sums(data.sliced[0].sum(axis=0)[None, :])
     owner = {path: f for f in headline_families for path in f.headlines(sample.get(f.name, HeadlineSums({}, 1)))}
     paths = list(full[0])
@@ -9092,6 +9303,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     row["p_value"], na = tests[path]
                     if na:
                         skipped.append(f"{path} {na}")
+            paired_on_joint_entries(data, headline_families, s, per_entry, rows, bootstrap, trials, seed)
             if skipped:
                 left_out.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
                                 + ", ".join(skipped))
@@ -9099,9 +9311,14 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
             adjusted = holm_adjust(raw) if correction == "holm" else [None] * len(raw)
             for path, p, q in zip(paths, raw, adjusted):
                 decisive = q if correction == "holm" else p
-                rows[path].update(p_adjusted=q, significant=decisive is not None and decisive < SIGNIFICANCE_LEVEL)
+                testable = rows[path].get("paired_differing", PAIRED_MIN_DIFFERING) >= PAIRED_MIN_DIFFERING
+                rows[path].update(p_adjusted=q, significant=testable and decisive is not None
+                                  and decisive < SIGNIFICANCE_LEVEL)
         metrics[name] = rows
-    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction) + left_out
+    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction)
+    if any("paired_entries" in row for rows in metrics.values() for row in rows.values()):
+        notes.append(PAIRED_NOTE)
+    notes += left_out
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
             "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
 
@@ -9133,7 +9350,7 @@ OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
 #: A path is the family name, then the path inside its report section (for hgr inside
 #: ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``).
 HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
-    ("hgr micro (the published method, SPEC.md)", "hgr", (
+    ("hgr micro (the published method: README, The method)", "hgr", (
         ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
         ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
         ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
@@ -9268,7 +9485,9 @@ def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
     if not stats:
         return cell
     cell.ci = _pair(stats.get("ci"))
-    cell.delta = stats.get("delta")
+    # a macro metric N/A on some entries: the delta beside its paired interval and p is the
+    # one on the entries where both systems define it (paired_on_joint_entries)
+    cell.delta = stats["paired_delta"] if "paired_entries" in stats else stats.get("delta")
     cell.delta_ci = _pair(stats.get("delta_ci"))
     cell.p_value, cell.p_adjusted = stats.get("p_value"), stats.get("p_adjusted")
     if "significant" in stats:
@@ -10982,7 +11201,11 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
                     "goes to stderr); default: reports/<pred stem>.json (several systems: "
                     "reports/<name>-vs-<name>....json), refused when that file holds the report of other inputs; "
-                    "an existing file is replaced only when it is empty or a report")
+                    "an existing file is replaced only when it is empty or a report of the same run (inputs and "
+                    "options; see --overwrite)")
+    io.add_argument("--overwrite", action="store_true",
+                    help="let --report replace the report of another run (other inputs or options); a file that "
+                         "is not a report is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -11005,6 +11228,9 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--join", choices=JOIN_MODES, default="auto",
                     help="pair gold and prediction lines by id, or by line order; auto (default): by id when both "
                          "sides have ids, by line order when neither does, refused when only one side does")
+    io.add_argument("--ignore-extra-predictions", action="store_true",
+                    help="leave out prediction lines whose id has no gold record (the gold file is a subset, e.g. "
+                         "one split), with a notice counting them; default: refused")
     io.add_argument("--duplicate-ids", choices=("error", "first", "last"), default="error",
                     help="what to do with repeated ids (default: error; 'last' is Text2KGBench's rule)")
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
@@ -11101,7 +11327,8 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
 #: Options that only change how predictions are scored: ``--compare`` (saved reports, not
 #: rescored) refuses them, because they would change nothing.
 _SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
-                    "gold_field", "join", "duplicate_ids", "metrics", "no_embeddings", "embedding_model",
+                    "gold_field", "join", "duplicate_ids", "ignore_extra_predictions", "metrics", "no_embeddings",
+                    "embedding_model",
                     "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
                     "embedding_threshold", "align_accept", "sweep")
 
@@ -11132,10 +11359,9 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
                                  "would change nothing: leave it out (the reports keep the options they were "
                                  "scored with)")
         return
-    if len(preds) > 1 and args.gold is None:
-        raise InputError(f"--pred given {len(preds)} times without --gold: several systems are compared on one "
-                         "gold file (give --gold GOLD.jsonl); combined files (gold inside each predictions file) "
-                         "cannot be checked to hold the same gold entries")
+    if len(preds) > 1 and args.gold is None and any(Path(p).is_dir() for p in preds):
+        raise InputError(f"--pred given {len(preds)} times without --gold: directory runs are compared on one "
+                         "--gold directory (give --gold GT_DIR)")
     if len(preds) > 1 or args.bootstrap is not None:
         return
     for option, dest in (("--name", "names"), ("--seed", "seed"), ("--trials", "trials"),
@@ -11214,6 +11440,24 @@ def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) 
     return tuple(dict.fromkeys(metrics + extra))
 
 
+
+#: ``--pred -`` / ``--gold -``: the input is read from stdin (spooled once into a temporary
+#: file, :func:`_spool_stream`, like any pipe: hashed, stamped and read in ranges there;
+#: ``summary.inputs`` records it as name "stream", path null).
+STDIN_INPUT = Path("/dev/stdin")
+
+
+def _stdin_input(path: Path | None, flag: str) -> Path | None:
+    """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
+    terminal (the run would wait for typed input)."""
+    if path is None or str(path) != "-":
+        return path
+    if sys.stdin is None or sys.stdin.isatty():
+        raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
+                         f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
+    return STDIN_INPUT
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, built once from the command line (:meth:`from_args`); the
@@ -11227,6 +11471,8 @@ class RunConfig:
     gold: Path | None = None
     report: Path | None = None
     no_report: bool = False
+    #: ``--overwrite``: an explicit ``--report`` may replace the report of another run.
+    overwrite: bool = False
     relations: Path | None = None
     ontology: Path | None = None
     schema: str = "auto"
@@ -11237,6 +11483,7 @@ class RunConfig:
     pred_field: str | None = None
     gold_field: str | None = None
     join: str = "auto"
+    ignore_extra_predictions: bool = False
     metrics: tuple[str, ...] = DEFAULT_METRICS
     no_embeddings: bool = False
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
@@ -11280,8 +11527,12 @@ class RunConfig:
         _refuse_contradictions(args)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
                   if f.name not in ("skip_unavailable", "notices", "preds")}
-        values["pred"] = args.pred[0] if args.pred else None
-        values["preds"] = tuple(args.pred or ())
+        preds = [_stdin_input(p, "--pred") for p in args.pred or ()]
+        values["gold"] = _stdin_input(args.gold, "--gold")
+        if sum(p == STDIN_INPUT for p in (*preds, values["gold"])) > 1:
+            raise InputError("stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files")
+        values["pred"] = preds[0] if preds else None
+        values["preds"] = tuple(preds)
         values["names"] = tuple(args.names or ())
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())
@@ -11478,6 +11729,7 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "pred_field": config.pred_field,
         "gold_field": config.gold_field,
         "join": config.join,
+        **({"ignore_extra_predictions": True} if config.ignore_extra_predictions else {}),
         "versions": {
             PRODUCT: __version__,
             "python": platform.python_version(),
@@ -11503,7 +11755,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     stamps = {path: _file_stamp(path) for path in (pred, gold, relations) if path is not None}
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
-                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers))
+                         gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
+                         ignore_extra_predictions=config.ignore_extra_predictions)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
@@ -11526,6 +11779,9 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
     if loaded.instructions:  # generate_predictions.ipynb's lines say how they were prompted
         scored.inputs["pred"]["instructions"] = loaded.instructions
+    if gold is None and not group:  # a combined file: its gold part, for comparisons (check_comparable)
+        digests = gold_entry_digests(_golds(loaded.entries))
+        scored.inputs["gold_content"] = {"name": None, "sha256": gold_content_hash(digests), "entries": len(digests)}
     _check_unchanged(stamps)  # after hashing: the hashes are of the bytes scored
     scored.gold_name = (gold or pred).name
     invalid = [f"{scored.gold_name} line {line}: {r}" for line, r in scored.tally.invalid_gold]
@@ -11539,6 +11795,24 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
         log.warning("warning: %d schema-invalid gold item(s) excluded from scoring: %s%s", len(invalid),
                     "; ".join(invalid[:3]), " ..." if len(invalid) > 3 else "")
     return scored, _vocabulary_hash(vocabulary)
+
+
+def gold_entry_digests(golds: Iterable[GoldRecord]) -> dict[Any, str]:
+    """One SHA-256 (hex) per gold record: of the canonical JSON (sorted keys, no spaces)
+    of ``[id, items]``; keyed by the id (the 1-based line number for a record without
+    one). Two combined files whose gold parts give the same digests hold the same gold
+    entries, whatever their bytes, line order or other fields."""
+    out: dict[Any, str] = {}
+    for g in golds:
+        text = json.dumps([g.id, g.items], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        out[g.id if g.id is not None else g.line] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return out
+
+
+def gold_content_hash(digests: Mapping[Any, str]) -> str:
+    """``summary.inputs.gold_content.sha256`` of a combined file: the SHA-256 of its
+    :func:`gold_entry_digests`, sorted, one per line (order-independent)."""
+    return hashlib.sha256("\n".join(sorted(digests.values())).encode("ascii")).hexdigest()
 
 
 def _row_sink(config: RunConfig, n_entries: int) -> Any:
@@ -12088,6 +12362,83 @@ def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
         raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
 
 
+#: The resampling items of a signature (:func:`_resampling_signature`): options of a run.
+_RESAMPLING_KEYS = ("boot", "trials", "seed", "corr")
+
+
+def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
+    """What identifies the run of a report of ours (one system, a comparison, a merge):
+    per system, (predictions path, gold path, ``summary.config`` without the versions,
+    the resampling items of its signature and of the comparison's: ``--bootstrap``,
+    ``--trials``, ``--seed``, ``--correction``),
+    the paths as ``summary.inputs`` records them (resolved; None for a piped input); None
+    when ``report`` is not one of our reports (a JSON object that merely starts with a
+    ``"summary"`` key, without our inputs, config and signature)."""
+    try:
+        reports = list(report["systems"].values()) if "systems" in report else [report]
+        runs = []
+        for one in reports:
+            summary = one["summary"]
+            inputs, config = summary["inputs"], summary["config"]
+            if not isinstance(summary["signature"], str) or not isinstance(config, Mapping):
+                return None
+            gold = inputs.get("gold")
+            signatures = [summary["signature"], str((report.get("comparison") or {}).get("signature") or "")]
+            resampling = [item for sig in signatures for item in sig.split("|")
+                          if item.split(":", 1)[0] in _RESAMPLING_KEYS]
+            runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
+                         {k: v for k, v in config.items() if k != "versions"}, resampling))
+        return runs
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def _run_inputs(config: RunConfig, pred: Path | None) -> tuple[str | None, str | None]:
+    """The (predictions, gold) paths a report of this run will record (``summary.inputs``:
+    resolved, None for a stream or no gold file), for :func:`_refuse_replacing_another_run`."""
+    def recorded(path: Path | None) -> str | None:
+        return str(path.resolve()) if path is not None and (path.is_file() or path.is_dir()) else None
+    return recorded(pred), recorded(config.gold)
+
+
+def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: Mapping[str, Any] | None = None,
+                                  inputs: Sequence[tuple[str | None, str | None]] | None = None) -> None:
+    """An explicit ``--report PATH`` that exists is replaced only when it holds the report
+    of the same run: the same inputs (``inputs``: per system, the resolved predictions and
+    gold paths, checked before scoring) and, once scored, the same options (``report``,
+    the new report: :func:`_report_runs`, versions aside: rerunning the same command after
+    an upgrade replaces its own report), or with ``--overwrite``. An empty file may be
+    replaced; a file that is not one of our reports never (:func:`_may_overwrite_report`
+    refuses other files before this). Raises InputError naming the run the file holds."""
+    if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if not text.strip():
+            return
+        held = _report_runs(json.loads(text))
+    except (OSError, ValueError):
+        held = None
+    if held is None:
+        raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
+                         "summary inputs, config and signature); refusing to overwrite it: remove it first or give "
+                         "another path")
+    if config.overwrite:
+        return
+    new = _report_runs(report) if report is not None else None
+    same = ([r[:2] for r in held] == [tuple(i) for i in inputs] if inputs is not None
+            else new is not None and held == new)
+    if same:
+        return
+    preds = ", ".join(str(r[0]) for r in held)
+    gold = held[0][1]
+    what = "other inputs" if inputs is not None else "other options"
+    raise InputError(f"--report {path}: exists and is the report of another run ({preds}"
+                     + (f" vs {gold}" if gold else "") + f"; {what} than this run); refusing to overwrite it: "
+                     "pass --overwrite to replace it, or give another path")
+
+
 def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
     """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
     part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
@@ -12204,13 +12555,15 @@ def _compact(value: Any) -> str:
 #: appears as ``key:value``, so a setting added later is never left out of it).
 _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
                     "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
-                    "pred_field": "pred-field", "gold_field": "gold-field"}
+                    "pred_field": "pred-field", "gold_field": "gold-field",
+                    "ignore_extra_predictions": "ignore-extra-preds"}
 
 
 #: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
 #: they may differ between the systems of a comparison (a note says so; the signature lists
-#: each system's value).
-_PER_SYSTEM_CONFIG = ("pred_field",)
+#: each system's value). ``ignore_extra_predictions`` (written only when given) leaves out
+#: prediction lines that have no gold record, which no number depends on.
+_PER_SYSTEM_CONFIG = ("pred_field", "ignore_extra_predictions")
 
 
 def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -12287,6 +12640,8 @@ def report_signature(summaries: Sequence[Mapping[str, Any]], options: Comparison
         values = [s.get("config", {}).get(key) for s in summaries]
         if len(set(map(_compact, values))) > 1:
             name = f"{_SIGNATURE_NAMES.get(key, key)}:"
+            if not any(item.startswith(name) for item in settings):  # a key written only when given
+                settings.append(name)
             settings = [f"{name}{'+'.join(map(_compact, values))}" if item.startswith(name) else item
                         for item in settings]
     return "|".join([*settings, *_inputs_signature([s.get("inputs", {}) for s in summaries]),
@@ -12439,16 +12794,101 @@ def _instructions_text(instructions: Sequence[Mapping[str, Any]]) -> str:
     return " + ".join(map(one, instructions))
 
 
+def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.config`` flattened (:func:`_flat`) as :func:`check_comparable` compares it:
+    what can move a number, not how it was written. Left out: a lexical fallback's reason
+    (which model caches were searched: informational, it stays in the report); the model
+    name and id of an embedding model whose files were fingerprinted (the model is then
+    identified by ``similarity.model_files_hash``, so the same folder named by a relative
+    and an absolute path, or an identical copy under another folder name, compares
+    equal). ``limit`` counts as none when it cut no entry (no ``limit`` notice: N covered
+    every entry, so the numbers are those of the run without it). The report keeps every
+    value as it was written."""
+    flat = _flat(summary["config"])
+    flat.pop("similarity.fallback_reason", None)
+    if flat.get("similarity.model_files_hash"):
+        flat.pop("similarity.model", None)
+        flat.pop("similarity.model_id", None)
+    if flat.get("limit") is not None and not any(
+            isinstance(n, Mapping) and n.get("kind") == "limit" for n in summary.get("notices") or ()):
+        flat["limit"] = None
+    return flat
+
+
+def _option_for(key: str, value: Any) -> str | None:
+    """The command-line option that scores with ``summary.config`` key ``key`` set to
+    ``value`` (``"without --reparse"`` for an option left out), None where no one option
+    does (package versions, a model, a vocabulary file)."""
+    switches = {"reparse": "--reparse", "skip_bad_gold": "--skip-bad-gold"}
+    valued = {"sim_threshold": "--embedding-threshold", "align_accept": "--align-accept", "schema_profile": "--schema",
+              "duplicate_ids": "--duplicate-ids", "join": "--join", "limit": "--limit", "gold_field": "--gold-field"}
+    if key in switches:
+        return switches[key] if value else f"without {switches[key]}"
+    if key in valued:
+        return f"without {valued[key]}" if value is None else f"{valued[key]} {value}"
+    if key == "metric_families" and isinstance(value, list):
+        return f"--metrics {','.join(value)}"
+    if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
+        return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
+    return None
+
+
+def _rescore_hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    """The end of a configuration refusal: the one command that rescores system ``name``
+    (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
+    value) where every key has an option (:func:`_option_for`), else the general advice."""
+    options = list(dict.fromkeys(_option_for(k, v) for k, v in wanted.items()))
+    inputs = summary.get("inputs") or {}
+    pred = (inputs.get("pred") or {}).get("path")
+    if None in options or not pred:
+        return "score every system with the same options and package versions"
+    added = [o for o in options if not o.startswith("without ")]
+    gold = (inputs.get("gold") or {}).get("path")
+    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred,
+                                                     *(["--gold", gold] if gold else []),
+                                                     *(w for o in added for w in o.split(" ", 1)),
+                                                     "--report", f"{name}.json"))
+    return (f"to make them comparable, rescore {name} with the baseline's settings "
+            f"({', '.join(options)}; its other options as before): {command}")
+
+
+def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], base: str,
+                             base_report: Mapping[str, Any]) -> None:
+    """Combined files (gold inside each predictions file) are compared when their gold
+    content is the same: ``summary.inputs.gold_content.sha256`` (:func:`gold_content_hash`:
+    ids and gold items, not the files' bytes or paths). InputError otherwise, naming the
+    ids found on one side only, or else the ids whose number of gold items differs."""
+    mine = ((report["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    theirs = ((base_report["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    if mine is None or theirs is None or mine == theirs:  # a --gold file on one side: its SHA-256 check decides
+        return
+    def ids(r: Mapping[str, Any]) -> dict[Any, Any]:
+        rows = r.get("per_entry") if isinstance(r.get("per_entry"), list) else []
+        return {row.get("id"): (row.get("metrics") or {}).get("n_gold") for row in rows if isinstance(row, Mapping)}
+    a, b = ids(base_report), ids(report)
+    only = [f"{i!r} only in {base}" for i in a if i not in b] + [f"{i!r} only in {name}" for i in b if i not in a]
+    other = only or [repr(i) for i in a if i in b and a[i] != b[i]]
+    which = (f"ids differ: {', '.join(other[:5])}{' ...' if len(other) > 5 else ''}" if other
+             else "the same ids, with other gold items" if a and b else "")
+    raise InputError(f"{where}: its gold content (ids and gold items, sha256 {str(mine)[:8]}) differs from the "
+                     f"baseline {base}'s (sha256 {str(theirs)[:8]}){': ' + which if which else ''}; systems are "
+                     "compared on the same gold entries")
+
+
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
-    and the difference (InputError): a report without ``summary.config``; no separate gold
-    input (a combined file, when there are several systems); a gold or relations/ontology input (SHA-256) other than the
-    baseline's; a configuration other than the baseline's (every ``summary.config`` key but
-    :data:`_PER_SYSTEM_CONFIG`). (:func:`compare_systems` refuses missing per-entry statistics
-    and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
+    and the difference (InputError): a report without ``summary.config``; neither a
+    separate gold input nor the gold content hash of a combined file (several systems); a
+    gold or relations/ontology input (SHA-256), or a combined file's gold content
+    (:func:`_check_same_gold_content`), other than the baseline's; a configuration other
+    than the baseline's as :func:`_comparable_config` reads it (what can move a number;
+    every key but :data:`_PER_SYSTEM_CONFIG`), the refusal ending with the command that
+    rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
+    per-entry statistics and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), another prediction field
     (``per_system_config``), prediction lines generated with another instruction than the
-    baseline's (``instruction``: both record one, :func:`line_instruction`), and a system with gold
+    baseline's (``instruction``: both record one, :func:`line_instruction`), prediction files
+    with the same SHA-256 (``same_predictions``: a system compared with itself), and a system with gold
     entries that have no prediction (``missing_predictions``, scored as a single run
     scores them: empty)."""
     names = list(systems)
@@ -12460,13 +12900,15 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         summary = report.get("summary", {})
         if "config" not in summary:
             raise InputError(f"{where}: the report has no summary.config (written by an older version): rescore it")
-        if len(names) > 1 and not (summary.get("inputs") or {}).get("gold"):
-            raise InputError(f"{where}: no separate gold input (a combined file): systems are compared on one "
-                             "gold file given with --gold")
-        flat = _flat(summary["config"])
+        inputs = summary.get("inputs") or {}
+        if len(names) > 1 and not inputs.get("gold") and not inputs.get("gold_content"):
+            raise InputError(f"{where}: no separate gold input and no hash of its gold content (a combined file "
+                             "scored by an older version): rescore it, or give the gold file with --gold")
+        flat = _comparable_config(summary)
         if flat_base is None:
-            flat_base, base_summary = flat, summary
+            flat_base, base_summary, base_report = flat, summary, report
             continue
+        _check_same_gold_content(name, where, report, base, base_report)
         for key in ("gold", "relations"):
             mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
             if mine.get("sha256") != theirs.get("sha256"):
@@ -12480,7 +12922,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
-                             f"{' ...' if len(differ) > 5 else ''}; score every system with the same options")
+                             f"{' ...' if len(differ) > 5 else ''}; "
+                             + _rescore_hint(name, summary, {k: flat_base.get(k) for k in differ}))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
@@ -12493,6 +12936,15 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             notices.append(notice("instruction", f"{name} was generated with instruction {_instructions_text(mine)}, "
                                   f"the baseline {base} with {_instructions_text(theirs)}: the models were prompted "
                                   "differently (generate_predictions.ipynb's instruction parameter)"))
+    by_hash: dict[str, str] = {}
+    for name in names:
+        sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")
+        if sha and sha in by_hash:
+            notices.append(notice("same_predictions", f"{name} and {by_hash[sha]} were scored from prediction "
+                                  f"files with the same SHA-256 ({sha[:8]}): the comparison is of a system "
+                                  "with itself"))
+        elif sha:
+            by_hash[sha] = name
     for name in names:
         missing = systems[name]["summary"].get("parse_status", {}).get("missing", 0)
         if missing:
@@ -12597,15 +13049,16 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     tested = bool(block["trials"])
     label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
     for name in names[1:]:
-        rows = [(path, _format_cell(m["delta"], m["delta_ci"], signed=True), _format_p(m["p_value"]),
-                 _format_p(m.get("p_adjusted")), "*" if m.get("significant") else "")
+        rows = [(path, _format_cell(m.get("paired_delta", m["delta"]), m["delta_ci"], signed=True),
+                 _format_p(m["p_value"]), _format_p(m.get("p_adjusted")),
+                 ("*" if m.get("significant") else "") + _paired_text(m))
                 for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
         cell = max([len(label), *(len(r[1]) for r in rows)])
         header = [f"{name + ' - ' + base:<{width}}", f"{label:>{cell}}"]
         header += [f"{'p':>8}", *([f"{'Holm p':>8}"] if holm else [])] if tested else []
         lines += ["", "  ".join(header).rstrip()]
         for path, delta, p, q, mark in rows:
-            tests = [p, *([q] if holm else []), mark] if tested else []
+            tests = [p, *([q] if holm else []), mark] if tested else [mark]
             lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", *tests]).rstrip())
     lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
@@ -12616,6 +13069,18 @@ def format_comparison(block: Mapping[str, Any]) -> str:
                      + (" ..." if len(na) > SUMMARY_NOTICES_SHOWN else ""))
     lines += ["", f"signature: {block['signature']}"]
     return "\n".join(lines)
+
+
+def _paired_text(row: Mapping[str, Any]) -> str:
+    """`` paired on k of n entries (delta on those; d differ)`` for a row of
+    :func:`paired_on_joint_entries` (empty for any other), with why nothing is marked when
+    d < :data:`PAIRED_MIN_DIFFERING`."""
+    if "paired_entries" not in row:
+        return ""
+    d = row["paired_differing"]
+    few = ": too few to mark" if d < PAIRED_MIN_DIFFERING else ""
+    return (f" paired on {row['paired_entries']} of {row['paired_of']} entries "
+            f"(delta on those; {d} differ{few})")
 
 
 def _format_p(p: float | None) -> str:
@@ -12680,6 +13145,7 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
+        _refuse_replacing_another_run(config, report_path, report)
         try:
             write_json_atomic(report_path, report)
         except OSError as exc:
@@ -12712,6 +13178,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -12724,9 +13191,34 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
             raise InputError(f"system {name}: {exc}{_PRED_FIELD_WORKAROUND if 'prediction field' in str(exc) else ''}"
                              ) from None
     _log_embedding_stats(similarity)
+    if config.gold is None:
+        _name_other_gold_entries(config, names, systems)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
-    titles = {n: f"{n}: {p} vs {config.gold}" for n, p in zip(names, config.preds)}
+    titles = {n: f"{n}: {p}" + (f" vs {config.gold}" if config.gold else "") for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
+
+
+def _name_other_gold_entries(config: RunConfig, names: Sequence[str], systems: Mapping[str, Mapping[str, Any]]) -> None:
+    """Repeated ``--pred`` of combined files: when a system's gold content hash differs from
+    the baseline's, read both files' gold parts again and refuse naming the ids whose gold
+    entries differ (InputError; :func:`check_comparable` would only say that they do)."""
+    def content(name: str) -> Any:
+        return ((systems[name]["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256")
+    def digests(path: Path) -> dict[Any, str]:
+        loaded = load_inputs(path, None, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
+                             duplicate_ids=config.duplicate_ids, limit=config.limit, gold_field=config.gold_field)
+        return gold_entry_digests(_golds(loaded.entries))
+    base = names[0]
+    for name, path in zip(names[1:], config.preds[1:]):
+        if content(name) == content(base) or not (config.preds[0].is_file() and path.is_file()):
+            continue  # a pipe cannot be read again: check_comparable names what the reports tell
+        a, b = digests(config.preds[0]), digests(path)
+        differ = [f"{i!r}" + ("" if i in a and i in b else f" (only in {base if i in a else name})")
+                  for i in dict.fromkeys([*a, *b]) if a.get(i) != b.get(i)]
+        raise InputError(f"system {name} ({path}): its gold entries differ from the baseline {base}'s "
+                         f"({config.preds[0]}) at {len(differ)} id(s): {', '.join(differ[:5])}"
+                         f"{' ...' if len(differ) > 5 else ''}; combined files are compared when their gold parts "
+                         "(ids and gold items) are the same")
 
 
 def _refuse_mixed_systems(preds: Sequence[Path]) -> None:
@@ -12812,6 +13304,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     report_path = _report_path(config)
     if report_path is not None and report_path != STDOUT_REPORT:
         _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
+        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])

@@ -77,6 +77,20 @@ def test_cli_prints_each_family(tmp_path, capsys):
     assert report["strict"]["micro"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
 
 
+def test_printed_output_points_to_the_method_not_spec_md(finetuned_run, tmp_path):
+    """SPEC.md is not in the repository: what a user reads says "the method" and points to
+    the README's section; the report keeps its recorded value (comparable with old ones)."""
+    proc, out = finetuned_run
+    assert "SPEC.md" not in proc.stdout + proc.stderr
+    assert "relation vocabulary of the method (README, The method; 20 relations)" in proc.stdout
+    assert load_report(out)["summary"]["relation_vocabulary"]["description"] == "SPEC.md (20 relations)"
+    for fmt in ("markdown", "latex", "csv"):
+        shown = run_cli("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", "--format", fmt)
+        assert shown.returncode == 0 and "SPEC.md" not in shown.stdout + shown.stderr, fmt
+        assert "hgr micro (the published method: README, The method)" in shown.stdout, fmt
+    assert "SPEC.md" not in run_cli("--help").stdout
+
+
 def test_basic_run_exit_0_summary_and_report(finetuned_run):
     proc, out = finetuned_run
     assert proc.returncode == 0, proc.stderr
@@ -256,7 +270,9 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
     assert run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--report", out).returncode == 0
     plain = load_report(out)["per_entry"][0]
     assert plain["parse_status"] == "ok" and plain["metrics"]["n_pred_raw_items"] == 0
-    assert run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--reparse", "--report", out).returncode == 0
+    # another option than the report at `out` holds: replaced only with --overwrite
+    assert run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--reparse", "--report", out,
+                   "--overwrite").returncode == 0
     reparsed = load_report(out)["per_entry"][0]
     assert reparsed["metrics"]["n_pred_raw_items"] == len(gold_line["triplets"])
     assert reparsed["metrics"]["entity_f1"] == 1.0
@@ -269,7 +285,7 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
     (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
-    (["--pred", FINETUNED], "--pred given 2 times"),
+    (["--pred", FINETUNED], "the same file is given twice (predictions/finetuned.jsonl, predictions/finetuned.jsonl)"),
     (["--gold", "./" + FINETUNED], "are the same file"),
 ])
 def test_contradictory_options_exit_2(tmp_path, extra, message):
@@ -398,3 +414,70 @@ def test_every_single_valued_option_is_refused_twice():
     stores = [a for a in ev.build_parser()._actions if a.option_strings and a.nargs != 0
               and not isinstance(a, argparse._AppendAction)]
     assert stores and all(isinstance(a, ev._StoreOnce) for a in stores), [a.option_strings for a in stores]
+
+
+# ------------------------------------------ issue 17 item 7: an explicit --report keeps another run's result
+
+
+def test_explicit_report_of_another_run_is_refused_unless_overwrite(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    other = write_jsonl(tmp_path / "other.jsonl", [{"id": "r1", "triplets": []}])
+    old = tmp_path / "old.json"
+    base = ("--gold", gold, "--no-embeddings", "--report", old)
+    assert run_main("--pred", pred, *base)[0] == 0
+    held = old.read_bytes()
+    assert run_main("--pred", pred, *base)[0] == 0  # the same command replaces its own report
+    assert old.read_bytes() == held
+    # other inputs: refused before scoring, naming the run the file holds
+    rc, out, err = run_main("--pred", other, *base)
+    assert rc == 2 and old.read_bytes() == held
+    assert (f"--report {old}: exists and is the report of another run ({pred} vs {gold}; other inputs than this "
+            "run); refusing to overwrite it: pass --overwrite to replace it, or give another path") in err
+    # other options (--schema triples): refused when the report is to be written
+    rc, out, err = run_main("--pred", pred, *base, "--schema", "triples")
+    assert rc == 2 and old.read_bytes() == held
+    assert f"({pred} vs {gold}; other options than this run); refusing to overwrite it" in err
+    # a comparison written twice with other --trials: another run too (its comparison's options)
+    cmp = tmp_path / "cmp.json"
+    two = ("--pred", pred, "--pred", other, "--gold", gold, "--no-embeddings", "--bootstrap", "0", "--report", cmp)
+    assert run_main(*two, "--trials", "10")[0] == 0
+    assert run_main(*two, "--trials", "10")[0] == 0  # the same command again
+    rc, out, err = run_main(*two, "--trials", "20")
+    assert rc == 2 and "other options than this run); refusing to overwrite it" in err
+    # --overwrite replaces it: other's entity F1 is 0.0 (no prediction)
+    assert run_main("--pred", other, *base, "--overwrite")[0] == 0
+    assert json.loads(old.read_text())["summary"]["micro"]["entity_f1"] == 0.0
+
+
+def test_a_json_that_only_starts_like_a_report_is_never_replaced(tmp_path):
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"summary": "my own notes", "todo": [1, 2]}\n')
+    for extra in ((), ("--overwrite",)):
+        rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", notes, *extra)
+        assert rc == 2 and notes.read_text() == '{"summary": "my own notes", "todo": [1, 2]}\n'
+        assert (f"--report {notes}: exists and is not a kg-triplet-eval report (it starts like one but holds no "
+                "summary inputs, config and signature); refusing to overwrite it") in err
+
+
+# ------------------------------------------------- issue 17 item 10: --pred - reads stdin
+
+
+def test_pred_dash_reads_stdin_like_a_file(tmp_path):
+    # predictions/finetuned.jsonl piped in: the same numbers as the file itself; recorded as a
+    # stream (name "stream", path null) with the file's SHA-256; read once (spooled)
+    pred, gold = ROOT / "predictions" / "finetuned.jsonl", ROOT / "gold" / "gold.jsonl"
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--report", "-"]
+    piped = subprocess.run([*command, "--pred", "-"], input=pred.read_bytes(), capture_output=True, check=False)
+    assert piped.returncode == 0, piped.stderr.decode()
+    from_file = subprocess.run([*command, "--pred", str(pred)], capture_output=True, check=False)
+    a, b = json.loads(piped.stdout), json.loads(from_file.stdout)
+    assert a["summary"]["micro"] == b["summary"]["micro"] and a["per_entry"] == b["per_entry"]
+    assert a["summary"]["inputs"]["pred"] == {"name": "stream", "sha256": b["summary"]["inputs"]["pred"]["sha256"],
+                                              "path": None}
+    # stdin is read once: not for two inputs
+    twice = subprocess.run([*command, "--pred", "-", "--pred", "-"], input=b"", capture_output=True, check=False)
+    assert twice.returncode == 2
+    assert b"stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files" in twice.stderr

@@ -218,7 +218,7 @@ def test_compare_accepts_a_report_of_several_systems(runs, tmp_path):
     assert out.read_bytes() == runs["both_path"].read_bytes()
     # with --name, one per system across every report, in order
     rc, _, err = cli("--compare", runs["both_path"], runs["dir"] / "finetuned.json", "--name", "b", "--name", "f",
-                     "--name", "f2", "--report", out)
+                     "--name", "f2", "--report", out, "--overwrite")  # another run than the one `out` holds
     assert rc == 0, err
     report = load_report(out)
     assert list(report["systems"]) == ["b", "f", "f2"]
@@ -368,7 +368,7 @@ def test_names_from_repeated_stems_and_from_name(tmp_path):
     (["--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--name", "a", "--name", " b"],
      "a system name must be non-empty"),
     (["--pred", BASE, "--pred", BASE, "--gold", GOLD], "the same file is given twice"),
-    (["--pred", BASE, "--pred", FINETUNED], "--pred given 2 times without --gold"),
+    (["--pred", BASE, "--pred", FINETUNED], f"error: system base: {BASE}: line 1: no gold triplets"),
     (["--compare", "a.json", "--pred", BASE], "--compare compares saved reports; it excludes --pred"),
     (["--compare", "a.json", "--limit", "3"], "so --limit would change nothing"),
     (["--compare", "a.json", "--gold", GOLD], "so --gold would change nothing"),
@@ -422,7 +422,7 @@ def test_help_says_which_options_exclude_each_other():
 
 
 def _signature(tmp_path: Path, *args) -> str:
-    rc, out, err = cli(*args, "--report", tmp_path / "s.json")
+    rc, out, err = cli(*args, "--report", tmp_path / "s.json", "--overwrite")  # (each variant is another run)
     assert rc == 0, err
     report = load_report(tmp_path / "s.json")
     assert f"signature: {report['summary']['signature']}" in out  # printed under the summary
@@ -539,6 +539,50 @@ def test_directory_runs_are_systems_too(tmp_path):
     assert (row["estimate"], row["delta"]) == (0.0, -1.0)
 
 
+def test_sample_type_agreement_is_paired_on_its_12_jointly_defined_entries_and_not_marked(runs):
+    """type_agreement is defined on 12 base and 23 fine-tuned entries; both define it on the
+    12 base ones (s01 s03 s05 s06 s07 s11 s12 s15 s17 s19 s23 s24), where only s07 (0 vs 1)
+    and s17 (0 vs 1/3) differ: delta on those = (1 + 1/3) / 12 = 0.1111, 2 differing entries
+    cannot give p < 0.05 (smallest p about 2/2^2), so nothing is marked (main: p=0.0005 *)."""
+    base = runs["both"]["systems"]["base"]["per_entry"]
+    ft = runs["both"]["systems"]["finetuned"]["per_entry"]
+    joint = [(a["id"], a["metrics"]["type_agreement"], b["metrics"]["type_agreement"]) for a, b in zip(base, ft)
+             if a["metrics"]["type_agreement"] is not None and b["metrics"]["type_agreement"] is not None]
+    assert len(joint) == 12 and [i for i, x, y in joint if x != y] == ["s07", "s17"]
+    row = runs["both"]["comparison"]["metrics"]["finetuned"]["hgr.macro.type_agreement"]
+    assert (row["paired_entries"], row["paired_of"], row["paired_differing"]) == (12, 25, 2)
+    assert row["paired_delta"] == pytest.approx((1 + 1 / 3) / 12)
+    assert row["delta"] == pytest.approx(0.9710144927536232 - 10 / 12)  # the estimates' difference, as before
+    assert row["significant"] is False
+    line = next(ln for ln in runs["text"].splitlines() if ln.startswith("hgr.macro.type_agreement   ") and "paired" in ln)
+    assert line.startswith("hgr.macro.type_agreement      +0.1111 [")
+    assert line.endswith("paired on 12 of 25 entries (delta on those; 2 differ: too few to mark)")
+    assert "*" not in line
+    import csv
+    import io
+    rows = {(r["system"], r["metric"]): r for r in csv.DictReader(io.StringIO(ev.format_output(runs["both"], "csv")))}
+    cell = rows[("finetuned", "hgr.macro.type_agreement")]
+    assert float(cell["delta"]) == pytest.approx((1 + 1 / 3) / 12) and cell["significant"] == "false"
+    assert float(cell["estimate"]) == 0.9710144927536232  # 67/69: the system's own estimate, unchanged
+    latex = ev.format_output(runs["both"], "latex")
+    macro = next(ln for ln in latex.splitlines() if ln.startswith("{finetuned}") and r"\textbf{0.971}" in ln)
+    cells = macro.split(" & ")  # system, composite, schema, entity F1, triplet F1, relation, weight, type, grounding
+    assert cells[7] == r"\textbf{0.971} {\scriptsize [0.909, 1.000]}"  # no dagger (main: $^\dagger$)
+    assert cells[1].endswith(r"$^\dagger$")  # composite, defined everywhere, keeps its mark
+
+
+def test_metrics_without_na_entries_keep_their_comparison_bytes(runs):
+    """A metric defined on every entry of both systems is compared exactly as before: the
+    row of hgr.macro.composite is main's (0aee41b) byte for byte, with no paired field."""
+    row = runs["both"]["comparison"]["metrics"]["finetuned"]["hgr.macro.composite"]
+    assert json.dumps(row) == (
+        '{"estimate": 0.8728584415584416, "ci": [0.7946902958152958, 0.9256318253968254], "na_resamples": 0, '
+        '"delta": 0.2947393939393941, "delta_ci": [0.17542383116883126, 0.41511193722943734], '
+        '"p_value": 9.999000099990002e-05, "p_adjusted": null, "significant": true}')
+    paired = {p for p, r in runs["both"]["comparison"]["metrics"]["finetuned"].items() if "paired_entries" in r}
+    assert paired == {"hgr.macro.relation_accuracy", "hgr.macro.weight_score", "hgr.macro.type_agreement"}
+
+
 # ------------------------------------------------------------------ README stays true
 
 
@@ -633,3 +677,184 @@ def test_default_report_name_keeps_ascii_letters_digits_dot_underscore_hyphen_on
                      "ft_2-b/c", "--bootstrap", "0", "--trials", "0", cwd=tmp_path)
     assert rc == 0, err
     assert [p.name for p in (tmp_path / "reports").iterdir()] == ["mod_le_v1.0-vs-ft_2-b_c.json"]  # è is not ASCII
+
+
+# ------------------------------------------------------------------ comparability (issue #17 items 2, 3, 10)
+
+
+def _estimates(block: dict, name: str) -> dict:
+    return {p: (m["estimate"], m.get("delta"), m.get("p_value")) for p, m in block["metrics"][name].items()}
+
+
+def test_lexical_fallbacks_whose_reasons_differ_only_in_wording_are_comparable(runs, tmp_path, monkeypatch):
+    """Two runs that fell back to lexical similarity because the default model was in neither
+    model cache (mc1, mc2): the reasons name other folders, the numbers are the lexical ones."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for pred, name in ((BASE, "base"), (FINETUNED, "finetuned")):
+        (tmp_path / name).mkdir()
+        rc, _, err = run_main("--pred", pred, "--gold", GOLD, "--model-cache", tmp_path / name / f"mc-{name}",
+                              "--quiet", "--report", tmp_path / name / f"{name}.json")
+        assert rc == 0, err
+    reasons = [load_report(tmp_path / n / f"{n}.json")["summary"]["config"]["similarity"]["fallback_reason"]
+               for n in ("base", "finetuned")]
+    assert "mc-base" in reasons[0] and "mc-finetuned" in reasons[1]  # kept in each report, as informational
+    rc, _, err = cli("--compare", tmp_path / "base" / "base.json", tmp_path / "finetuned" / "finetuned.json",
+                     "--report", tmp_path / "c.json")
+    assert rc == 0, err  # main: "similarity.fallback_reason: ..." refused
+    block = load_report(tmp_path / "c.json")["comparison"]
+    # the same numbers as the lexical comparison (--no-embeddings) of the same files
+    assert _estimates(block, "finetuned") == _estimates(runs["both"]["comparison"], "finetuned")
+
+
+def _with_model(report: dict, model: str, model_id: str, digest: str) -> dict:
+    report["summary"]["config"]["similarity"] = {"backend": "fastembed", "model": model, "model_id": model_id,
+                                                 "model_files_hash": digest, "fallback_reason": None}
+    return report
+
+
+def test_a_local_model_is_identified_by_its_fingerprint_not_its_path(runs, tmp_path):
+    """The same model files named as models/minilm and as an absolute path to a copy under
+    another folder name compare; other files (another fingerprint) are refused by name."""
+    d = runs["dir"]
+    write = lambda name, r: (tmp_path / name).write_text(json.dumps(r), encoding="utf-8")  # noqa: E731
+    write("base.json", _with_model(load_report(d / "base.json"), "models/minilm", "minilm@abcdef123456", "abcdef123456"))
+    write("tuned.json", _with_model(load_report(d / "finetuned.json"), "/data/copy/minilm-2", "minilm-2@abcdef123456",
+                                    "abcdef123456"))
+    rc, _, err = cli("--compare", tmp_path / "base.json", tmp_path / "tuned.json", "--no-report", *FAST)
+    assert rc == 0, err  # main: "similarity.model: /data/copy/minilm-2 (baseline base: models/minilm)"
+    write("tuned.json", _with_model(load_report(d / "finetuned.json"), "models/minilm", "minilm@0123456789ab",
+                                    "0123456789ab"))
+    rc, _, err = cli("--compare", tmp_path / "base.json", tmp_path / "tuned.json", "--no-report", *FAST)
+    assert rc == 2
+    assert (f"error: system tuned ({tmp_path / 'tuned.json'}): scored with another configuration than the baseline "
+            "base: similarity.model_files_hash: \"0123456789ab\" (baseline base: abcdef123456); score every system with "
+            "the same options and package versions") in err
+
+
+def test_a_model_folder_copy_named_by_a_relative_path_compares_with_the_original(minilm_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    shutil.copytree(minilm_dir, tmp_path / "models" / "copy-of-minilm")
+    emb = ("--require-embeddings", "--no-embedding-cache", "--quiet")
+    rc, _, err = run_main("--pred", BASE, "--gold", GOLD, "--embedding-model", minilm_dir, *emb,
+                          "--report", tmp_path / "base.json")
+    assert rc == 0, err
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--embedding-model", "models/copy-of-minilm", *emb,
+                          "--report", tmp_path / "tuned.json", cwd=tmp_path)
+    assert rc == 0, err
+    sims = [load_report(tmp_path / f)["summary"]["config"]["similarity"] for f in ("base.json", "tuned.json")]
+    assert sims[0]["model_files_hash"] == sims[1]["model_files_hash"] and sims[0]["model"] != sims[1]["model"]
+    assert sims[1]["model_id"].startswith("copy-of-minilm@")  # the report keeps what was typed and found
+    rc, _, err = run_main("--compare", tmp_path / "base.json", tmp_path / "tuned.json", "--no-report", "--quiet",
+                          *FAST)
+    assert rc == 0, err
+
+
+def test_a_limit_that_covers_every_entry_changes_nothing(runs, tmp_path):
+    report = tmp_path / "lim.json"
+    rc, _, err = run_main("--pred", BASE, "--gold", GOLD, "--no-embeddings", "--limit", "25", "--report", report)
+    assert rc == 0, err
+    assert "--limit" not in err  # the sample has 25 entries: nothing left out, no notice
+    saved = load_report(report)
+    assert saved["summary"]["config"]["limit"] == 25 and saved["summary"]["notices"] == []  # the value as given
+    rc, _, err = cli("--compare", report, runs["dir"] / "finetuned.json", "--report", tmp_path / "c.json")
+    assert rc == 0, err  # main: "limit: none (baseline lim: 25)" refused
+    block = load_report(tmp_path / "c.json")["comparison"]
+    assert _estimates(block, "finetuned") == _estimates(runs["both"]["comparison"], "finetuned")
+
+
+def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path):
+    for name, extra in (("lim24", ("--limit", "24")), ("thr", ("--embedding-threshold", "0.7"))):
+        single(tmp_path, BASE, name, *extra)
+        rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / f"{name}.json", "--no-report")
+        assert rc == 2
+        key, value, base, option = {"lim24": ("limit", "24", "none", "without --limit"),
+                                    "thr": ("sim_threshold", "0.7", "0.8", "--embedding-threshold 0.8")}[name]
+        command = f"uv run evaluate.py --pred {BASE} --gold {GOLD}" + (" --embedding-threshold 0.8" if name == "thr"
+                                                                          else "") + f" --report {name}.json"
+        assert err == (f"error: system {name} ({tmp_path / (name + '.json')}): scored with another configuration "
+                       f"than the baseline finetuned: {key}: {value} (baseline finetuned: {base}); to make them "
+                       f"comparable, rescore {name} with the baseline's settings ({option}; its other options as "
+                       f"before): {command}\n")
+
+
+def _combined(path: Path, pred: Path, change: dict | None = None) -> Path:
+    """A notebook-like combined file: id, prompt, gold_parsed and pred_raw per line;
+    ``change``: id -> gold items put in place of that line's."""
+    gold = [json.loads(x) for x in GOLD.read_text(encoding="utf-8").splitlines() if x.strip()]
+    preds = {r["id"]: r for r in map(json.loads, pred.read_text(encoding="utf-8").splitlines())}
+    return write_jsonl(path, [{"id": g["id"], "prompt": g["prompt"], "gold_parsed": (change or {}).get(g["id"],
+                               g["triplets"]), "pred_raw": preds[g["id"]]["output"]} for g in gold])
+
+
+def test_two_notebook_outputs_compare_directly_and_through_their_reports(runs, tmp_path):
+    base, tuned = _combined(tmp_path / "base_gen.jsonl", BASE), _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
+    rc, out, err = cli("--pred", base, "--pred", tuned, "--report", tmp_path / "both.json")
+    assert rc == 0, err  # main: "--pred given 2 times without --gold" refused
+    assert f"base_gen: {base}\n" in out and " vs " not in out.split("\n", 3)[0]
+    both = load_report(tmp_path / "both.json")
+    live = runs["both"]["comparison"]
+    # the same numbers as the predictions files with --gold (same seed, same entries)
+    assert _estimates(both["comparison"], "ft_gen") == _estimates(live, "finetuned")
+    content = both["systems"]["base_gen"]["summary"]["inputs"]["gold_content"]
+    assert content == both["systems"]["ft_gen"]["summary"]["inputs"]["gold_content"]
+    assert content["entries"] == 25 and len(content["sha256"]) == 64
+    for name, path in (("base_gen", base), ("ft_gen", tuned)):
+        rc, _, err = cli("--pred", path, "--report", tmp_path / f"{name}.json")
+        assert rc == 0, err
+    rc, _, err = cli("--compare", tmp_path / "base_gen.json", tmp_path / "ft_gen.json", "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft_gen") == _estimates(live, "finetuned")
+
+
+def test_notebook_outputs_with_other_gold_entries_are_refused_naming_the_ids(tmp_path):
+    base = _combined(tmp_path / "base_gen.jsonl", BASE)
+    gold = {json.loads(x)["id"]: json.loads(x)["triplets"] for x in GOLD.read_text(encoding="utf-8").splitlines()}
+    tuned = _combined(tmp_path / "ft_gen.jsonl", FINETUNED, {"s04": gold["s04"][:-1]})  # one gold item less
+    rc, out, err = cli("--pred", base, "--pred", tuned, "--no-report")
+    assert rc == 2 and out == ""
+    assert err.endswith(f"error: system ft_gen ({tuned}): its gold entries differ from the baseline base_gen's "
+                        f"({base}) at 1 id(s): 's04'; combined files are compared when their gold parts (ids and "
+                        "gold items) are the same\n")
+    for name, path in (("base_gen", base), ("ft_gen", tuned)):
+        rc, _, err = cli("--pred", path, "--report", tmp_path / f"{name}.json")
+        assert rc == 0, err
+    digests = [load_report(tmp_path / f"{n}.json")["summary"]["inputs"]["gold_content"]["sha256"][:8]
+               for n in ("base_gen", "ft_gen")]
+    rc, _, err = cli("--compare", tmp_path / "base_gen.json", tmp_path / "ft_gen.json", "--no-report")
+    assert rc == 2
+    assert err == (f"error: system ft_gen ({tmp_path / 'ft_gen.json'}): its gold content (ids and gold items, sha256 "
+                   f"{digests[1]}) differs from the baseline base_gen's (sha256 {digests[0]}): ids differ: 's04'; "
+                   "systems are compared on the same gold entries\n")
+
+
+def test_compare_of_a_summary_only_report_says_how_to_write_one_with_rows(runs, tmp_path):
+    single(tmp_path, BASE, "short", "--summary-only")
+    rc, _, err = cli("--compare", tmp_path / "short.json", runs["dir"] / "finetuned.json", "--no-report")
+    assert rc == 2
+    assert err == ("error: system short: the report has no per_entry list (its per-entry statistics are needed; "
+                   "--summary-only leaves them out): write one with them, without --summary-only (its other options "
+                   f"as before; --per-entry-jsonl keeps the rows in their own file): uv run evaluate.py --pred {BASE} "
+                   f"--gold {GOLD} --per-entry-jsonl short.rows.jsonl --report short.json\n")
+
+
+def test_two_byte_identical_prediction_files_are_a_system_compared_with_itself(tmp_path):
+    shutil.copyfile(BASE, tmp_path / "copy.jsonl")
+    rc, out, err = cli("--pred", BASE, "--pred", tmp_path / "copy.jsonl", "--gold", GOLD, *FAST, "--no-report")
+    assert rc == 0, err
+    sha = ev._sha256_file(BASE)[:8]
+    message = (f"copy and base were scored from prediction files with the same SHA-256 ({sha}): the comparison is "
+               "of a system with itself")
+    assert f"note: {message}" in err and f"\n{message}\n" in out
+
+
+def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_embeddings(runs, tmp_path):
+    (tmp_path / "emb.json").write_text(json.dumps(_with_model(load_report(runs["dir"] / "base.json"), "m",
+                                                              "m@abcdef123456", "abcdef123456")), encoding="utf-8")
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "emb.json", "--no-report")
+    assert rc == 2
+    assert err == (f"error: system emb ({tmp_path / 'emb.json'}): scored with another configuration than the baseline "
+                   "finetuned: similarity.backend: fastembed (baseline finetuned: lexical); "
+                   "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
+                   "rescore emb with the baseline's settings (--no-embeddings; its other options as before): "
+                   f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings --report emb.json\n")

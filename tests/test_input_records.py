@@ -428,6 +428,171 @@ def test_ids_on_one_side_only_are_refused_unless_join_order(tmp_path, gold_ids, 
     assert kinds(rep) == ["join_by_line_order"] and rep["summary"]["config"]["join"] == "order"
 
 
+# ------------------------------------------- issue 17 item 1: a join the tool suggests never mis-pairs
+
+_NB_PROMPTS = ["Alpha Corp makes Widget.", "Beta Labs introduced Gizmo, a tool for long documents.",
+               "Gamma Group uses Theta.", "Delta Inc acquired Epsilon Ltd.", "Zeta Systems extends the Eta."]
+
+
+def _notebook_files(tmp_path: Path, *, change_prompt: int | None = None) -> tuple[Path, Path]:
+    """A gold file without ids (5 records; a blank line 3, so the records are lines 1, 2, 4,
+    5, 6), and the notebook's output for it as generate_predictions.py writes it: longest
+    prompt first, id = input_line, id_source "input_line", each answer the gold itself."""
+    golds = [[{"source": {"title": p.split()[0], "type": "entity"}, "relation": {"type": "related_to", "weight": 0.8},
+               "target": {"title": p.split()[-1].rstrip("."), "type": "entity"}}] for p in _NB_PROMPTS]
+    rows = [{"prompt": p, "triplets": t} for p, t in zip(_NB_PROMPTS, golds)]
+    gold = write_jsonl(tmp_path / "gold.jsonl", [*rows[:2], b"\n", *rows[2:]])
+    lines = [1, 2, 4, 5, 6]
+    out = [{"id": n, "prompt": p, "gold_parsed": t, "pred_raw": json.dumps(t), "input_line": n,
+            "id_source": "input_line"} for n, p, t in zip(lines, _NB_PROMPTS, golds)]
+    out.sort(key=lambda o: -len(o["prompt"]))  # batch order: lines 2, 5, 6, 1, 4
+    if change_prompt is not None:
+        out[change_prompt]["prompt"] = "Something else entirely, " + out[change_prompt]["prompt"]
+    return gold, write_jsonl(tmp_path / "gen.jsonl", out)
+
+
+def test_notebook_output_joins_its_input_gold_by_input_line(tmp_path):
+    # Today: refused ("--join order" suggested), and --join order pairs line 2's answer with
+    # gold line 1 and so on (entity F1 0.2105 on 5 perfect answers). Joined by input_line,
+    # each of the 5 answers is its gold: entity F1 1.0 (micro: 10 of 10 entities).
+    gold, gen = _notebook_files(tmp_path)
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", gen, "--gold", gold, "--no-embeddings", "--report", report)
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert rep["summary"]["micro"]["entity_f1"] == 1.0
+    assert [row["gold_line"] for row in rep["per_entry"]] == [1, 2, 4, 5, 6]
+    assert kinds(rep) == ["join_by_input_line"]
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"records paired by input line: each line of {gen} (written by the notebook, id_source 'input_line') "
+        f"with the line of {gold} its input_line names, their prompts equal")
+
+
+def test_notebook_output_with_another_prompt_than_its_gold_line_is_refused(tmp_path):
+    # the 4th line written (input line 1, "Alpha Corp makes Widget.") carries another prompt
+    gold, gen = _notebook_files(tmp_path, change_prompt=3)
+    rc, out, err = run_main("--pred", gen, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"{gen}: line 4: its prompt differs from the prompt of {gold}: line 1 (its input_line): "
+            "'Something else entirely, Alpha Corp makes Widget.' vs 'Alpha Corp makes Widget.'; the gold "
+            "file may not be the notebook's input") in err
+
+
+def test_refusal_does_not_suggest_join_order_for_ids_that_are_shuffled_line_numbers(tmp_path):
+    # the notebook's output without id_source (an older notebook): ids "2", "5", "6", "1", "4"
+    # are the gold's line numbers in another order; --join order would mis-pair them
+    gold, gen = _notebook_files(tmp_path)
+    rows = [{k: v for k, v in json.loads(x).items() if k != "id_source"} for x in gen.read_text().splitlines()]
+    old = write_jsonl(tmp_path / "old.jsonl", rows)
+    rc, out, err = run_main("--pred", old, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2 and "Pass --join order" not in err
+    assert (f"the ids of {old} are the line numbers of {gold} in another order (line 1 has id '2', paired by "
+            "line order with line 1)") in err
+    assert "--join order would pair them wrongly" in err
+    # and --join order itself is refused: it would pair input line 2's answer with gold line 1, and so on
+    # (entity F1 0.2105 with exit 0 on main)
+    rc, out, err = run_main("--pred", old, "--gold", gold, "--no-embeddings", "--no-report", "--join", "order")
+    assert rc == 2
+    assert (f"--join order: the ids of {old} are the line numbers of {gold} in another order (line 1 has id '2', "
+            "paired by line order with line 1)") in err
+
+
+def test_join_order_with_ids_that_disagree_is_refused():
+    # predictions/finetuned.jsonl reversed against gold/gold.jsonl: every pair but the middle
+    # one (s13 with s13) has two different ids: 24 of 25 (entity F1 0.0678 with exit 0 today)
+    import tempfile
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        shuffled = Path(tmp) / "shuffled.jsonl"
+        shuffled.write_text("".join(reversed((root / "predictions/finetuned.jsonl").read_text().splitlines(True))))
+        rc, out, err = run_main("--pred", shuffled, "--gold", root / "gold/gold.jsonl", "--join", "order",
+                                "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"--join order: the ids of 24 of the 25 pairs by line order differ (gold line 1 id 's01' with "
+            "prediction line 1 id 's25'; gold line 2 id 's02' with prediction line 2 id 's24'; gold line 3 id "
+            f"'s03' with prediction line 3 id 's23' ...): {shuffled} is not in the order of "
+            f"{root / 'gold/gold.jsonl'}; join by id (--join auto) instead") in err
+
+
+# ------------------------------------------ issue 17 item 8: a gold subset (--ignore-extra-predictions)
+
+
+def _split_files(tmp_path: Path) -> tuple[Path, Path]:
+    """Gold: the test split (r1, r2, from gold_file()); predictions for every split: r1 and
+    r2 perfect, then 12 ids of other splits (v01..v12) on lines 3-14."""
+    extra = [{"id": f"v{k:02d}", "triplets": [ACME_B]} for k in range(1, 13)]
+    pred = write_jsonl(tmp_path / "all_splits.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                        {"id": "r2", "triplets": [ACME_B]}, *extra])
+    return gold_file(tmp_path), pred
+
+
+def test_extra_prediction_ids_are_refused_naming_the_option(tmp_path):
+    gold, pred = _split_files(tmp_path)
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--no-report")
+    assert rc == 2
+    assert (f"{pred}: 12 prediction id(s) have no gold record in {gold}: 'v01', 'v02', 'v03', 'v04', 'v05', "
+            "'v06', 'v07', 'v08', 'v09', 'v10' ... (12 ids); pass --ignore-extra-predictions to leave them out "
+            "(the gold file is a subset, e.g. one split)") in err
+
+
+@pytest.mark.parametrize("extra_args", [(), ("--workers", "2"), ("--shard", "1/2")])
+def test_ignore_extra_predictions_scores_the_gold_subset_with_a_notice(tmp_path, extra_args):
+    # r1 and r2 answered perfectly: triplet F1 1.0 over the 2 gold entries (shard 1/2: r1 alone);
+    # the 12 lines of other splits are left out, counted in a notice
+    gold, pred = _split_files(tmp_path)
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", report,
+                            "--ignore-extra-predictions", *extra_args)
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert [row["id"] for row in rep["per_entry"]] == (["r1"] if extra_args[:1] == ("--shard",) else ["r1", "r2"])
+    assert rep["summary"]["micro"]["triplet_f1"] == 1.0
+    assert kinds(rep)[0] == "extra_predictions_ignored"  # (a shard adds its own notice after it)
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"{pred}: 12 prediction id(s) have no gold record in {gold}, their lines left out "
+        "(--ignore-extra-predictions): 'v01', 'v02', 'v03', 'v04', 'v05', 'v06', 'v07', 'v08', 'v09', 'v10' ... "
+        "(12 ids)")
+    assert rep["summary"]["config"]["ignore_extra_predictions"] is True
+    assert "|ignore-extra-preds:yes|" in rep["summary"]["signature"]
+
+
+def test_ignore_extra_predictions_with_several_systems_and_in_config_only_when_given(tmp_path):
+    # two systems: one with the 12 extra lines, one with r1, r2 only; both score F1 1.0 on r1, r2
+    gold, pred = _split_files(tmp_path)
+    exact = write_jsonl(tmp_path / "exact.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                    {"id": "r2", "triplets": [ACME_B]}])
+    report = tmp_path / "cmp.json"
+    rc, out, err = run_main("--pred", pred, "--pred", exact, "--gold", gold, "--no-embeddings", "--trials", "0",
+                            "--bootstrap", "0", "--report", report, "--ignore-extra-predictions")
+    assert rc == 0, err
+    systems = json.loads(report.read_text())["systems"]
+    assert [n["kind"] for n in systems["all_splits"]["summary"]["notices"]] == ["extra_predictions_ignored"]
+    assert systems["exact"]["summary"]["notices"] == []
+    assert [s["summary"]["micro"]["triplet_f1"] for s in systems.values()] == [1.0, 1.0]
+    plain = tmp_path / "plain.json"
+    rc, out, err = run_main("--pred", exact, "--gold", gold, "--no-embeddings", "--report", plain)
+    assert rc == 0, err
+    summary = json.loads(plain.read_text())["summary"]
+    assert "ignore_extra_predictions" not in summary["config"] and "ignore-extra" not in summary["signature"]
+
+
+def test_reports_with_and_without_ignore_extra_predictions_compare(tmp_path):
+    # no number depends on the option: --compare accepts the two reports, notes the difference,
+    # and the signature lists each system's value (none for the baseline, yes for the other)
+    gold, pred = _split_files(tmp_path)
+    exact = write_jsonl(tmp_path / "exact.jsonl", [{"id": "r1", "triplets": [ACME_A]},
+                                                    {"id": "r2", "triplets": [ACME_B]}])
+    a, b, cmp = tmp_path / "exact.json", tmp_path / "all.json", tmp_path / "cmp.json"
+    assert run_main("--pred", exact, "--gold", gold, "--no-embeddings", "--report", a)[0] == 0
+    assert run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", b,
+                    "--ignore-extra-predictions")[0] == 0
+    rc, out, err = run_main("--compare", a, b, "--trials", "0", "--bootstrap", "0", "--report", cmp)
+    assert rc == 0, err
+    comparison = json.loads(cmp.read_text())["comparison"]
+    assert "|ignore-extra-preds:none+yes|" in comparison["signature"]
+    assert "all was scored with ignore_extra_predictions yes, the baseline exact with none" in comparison["notes"]
+
+
 def test_duplicate_ids_notice_shows_the_first_ids_and_lines(tmp_path):
     # 12 ids, each on two gold lines (lines 1-12, then 13-24): "last" drops lines 1-12, "first"
     # drops 13-24; the notice shows the first 10 ids and lines, then "..."

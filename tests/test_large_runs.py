@@ -181,7 +181,7 @@ def test_three_shards_merged_equal_the_single_run_byte_for_byte(tmp_path):
     for name, args in _inputs(tmp_path):
         whole = _report_bytes(tmp_path, f"{name}.json", *args)
         parts = _shards(tmp_path, name, args, 3)
-        assert _merge(tmp_path, parts[::-1]) == whole, name   # any order on the command line
+        assert _merge(tmp_path, parts[::-1], f"{name}-merged.json") == whole, name   # any order on the command line
         sections = json.loads(whole)
         first = json.loads(parts[0].read_bytes())
         block = first["shard"]
@@ -307,9 +307,17 @@ def test_an_explicit_report_path_replaces_only_an_empty_file_or_a_report(tmp_pat
         assert (f"--report {kept}: exists and is not a kg-triplet-eval report (a report is a JSON object whose "
                 'first key is "summary" or "systems"); refusing to overwrite it') in capsys.readouterr().err
         assert kept.read_bytes() == before
+    # a JSON object that merely starts with "summary" is not one of our reports: kept (issue 17 item 7)
+    lookalike = tmp_path / "lookalike.json"
+    lookalike.write_text(json.dumps({"summary": {"n_entries": 1}}, indent=4), encoding="utf-8")
+    before = lookalike.read_bytes()
+    assert ev.main([*args, str(lookalike)]) == 2 and lookalike.read_bytes() == before
+    assert f"--report {lookalike}: exists and is not a kg-triplet-eval report (it starts like one" in \
+        capsys.readouterr().err
     empty, report = tmp_path / "empty.json", tmp_path / "report.json"
     empty.write_bytes(b"")
-    report.write_text(json.dumps({"summary": {"n_entries": 1}}, indent=4), encoding="utf-8")  # another layout
+    assert ev.main([*args, str(report)]) == 0  # a report of ours, laid out by another tool: replaced
+    report.write_text(json.dumps(json.loads(report.read_bytes()), indent=4), encoding="utf-8")
     for target in (empty, report):
         assert ev.main([*args, str(target)]) == 0
         assert json.loads(target.read_bytes())["summary"]["n_entries"] == 25

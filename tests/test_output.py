@@ -127,8 +127,8 @@ def test_markdown_single_run_parses_back(reports):
     parsed = check_markdown_numbers(report, text)
     assert "Bold" not in text and "\u2020" not in text
     # one system, named after its predictions file; no bold, no dagger, no interval
-    assert list(parsed["hgr micro (the published method, SPEC.md)"]) == ["finetuned"]
-    row = parsed["hgr micro (the published method, SPEC.md)"]["finetuned"]
+    assert list(parsed["hgr micro (the published method: README, The method)"]) == ["finetuned"]
+    row = parsed["hgr micro (the published method: README, The method)"]["finetuned"]
     # entity F1 = 2PR/(P+R) with P = 65/90, R = 65/87 -> 0.7345 -> "0.734"
     assert row["entity F1"] == (0.734, None, False, False)
     assert text.rstrip().splitlines()[-1] == f"Signature: `{SIGNATURE}`"
@@ -139,7 +139,7 @@ def test_markdown_systems_parses_back_with_bold_and_dagger(reports):
     report = systems_layout(reports)
     text = ev.format_markdown(report)
     parsed = check_markdown_numbers(report, text)
-    micro = parsed["hgr micro (the published method, SPEC.md)"]
+    micro = parsed["hgr micro (the published method: README, The method)"]
     # finetuned is better everywhere in hgr micro: bold; p = 0.001 -> dagger; the baseline never has one
     assert micro["finetuned"]["entity F1"][2:] == (True, True)
     assert micro["base"]["entity F1"][2:] == (False, False)
@@ -164,7 +164,7 @@ def test_holm_legend_and_marks(reports):
     text = ev.format_markdown(systems_layout(reports, correction="holm"))
     # p = 0.001 -> Holm-adjusted 0.003 < 0.05: still marked; legend names the correction
     assert "Holm-adjusted p < 0.05" in text and "no correction" not in text
-    assert parse_markdown(text)["hgr micro (the published method, SPEC.md)"]["finetuned"]["entity F1"][3]
+    assert parse_markdown(text)["hgr micro (the published method: README, The method)"]["finetuned"]["entity F1"][3]
 
 
 def test_single_run_with_comparison_block(reports):

@@ -344,11 +344,23 @@ def test_delta_interval_is_the_paired_bootstrap_on_the_same_resamples(sample_rep
     data = ev.headline_data(records, families)
     base, fine = ev.bootstrap_replicates(data, families, 300, seed=7)
     out = compare(sample_reports, "base", bootstrap=300, trials=0)
+    paired = 0
     for path, row in out["metrics"]["finetuned"].items():
-        assert row["delta_ci"] == ev.percentile_interval(fine[path] - base[path])[0], path
+        if "paired_entries" in row:  # N/A on some entries: the paired bootstrap of the jointly defined ones
+            key = path.split(".")[-1]
+            joint = [i for i, (a, b) in enumerate(zip(sample_reports["base"]["per_entry"],
+                                                      sample_reports["finetuned"]["per_entry"]))
+                     if a["metrics"][key] is not None and b["metrics"][key] is not None]
+            sub = ev.headline_data([[r[i] for i in joint] for r in records], families)
+            sb, sf = ev.bootstrap_replicates(sub, families, 300, seed=7)
+            assert row["delta_ci"] == ev.percentile_interval(sf[path] - sb[path])[0], path
+            paired += 1
+        else:
+            assert row["delta_ci"] == ev.percentile_interval(fine[path] - base[path])[0], path
         assert row["ci"] == ev.percentile_interval(fine[path])[0], path
         assert out["metrics"]["base"][path]["ci"] == ev.percentile_interval(base[path])[0], path
         assert row["p_value"] is None
+    assert paired == 3  # relation accuracy, weight score, type agreement
 
 
 def test_every_interval_contains_its_estimate_on_the_parity_sample():
@@ -580,3 +592,66 @@ def test_bootstrap_and_trials_above_their_limits_are_refused(sample_reports):
 def test_every_public_name_exists():
     # __all__ (what `from evaluate import *` takes) named randomization_deltas after it was replaced
     assert [name for name in ev.__all__ if not hasattr(ev, name)] == []
+
+
+# ------------------------------------------- macro metrics N/A on some entries: paired on joint entries
+
+def _joint_case(differing: int) -> dict:
+    """Relation accuracy per entry, baseline a vs system b: entries 0..differing-1: a 0 (wrong
+    relation), b 1; entry `differing`: both 1; the next entry: a 1, b N/A (no entity match);
+    the next: a N/A, b N/A."""
+    g = [T(f"Src{k}", "part_of", f"Dst{k}") for k in range(differing + 3)]
+    a = [[T(t["source"]["title"], "uses", t["target"]["title"])] for t in g[:differing]] + [[g[differing]], [g[differing + 1]]]
+    b = [[g[k]] for k in range(differing + 1)] + [[T("Noise", "uses", "Thing")]]
+    a.append([T("Other", "uses", "Stuff")])
+    b.append([T("Other", "uses", "Stuff")])
+    return {name: json.loads(json.dumps(run([entry([gk], p, k=k) for k, (gk, p) in enumerate(zip(g, preds))])))
+            for name, preds in (("a", a), ("b", b))}
+
+
+def test_macro_metric_with_na_entries_is_tested_on_the_jointly_defined_entries():
+    reports = _joint_case(6)  # 9 entries; relation accuracy jointly defined on 7 (entries 0..6), 6 differ
+    path = "hgr.macro.relation_accuracy"
+    va = [r["metrics"]["relation_accuracy"] for r in reports["a"]["per_entry"]]
+    vb = [r["metrics"]["relation_accuracy"] for r in reports["b"]["per_entry"]]
+    assert va == [0.0] * 6 + [1.0, 1.0, None] and vb == [1.0] * 7 + [None, None]
+    joint = [i for i in range(9) if va[i] is not None and vb[i] is not None]
+    # exact enumeration of all 2^7 swaps of the 7 joint entries: |delta*| >= 6/7 only when the
+    # 6 differing entries all go one way: 2 x 2 (entry 6 is equal) of 128 -> p = 1/32
+    observed = (sum(vb[i] for i in joint) - sum(va[i] for i in joint)) / 7  # (7 - 1) / 7 = 6/7
+    hits = 0
+    for swaps in itertools.product((False, True), repeat=7):
+        sb = [va[i] if s else vb[i] for i, s in zip(joint, swaps)]
+        sa = [vb[i] if s else va[i] for i, s in zip(joint, swaps)]
+        hits += abs(sum(sb) - sum(sa)) / 7 >= abs(observed) * (1 - ev.AR_TOLERANCE)
+    assert hits == 4
+    trials = 10_000
+    out = ev.compare_systems(reports, baseline="a", bootstrap=200, trials=trials, seed=5, correction=None,
+                             families=ev.families_for(FAMILIES))
+    row = out["metrics"]["b"][path]
+    exact = hits / 128
+    assert abs(row["p_value"] - exact) <= 4 * math.sqrt(exact * (1 - exact) / trials) + 1 / (trials + 1)
+    assert row["paired_entries"] == 7 and row["paired_of"] == 9 and row["paired_differing"] == 6
+    assert row["paired_delta"] == pytest.approx(6 / 7)
+    assert row["delta"] == pytest.approx(1.0 - 2 / 8)  # the estimates stay each system's own: 7/7 - 2/8
+    assert row["significant"] is True  # 6 differing entries: p about 1/32 < 0.05
+    assert any(n.startswith("paired on k of n entries") for n in out["notes"])
+    # a metric defined on every entry of both systems has none of the paired fields
+    assert "paired_entries" not in out["metrics"]["b"]["hgr.macro.composite"]
+    text = ev.format_comparison({**out, "signature": "sig"})
+    assert f"paired on 7 of 9 entries (delta on those; 6 differ)" in text
+
+
+def test_fewer_than_six_differing_joint_entries_mark_nothing():
+    reports = _joint_case(5)  # 5 differing joint entries: the smallest two-sided p is 2/32 = 0.0625
+    out = ev.compare_systems(reports, baseline="a", bootstrap=0, trials=2000, seed=5, correction="holm",
+                             families=ev.families_for(FAMILIES))
+    row = out["metrics"]["b"]["hgr.macro.relation_accuracy"]
+    assert row["paired_entries"] == 6 and row["paired_differing"] == 5 and row["significant"] is False
+    assert row["p_value"] >= 0.05
+    # Holm adjusts the paired p-value with the others of the family (m = the tested metrics)
+    paths = list(out["metrics"]["b"])
+    raw = [out["metrics"]["b"][p]["p_value"] for p in paths]
+    assert row["p_adjusted"] == ev.holm_adjust(raw)[paths.index("hgr.macro.relation_accuracy")]
+    text = ev.format_comparison({**out, "signature": "sig"})
+    assert "paired on 6 of 8 entries (delta on those; 5 differ: too few to mark)" in text
