@@ -6282,14 +6282,17 @@ class LoadedInputs:
     attributed (human-readable, naming file and line); ``notices`` holds those and every
     other fact of the reading that changes a number (a join by line order, ``--limit``) as
     :func:`notice` items; ``duplicates_dropped`` counts the lines dropped by
-    ``--duplicate-ids first|last``. Readers report through :meth:`problem` / :meth:`note`
-    so that the summary shows every exclusion.
+    ``--duplicate-ids first|last``; ``instructions``: the distinct instructions the
+    prediction lines record (:func:`line_instruction`, decoded, in canonical-text order;
+    empty when none does), written to ``summary.inputs.pred.instructions``. Readers report
+    through :meth:`problem` / :meth:`note` so that the summary shows every exclusion.
     """
 
     entries: Sequence[Entry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     duplicates_dropped: int = 0
     notices: list[dict[str, str]] = field(default_factory=list)
+    instructions: list[dict[str, Any]] = field(default_factory=list)
 
     def problem(self, message: str, *, kind: str = "input_problem", duplicates: int = 0) -> None:
         """Record one input problem (and the duplicate lines it dropped)."""
@@ -6515,6 +6518,20 @@ def _repeated_ids(ids: IdColumn, rows: np.ndarray) -> dict[str, list[int]]:
     return {rid: where for rid, where in groups.items() if len(where) > 1}
 
 
+def line_instruction(obj: Mapping[str, Any]) -> str | None:
+    """The ``instruction`` a prediction line records, as canonical JSON text (sorted keys),
+    or None. generate_predictions.ipynb writes ``{"name": str, "sha256": str | null}`` on
+    every line (the preset's name and the first 12 hex digits of the SHA-256 of the turns
+    built around the passage; ``{"name": "chat", "sha256": null}`` for a chat input, whose
+    own turns are sent). Any other value is not ours and is ignored: the field only feeds
+    the comparison's notice on prompts that differ (:func:`check_comparable`), never a number."""
+    value = obj.get("instruction")
+    if not isinstance(value, Mapping) or set(value) != {"name", "sha256"} or not isinstance(value["name"], str) \
+            or not isinstance(value["sha256"], (str, type(None))):
+        return None
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
 @dataclass
 class _PredLines:
     """The prediction lines of a file as the join and the notices need them, in compact
@@ -6526,7 +6543,8 @@ class _PredLines:
     (:class:`EntryTable`), unless the run is small enough to keep every line's
     :class:`Prediction` (``kept``, by line; None otherwise: :data:`KEEP_PARSED_MAX_BYTES`).
     ``problems``: the reports of the unreadable lines of a range just read, in line order,
-    until they are logged (:func:`_add_part`)."""
+    until they are logged (:func:`_add_part`). ``instructions``: the distinct instructions
+    the lines record (:func:`line_instruction`)."""
 
     store: LineStore
     ids: IdColumn = field(default_factory=IdColumn)
@@ -6538,6 +6556,7 @@ class _PredLines:
     n_objects: int = 0
     problems: list[str] = field(default_factory=list)
     kept: list[Prediction] | None = None
+    instructions: set[str] = field(default_factory=set)
 
     def add(self, pred: Prediction) -> None:
         """Count one prediction line (already kept in ``store``, or ``unread``)."""
@@ -6564,8 +6583,14 @@ class _PredLines:
             self.issues.setdefault(kind, _Sample()).merge(sample)
         self.keys_found |= other.keys_found
         self.n_objects += other.n_objects
+        self.instructions |= other.instructions
         if self.kept is not None and other.kept is not None:
             self.kept.extend(other.kept)
+
+    def note_instruction(self, obj: Mapping[str, Any]) -> None:
+        """Keep the ``instruction`` a line records (:func:`line_instruction`), if any."""
+        if (text := line_instruction(obj)) is not None:
+            self.instructions.add(text)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -6820,6 +6845,7 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
         if preds is not None:
             preds.keys_found.update(row.value)
             preds.n_objects += 1
+            preds.note_instruction(row.value)
             preds.add(prediction_from_record(row.value, row.line_no, reparse=options.reparse, fields=options.fields))
     return part
 
@@ -6844,6 +6870,7 @@ def _read_pred_range(task: _ReadRange) -> _PredLines:
             continue
         preds.keys_found.update(row.value)
         preds.n_objects += 1
+        preds.note_instruction(row.value)
         preds.add(prediction_from_record(row.value, row.line_no, reparse=options.reparse, fields=options.fields))
     return preds
 
@@ -7370,6 +7397,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
                          reparse=reparse, fields=fields, gold_field=gold_field)
     _entry_notices(entries, preds, pred_path, log)
     log.entries = entries
+    log.instructions = [json.loads(text) for text in sorted(preds.instructions)]
     return log
 
 
@@ -11924,6 +11952,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     scored.duplicates_dropped = loaded.duplicates_dropped
     scored.inputs = {key: _file_info(path, origin)
                      for key, path, origin in zip(("pred", "gold", "relations"), (pred, gold, relations), given)}
+    if loaded.instructions:  # generate_predictions.ipynb's lines say how they were prompted
+        scored.inputs["pred"]["instructions"] = loaded.instructions
     if gold is None and not group:  # a combined file: its gold part, for comparisons (check_comparable)
         digests = gold_entry_digests(_golds(loaded.entries))
         scored.inputs["gold_content"] = {"name": None, "sha256": gold_content_hash(digests), "entries": len(digests)}
@@ -12925,6 +12955,21 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _recorded_instructions(summary: Mapping[str, Any]) -> list[Any]:
+    """The instructions a system's prediction lines recorded (``summary.inputs.pred.instructions``,
+    :func:`line_instruction`); [] when they recorded none."""
+    return list((((summary.get("inputs") or {}).get("pred") or {}).get("instructions")) or [])
+
+
+def _instructions_text(instructions: Sequence[Mapping[str, Any]]) -> str:
+    """``schema (sha256 b2bf4f3e8940)``, ``chat (the input's own turns)``; several joined by `` + ``."""
+    def one(item: Mapping[str, Any]) -> str:
+        what = f"sha256 {item['sha256']}" if item.get("sha256") else "the input's own turns"
+        return f"{item.get('name')} ({what})"
+
+    return " + ".join(map(one, instructions))
+
+
 def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
     """``summary.config`` flattened (:func:`_flat`) as :func:`check_comparable` compares it:
     what can move a number, not how it was written. Left out: a lexical fallback's reason
@@ -13017,8 +13062,9 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
     per-entry statistics and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), another prediction field
-    (``per_system_config``), prediction files with the same SHA-256 (``same_predictions``:
-    a system compared with itself), and a system with gold
+    (``per_system_config``), prediction lines generated with another instruction than the
+    baseline's (``instruction``: both record one, :func:`line_instruction`), prediction files
+    with the same SHA-256 (``same_predictions``: a system compared with itself), and a system with gold
     entries that have no prediction (``missing_predictions``, scored as a single run
     scores them: empty)."""
     names = list(systems)
@@ -13061,6 +13107,11 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
         if flat_base.get(tool) != flat.get(tool):
             notices.append(notice("tool_version", f"{name} was scored by {PRODUCT} {flat.get(tool)}, the baseline "
                                   f"{base} by {flat_base.get(tool)} (same configuration otherwise)"))
+        mine, theirs = _recorded_instructions(summary), _recorded_instructions(base_summary)
+        if mine and theirs and mine != theirs:
+            notices.append(notice("instruction", f"{name} was generated with instruction {_instructions_text(mine)}, "
+                                  f"the baseline {base} with {_instructions_text(theirs)}: the models were prompted "
+                                  "differently (generate_predictions.ipynb's instruction parameter)"))
     by_hash: dict[str, str] = {}
     for name in names:
         sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")

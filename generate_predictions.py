@@ -31,6 +31,13 @@
 # * **Prompts** are rendered with the tokenizer's own chat template (`enable_thinking` is
 #   passed to the template), left-padded, never truncated (a prompt that does not fit the
 #   model's context is reported, skipped and counted), and batched by length.
+# * **Instruction** (`instruction`): `"schema"` (default) puts our extraction instruction (the
+#   triplet schema, the 20 relation types of `evaluate.py`, "answer with a JSON array only")
+#   before each prompt/text passage, so that a base model is asked for what is graded;
+#   `"none"` sends the bare passage (warned for a base model: it answers in prose and scores
+#   0). Chat inputs keep their own turns. Each line records the instruction used (`instruction`:
+#   name and a 12-hex SHA-256), and the evaluator notes a comparison of runs made with
+#   different ones.
 #
 # Set the parameters in the next cell, or pass them with papermill:
 # `papermill generate_predictions.ipynb run.ipynb -p model_id ... -p output_path ...`.
@@ -45,6 +52,7 @@ input_path = "gold/gold.jsonl"    # prompt/text/sent (+ id, gold) lines, or chat
 output_path = "predictions/generated.jsonl"
 evaluator_path = "evaluate.py"    # loaded by file path (the name `evaluate` is Hugging Face's)
 evaluator_url = ""                # Colab only: fetch evaluate.py from here when it is missing
+instruction = "schema"            # schema: our extraction instruction before each prompt/text passage | none: the bare passage
 system_prompt = ""                # system turn for inputs that have none (empty: no system turn)
 user_template = "{prompt}"        # user turn of prompt/text/sent inputs: {prompt} is replaced by the text
 batch_size = 8
@@ -119,6 +127,7 @@ print(f"evaluate.py {ev.__version__} from {evaluator_file}")
 # length limit, device choice, the end-of-sequence cut, batching and the grading advice.
 
 # %% tags=["helpers"]
+import hashlib
 import json
 import os
 import shlex
@@ -128,25 +137,122 @@ from pathlib import Path
 #: Never "messages" (the evaluator would read the line as a chat gold line) and never a
 #: parsed prediction list (lossy; the evaluator parses pred_raw itself).
 RESUME_SETTINGS = ("model", "adapter", "max_new_tokens", "do_sample", "temperature", "top_p",
-                   "top_k", "seed", "enable_thinking", "system_prompt", "user_template")
+                   "top_k", "seed", "enable_thinking", "system_prompt", "user_template", "instruction")
+
+#: The published fine-tune: trained on chat lines whose user turn carries its own instruction.
+FINE_TUNED_MODELS = ("mohar07/qwen3-0.6b-kg-triplets",)
+
+#: The ``schema`` instruction (our own words), put before each prompt/text passage in the user
+#: turn; ``{relations}`` becomes the relation vocabulary (evaluate.py's SPEC_RELATIONS).
+SCHEMA_INSTRUCTION = """\
+Extract a knowledge graph from the text below: every fact the text states, as a triplet of \
+a source, a relation and a target.
+
+Answer with a JSON array only: no prose, no explanation, no code fence. Each element is an \
+object of exactly this shape:
+{"source": {"title": "...", "type": "..."}, "relation": {"type": "...", "weight": 0.0}, \
+"target": {"title": "...", "type": "..."}}
+
+- "title": the name of the source or target as the text writes it.
+- "type" of the source and the target: "entity" for a named thing (a person, an organisation, \
+a product, a model, a dataset, a place) or "concept" for a general idea, method or task.
+- "type" of the relation: exactly one of {relations}.
+- "weight": a number from 0.0 to 1.0, how directly the text states the fact (1.0: stated \
+outright).
+
+If the text states no such fact, answer [].
+
+Text:"""
+
+#: The ``instruction`` parameter's values (the instruction put before each prompt/text passage).
+INSTRUCTION_PRESETS = ("schema", "none")
 
 
 class InputProblem(ValueError):
     """A bad input record or output file: the message names the file, line and field."""
 
 
-def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prompt}",
+def instruction_text(name, relations):
+    """The text of the instruction preset ``name`` (:data:`INSTRUCTION_PRESETS`) for the
+    relation vocabulary ``relations`` (a sequence of relation type strings, listed in the
+    order given): ``schema`` is :data:`SCHEMA_INSTRUCTION` with ``{relations}`` replaced by
+    the types joined by ", "; ``none`` is "" (the bare passage).
+
+    Raises:
+        ValueError: an unknown name (the message lists the presets).
+    """
+    if name == "schema":
+        return SCHEMA_INSTRUCTION.replace("{relations}", ", ".join(relations))
+    if name == "none":
+        return ""
+    raise ValueError(f"instruction={name!r}: expected one of {', '.join(INSTRUCTION_PRESETS)} (for your own "
+                     "wording: instruction='none' with system_prompt and/or user_template)")
+
+
+def instruction_record(name, text, *, system_prompt="", user_template="{prompt}"):
+    """What an output line records of the instruction used for a prompt/text input:
+    ``{"name": name, "sha256": H}``, ``H`` the first 12 hex digits of the SHA-256 of the
+    turns built around the passage (the chat of :func:`prompt_record` for the passage
+    ``"{prompt}"``, as canonical JSON): the system prompt, the instruction ``text`` and the
+    user template all change it; the passage does not. Chat inputs keep their own turns and
+    record :data:`CHAT_INSTRUCTION` instead."""
+    shape = prompt_record({"prompt": "{prompt}"}, 0, "", system_prompt=system_prompt,
+                          user_template=user_template, instruction=text)["chat"]
+    return {"name": name, "sha256": hashlib.sha256(_canonical(shape).encode("utf-8")).hexdigest()[:12]}
+
+
+#: The instruction of a chat input: its own turns, nothing added by the notebook.
+CHAT_INSTRUCTION = {"name": "chat", "sha256": None}
+
+
+def bare_passage_warning(model_id, adapter, instruction, system_prompt, user_template, records):
+    """The warning printed when a base model would see only the bare passage, else None.
+
+    Warns when some record of ``records`` (:func:`prompt_record` dicts) is a prompt/text
+    input (chat inputs keep their own turns), ``instruction`` is "none", there is no
+    ``system_prompt`` and ``user_template`` is "{prompt}" alone, and ``model_id`` is not a
+    model of :data:`FINE_TUNED_MODELS` with no ``adapter`` (a model with an adapter is a
+    fine-tune). Such a model usually answers in prose and scores 0: an unfair baseline."""
+    flat = sum(1 for r in records if not r["own_turns"])
+    bare = instruction == "none" and not system_prompt and user_template.strip() == "{prompt}"
+    if not flat or not bare or adapter or str(model_id) in FINE_TUNED_MODELS:
+        return None
+    return (f"WARNING: {model_id} gets the bare passage for {flat} prompt/text input(s) (instruction='none', "
+            "no system_prompt, user_template '{prompt}'): a base model usually answers in prose and scores 0. "
+            "Set instruction='schema' for a fair baseline (README, Generating predictions)")
+
+
+def check_output_path(input_path, output_path):
+    """Refuse an ``output_path`` that names the input file (the same path, or the same file
+    through a link): the notebook appends to and may cut its output, and a refusal to resume
+    advises moving or deleting it. Returns None when they differ.
+
+    Raises:
+        InputProblem: naming both paths.
+    """
+    inp, out = Path(input_path), Path(output_path)
+    same = inp.resolve() == out.resolve()
+    if not same and inp.exists() and out.exists():
+        same = os.path.samefile(inp, out)
+    if same:
+        raise InputProblem(f"output_path {str(out)!r} is the input file {str(inp)!r}: the output is appended to "
+                           "and its last line may be cut, so it never goes into the input; choose another output_path")
+
+
+def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prompt}", instruction="",
                   prompt_keys=("prompt", "text", "sent"),
                   gold_keys=("triplets", "gold", "gold_parsed", "triples", "gold_raw")):
-    """One input record -> dict(id, key, own_id, prompt, chat, gold_field,
+    """One input record -> dict(id, key, own_id, prompt, chat, own_turns, gold_field,
     gold, line).
 
     Accepted like the evaluator's gold side: ``{"id"?, "prompt"|"text"|"sent", gold?}`` or a
     chat line ``{"id"?, "messages": [system?, user, assistant?]}``. Chat: every turn before a
     final assistant turn is the prompt (system and user turns, few-shot turns included), the
     first user turn's content is ``prompt`` (what the evaluator checks grounding against) and
-    the final assistant content is the gold text (``gold_raw``). Flat: the chat is
-    ``[system_prompt?, user_template with {prompt} replaced]``; the gold value of the first
+    the final assistant content is the gold text (``gold_raw``); ``own_turns`` is True. Flat:
+    the chat is ``[system_prompt?, user turn]``, the user turn being ``user_template`` with
+    {prompt} replaced, after ``instruction`` and a newline when ``instruction`` is not empty
+    (:func:`instruction_text`); ``own_turns`` is False. The gold value of the first
     present gold key (not null) is kept unchanged: a string under ``gold_raw``, anything else
     under ``gold_parsed``. ``id`` is the input's id, else the 1-based line number; ``key``
     is ``str(id)`` (what the evaluator joins on).
@@ -163,7 +269,8 @@ def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prom
     elif isinstance(rid, (dict, list, bool)):
         raise InputProblem(f"{where}: field 'id': expected a string or number, found {json.dumps(rid)[:60]}")
     gold_field, gold = None, None
-    if "messages" in obj and not any(k in obj for k in prompt_keys):
+    own_turns = "messages" in obj and not any(k in obj for k in prompt_keys)
+    if own_turns:
         messages = obj["messages"]
         if not isinstance(messages, list) or not all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
@@ -185,14 +292,16 @@ def prompt_record(obj, line_no, where, *, system_prompt="", user_template="{prom
         prompt = obj[key]
         if not isinstance(prompt, str):
             raise InputProblem(f"{where}: field '{key}': expected a string, found {json.dumps(prompt)[:60]}")
+        user = user_template.replace("{prompt}", prompt)
         chat = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-            {"role": "user", "content": user_template.replace("{prompt}", prompt)}]
+            {"role": "user", "content": f"{instruction}\n{user}" if instruction else user}]
         gkey = next((k for k in gold_keys if obj.get(k) is not None), None) or next(
             (k for k in gold_keys if k in obj), None)
         if gkey is not None:
             gold = obj[gkey]
             gold_field = "gold_raw" if isinstance(gold, str) else "gold_parsed"
     return {"id": rid, "key": str(rid), "own_id": own_id, "prompt": prompt, "chat": chat,
+            "own_turns": own_turns,
             "gold_field": gold_field, "gold": gold, "line": line_no}
 
 
@@ -442,6 +551,10 @@ def grading_command(evaluator_file, output_file, *, colab=False, cwd=None):
 # ## Inputs and resume state
 
 # %%
+check_output_path(input_path, output_path)
+instruction_used = instruction_text(instruction, ev.SPEC_RELATIONS)
+flat_instruction = instruction_record(instruction, instruction_used, system_prompt=system_prompt,
+                                      user_template=user_template)
 settings = {
     "model": str(model_id), "adapter": adapter or None, "max_new_tokens": int(max_new_tokens),
     "do_sample": bool(do_sample),
@@ -449,13 +562,16 @@ settings = {
     "top_p": float(top_p) if do_sample else None,
     "top_k": int(top_k) if do_sample else None,
     "seed": int(seed), "enable_thinking": bool(enable_thinking),
-    "system_prompt": system_prompt or None, "user_template": user_template,
+    "system_prompt": system_prompt or None, "user_template": user_template, "instruction": flat_instruction,
 }
 records, input_problems = read_prompt_records(
     input_path, ev.read_jsonl, limit=limit, system_prompt=system_prompt, user_template=user_template,
-    prompt_keys=ev.PROMPT_KEYS, gold_keys=ev.GOLD_KEYS + ev.GOLD_RAW_KEYS)
+    instruction=instruction_used, prompt_keys=ev.PROMPT_KEYS, gold_keys=ev.GOLD_KEYS + ev.GOLD_RAW_KEYS)
 for msg in input_problems:
     print("skipped input line:", msg)
+_bare = bare_passage_warning(model_id, adapter, instruction, system_prompt, user_template, records)
+if _bare:
+    print(_bare)
 
 out_file = Path(output_path)
 if out_file.exists() and out_file.stat().st_size and not resume:
@@ -658,7 +774,9 @@ with open(out_file, "a", encoding="utf-8") as sink:
                 "parse_status": parsed.status, "parse_reason": parsed.reason,
                 "prompt_messages": rec["chat"], "prompt_rendered": rec["rendered"],
                 "n_prompt_tokens": len(rec["input_ids"]), "n_generated_tokens": len(ids),
-                "input_line": rec["line"], "generation": run_settings,
+                "input_line": rec["line"], "id_source": "input" if rec["own_id"] else "input_line",
+                "instruction": CHAT_INSTRUCTION if rec["own_turns"] else flat_instruction,
+                "generation": run_settings,
                 "timing": {"batch": index, "batch_size": len(batch), "batch_seconds": round(seconds, 4),
                            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
             })

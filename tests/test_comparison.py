@@ -143,6 +143,60 @@ def test_a_system_missing_entries_is_scored_as_its_single_run_scores_it(tmp_path
     assert any("partial: 3 gold entries have no prediction" in n for n in both["comparison"]["notes"])
 
 
+def _with_instruction(tmp_path: Path, source: Path, name: str, value) -> Path:
+    """A copy of ``source`` whose every line records ``instruction`` = ``value`` (what
+    generate_predictions.ipynb writes)."""
+    rows = [json.loads(x) for x in source.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return write_jsonl(tmp_path / f"{name}.jsonl", [{**r, "instruction": value} for r in rows])
+
+
+BARE = {"name": "none", "sha256": "d94db07385fd"}
+SCHEMA = {"name": "schema", "sha256": "b2bf4f3e8940"}
+
+
+def test_systems_generated_with_different_instructions_get_a_note_naming_both(runs, tmp_path):
+    base = _with_instruction(tmp_path, BASE, "base", BARE)
+    tuned = _with_instruction(tmp_path, FINETUNED, "finetuned", SCHEMA)
+    rc, out, err = cli("--pred", base, "--pred", tuned, "--gold", GOLD, *FAST, "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    note = ("finetuned was generated with instruction schema (sha256 b2bf4f3e8940), the baseline base with none "
+            "(sha256 d94db07385fd): the models were prompted differently (generate_predictions.ipynb's instruction "
+            "parameter)")
+    assert note in report["comparison"]["notes"] and note in out
+    assert report["systems"]["base"]["summary"]["inputs"]["pred"]["instructions"] == [BARE]
+    # the numbers are those of the files without the field: the field is read, never scored
+    assert report["comparison"]["metrics"]["finetuned"]["hgr.macro.composite"]["estimate"] == \
+        runs["finetuned"]["summary"]["macro"]["composite"]
+    # saved reports: the same note
+    for path, name in ((base, "b"), (tuned, "t")):
+        assert cli("--pred", path, "--gold", GOLD, "--report", tmp_path / f"{name}.json")[0] == 0
+    rc, out, err = cli("--compare", tmp_path / "b.json", tmp_path / "t.json", *FAST, "--no-report")
+    assert rc == 0, err
+    assert note.replace("finetuned", "t").replace("baseline base", "baseline b") in out
+
+
+def test_same_instruction_or_none_recorded_gives_no_instruction_note(runs, tmp_path):
+    chat = {"name": "chat", "sha256": None}
+    base, tuned = (_with_instruction(tmp_path, p, n, SCHEMA) for p, n in ((BASE, "base"), (FINETUNED, "finetuned")))
+    rc, out, err = cli("--pred", base, "--pred", tuned, "--gold", GOLD, *FAST, "--no-report")
+    assert rc == 0, err
+    assert "generated with instruction" not in out + err
+    # recorded by one system only (the other file is not the notebook's): nothing to compare, no note
+    rc, out, err = cli("--pred", BASE, "--pred", tuned, "--gold", GOLD, *FAST, "--no-report")
+    assert rc == 0, err
+    assert "generated with instruction" not in out + err
+    # a chat input's own turns are named so
+    chatty = _with_instruction(tmp_path, BASE, "chatty", chat)
+    rc, out, err = cli("--pred", chatty, "--pred", tuned, "--gold", GOLD, *FAST, "--no-report")
+    assert rc == 0, err
+    assert "the baseline chatty with chat (the input's own turns)" in out
+    # an 'instruction' field that is not the notebook's record is not read as one
+    foreign = _with_instruction(tmp_path, FINETUNED, "foreign", "be brief")
+    report = single(tmp_path, foreign, "foreign")
+    assert "instructions" not in report["summary"]["inputs"]["pred"]
+
+
 # ------------------------------------------------------------------ --compare: saved reports
 
 

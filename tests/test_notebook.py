@@ -82,7 +82,8 @@ def test_parameters_cell_is_papermill_readable():
     params = pm_inspect.inspect_notebook(str(NOTEBOOK))
     assert {"model_id", "adapter", "input_path", "output_path", "batch_size", "max_new_tokens",
             "do_sample", "enable_thinking", "limit", "resume", "device", "dtype",
-            "backend"} <= set(params)
+            "backend", "instruction"} <= set(params)
+    assert params["instruction"]["default"] == '"schema"'
     assert params["enable_thinking"]["default"] == "False"
     assert params["do_sample"]["default"] == "False"
     assert params["model_id"]["default"] == '"mohar07/qwen3-0.6b-kg-triplets"'
@@ -94,6 +95,26 @@ def test_twin_is_not_collected_or_shadowing():
     assert not TWIN.name.startswith("test_")
     assert importlib.util.find_spec("generate_predictions") is None or \
         Path(importlib.util.find_spec("generate_predictions").origin) == TWIN
+
+
+def test_readme_papermill_commands_create_the_folder_they_write_to():
+    """papermill does not create the folder of its output notebook: in a fresh clone
+    (``reports/`` is ignored by git, so absent) each README command that writes into a
+    folder follows a ``mkdir -p`` of it in the same code block."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    checked = 0
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        for i, line in enumerate(lines):
+            m = re.search(r"papermill generate_predictions\.ipynb (\S+)", line)
+            if not m:
+                continue
+            checked += 1
+            folder = Path(m.group(1)).parent.as_posix()
+            made = [re.search(r"mkdir -p (\S+)", x) for x in lines[:i]]
+            assert folder == "." or folder in {x.group(1).rstrip("/") for x in made if x}, \
+                f"README: {line.strip()!r} writes into {folder}/, which no earlier 'mkdir -p' creates"
+    assert checked >= 1
 
 
 # --------------------------------------------------------------------------------------
@@ -209,6 +230,109 @@ def test_resume_conflicts(helpers):
     assert conflicts([{"id": 1, "generation": dict(now, batch_size=2)}], now) == []
     assert conflicts([{"id": 1, "generation": dict(now, max_new_tokens=32)}], now) == \
         ["max_new_tokens: file 32, now 64"]
+
+
+def test_resume_conflicts_on_a_changed_instruction(helpers):
+    conflicts = helpers["resume_conflicts"]
+    schema = {"name": "schema", "sha256": "b2bf4f3e8940"}
+    none = {"name": "none", "sha256": "d94db07385fd"}
+    assert conflicts([{"id": 1, "generation": {"instruction": schema}}], {"instruction": schema}) == []
+    assert conflicts([{"id": 1, "generation": {"instruction": schema}}], {"instruction": none}) == \
+        [f"instruction: file {schema!r}, now {none!r}"]
+    # same name, other wording (the preset was edited): another hash, another setting
+    edited = dict(schema, sha256="000000000000")
+    assert conflicts([{"id": 1, "generation": {"instruction": schema}}], {"instruction": edited}) != []
+
+
+#: The triplet shape the schema instruction must state, key for key (SPEC.md section 1).
+SCHEMA_SHAPE = ('{"source": {"title": "...", "type": "..."}, "relation": {"type": "...", "weight": 0.0}, '
+                '"target": {"title": "...", "type": "..."}}')
+
+
+def test_schema_instruction_states_schema_relations_and_json_only(helpers):
+    """The prompt a flat record gets with the default preset: the instruction (schema, all
+    20 relation types of evaluate.py, JSON only), then the passage through user_template."""
+    import evaluate as ev
+
+    text = helpers["instruction_text"]("schema", ev.SPEC_RELATIONS)
+    rec = helpers["prompt_record"]({"id": "a", "prompt": "Ada wrote notes."}, 1, "in: line 1", instruction=text,
+                                   user_template="<<{prompt}>>")
+    (turn,) = rec["chat"]
+    assert turn["role"] == "user"
+    content = turn["content"]
+    assert SCHEMA_SHAPE in content
+    assert len(ev.SPEC_RELATIONS) == 20
+    listed = re.search(r'"type" of the relation: exactly one of (.*)\.\n', content).group(1).split(", ")
+    assert listed == list(ev.SPEC_RELATIONS)  # every relation, in the vocabulary's order, nothing else
+    assert "Answer with a JSON array only" in content and "answer []" in content
+    assert '"entity"' in content and '"concept"' in content
+    assert content.endswith("\nText:\n<<Ada wrote notes.>>")  # instruction, newline, the templated passage
+    assert rec["prompt"] == "Ada wrote notes." and not rec["own_turns"]  # grounding is checked on the passage
+    # none: the bare passage, exactly as before the presets existed
+    assert helpers["instruction_text"]("none", ev.SPEC_RELATIONS) == ""
+    bare = helpers["prompt_record"]({"prompt": "P"}, 2, "in: line 2", instruction="")
+    assert bare["chat"] == [{"role": "user", "content": "P"}]
+    # chat inputs keep their own turns
+    chat = helpers["prompt_record"]({"messages": [{"role": "user", "content": "U"}]}, 3, "in: line 3",
+                                    instruction=text, system_prompt="S")
+    assert chat["chat"] == [{"role": "user", "content": "U"}] and chat["own_turns"]
+    with pytest.raises(ValueError, match=r"instruction='json': expected one of schema, none"):
+        helpers["instruction_text"]("json", ev.SPEC_RELATIONS)
+
+
+def test_instruction_record_hashes_the_turns_around_the_passage(helpers):
+    import hashlib
+
+    record = helpers["instruction_record"]
+    text = "Extract triplets.\nText:"
+    # computed here independently: canonical JSON of the chat for the passage "{prompt}"
+    shape = [{"role": "system", "content": "S"}, {"role": "user", "content": "Extract triplets.\nText:\n{prompt}"}]
+    expected = hashlib.sha256(json.dumps(shape, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:12]
+    assert record("schema", text, system_prompt="S") == {"name": "schema", "sha256": expected}
+    bare = hashlib.sha256(b'[{"content": "{prompt}", "role": "user"}]').hexdigest()[:12]
+    assert record("none", "") == {"name": "none", "sha256": bare}
+    others = {record("none", "", system_prompt="S")["sha256"], record("none", "", user_template="Q: {prompt}")["sha256"],
+              record("schema", text)["sha256"], bare}
+    assert len(others) == 4  # system prompt, template and instruction each change it
+    assert helpers["CHAT_INSTRUCTION"] == {"name": "chat", "sha256": None}
+
+
+def test_bare_passage_warning(helpers):
+    warn = helpers["bare_passage_warning"]
+    flat = [_flat(helpers), _flat(helpers, "b")]
+    chat = [helpers["prompt_record"]({"id": "c", "messages": [{"role": "user", "content": "U"}]}, 1, "in: line 1")]
+    message = warn("Qwen/Qwen3-0.6B", "", "none", "", "{prompt}", flat + chat)
+    assert message == ("WARNING: Qwen/Qwen3-0.6B gets the bare passage for 2 prompt/text input(s) "
+                       "(instruction='none', no system_prompt, user_template '{prompt}'): a base model usually "
+                       "answers in prose and scores 0. Set instruction='schema' for a fair baseline (README, "
+                       "Generating predictions)")
+    assert warn("Qwen/Qwen3-0.6B", "", "schema", "", "{prompt}", flat) is None      # the preset
+    assert warn("Qwen/Qwen3-0.6B", "", "none", "Extract triplets.", "{prompt}", flat) is None  # own wording
+    assert warn("Qwen/Qwen3-0.6B", "", "none", "", "Extract: {prompt}", flat) is None
+    assert warn("Qwen/Qwen3-0.6B", "", "none", "", "{prompt}", chat) is None         # chat keeps its turns
+    assert warn("mohar07/qwen3-0.6b-kg-triplets", "", "none", "", "{prompt}", flat) is None  # the fine-tune
+    assert warn("Qwen/Qwen3-0.6B", "my-lora", "none", "", "{prompt}", flat) is None  # a fine-tune by adapter
+
+
+def test_check_output_path_refuses_the_input_file(helpers, tmp_path, monkeypatch):
+    check = helpers["check_output_path"]
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"prompt": "P"}\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for same in (inputs, "in.jsonl", tmp_path / "." / "in.jsonl"):
+        with pytest.raises(helpers["InputProblem"], match=r"output_path '.*in\.jsonl' is the input file "
+                                                           r"'.*in\.jsonl': .*choose another output_path"):
+            check(inputs, same)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(inputs)
+    with pytest.raises(helpers["InputProblem"], match="is the input file"):
+        check(inputs, link)
+    hard = tmp_path / "hard.jsonl"
+    os.link(inputs, hard)  # another name of the same file
+    with pytest.raises(helpers["InputProblem"], match="is the input file"):
+        check(inputs, hard)
+    assert check(inputs, tmp_path / "out.jsonl") is None
+    assert inputs.read_text(encoding="utf-8") == '{"prompt": "P"}\n'
 
 
 def test_prompt_token_limit_names_its_source(helpers):
@@ -507,6 +631,17 @@ def test_first_run_line_layout(first_run, prompts):
     assert chat["prompt_messages"] == info["chat"]["messages"][:2]
     assert chat["prompt_rendered"].startswith("<|im_start|>system\nExtract triplets as JSON.<|im_end|>\n")
     assert by_id[info["no_id_line"]]["input_line"] == info["no_id_line"]  # id = its line number
+    assert by_id[info["no_id_line"]]["id_source"] == "input_line"
+    assert {o["id"]: o["id_source"] for o in lines if o["id"] != info["no_id_line"]} == \
+        {rid: "input" for rid in ("s01", "s02", "s03", "chat-1")}
+    # the default instruction: the schema preset before each flat passage; chat keeps its turns
+    assert chat["instruction"] == {"name": "chat", "sha256": None}
+    for rid in info["expected"][:3]:
+        user = by_id[rid]["prompt_messages"][-1]["content"]
+        assert user.endswith("\nText:\n" + info["gold"][rid]["prompt"]) and SCHEMA_SHAPE in user
+        assert by_id[rid]["instruction"]["name"] == "schema"
+        assert by_id[rid]["instruction"] == by_id[rid]["generation"]["instruction"]
+        assert re.fullmatch(r"[0-9a-f]{12}", by_id[rid]["instruction"]["sha256"])
     for o in lines:
         assert "messages" not in o and "pred_parsed" not in o and "triplets" not in o
         assert o["prompt_rendered"].endswith(EMPTY_THINK)
@@ -602,6 +737,72 @@ def test_resume_refuses_other_settings_and_resume_off(first_run, qwen3_tiny, pro
     assert out.read_bytes() == before
 
 
+def test_resume_refuses_a_changed_instruction(first_run, qwen3_tiny, prompts, tmp_path):
+    """The file was written with the schema preset (the default); the bare passage is
+    another setting: refused with the reason, the file untouched."""
+    import papermill as pm
+
+    out, lines, _ = first_run
+    inputs, _ = prompts
+    before = out.read_bytes()
+    schema = lines[0]["generation"]["instruction"]
+    with pytest.raises(pm.PapermillExecutionError,
+                       match=r"written with other settings \(instruction: file \{'name': 'schema', 'sha256': "
+                             rf"'{schema['sha256']}'\}}, now \{{'name': 'none', 'sha256': '[0-9a-f]{{12}}'\}}\)"):
+        run_notebook(tmp_path / "r.ipynb", **tiny_params(qwen3_tiny, inputs, out, instruction="none"))
+    assert out.read_bytes() == before
+
+
+def test_output_path_equal_to_input_path_is_refused_up_front(tmp_path):
+    """Refused before anything is read or written (no model needed): the input is unchanged
+    and the message never advises deleting it."""
+    _need("papermill", "papermill (dev dependency / 'notebook' extra) is not installed")
+    _need("ipykernel", "ipykernel (dev dependency / 'notebook' extra) is not installed")
+    import papermill as pm
+
+    inputs = tmp_path / "in.jsonl"
+    content = GOLD.read_bytes()
+    inputs.write_bytes(content)
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        run_notebook(tmp_path / "same.ipynb", model_id="no/such-model", input_path=str(inputs),
+                     output_path=str(tmp_path / "." / "in.jsonl"), evaluator_path=str(EVALUATOR))
+    message = err.value.evalue
+    assert f"is the input file '{inputs}'" in message and "choose another output_path" in message
+    assert "delete" not in message
+    assert inputs.read_bytes() == content
+
+
+def test_bare_passage_run_warns_and_records_its_instruction(qwen3_tiny, tmp_path):
+    """instruction='none' with a model that is not the fine-tune: the warning, the bare
+    passage as the user turn, the 'none' hash on flat lines, 'chat' on the chat line, and
+    id_source for a line with and without its own id."""
+    import hashlib
+
+    inputs = tmp_path / "mixed-ids.jsonl"
+    rows = [{"id": "own", "prompt": "Ada Lovelace wrote notes.", "triplets": []},
+            {"prompt": "Corvid is a microkernel.", "triplets": []},
+            {"id": "c", "messages": [{"role": "user", "content": "Extract: Linus created Linux."},
+                                     {"role": "assistant", "content": "[]"}]}]
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "bare.jsonl"
+    nb = run_notebook(tmp_path / "bare.ipynb", **tiny_params(qwen3_tiny, inputs, out, batch_size=3,
+                                                             instruction="none"))
+    text = printed(nb)
+    assert (f"WARNING: {qwen3_tiny} gets the bare passage for 2 prompt/text input(s) (instruction='none', "
+            "no system_prompt, user_template '{prompt}')") in text
+    by_id = {o["id"]: o for o in read_out(out)}
+    assert sorted(by_id, key=str) == [2, "c", "own"]  # the id-less line 2 gets its line number
+    assert [(by_id[k]["id_source"], by_id[k]["input_line"]) for k in ("own", 2, "c")] == \
+        [("input", 1), ("input_line", 2), ("input", 3)]
+    bare = {"name": "none", "sha256": hashlib.sha256(b'[{"content": "{prompt}", "role": "user"}]').hexdigest()[:12]}
+    assert by_id["own"]["instruction"] == by_id[2]["instruction"] == bare
+    assert by_id["c"]["instruction"] == {"name": "chat", "sha256": None}
+    assert by_id["own"]["prompt_messages"] == [{"role": "user", "content": "Ada Lovelace wrote notes."}]
+    assert by_id["c"]["prompt_messages"] == rows[2]["messages"][:1]
+    report = grade(out, tmp_path)  # the evaluator keeps what the lines record
+    assert report["summary"]["inputs"]["pred"]["instructions"] == [{"name": "chat", "sha256": None}, bare]
+
+
 def _run_printed(command: str, tmp_path: Path, name: str) -> subprocess.CompletedProcess:
     """Run a grading command the notebook printed, with this interpreter instead of its
     launcher (``uv run`` / ``python``), writing a JSON report to ``tmp_path/name``."""
@@ -624,7 +825,7 @@ def test_mixed_gold_and_max_prompt_tokens(qwen3_tiny, tmp_path):
     inputs.write_text("".join(json.dumps(o) + "\n" for o in [*gold, no_gold, too_long]), encoding="utf-8")
     out = tmp_path / "mixed-out.jsonl"
     nb = run_notebook(tmp_path / "mixed.ipynb", **tiny_params(qwen3_tiny, inputs, out, batch_size=3,
-                                                              max_prompt_tokens=100))
+                                                              max_prompt_tokens=100, instruction="none"))
     text = printed(nb)
     assert re.search(r"too long, skipped: id long \(line 4\): \d+ prompt tokens > 100 "
                      r"\(the parameter max_prompt_tokens\)\n", text)
@@ -719,7 +920,7 @@ def test_smollm2_real_text_is_parsed_and_scored(tmp_path):
     out = tmp_path / "smol.jsonl"
     nb = run_notebook(tmp_path / "smol.ipynb", model_id=str(gguf_file), input_path=str(GOLD),
                       output_path=str(out), evaluator_path=str(EVALUATOR), system_prompt=SMOL_SYSTEM,
-                      limit=3, batch_size=3, max_new_tokens=96)
+                      instruction="none", limit=3, batch_size=3, max_new_tokens=96)
     text = printed(nb)
     lines = read_out(out)
     assert [o["id"] for o in sorted(lines, key=lambda o: o["id"])] == ["s01", "s02", "s03"]

@@ -82,6 +82,29 @@ def venv(dist, tmp_path_factory) -> Path:
 # The wheel and the sdist
 # ======================================================================================
 
+def test_readme_install_section_lists_every_extra():
+    """Each optional dependency group of pyproject.toml is named in the README's list of
+    extras (the install section), so that `plots` and the others can be found there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Install as a command-line tool", 1)[1].split("\n## ", 1)[0]
+    extras = section.split("Extras:", 1)[1].split("\n\n", 1)[0]
+    assert "plots" in PYPROJECT["project"]["optional-dependencies"]  # the one the README once left out
+    for name in PYPROJECT["project"]["optional-dependencies"]:
+        assert f"`{name}`" in extras, f"README install section: extra {name!r} is not listed"
+
+
+def test_readme_states_no_hand_written_test_count():
+    """The suite's size is what ``pytest --collect-only`` says, never a number written by
+    hand (it goes stale with the next test): a count may appear only as the condition of a
+    past measurement ("(602 tests then)")."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    counts = [m for m in re.finditer(r"\b\d[\d,]* tests\b", readme)]
+    assert all(readme[m.end():m.end() + 5] == " then" for m in counts), [m.group(0) for m in counts]
+    assert "`uv run pytest --collect-only -q | tail -1` counts its" in readme
+
+
 def test_wheel_ships_one_module_under_its_own_name(dist):
     with zipfile.ZipFile(dist["wheel"]) as whl:
         names = set(whl.namelist())
