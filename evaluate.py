@@ -120,8 +120,9 @@ def _signal_before_main(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-#: Test hook (environment): ``PHASE:SIGNAL[:N]`` (e.g. ``scoring:TERM:3``) makes the main
-#: process send itself SIGNAL the N-th time (default: the first) it reaches PHASE
+#: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``) makes the
+#: main process send itself (``group``: its whole process group, the workers too) SIGNAL
+#: the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start, reading, scoring, pool, merging, writing), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
@@ -134,12 +135,15 @@ def _phase(name: str) -> None:
     the test hook is set, and in worker processes."""
     if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
         return
-    phase, sig, *nth = _PHASE_SIGNAL.split(":")
+    phase, sig, *rest = _PHASE_SIGNAL.split(":")
     if phase != name:
         return
     _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
-    if _PHASE_COUNTS[name] == (int(nth[0]) if nth else 1):
-        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+    if _PHASE_COUNTS[name] == (int(rest[0]) if rest and rest[0] else 1):
+        if rest[1:] == ["group"]:  # the whole process group, workers too (a terminal's Ctrl-C)
+            os.killpg(os.getpgid(0), getattr(signal, f"SIG{sig}"))
+        else:
+            os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
 
 
 if __name__ == "__main__":
@@ -8204,13 +8208,16 @@ _WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, st
 
 
 def _worker_init(parent: int | None = None) -> None:
-    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool, and dies
-    with its parent (``parent``: its pid): on Linux the kernel sends it SIGKILL when the
-    parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a parent killed outright (SIGKILL,
-    the out-of-memory killer) leaves no worker behind, blocked on a result pipe that no
-    one reads any more."""
+    """A worker leaves Ctrl-C and SIGTERM to its parent, which stops the pool (it
+    ignores both: a signal sent to the whole process group, as a terminal's Ctrl-C or
+    ``kill -TERM -PGID`` sends it, then ends the run through the parent with 130/143,
+    never as a worker lost), and dies with its parent (``parent``: its pid): on Linux the
+    kernel sends it SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``), so that a
+    parent killed outright (SIGKILL, the out-of-memory killer) leaves no worker behind,
+    blocked on a result pipe that no one reads any more; the pool's ``close`` SIGKILLs
+    its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held by start_pool while it forked
     if parent is None or not sys.platform.startswith("linux"):
         return

@@ -988,6 +988,32 @@ def _signal_cases() -> list[tuple[str, str, int]]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+@pytest.mark.parametrize("sig", ["INT", "TERM"])
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_signal_to_the_whole_process_group_ends_the_run_through_the_parent(tmp_path, sig, nth):
+    # A terminal's Ctrl-C (and `kill -TERM -PGID`) reaches every process of the group, the
+    # workers too. Workers ignore both (a worker that handled SIGINT would print its own
+    # KeyboardInterrupt traceback; one killed by SIGTERM could be seen by the parent as a
+    # closed pipe, "a worker process died", exit 1), so the parent alone ends the run:
+    # 130/143 and its one line, no report.
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    report = tmp_path / "r.json"
+    env = {**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"pool:{sig}:{nth}:group"}
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                           "--no-embeddings", "--workers", "2", "--report", str(report)],
+                          capture_output=True, text=True, timeout=20, env=env, start_new_session=True)
+    expected = "interrupted" if sig == "INT" else "terminated"
+    assert done.returncode == (130 if sig == "INT" else 143), done.stderr
+    assert done.stderr.splitlines() == [f"{expected}: no report written"]
+    assert not report.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
 def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
     # A signal at a named phase (the KG_EVAL_TEST_SIGNAL_AT hook: the process signals itself
     # the n-th time it gets there, so nothing races a timer). Each run must end with 130
