@@ -13058,12 +13058,38 @@ def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], b
                      "compared on the same gold entries")
 
 
+def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], base: str,
+                          base_summary: Mapping[str, Any]) -> None:
+    """A system scored from a combined file (gold inside its predictions file:
+    ``summary.inputs.gold_content``, no ``gold``) and one scored against a separate gold
+    file (``summary.inputs.gold``) are not compared: InputError saying which is which and
+    the command that scores the combined one against the other's gold file (with the
+    notebook's ``input_line`` its lines join the gold file's lines)."""
+    def kind(s: Mapping[str, Any]) -> str | None:
+        inputs = s.get("inputs") or {}
+        return "gold" if inputs.get("gold") else "combined" if inputs.get("gold_content") else None
+    mine, theirs = kind(summary), kind(base_summary)
+    if {mine, theirs} != {"gold", "combined"}:
+        return
+    combined, separate = (name, base) if mine == "combined" else (base, name)
+    pair = {name: summary, base: base_summary}
+    pred = ((pair[combined].get("inputs") or {}).get("pred") or {}).get("path") or "PRED.jsonl"
+    gold_info = (pair[separate].get("inputs") or {}).get("gold") or {}
+    gold = gold_info.get("path") or gold_info.get("name") or "GOLD.jsonl"
+    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred, "--gold", gold,
+                                                     "--report", f"{combined}.json"))
+    raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
+                     f"{separate} against a separate gold file ({gold_info.get('name')}): systems are compared on "
+                     f"the same gold, so score both against the same --gold file, e.g. {combined}: {command}")
+
+
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:
     """Refuse systems whose numbers were not made alike, naming the system (and its origin)
     and the difference (InputError): a report without ``summary.config``; neither a
     separate gold input nor the gold content hash of a combined file (several systems); a
     gold or relations/ontology input (SHA-256), or a combined file's gold content
-    (:func:`_check_same_gold_content`), other than the baseline's; a configuration other
+    (:func:`_check_same_gold_content`), other than the baseline's; a combined file against a
+    separate gold file (:func:`_check_same_gold_kind`); a configuration other
     than the baseline's as :func:`_comparable_config` reads it (what can move a number;
     every key but :data:`_PER_SYSTEM_CONFIG`), the refusal ending with the command that
     rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
@@ -13092,6 +13118,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             flat_base, base_summary, base_report = flat, summary, report
             continue
         _check_same_gold_content(name, where, report, base, base_report)
+        _check_same_gold_kind(name, where, summary, base, base_summary)
         for key in ("gold", "relations"):
             mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
             if mine.get("sha256") != theirs.get("sha256"):
@@ -13136,13 +13163,57 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     return notices
 
 
+def _paired_by_id(systems: Mapping[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Combined files with the same gold entries in other line orders (generate_predictions.ipynb
+    writes lines in batch order, longest prompt first, and a resumed run appends): the
+    systems (baseline first) for :func:`compare_systems`, each other system's ``per_entry``
+    rows put in the baseline's order by (ontology, id), and the names of the systems so
+    reordered. Only when every system is a combined file (``summary.inputs.gold_content``,
+    no ``gold``) with the baseline's gold content hash, every id is given and unique, and
+    the id sets are equal; otherwise (a separate --gold file, missing or repeated ids) the
+    systems are returned as they are and :func:`_check_same_entries` decides by position.
+    The reports themselves are not changed (a shallow copy with the reordered list)."""
+    names = list(systems)
+    def content(report: Mapping[str, Any]) -> Any:
+        inputs = report["summary"].get("inputs") or {}
+        return None if inputs.get("gold") else (inputs.get("gold_content") or {}).get("sha256")
+    def keys(report: Mapping[str, Any]) -> list[tuple] | None:
+        rows = report.get("per_entry")
+        if not isinstance(rows, list) or not all(isinstance(r, Mapping) and r.get("id") is not None for r in rows):
+            return None
+        out = [(r.get("ontology"), r.get("id")) for r in rows]
+        return out if len(set(out)) == len(out) else None
+    base = systems[names[0]]
+    order = keys(base)
+    if len(names) < 2 or order is None or content(base) is None:
+        return dict(systems), []
+    out, reordered = dict(systems), []
+    for name in names[1:]:
+        report = systems[name]
+        mine = keys(report)
+        if content(report) != content(base) or mine is None or set(mine) != set(order):
+            continue
+        if [_entry_key(r) for r in report["per_entry"]] == [_entry_key(r) for r in base["per_entry"]]:
+            continue
+        at = {key: i for i, key in enumerate(mine)}
+        rows = [report["per_entry"][at[key]] for key in order]
+        # the baseline's gold line numbers: the entries are the same, only the files' lines differ
+        out[name] = {**report, "per_entry": [{**row, "gold_line": b.get("gold_line")}
+                                             for row, b in zip(rows, base["per_entry"])]}
+        reordered.append(name)
+    return out, reordered
+
+
 def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonOptions,
                      origins: Mapping[str, str]) -> dict[str, Any]:
     """The report of a comparison (issue #10 item 10): ``{"systems": {name: single-run
     report}, "comparison": {...}}``; for one system (intervals only) its single-run report
     plus ``"comparison"``. The block is :func:`compare_systems` on the systems (baseline
     first) after :func:`check_comparable`, with ``signature`` (:func:`report_signature` over
-    every system) added, and the notices of :func:`check_comparable` appended to its ``notes``."""
+    every system) added, and the notices of :func:`check_comparable` appended to its ``notes``.
+    Combined files with the same gold entries in other line orders are paired by id in the
+    baseline's order (:func:`_paired_by_id`, notice ``paired_by_id``); ``systems`` keeps
+    every system's own report as it is."""
     # the statistics need every system's per-entry records at once: rows spooled to disk
     # by a long run (RowSpool) are read back into lists here
     systems = {name: report if isinstance(report.get("per_entry", []), list)
@@ -13152,7 +13223,14 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
         log.warning("note: %s", item["message"])
     names = list(systems)
     base = systems[names[0]]
-    block = compare_systems(systems, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
+    paired, reordered = _paired_by_id(systems)
+    if reordered:
+        item = notice("paired_by_id", f"{', '.join(reordered)}: the lines hold the baseline {names[0]}'s entries "
+                      "(the same ids and gold items) in a different order or at other line numbers: the entries "
+                      f"were paired by id, in {names[0]}'s order")
+        log.warning("note: %s", item["message"])
+        notices.append(item)
+    block = compare_systems(paired, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
                             seed=options.seed, correction=None if options.correction == "none" else options.correction,
                             families=families_for(base["summary"]["config"]["metric_families"]))
     block["notes"] = [*block["notes"], *(item["message"] for item in notices)]

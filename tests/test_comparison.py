@@ -807,6 +807,69 @@ def test_two_notebook_outputs_compare_directly_and_through_their_reports(runs, t
     assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft_gen") == _estimates(live, "finetuned")
 
 
+def _comparison_numbers(block: dict) -> dict:
+    """Every number of a comparison block: estimate, interval, delta, its interval and p per metric."""
+    return {name: {p: (m["estimate"], m["ci"], m["na_resamples"], m.get("delta"), m.get("delta_ci"),
+                       m.get("p_value"), m.get("significant"), m.get("paired_entries"), m.get("paired_delta"))
+                   for p, m in rows.items()} for name, rows in block["metrics"].items()}
+
+
+def test_notebook_outputs_in_another_line_order_are_paired_by_id(tmp_path):
+    """The notebook writes lines in batch order (longest prompt first; a resumed run appends):
+    two outputs for the same prompts hold the same entries in other orders. Shuffled lines of
+    ft_gen give exactly the numbers of the unshuffled pair (the entries are paired by id, in
+    the baseline's order; same seed), directly and through --compare; ft_gen's own section is
+    still the report of the shuffled file alone."""
+    base, tuned = _combined(tmp_path / "base_gen.jsonl", BASE), _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
+    (tmp_path / "shuffled").mkdir()
+    lines = tuned.read_text(encoding="utf-8").splitlines()
+    order = [7, 24, 0, 13, 2, 19, 11, 5, 22, 16, 1, 9, 20, 3, 14, 23, 6, 18, 10, 4, 21, 12, 17, 8, 15]
+    assert sorted(order) == list(range(25)) and len(lines) == 25
+    shuffled = tmp_path / "shuffled" / "ft_gen.jsonl"
+    shuffled.write_text("".join(lines[i] + "\n" for i in order), encoding="utf-8")
+    rc, _, err = cli("--pred", base, "--pred", tuned, *FAST, "--report", tmp_path / "same.json")
+    assert rc == 0, err
+    rc, out, err = cli("--pred", base, "--pred", shuffled, *FAST, "--report", tmp_path / "other.json")
+    assert rc == 0, err  # main: "system ft_gen does not cover the same gold entries as base_gen: entry 1 is ..."
+    message = ("ft_gen: the lines hold the baseline base_gen's entries (the same ids and gold items) in a different "
+               "order or at other line numbers: the entries were paired by id, in base_gen's order")
+    assert f"note: {message}" in err
+    same, other = load_report(tmp_path / "same.json"), load_report(tmp_path / "other.json")
+    assert message in other["comparison"]["notes"] and message not in same["comparison"]["notes"]
+    assert _comparison_numbers(other["comparison"]) == _comparison_numbers(same["comparison"])
+    # each system's section is what its file alone writes: ft_gen's rows in the shuffled order
+    rc, _, err = cli("--pred", shuffled, "--report", tmp_path / "shuffled" / "ft_gen.json")
+    assert rc == 0, err
+    alone = load_report(tmp_path / "shuffled" / "ft_gen.json")
+    assert other["systems"]["ft_gen"] == alone
+    assert [r["id"] for r in alone["per_entry"]][:3] == [json.loads(lines[i])["id"] for i in order[:3]]
+    rc, _, err = cli("--pred", base, "--report", tmp_path / "base_gen.json")
+    assert rc == 0, err
+    rc, _, err = cli("--compare", tmp_path / "base_gen.json", tmp_path / "shuffled" / "ft_gen.json", *FAST,
+                     "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    saved = load_report(tmp_path / "c.json")["comparison"]
+    assert message in saved["notes"]
+    assert _comparison_numbers(saved) == _comparison_numbers(same["comparison"])
+
+
+def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_against_the_gold(runs, tmp_path):
+    tuned = _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
+    rc, _, err = cli("--pred", tuned, "--report", tmp_path / "ft_gen.json")
+    assert rc == 0, err
+    command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --report ft_gen.json"
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_gen.json", "--no-report")
+    assert rc == 2  # main: "its gold input None (sha256 none) differs from the baseline base's gold.jsonl ..."
+    assert err == (f"error: system ft_gen ({tmp_path / 'ft_gen.json'}): ft_gen was scored from a combined file (the "
+                   "gold inside its predictions file), base against a separate gold file (gold.jsonl): systems are "
+                   f"compared on the same gold, so score both against the same --gold file, e.g. ft_gen: {command}\n")
+    rc, _, err = cli("--compare", tmp_path / "ft_gen.json", runs["dir"] / "base.json", "--no-report")
+    assert rc == 2
+    assert err == (f"error: system base ({runs['dir'] / 'base.json'}): ft_gen was scored from a combined file (the "
+                   "gold inside its predictions file), base against a separate gold file (gold.jsonl): systems are "
+                   f"compared on the same gold, so score both against the same --gold file, e.g. ft_gen: {command}\n")
+
+
 def test_notebook_outputs_with_other_gold_entries_are_refused_naming_the_ids(tmp_path):
     base = _combined(tmp_path / "base_gen.jsonl", BASE)
     gold = {json.loads(x)["id"]: json.loads(x)["triplets"] for x in GOLD.read_text(encoding="utf-8").splitlines()}
