@@ -13079,8 +13079,8 @@ def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], bas
     command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred, "--gold", gold,
                                                      "--report", f"{combined}.json"))
     raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
-                     f"{separate} against a separate gold file ({gold_info.get('name')}): systems are compared on "
-                     f"the same gold, so score both against the same --gold file, e.g. {combined}: {command}")
+                     f"{separate} against a separate gold file ({gold_info.get('name')}); to make them comparable, "
+                     f"score both against the same --gold file ({combined}: {command})")
 
 
 def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> list[dict[str, str]]:

@@ -858,16 +858,20 @@ def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_aga
     rc, _, err = cli("--pred", tuned, "--report", tmp_path / "ft_gen.json")
     assert rc == 0, err
     command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --report ft_gen.json"
-    rc, _, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_gen.json", "--no-report")
-    assert rc == 2  # main: "its gold input None (sha256 none) differs from the baseline base's gold.jsonl ..."
-    assert err == (f"error: system ft_gen ({tmp_path / 'ft_gen.json'}): ft_gen was scored from a combined file (the "
-                   "gold inside its predictions file), base against a separate gold file (gold.jsonl): systems are "
-                   f"compared on the same gold, so score both against the same --gold file, e.g. ft_gen: {command}\n")
-    rc, _, err = cli("--compare", tmp_path / "ft_gen.json", runs["dir"] / "base.json", "--no-report")
-    assert rc == 2
-    assert err == (f"error: system base ({runs['dir'] / 'base.json'}): ft_gen was scored from a combined file (the "
-                   "gold inside its predictions file), base against a separate gold file (gold.jsonl): systems are "
-                   f"compared on the same gold, so score both against the same --gold file, e.g. ft_gen: {command}\n")
+    for first, second, where in ((runs["dir"] / "base.json", tmp_path / "ft_gen.json", "ft_gen"),
+                                 (tmp_path / "ft_gen.json", runs["dir"] / "base.json", "base")):
+        rc, _, err = cli("--compare", first, second, "--no-report")
+        assert rc == 2  # main: "its gold input None (sha256 none) differs from the baseline base's gold.jsonl ..."
+        assert err == (f"error: system {where} ({second}): ft_gen was scored from a combined file (the gold inside "
+                       "its predictions file), base against a separate gold file (gold.jsonl); to make them "
+                       f"comparable, score both against the same --gold file (ft_gen: {command})\n")
+    # the command given makes them comparable: ft_gen's numbers are then finetuned.jsonl's against the gold
+    rc, _, err = cli("--pred", tuned, "--gold", GOLD, "--report", tmp_path / "ft_gen.json", "--overwrite")
+    assert rc == 0, err
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_gen.json", "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft_gen") == \
+        _estimates(runs["both"]["comparison"], "finetuned")
 
 
 def test_notebook_outputs_with_other_gold_entries_are_refused_naming_the_ids(tmp_path):
