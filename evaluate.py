@@ -13168,11 +13168,13 @@ def _paired_by_id(systems: Mapping[str, dict[str, Any]]) -> tuple[dict[str, dict
     writes lines in batch order, longest prompt first, and a resumed run appends): the
     systems (baseline first) for :func:`compare_systems`, each other system's ``per_entry``
     rows put in the baseline's order by (ontology, id), and the names of the systems so
-    reordered. Only when every system is a combined file (``summary.inputs.gold_content``,
-    no ``gold``) with the baseline's gold content hash, every id is given and unique, and
-    the id sets are equal; otherwise (a separate --gold file, missing or repeated ids) the
-    systems are returned as they are and :func:`_check_same_entries` decides by position.
-    The reports themselves are not changed (a shallow copy with the reordered list)."""
+    reordered. A system is reordered only when it and the baseline are combined files
+    (``summary.inputs.gold_content``, no ``gold``) with the same gold content hash, every
+    id on both sides is given and unique, the id sets are equal and the rows' (ontology, id,
+    gold line) differ by position; otherwise (a separate --gold file, missing or repeated
+    ids) it is left as it is and :func:`_check_same_entries` decides by position. The
+    reports themselves are not changed (a shallow copy with the reordered list, whose rows
+    carry the baseline's gold line numbers)."""
     names = list(systems)
     def content(report: Mapping[str, Any]) -> Any:
         inputs = report["summary"].get("inputs") or {}
