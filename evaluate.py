@@ -7053,6 +7053,14 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
             same = (gold_hashes[at] == pred_hashes) & IdColumn.same(gold.ids, kept_gold[at], preds.ids, block)
             pred_for[at[same]] = block[same]  # one line per id (deduplicated): no index twice
             extra.update(preds.ids[int(k)] for k in block[~same])
+    if extra and not (pred_for >= 0).any():
+        gold_ids = sorted(str(gold.ids[int(g)]) for g in kept_gold)
+        raise InputError(f"{pred_path} and {gold_path} do not share a single id: none of the {len(extra)} "
+                         f"prediction id(s) is a gold id (prediction ids: {_ids_text(sorted(extra), 3)}; gold ids: "
+                         f"{_ids_text(gold_ids, 3)}), so every gold record would be scored as missing"
+                         + (" and every prediction line left out (--ignore-extra-predictions)" if ignore_extra else "")
+                         + ": check that both files hold the same records (the notebook's output is graded against "
+                         "the notebook's input file)")
     if extra:
         shown = _ids_text(sorted(extra))
         if ignore_extra:
@@ -7100,6 +7108,9 @@ def _join_by_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pr
 #: A prediction line's ``id_source`` saying that its id is the 1-based number of its line in
 #: the notebook's input (generate_predictions.py: the input record had no id).
 ID_FROM_INPUT_LINE = "input_line"
+#: The ``id_source`` values generate_predictions.py writes: the input record's own id
+#: (``"input"``), or the number of its input line (:data:`ID_FROM_INPUT_LINE`).
+NOTEBOOK_ID_SOURCES = ("input", ID_FROM_INPUT_LINE)
 
 
 def _shorten(text: str, width: int = 60) -> str:
@@ -7108,36 +7119,53 @@ def _shorten(text: str, width: int = 60) -> str:
     return shown if len(shown) <= width else shown[:width - 4] + "...'"
 
 
-def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                        gold_path: Path, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray] | None:
-    """Join the notebook's output to its input: when every prediction line says that its id
-    is the number of its input line (``"id_source": "input_line"`` and ``"input_line": N``,
-    as generate_predictions.py writes them) and no gold line has an id, each prediction line
-    goes with gold line N (1-based, as :class:`JsonlReader` counts lines: blank lines
-    included), whatever order the lines were written in. Returns (the gold records kept,
-    the prediction line of each: -1 for none), or None when the predictions are not such
-    lines (the other joins decide).
-
-    Raises:
-        InputError: a line's prompt differs from its gold line's (the gold file is not the
-            notebook's input: the first such line is named, both prompts shortened), an
-            ``input_line`` that names no gold record, or two lines naming the same one.
-    """
-    if (len(kept_gold) == 0 or gold.ids.present()[kept_gold].any() or preds.unread
-            or not preds.ids.present().all()):  # the notebook gives every line an id
+def _notebook_lines(preds: _PredLines) -> list[tuple[int, Any, str]] | None:
+    """(input_line, prompt, id_source) of each prediction line, in line order, when every
+    line is the notebook's (generate_predictions.py writes an integer ``input_line``: the
+    1-based number of the input line it answers, and an ``id_source`` of
+    :data:`NOTEBOOK_ID_SOURCES`), whether or not the lines carry an id; None when some line
+    is not (or cannot be read again: an unreadable line). Stops at the first line that is
+    not the notebook's, so that other files cost one line."""
+    if preds.unread:
         return None
-    values = []
+    lines = []
     for k in range(len(preds)):
         value = preds.store.value(k)
-        if not isinstance(value, Mapping) or value.get("id_source") != ID_FROM_INPUT_LINE:
+        if not isinstance(value, Mapping) or type(value.get("input_line")) is not int:
             return None
-        if type(value.get("input_line")) is not int:
+        source = value.get("id_source")
+        if not isinstance(source, str) or source not in NOTEBOOK_ID_SOURCES:
             return None
-        values.append(value)
+        lines.append((value["input_line"], value.get("prompt"), source))
+    return lines
+
+
+def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
+                        gold_path: Path, log: LoadedInputs) -> tuple[np.ndarray, np.ndarray] | None:
+    """Join the notebook's output to its input: when every prediction line is the
+    notebook's (:func:`_notebook_lines`: ``"input_line": N`` and an ``id_source``, as
+    generate_predictions.py writes them, with or without an id) and some gold line has no
+    id (so that a join by id is impossible), each prediction line goes with gold line N
+    (1-based, as :class:`JsonlReader` counts lines: blank lines included), whatever order
+    the lines were written in. Returns (the gold records kept, the prediction line of each:
+    -1 for none), or None when the predictions are not such lines or every gold line has
+    an id (the other joins decide).
+
+    Raises:
+        InputError: a line's prompt differs from its gold line's, or both lines carry ids
+            that differ (the gold file is not the notebook's input: the first such line is
+            named, both prompts or ids shown), an ``input_line`` that names no gold record,
+            or two lines naming the same one.
+    """
+    if len(kept_gold) == 0 or gold.ids.present()[kept_gold].all():
+        return None
+    lines = _notebook_lines(preds)
+    if lines is None:
+        return None
     by_line = {int(gold.store.line[int(g)]): i for i, g in enumerate(kept_gold)}
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
-    for k, value in enumerate(values):
-        line_no, where = value["input_line"], f"{pred_path}: line {preds.store.line[k]}"
+    for k, (line_no, prompt, _) in enumerate(lines):
+        where = f"{pred_path}: line {preds.store.line[k]}"
         i = by_line.get(line_no)
         if i is None:
             raise InputError(f"{where}: input_line {line_no} names no gold record of {gold_path} "
@@ -7148,15 +7176,20 @@ def _join_by_input_line(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLin
         g = int(kept_gold[i])
         gold_prompt = (gold.kept[g] if gold.kept is not None else gold_from_record(
             gold.store.value(g), line_no, f"{gold_path}: line {line_no}", None)).prompt
-        prompt = value.get("prompt")
         if prompt != gold_prompt:
             raise InputError(f"{where}: its prompt differs from the prompt of {gold_path}: line {line_no} "
                              f"(its input_line): {_shorten(prompt if isinstance(prompt, str) else str(prompt))} vs "
                              f"{_shorten(gold_prompt)}; the gold file may not be the notebook's input, so its lines "
                              "cannot be paired by input_line")
+        rid, gold_id = preds.ids[k], gold.ids[g]
+        if rid is not None and gold_id is not None and rid != gold_id:
+            raise InputError(f"{where}: its id {rid!r} differs from the id {gold_id!r} of {gold_path}: line "
+                             f"{line_no} (its input_line); the gold file may not be the notebook's input, so its "
+                             "lines cannot be paired by input_line")
         pred_for[i] = k
+    sources = " or ".join(repr(s) for s in sorted({source for _, _, source in lines}))
     log.note("join_by_input_line", f"records paired by input line: each line of {pred_path} (written by the "
-             f"notebook, id_source 'input_line') with the line of {gold_path} its input_line names, their "
+             f"notebook, id_source {sources}) with the line of {gold_path} its input_line names, their "
              "prompts equal")
     return kept_gold, pred_for
 
@@ -7165,8 +7198,10 @@ def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, 
                     gold_path: Path) -> str:
     """Why pairing by line order (the k-th prediction line with the k-th gold line) would
     mis-pair these files, or "" when nothing shows it: ids on both sides that disagree
-    (how many pairs, the first few), or the ids of one side that are the other side's line
-    numbers in another order (the notebook's ids for records without one)."""
+    (how many pairs, the first few), or the ids of one side that are, in another order, the
+    other side's positions: its line numbers (the notebook's ids for records without one),
+    its record numbers 1..n (line numbers of a file with blank lines) or 0..n-1 (a
+    0-based index), the message saying which."""
     positions = gold.positions[kept_gold]
     inside = positions < len(preds)
     g_rows, p_rows = kept_gold[inside], positions[inside]
@@ -7183,15 +7218,45 @@ def _order_mispairs(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, 
                                                  (gold.ids, gold.store, preds.store, gold_path, pred_path)):
         if not len(ids) or len(ids) != len(other) or not (ids[0] or "").isdigit() or not ids.present().all():
             continue  # (a cheap test first: the ids of a large file are listed only when they may be numbers)
-        numbers = [str(n) for n in other.line]
         own = [ids[k] for k in range(len(ids))]
-        if own != numbers and sorted(own) == sorted(numbers):
-            k = next(k for k in range(len(own)) if own[k] != numbers[k])
-            return (f"the ids of {path} are the line numbers of {other_path} in another order (line "
-                    f"{store.line[k]} has id {own[k]!r}, paired by line order with line {other.line[k]}): "
-                    "they look like ids given from line numbers (the notebook does this for records without "
-                    "an id), and pairing by line order would mis-pair them")
+        ordered, n = sorted(own), len(own)
+        for base, numbers in ((None, [str(line) for line in other.line]), (1, [str(k) for k in range(1, n + 1)]),
+                              (0, [str(k) for k in range(n)])):
+            if own == numbers or ordered != sorted(numbers):
+                continue
+            k = next(k for k in range(n) if own[k] != numbers[k])
+            if base is None:
+                return (f"the ids of {path} are the line numbers of {other_path} in another order (line "
+                        f"{store.line[k]} has id {own[k]!r}, paired by line order with line {other.line[k]}): "
+                        "they look like ids given from line numbers (the notebook does this for records without "
+                        "an id), and pairing by line order would mis-pair them")
+            return (f"the ids of {path} are the record numbers of {other_path} counted from {base} ({base} to "
+                    f"{n - 1 + base}) in another order (line {store.line[k]} has id {own[k]!r}, paired by line "
+                    f"order with record {k + base}, line {other.line[k]}): they look like ids given from "
+                    "positions, and pairing by line order would mis-pair them")
     return ""
+
+
+def _integer_ids_out_of_order(ids: IdColumn, store: LineStore) -> str:
+    """The first pair of lines whose ids are out of increasing order (``line 1 has id '3',
+    line 2 has id '1'``) when every id present is an integer (ASCII digits; at least two
+    present), else "": such ids look like positions of another order (record numbers of a
+    shuffled or batched file), which pairing by line order could mis-pair; numeric dataset
+    ids may also be in any order, so this is a doubt, not a proof (:func:`_order_mispairs`
+    proves the permutations of positions)."""
+    present = np.flatnonzero(ids.present())
+    if len(present) < 2 or not (ids[int(present[0])] or "").isdigit():
+        return ""  # (a cheap test first, as in _order_mispairs)
+    first, previous = "", (-1, -1)
+    for k in present:
+        rid = ids[int(k)] or ""
+        if not (rid.isascii() and rid.isdigit()):
+            return ""
+        if not first and int(rid) < previous[1]:
+            first = (f"line {store.line[previous[0]]} has id {ids[previous[0]]!r}, line {store.line[int(k)]} has "
+                     f"id {rid!r}")
+        previous = (int(k), int(rid))
+    return first
 
 
 #: ``--join``: how gold and prediction lines are paired.
@@ -7199,20 +7264,43 @@ JOIN_MODES = ("auto", "id", "order")
 
 
 def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-               gold_path: Path) -> str:
+               gold_path: Path, log: LoadedInputs) -> str:
     """Resolve ``--join``: "id" or "order". ``auto`` joins by id when every gold line and
     some prediction lines carry ids, by line order when neither side does, and refuses
-    when only one side has ids (pairing by position could silently mis-pair them)."""
+    when only one side has ids (pairing by position could silently mis-pair them); the
+    refusal suggests ``--join order`` only when neither :func:`_order_mispairs` nor
+    :func:`_integer_ids_out_of_order` casts a doubt on it. ``order`` is refused when it
+    would mis-pair (:func:`_order_mispairs`; the notebook's lines whose ``input_line`` is
+    not the number of the gold line at their position), and noticed (``ids_out_of_order``)
+    when one side's integer ids are out of increasing order and the other side does not
+    carry ids on every line to vouch for the pairing."""
     gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
+        notebook = _notebook_order_mispairs(gold, preds, pred_path, gold_path)
+        if notebook:
+            raise InputError(f"--join order: {notebook}")
         wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
         if wrong:
             both = bool(pred_with and gold.ids.present()[kept_gold].any())
+            shared = both and bool(np.isin(preds.ids.hashes()[preds.ids.present()],
+                                           gold.ids.hashes()[gold.ids.present()]).any())  # (hashes: a superset)
             raise InputError(f"--join order: {wrong}; " + (
-                "join by id (--join auto) instead" if both else
+                "join by id (--join auto) instead" if shared else
+                "the two files do not share a single id: check that both files hold the same records (the "
+                "notebook's output is graded against the notebook's input file)" if both else
                 "give the other side the same ids, or (the notebook's output) grade it against its input with "
                 "--join auto"))
+        vouched = bool(gold.ids.present().all() and preds.ids.present().all())
+        for ids, store, path, other in ((preds.ids, preds.store, pred_path, "gold"),
+                                        (gold.ids, gold.store, gold_path, "prediction")):
+            pair = "" if vouched else _integer_ids_out_of_order(ids, store)
+            if pair:
+                log.note("ids_out_of_order", f"{path}: its ids are integers out of increasing order ({pair}), "
+                         "paired by line order as --join order asks: right for numeric dataset ids, wrong if "
+                         f"they are positions in another order (then give the {other} lines the same ids and join "
+                         "by id)")
+                break
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:
@@ -7230,9 +7318,40 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
         raise InputError(f"cannot pair the records safely: {ids_side}; {wrong}. --join order would pair them "
                          "wrongly: give the gold lines the same ids, or grade the predictions file alone if it "
                          "holds the gold")
+    for ids, store, path, other in ((preds.ids, preds.store, pred_path, "gold"),
+                                    (gold.ids, gold.store, gold_path, "prediction")):
+        pair = _integer_ids_out_of_order(ids, store)
+        if pair:
+            raise InputError(f"cannot pair the records safely: {ids_side}; the ids of {path} are integers out of "
+                             f"increasing order ({pair}): they look like positions in another order (record "
+                             "numbers of a shuffled or batched file), so pairing by line order would likely "
+                             f"mis-pair them. Give the {other} lines the same ids, or, for the notebook's output, "
+                             "grade it against the notebook's input file")
     raise InputError(f"cannot pair the records safely: {ids_side}; pairing by line order could "
                      "mis-pair them. Pass --join order to pair the k-th prediction line with the k-th gold line, "
                      "or add the ids")
+
+
+def _notebook_order_mispairs(gold: _GoldLines, preds: _PredLines, pred_path: Path, gold_path: Path) -> str:
+    """Why ``--join order`` would mis-pair the notebook's output (:func:`_notebook_lines`)
+    with ``gold``: the first prediction line whose ``input_line`` is not the number of the
+    gold line at its position (the notebook writes the longest prompts first); "" when the
+    lines are not the notebook's or every ``input_line`` agrees."""
+    lines = _notebook_lines(preds)
+    if lines is None:
+        return ""
+    line_at = dict(zip(gold.positions.tolist(), gold.store.line))
+    for k, (line_no, _, _) in enumerate(lines):
+        at = line_at.get(k)
+        if at is not None and at != line_no:
+            return (f"line {preds.store.line[k]} of {pred_path} was written by the notebook for input line "
+                    f"{line_no} (its input_line), but pairing by line order puts it with line {at} of {gold_path} "
+                    "(the notebook writes the longest prompts first): " + (
+                        "grade it against the notebook's input file (whose lines have no ids) with --join auto, "
+                        "which pairs each line with the gold line its input_line names"
+                        if gold.ids.present().all() else
+                        "use --join auto, which pairs each such line with the gold line its input_line names"))
+    return ""
 
 
 class EntryTable(Sequence[Entry]):
@@ -7325,11 +7444,14 @@ def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log:
                  f"{preds.discarded[passed[0]]} other answer(s) not scored); if the model wrote one answer in "
                  "pieces (a numbered list of objects, comments inside the array), check the raw text; the rule "
                  "is in README \"Parse statuses\"")
-    missing = [entries._gold.ids[int(g)] for g in entries._gold_rows[rows < 0]]
+    missing_rows = entries._gold_rows[rows < 0]
+    missing = [entries._gold.ids[int(g)] for g in missing_rows]
     if missing:
         have = "entry has" if len(missing) == 1 else "entries have"
+        named = (f"ids {_ids_text(missing)}" if None not in missing else  # gold without ids: name its lines
+                 f"gold {_lines_named([entries._gold.store.line[int(g)] for g in missing_rows[:_SAMPLE_KEPT]])}")
         log.note("missing_predictions", f"{pred_path}: {len(missing)} gold {have} no prediction line, scored as "
-                 f"empty predictions (ids {_ids_text(missing)})")
+                 f"empty predictions ({named})")
 
 
 def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = False,
@@ -7387,7 +7509,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
                          if join == "auto" else None)
         if by_input_line is not None:
             kept_gold, pred_rows = by_input_line
-        elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path) == "id":
+        elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path, log) == "id":
             pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
                                     ignore_extra_predictions)
         else:
@@ -7402,6 +7524,10 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     _entry_notices(entries, preds, pred_path, log)
     log.entries = entries
     log.instructions = [json.loads(text) for text in sorted(preds.instructions)]
+    if len(log.instructions) > 1:
+        log.note("mixed_instructions", f"{pred_path}: its lines were generated with {len(log.instructions)} "
+                 f"instructions, {_instructions_text(log.instructions)}: the model was not prompted the same way "
+                 "on every line (generate_predictions.ipynb's instruction parameter)")
     return log
 
 
@@ -11577,6 +11703,10 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
             raise InputError(f"--merge combines partial reports and scores nothing: it takes no {', '.join(given)} "
                              "(the parts carry their inputs and configuration; give scoring options to the "
                              "--shard runs)")
+    if args.ignore_extra_predictions and args.gold is None and args.pred:
+        raise InputError("--ignore-extra-predictions leaves out prediction lines whose id has no gold record in "
+                         "--gold, but without --gold each line of a combined file holds its own gold, so it would "
+                         "change nothing: leave it out (or give the gold file with --gold)")
     if args.per_entry_jsonl is not None and args.summary_only:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),
