@@ -288,6 +288,10 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
     (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
     (["--pred", FINETUNED], "the same file is given twice (predictions/finetuned.jsonl, predictions/finetuned.jsonl)"),
     (["--gold", "./" + FINETUNED], "are the same file"),
+    # a combined file alone: each line holds its own gold, no prediction id can lack one (issue 17)
+    (["--ignore-extra-predictions"], "--ignore-extra-predictions leaves out prediction lines whose id has no gold "
+     "record in --gold, but without --gold each line of a combined file holds its own gold, so it would change "
+     "nothing: leave it out (or give the gold file with --gold)"),
 ])
 def test_contradictory_options_exit_2(tmp_path, extra, message):
     report = tmp_path / "r.json"

@@ -514,6 +514,223 @@ def test_join_order_with_ids_that_disagree_is_refused():
             f"{root / 'gold/gold.jsonl'}; join by id (--join auto) instead") in err
 
 
+# ------------ issue 17 items 1, 8 (review): ids that are positions, the notebook's lines, no shared id
+#
+# Gold e1: [Acme -founded_by-> Alice, Acme -located_in-> Paris], e2: [Zeta -created_by-> Bob];
+# answers: e1 [Acme -founded_by-> Alice], e2 [Zeta -created_by-> Bob, Zeta -located_in-> Mars].
+# Paired right: e1 P 1/1, R 1/2 -> F1 2/3; e2 P 1/2, R 1/1 -> F1 2/3; entity and triplet F1
+# 2/3 (macro and micro: 2 of 3 predicted, 2 of 3 gold). Paired the wrong way round: 0.
+
+def _ent(title: str) -> dict:
+    return {"title": title, "type": "entity"}
+
+
+def _t(src: str, rel: str, tgt: str, w: float) -> dict:
+    return {"source": _ent(src), "relation": {"type": rel, "weight": w}, "target": _ent(tgt)}
+
+
+_E1_PROMPT, _E2_PROMPT = "Alice founded Acme. Acme is located in Paris.", "Bob wrote Zeta."
+_E1_GOLD = [_t("Acme", "founded_by", "Alice", 1.0), _t("Acme", "located_in", "Paris", 0.9)]
+_E2_GOLD = [_t("Zeta", "created_by", "Bob", 0.8)]
+_E1_PRED = [_t("Acme", "founded_by", "Alice", 1.0)]
+_E2_PRED = [_t("Zeta", "created_by", "Bob", 0.8), _t("Zeta", "located_in", "Mars", 0.5)]
+
+
+def _review_gold(tmp_path: Path, ids: tuple = ("e1", "e2"), *, blank_first: bool = False,
+                 name: str = "g.jsonl") -> Path:
+    """The 2-entry gold (ids None: that line has none), a blank first line when asked."""
+    rows = [{**({"id": rid} if rid is not None else {}), "prompt": p, "triplets": t}
+            for rid, p, t in zip(ids, (_E1_PROMPT, _E2_PROMPT), (_E1_GOLD, _E2_GOLD))]
+    return write_jsonl(tmp_path / name, ([b"\n"] if blank_first else []) + rows)
+
+
+def _review_pred(tmp_path: Path, ids: tuple, *, reverse: bool = True, name: str = "p.jsonl") -> Path:
+    """The answers, e2's first when ``reverse``; ``ids`` by line (None: no id on that line)."""
+    answers = [_E2_PRED, _E1_PRED] if reverse else [_E1_PRED, _E2_PRED]
+    rows = [{**({"id": rid} if rid is not None else {}), "triplets": t} for rid, t in zip(ids, answers)]
+    return write_jsonl(tmp_path / name, rows)
+
+
+def _notebook_lines(tmp_path: Path, ids: tuple, sources: tuple, *, instructions: tuple | None = None,
+                    name: str = "nb.jsonl") -> Path:
+    """generate_predictions.py's output for the 2 gold records, in batch order (input line 2, the
+    shorter prompt "Bob wrote Zeta." here, then input line 1); ``ids``/``sources`` by written line."""
+    rows = []
+    for k, (rid, source, (n, prompt, gold, answer)) in enumerate(zip(ids, sources, [
+            (2, _E2_PROMPT, _E2_GOLD, _E2_PRED), (1, _E1_PROMPT, _E1_GOLD, _E1_PRED)])):
+        instruction = (instructions or ({"name": "schema", "sha256": "abcdef123456"},) * 2)[k]
+        rows.append({**({"id": rid} if rid is not None else {}), "prompt": prompt, "gold_parsed": gold,
+                     "pred_raw": json.dumps(answer), "finish_reason": "stop", "input_line": n,
+                     "id_source": source, "instruction": instruction})
+    return write_jsonl(tmp_path / name, rows)
+
+
+def _f1s(report: dict) -> tuple[float, float]:
+    return report["summary"]["micro"]["entity_f1"], report["summary"]["macro"]["entity_f1"]
+
+
+def _run(pred: Path, gold: Path | None, *args: str) -> tuple[int, str, dict | None]:
+    report = pred.with_suffix(".report.json")
+    report.unlink(missing_ok=True)
+    rc, out, err = run_main("--pred", pred, *(("--gold", gold) if gold else ()), "--no-embeddings",
+                            "--report", report, *args)
+    return rc, err, json.loads(report.read_text()) if report.exists() else None
+
+
+@pytest.mark.parametrize("ids, blank_first, numbers, pair", [
+    ((1, 0), False, "counted from 0 (0 to 1)", "line 1 has id '1', paired by line order with record 0, line 1"),
+    (("2", "1"), True, "counted from 1 (1 to 2)", "line 1 has id '2', paired by line order with record 1, line 2"),
+])
+def test_ids_that_are_record_numbers_in_another_order_are_refused(tmp_path, ids, blank_first, numbers, pair):
+    # 0-based indices 1, 0, and (gold with a blank first line: records on lines 2, 3) 1-based
+    # record numbers 2, 1: on main the refusal said "Pass --join order", which scored 0.0000
+    # instead of 0.6667 with exit 0
+    gold = _review_gold(tmp_path, (None, None), blank_first=blank_first)
+    pred = _review_pred(tmp_path, ids)
+    rc, err, rep = _run(pred, gold)
+    assert rc == 2 and rep is None and "Pass --join order" not in err
+    wrong = (f"the ids of {pred} are the record numbers of {gold} {numbers} in another order ({pair}): they "
+             "look like ids given from positions, and pairing by line order would mis-pair them")
+    assert f"; {wrong}. --join order would pair them wrongly: give the gold lines the same ids" in err
+    rc, err, rep = _run(pred, gold, "--join", "order")
+    assert rc == 2 and rep is None
+    assert (f"--join order: {wrong}; give the other side the same ids, or (the notebook's output) grade it "
+            "against its input with --join auto") in err
+
+
+@pytest.mark.parametrize("side", ["pred", "gold"])
+def test_integer_ids_out_of_order_are_never_offered_join_order(tmp_path, side):
+    # ids 3, 1 (a gap: not a permutation of positions) on one side, none on the other: on main
+    # the refusal suggested --join order (F1 0.0000, exit 0); now it says why not, and an
+    # explicit --join order is allowed (numeric dataset ids) with notice ids_out_of_order
+    if side == "pred":
+        gold, pred = _review_gold(tmp_path, (None, None)), _review_pred(tmp_path, ("3", "1"))
+        path, other = pred, "gold"
+    else:  # gold ids 3, 1; the answers in gold order, without ids: paired by line order, F1 2/3
+        gold, pred = _review_gold(tmp_path, ("3", "1")), _review_pred(tmp_path, (None, None), reverse=False)
+        path, other = gold, "prediction"
+    rc, err, rep = _run(pred, gold)
+    assert rc == 2 and rep is None and "Pass --join order" not in err and "--join order would" not in err
+    assert (f"; the ids of {path} are integers out of increasing order (line 1 has id '3', line 2 has id '1'): "
+            "they look like positions in another order (record numbers of a shuffled or batched file), so "
+            f"pairing by line order would likely mis-pair them. Give the {other} lines the same ids, or, for the "
+            "notebook's output, grade it against the notebook's input file") in err
+    rc, err, rep = _run(pred, gold, "--join", "order")
+    assert rc == 0, err
+    assert kinds(rep) == ["ids_out_of_order", "join_by_line_order"]
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"{path}: its ids are integers out of increasing order (line 1 has id '3', line 2 has id '1'), paired "
+        "by line order as --join order asks: right for numeric dataset ids, wrong if they are positions in "
+        f"another order (then give the {other} lines the same ids and join by id)")
+    # pred side: the e2 answer with gold e1 and the reverse: 0; gold side: in order, 2/3
+    assert _f1s(rep) == ((0.0, 0.0) if side == "pred" else (pytest.approx(2 / 3), pytest.approx(2 / 3)))
+    # ids 10, 20 in increasing order are no sign of another order: as before, the refusal
+    # suggests --join order, which pairs them in order (F1 2/3) with only the join notice
+    if side == "pred":
+        pred = _review_pred(tmp_path, ("10", "20"), reverse=False)
+        rc, err, rep = _run(pred, gold)
+        assert rc == 2 and "Pass --join order to pair the k-th prediction line with the k-th gold line" in err
+        rc, err, rep = _run(pred, gold, "--join", "order")
+        assert rc == 0, err
+        assert kinds(rep) == ["join_by_line_order"] and _f1s(rep) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+
+
+@pytest.mark.parametrize("ids, sources, gold_ids, shown", [
+    (("2", "e1"), ("input_line", "input"), (None, None), "'input' or 'input_line'"),  # input ids on some lines
+    (("2", "e1"), ("input_line", "input"), ("e1", None), "'input' or 'input_line'"),  # the gold's too
+    ((None, None), ("input_line", "input_line"), (None, None), "'input_line'"),       # lines without an id key
+])
+def test_notebook_lines_join_by_input_line_whatever_their_ids(tmp_path, ids, sources, gold_ids, shown):
+    # on main: refused with each refusal pointing at the other, or (no id key) paired by line
+    # order, F1 0; joined by input_line: each answer with its own gold, F1 2/3
+    gold, gen = _review_gold(tmp_path, gold_ids), _notebook_lines(tmp_path, ids, sources)
+    rc, err, rep = _run(gen, gold)
+    assert rc == 0, err
+    assert _f1s(rep) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+    assert [row["gold_line"] for row in rep["per_entry"]] == [1, 2]
+    assert kinds(rep) == ["join_by_input_line"]
+    assert rep["summary"]["notices"][0]["message"] == (
+        f"records paired by input line: each line of {gen} (written by the notebook, id_source {shown}) with the "
+        f"line of {gold} its input_line names, their prompts equal")
+    rc, err, rep = _run(gen, gold, "--join", "order")
+    assert rc == 2 and rep is None
+    assert (f"--join order: line 1 of {gen} was written by the notebook for input line 2 (its input_line), but "
+            f"pairing by line order puts it with line 1 of {gold} (the notebook writes the longest prompts first): "
+            "use --join auto, which pairs each such line with the gold line its input_line names") in err
+    # written in input order (input_line 1, 2 on lines 1, 2), --join order pairs them right: F1 2/3
+    rows = [json.loads(x) for x in gen.read_text().splitlines()]
+    in_order = write_jsonl(tmp_path / "in_order.jsonl", rows[::-1])
+    rc, err, rep = _run(in_order, gold, "--join", "order")
+    assert rc == 0, err
+    assert kinds(rep) == ["join_by_line_order"] and _f1s(rep) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+
+
+def test_notebook_line_whose_id_differs_from_its_gold_lines_is_refused(tmp_path):
+    # input line 1 has id 'x1' in this gold, 'e1' in the notebook's input: not the same file
+    gold, gen = _review_gold(tmp_path, ("x1", None)), _notebook_lines(tmp_path, ("2", "e1"), ("input_line", "input"))
+    rc, err, rep = _run(gen, gold)
+    assert rc == 2 and rep is None
+    assert (f"{gen}: line 2: its id 'e1' differs from the id 'x1' of {gold}: line 1 (its input_line); the gold "
+            "file may not be the notebook's input, so its lines cannot be paired by input_line") in err
+
+
+def test_missing_prediction_of_a_gold_line_without_id_names_the_line(tmp_path):
+    # the notebook's output for input line 2 only: gold line 1 has no prediction (entity F1 0),
+    # line 2 2/3: macro (0 + 2/3) / 2 = 1/3; on main the notice said "(ids None)"
+    gold = _review_gold(tmp_path, (None, None))
+    rows = [json.loads(x) for x in _notebook_lines(tmp_path, ("2", "1"), ("input_line",) * 2).read_text().splitlines()]
+    gen = write_jsonl(tmp_path / "one.jsonl", rows[:1])
+    rc, err, rep = _run(gen, gold)
+    assert rc == 0, err
+    assert rep["summary"]["macro"]["entity_f1"] == pytest.approx(1 / 3)
+    assert kinds(rep) == ["join_by_input_line", "missing_predictions"]
+    assert rep["summary"]["notices"][1]["message"] == (
+        f"{gen}: 1 gold entry has no prediction line, scored as empty predictions (gold line 1)")
+
+
+@pytest.mark.parametrize("notebook", [False, True])
+def test_files_without_a_single_shared_id_are_refused_even_with_ignore_extra_predictions(tmp_path, notebook):
+    # prediction ids 1, 2 (line numbers) against gold ids e1, e2: on main the refusal named
+    # --ignore-extra-predictions, which scored every entry missing, F1 0.0000, exit 0
+    gold = _review_gold(tmp_path)
+    pred = (_notebook_lines(tmp_path, ("2", "1"), ("input_line",) * 2) if notebook
+            else _review_pred(tmp_path, ("1", "2"), reverse=False))
+    refusal = (f"{pred} and {gold} do not share a single id: none of the 2 prediction id(s) is a gold id "
+               "(prediction ids: '1', '2'; gold ids: 'e1', 'e2'), so every gold record would be scored as missing")
+    tail = (": check that both files hold the same records (the notebook's output is graded against the "
+            "notebook's input file)")
+    rc, err, rep = _run(pred, gold)
+    assert rc == 2 and rep is None and "--ignore-extra-predictions" not in err
+    assert refusal + tail in err
+    rc, err, rep = _run(pred, gold, "--ignore-extra-predictions")
+    assert rc == 2 and rep is None
+    assert refusal + " and every prediction line left out (--ignore-extra-predictions)" + tail in err
+    rc, err, rep = _run(pred, gold, "--join", "order")  # and --join order does not point back at --join auto
+    assert rc == 2 and rep is None and "(--join auto) instead" not in err
+    assert ("grade it against the notebook's input file (whose lines have no ids) with --join auto" if notebook
+            else "the two files do not share a single id: check that both files hold the same records") in err
+
+
+def test_prediction_lines_with_several_instructions_get_a_notice(tmp_path):
+    # the lines of one file generated with two instructions: notice mixed_instructions, graded
+    # against the gold (F1 2/3) and alone as a combined file; no number changes
+    gold = _review_gold(tmp_path, (None, None))
+    two = ({"name": "schema", "sha256": "abcdef123456"}, {"name": "none", "sha256": "111111111111"})
+    gen = _notebook_lines(tmp_path, ("2", "1"), ("input_line",) * 2, instructions=two)
+    message = (f"{gen}: its lines were generated with 2 instructions, none (sha256 111111111111) + schema "
+               "(sha256 abcdef123456): the model was not prompted the same way on every line "
+               "(generate_predictions.ipynb's instruction parameter)")
+    for with_gold in (gold, None):
+        rc, err, rep = _run(gen, with_gold)
+        assert rc == 0, err
+        assert [n for n in rep["summary"]["notices"] if n["kind"] == "mixed_instructions"] == [
+            {"kind": "mixed_instructions", "message": message}]
+        assert _f1s(rep) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+    one = _notebook_lines(tmp_path, ("2", "1"), ("input_line",) * 2, name="one.jsonl")
+    rc, err, rep = _run(one, gold)
+    assert rc == 0 and kinds(rep) == ["join_by_input_line"]
+
+
 # ------------------------------------------ issue 17 item 8: a gold subset (--ignore-extra-predictions)
 
 
