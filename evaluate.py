@@ -7525,9 +7525,10 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     log.entries = entries
     log.instructions = [json.loads(text) for text in sorted(preds.instructions)]
     if len(log.instructions) > 1:
-        log.note("mixed_instructions", f"{pred_path}: its lines were generated with {len(log.instructions)} "
-                 f"instructions, {_instructions_text(log.instructions)}: the model was not prompted the same way "
-                 "on every line (generate_predictions.ipynb's instruction parameter)")
+        log.note("mixed_instructions", f"{pred_path}: its lines record {len(log.instructions)} instructions, "
+                 f"{_instructions_text(log.instructions)}: not every line was prompted the same way (a chat input "
+                 "keeps its own turns; prompt/text inputs follow generate_predictions.ipynb's instruction "
+                 "parameter, which differs between runs written to one file)")
     return log
 
 

@@ -717,9 +717,10 @@ def test_prediction_lines_with_several_instructions_get_a_notice(tmp_path):
     gold = _review_gold(tmp_path, (None, None))
     two = ({"name": "schema", "sha256": "abcdef123456"}, {"name": "none", "sha256": "111111111111"})
     gen = _notebook_lines(tmp_path, ("2", "1"), ("input_line",) * 2, instructions=two)
-    message = (f"{gen}: its lines were generated with 2 instructions, none (sha256 111111111111) + schema "
-               "(sha256 abcdef123456): the model was not prompted the same way on every line "
-               "(generate_predictions.ipynb's instruction parameter)")
+    message = (f"{gen}: its lines record 2 instructions, none (sha256 111111111111) + schema (sha256 "
+               "abcdef123456): not every line was prompted the same way (a chat input keeps its own turns; "
+               "prompt/text inputs follow generate_predictions.ipynb's instruction parameter, which differs "
+               "between runs written to one file)")
     for with_gold in (gold, None):
         rc, err, rep = _run(gen, with_gold)
         assert rc == 0, err
