@@ -7468,7 +7468,9 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     order (equal counts required) when neither does, refused when only one side does). A
     gold id with no prediction is scored as an empty prediction (status "missing"); a
     prediction id with no gold is an error, or left out with a notice when
-    ``ignore_extra_predictions``. Bad prediction lines (invalid UTF-8 or JSON)
+    ``ignore_extra_predictions`` (files that share no id are refused either way). The
+    notebook's output is joined by its ``input_line`` (:func:`_join_by_input_line`), and
+    lines recording several instructions get notice ``mixed_instructions``. Bad prediction lines (invalid UTF-8 or JSON)
     are reported and scored as unparseable (attributed by their ``"id"`` when it can be
     read from the raw bytes, else by position); bad gold lines are an error unless
     ``skip_bad_gold``. A prediction line without a prediction field is reported and scored
