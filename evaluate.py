@@ -72,44 +72,10 @@ namespace (bottle.py style) rather than behind a name prefix.
 
 from __future__ import annotations
 
-import argparse
-import array
-import bisect
-import contextlib
-import copy
-import csv
-import dataclasses
-import difflib
-import functools
-import gc
-import hashlib
-import importlib.metadata
-import importlib.util
-import io
-import json
-import logging
-import math
-import operator
+# Ctrl-C and SIGTERM are held from the file's first statements (only os and signal are
+# imported before): nothing before them but the interpreter's own start-up.
 import os
-import platform
-import re
-import shlex
 import signal
-import stat
-import sqlite3
-import string
-import sys
-import tempfile
-import threading
-import time
-import unicodedata
-import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
-from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
 
 
 def _signal_before_main(signum: int, frame: Any) -> None:
@@ -120,10 +86,17 @@ def _signal_before_main(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
+if __name__ == "__main__":  # first: a signal during the imports below ends the run with this one line
+    signal.signal(signal.SIGINT, _signal_before_main)
+    signal.signal(signal.SIGTERM, _signal_before_main)
+
+
 #: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``) makes the
 #: main process send itself (``group``: its whole process group, the workers too) SIGNAL
 #: the N-th time (default: the first) it reaches PHASE
-#: (:func:`_phase`: start, reading, scoring, pool, merging, writing), so that the signal
+#: (:func:`_phase`: start (the file's first statements), imports (after the third-party
+#: imports), reading, scoring, pool, merging, writing, written (the report renamed into
+#: place), exit (after :func:`main` returned)), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
@@ -147,13 +120,52 @@ def _phase(name: str) -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, _signal_before_main)
-    signal.signal(signal.SIGTERM, _signal_before_main)
     _phase("start")
+
+import argparse
+import array
+import bisect
+import contextlib
+import copy
+import csv
+import dataclasses
+import difflib
+import functools
+import gc
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import logging
+import math
+import operator
+import platform
+import re
+import shlex
+import stat
+import sqlite3
+import string
+import sys
+import tempfile
+import threading
+import time
+import unicodedata
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
 
 import json_repair
 import numpy as np
 import orjson
+
+if __name__ == "__main__":
+    _phase("imports")
 
 __version__ = "0.1.0"
 
@@ -7549,6 +7561,18 @@ class RowTally:
         return tally
 
 
+class TempFilesUnwritable(InputError):
+    """A temporary file (a row spool, a spooled ``--pred -`` or pipe) cannot be written: a
+    full or read-only temporary folder. Exit status 2 with one line naming the folder and
+    the OS reason (:meth:`of`), not an internal error; the temporary files are removed."""
+
+    @classmethod
+    def of(cls, exc: OSError, folder: Path | str | None = None) -> "TempFilesUnwritable":
+        where = folder if folder is not None else tempfile.gettempdir()
+        return cls(f"cannot write temporary files in {where} (the temporary folder: TMPDIR names another): "
+                   f"{exc.strerror or exc}; no report written")
+
+
 class RowSpool:
     """Per-entry rows kept on disk as the bytes the output holds, instead of in memory:
     each row is encoded where it is made (in a worker, or as it is appended) to its final
@@ -7581,17 +7605,24 @@ class RowSpool:
             self._file = io.BytesIO()
             self._write = self._file.write
         else:
-            self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+            try:
+                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+            except OSError as exc:
+                raise TempFilesUnwritable.of(exc, folder) from None
             self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
+        self._folder = folder
         self._sizes = array.array("Q")   # the byte size of each row's text
         self._dropped: list[tuple[str, str]] = []
 
     def append(self, row: dict[str, Any]) -> None:
         """Encode ``row`` (ValueError: a NaN or infinite float) and append its bytes."""
         data = self._encode(row)
-        if self._sizes:
-            self._write(self._sep)
-        self._write(data)
+        try:
+            if self._sizes:
+                self._write(self._sep)
+            self._write(data)
+        except OSError as exc:  # a full temporary folder
+            raise self._unwritable(exc) from None
         self._sizes.append(len(data))
 
     def extend(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -7608,12 +7639,24 @@ class RowSpool:
         as they are (not decoded and encoded again); its dropped families are dropped here."""
         if not sizes:
             return
-        if self._sizes:
-            self._write(self._sep)
-        self._write(data)
+        try:
+            if self._sizes:
+                self._write(self._sep)
+            self._write(data)
+        except OSError as exc:  # a full temporary folder
+            raise self._unwritable(exc) from None
         self._sizes.extend(sizes)
         for name, key in dropped:
             self.drop(name, key)
+
+    def _unwritable(self, exc: OSError) -> TempFilesUnwritable:
+        """The spool's file cannot be written (a full temporary folder): close and remove it
+        now (its unwritten buffer is dropped, so nothing fails again at exit) and say so."""
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        return TempFilesUnwritable.of(exc, self._folder)
 
     def drop(self, name: str, key: str) -> None:
         """Leave family ``name`` (report key ``key``) out of every row read back."""
@@ -7624,7 +7667,10 @@ class RowSpool:
         return len(self._sizes)
 
     def _reader(self) -> Any:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:  # the last buffered rows did not fit
+            raise self._unwritable(exc) from None
         if isinstance(self._file, io.BytesIO):
             return io.BytesIO(self._file.getvalue())
         return open(self._file.name, "rb")
@@ -8069,16 +8115,19 @@ def report_json(data: Any) -> str:
     return b"".join(report_chunks(data)).decode("utf-8")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, placed: Callable[[], None] | None = None) -> None:
     """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
     file. A report is written chunk by chunk (:func:`report_chunks`: its ``per_entry`` rows
     may come from disk). NaN/Infinity are refused, so the report is strict JSON.
+    ``placed``: called right after the rename, with Ctrl-C and SIGTERM held from the rename
+    to its return (:func:`_write_atomic`), so that a signal there sees what it recorded.
 
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]))
+    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]),
+                  placed)
 
 
 def _json_line(value: Any) -> bytes:
@@ -8115,8 +8164,15 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "rows": count}
 
 
-def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``."""
+#: The signals a run turns into its own clean exit (130, 143).
+_RUN_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None] | None = None) -> None:
+    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``, then
+    call ``placed``; Ctrl-C and SIGTERM are blocked (``pthread_sigmask``) from the rename
+    to ``placed``'s return, so a signal is handled either before the rename (no file) or
+    after ``placed`` has recorded that the file is there."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -8129,7 +8185,13 @@ def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _RUN_SIGNALS)
+        try:
+            os.replace(tmp, path)
+            if placed is not None:
+                placed()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -12390,9 +12452,21 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     if path is None or not path.exists() or path.is_file() or path.is_dir():
         return path
     target = folder / (path.name or "stream")
-    with open(path, "rb") as source, open(target, "wb") as sink:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            sink.write(block)
+    with open(path, "rb") as source:
+        try:
+            sink = open(target, "wb")
+        except OSError as exc:
+            raise TempFilesUnwritable.of(exc, folder.parent) from None
+        with sink:
+            for block in iter(lambda: source.read(1 << 20), b""):  # a read error is the input's (not caught)
+                try:
+                    sink.write(block)
+                except OSError as exc:
+                    raise TempFilesUnwritable.of(exc, folder.parent) from None
+            try:
+                sink.flush()
+            except OSError as exc:
+                raise TempFilesUnwritable.of(exc, folder.parent) from None
     return target
 
 
@@ -13371,7 +13445,11 @@ def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     assert config.pred is not None
     if config.pred.is_dir():
         return run_directory(config, similarity)
-    with tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-") as spool:
+    try:
+        spooling = tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-")
+    except OSError as exc:
+        raise TempFilesUnwritable.of(exc) from None
+    with spooling as spool:
         pred = _spool_stream(config.pred, Path(spool))
         gold = _spool_stream(config.gold, Path(spool))
         relations = _spool_stream(config.vocabulary_path, Path(spool))
@@ -13416,10 +13494,10 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
         try:
-            write_json_atomic(report_path, report)
+            write_json_atomic(report_path, report, placed=lambda: setattr(outcome, "written", report_path))
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
-        outcome.written = report_path
+        _phase("written")
     try:
         _print_output(config, report, text, f"report written to {report_path}" if report_path is not None
                       else "no report written (--no-report)")
@@ -13427,10 +13505,11 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     except BrokenPipeError:
         raise
     except OSError as exc:
-        if outcome.written is not None:  # main says where the report is
-            raise
-        raise StdoutUnwritable(f"cannot write the summary to stdout: {exc.strerror or exc} (no report written: "
-                               f"--no-report)") from None
+        what = ("the summary" if config.output_format in (None, "text")
+                else f"the --format {config.output_format} output")
+        raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
+                               + (f"; the report was written to {outcome.written}" if outcome.written is not None
+                                  else " (no report written: --no-report)")) from None
     _write_run_plots(config, report)
     return 0
 
@@ -13661,8 +13740,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
+        if __name__ == "__main__":  # the program: the run's exit status stands, a late signal is never
+            signal.pthread_sigmask(signal.SIG_BLOCK, _RUN_SIGNALS)  # delivered (blocked to process exit)
+            previous = previous_int = _signal_after_main  # one already caught is dropped
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
+
+
+def _signal_after_main(signum: int, frame: Any) -> None:
+    """A signal caught just before :func:`main` blocked them, handled after it returned:
+    the run has ended and said how; nothing to do."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -13679,8 +13766,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"{what} (the report had been written to {outcome.written})" if outcome.written
-                  else f"{what}: no report written", file=sys.stderr)
+            print(f"{what}: the report was written to {outcome.written}; what comes after it (the summary on "
+                  "stdout, --plots) may be incomplete" if outcome.written else f"{what}: no report written",
+                  file=sys.stderr)
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)
@@ -13715,4 +13803,6 @@ def _internal_error() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _status = main()
+    _phase("exit")
+    sys.exit(_status)
