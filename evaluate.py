@@ -11690,6 +11690,30 @@ def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) 
 #: ``summary.inputs`` records it as name "stream", path null).
 STDIN_INPUT = Path("/dev/stdin")
 
+#: How messages name a spooled stream (:func:`_spool_stream`) and ``--pred -``'s
+#: :data:`STDIN_INPUT`: the temporary copy's path (random) -> the input as given
+#: (``<stdin>`` for ``-``), so that the same input gives the same report and messages.
+_STREAM_NAMES: dict[str, str] = {}
+
+
+def _named_streams(text: str) -> str:
+    """``text`` with every spooled stream's temporary path (and ``/dev/stdin`` of a
+    ``-`` input) replaced by the name the user gave (:data:`_STREAM_NAMES`)."""
+    for path in sorted(_STREAM_NAMES, key=len, reverse=True):
+        text = text.replace(path, _STREAM_NAMES[path])
+    return text
+
+
+def _named_streams_in(value: Any) -> Any:
+    """:func:`_named_streams` applied to every string of a JSON value (a report summary)."""
+    if isinstance(value, str):
+        return _named_streams(value)
+    if isinstance(value, list):
+        return [_named_streams_in(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _named_streams_in(v) for k, v in value.items()}
+    return value
+
 
 def _stdin_input(path: Path | None, flag: str) -> Path | None:
     """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
@@ -11699,6 +11723,7 @@ def _stdin_input(path: Path | None, flag: str) -> Path | None:
     if sys.stdin is None or sys.stdin.isatty():
         raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
                          f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
+    _STREAM_NAMES[str(STDIN_INPUT)] = "<stdin>"
     return STDIN_INPUT
 
 
@@ -12452,6 +12477,7 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     if path is None or not path.exists() or path.is_file() or path.is_dir():
         return path
     target = folder / (path.name or "stream")
+    _STREAM_NAMES[str(target)] = "<stdin>" if path == STDIN_INPUT else str(path)
     with open(path, "rb") as source:
         try:
             sink = open(target, "wb")
@@ -13454,7 +13480,14 @@ def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
         gold = _spool_stream(config.gold, Path(spool))
         relations = _spool_stream(config.vocabulary_path, Path(spool))
         assert pred is not None
-        return evaluate_files(config, similarity, pred, gold, relations)
+        if (pred, gold, relations) == (config.pred, config.gold, config.vocabulary_path):
+            return evaluate_files(config, similarity, pred, gold, relations)
+        try:  # a stream: messages and notices name it as given, not by its temporary copy
+            report = evaluate_files(config, similarity, pred, gold, relations)
+        except InputError as exc:
+            raise type(exc)(_named_streams(str(exc))) from None
+        report["summary"] = _named_streams_in(report["summary"])
+        return report
 
 
 def _log_embedding_stats(similarity: Similarity) -> None:
@@ -13555,7 +13588,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     if config.gold is None:
         _name_other_gold_entries(config, names, systems)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
-    titles = {n: f"{n}: {p}" + (f" vs {config.gold}" if config.gold else "") for n, p in zip(names, config.preds)}
+    titles = {n: _named_streams(f"{n}: {p}" + (f" vs {config.gold}" if config.gold else ""))
+              for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
 
 
@@ -13673,7 +13707,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
-    title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
+    title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
@@ -13707,6 +13741,7 @@ def _cli_logging(quiet: bool) -> Iterator[None]:
     keeps only errors."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(_name_streams_in_record)
     saved = (log.level, log.propagate)
     log.addHandler(handler)
     log.setLevel(logging.ERROR if quiet else logging.INFO)
@@ -13717,6 +13752,13 @@ def _cli_logging(quiet: bool) -> Iterator[None]:
         log.removeHandler(handler)
         log.setLevel(saved[0])
         log.propagate = saved[1]
+
+
+def _name_streams_in_record(record: logging.LogRecord) -> bool:
+    """Log filter: a stream is named as given (:func:`_named_streams`), not by its copy."""
+    if _STREAM_NAMES:
+        record.msg, record.args = _named_streams(record.getMessage()), None
+    return True
 
 
 class Terminated(KeyboardInterrupt):
@@ -13762,7 +13804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return run(RunConfig.from_args(args), outcome)
         except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {_named_streams(str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
