@@ -8120,8 +8120,8 @@ def write_json_atomic(path: Path, data: Any, placed: Callable[[], None] | None =
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
     file. A report is written chunk by chunk (:func:`report_chunks`: its ``per_entry`` rows
     may come from disk). NaN/Infinity are refused, so the report is strict JSON.
-    ``placed``: called right after the rename, with Ctrl-C and SIGTERM held from the rename
-    to its return (:func:`_write_atomic`), so that a signal there sees what it recorded.
+    ``placed``: called once the file is in place, also when a signal comes right after the
+    rename (:func:`_write_atomic`), so that the signal's message can say where it is.
 
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
@@ -8164,15 +8164,11 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "rows": count}
 
 
-#: The signals a run turns into its own clean exit (130, 143).
-_RUN_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
-
-
 def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None] | None = None) -> None:
     """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``, then
-    call ``placed``; Ctrl-C and SIGTERM are blocked (``pthread_sigmask``) from the rename
-    to ``placed``'s return, so a signal is handled either before the rename (no file) or
-    after ``placed`` has recorded that the file is there."""
+    call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised after the
+    rename, before ``placed`` returned, calls ``placed`` before it goes on (the temp file is
+    gone: the file is in place); raised before it, the temp file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -8185,14 +8181,14 @@ def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _RUN_SIGNALS)
-        try:
-            os.replace(tmp, path)
+        os.replace(tmp, path)
+        if placed is not None:
+            placed()
+    except BaseException:
+        if not os.path.lexists(tmp):  # renamed (a signal right after os.replace): the file is in place
             if placed is not None:
                 placed()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    except BaseException:
+            raise
         try:
             os.unlink(tmp)
         except OSError:
@@ -13766,38 +13762,49 @@ class Terminated(KeyboardInterrupt):
     the same clean-up runs: spool folders and temporary report files are removed."""
 
 
+#: True once :func:`main` has decided its exit status: a signal then changes nothing (the
+#: handlers below return; run as the program, both signals are ignored from then on).
+_RUN_ENDED = False
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
+    if not _RUN_ENDED:
+        raise Terminated()
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    if not _RUN_ENDED:
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into :class:`Terminated` and Ctrl-C into KeyboardInterrupt for one CLI
-    call (main thread only)."""
+    call (main thread only); both do nothing once :data:`_RUN_ENDED`. Run as the program
+    (``__main__``), the call's end ignores both (SIG_IGN, process-wide, kept through the
+    interpreter's exit) instead of restoring the handlers, so that a late signal cannot
+    replace the run's exit status with a silent 130/143."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _RUN_ENDED
+    _RUN_ENDED = False
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # after _signal_before_main
+    previous_int = signal.signal(signal.SIGINT, _raise_interrupted)  # after _signal_before_main
     try:
         yield
     finally:
-        if __name__ == "__main__":  # the program: the run's exit status stands, a late signal is never
-            signal.pthread_sigmask(signal.SIG_BLOCK, _RUN_SIGNALS)  # delivered (blocked to process exit)
-            previous = previous_int = _signal_after_main  # one already caught is dropped
+        if __name__ == "__main__":  # the program: the run's exit status stands; a late signal is
+            previous = previous_int = signal.SIG_IGN  # dropped (signal.signal runs a pending one first)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-
-
-def _signal_after_main(signum: int, frame: Any) -> None:
-    """A signal caught just before :func:`main` blocked them, handled after it returned:
-    the run has ended and said how; nothing to do."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (a
     bug, with its traceback, or a worker process killed: :class:`WorkerLost`, without one),
     Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
+    global _RUN_ENDED
     args = build_parser().parse_args(argv)
     outcome = RunOutcome()
     with _cli_logging(args.quiet), _sigterm_as_interrupt():
@@ -13833,6 +13840,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
             return _internal_error()
+        finally:  # the status is decided: a signal from here on changes nothing (a store: no signal check)
+            _RUN_ENDED = True
 
 
 def _internal_error() -> int:

@@ -991,6 +991,29 @@ def _signal_cases() -> list[tuple[str, str, int]]:
     return cases
 
 
+@pytest.mark.parametrize("signal_class", [KeyboardInterrupt, ev.Terminated])
+def test_a_signal_right_after_the_rename_says_the_report_is_in_place(tmp_path, monkeypatch, capsys, signal_class):
+    # The signal raised at the first check after os.replace returned (before the run had
+    # recorded the report as written): before, "interrupted: no report written" while the
+    # complete report was there. Now the line names it.
+    real_replace = os.replace
+
+    def replace_then_signal(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith("r.json"):
+            raise signal_class()
+    monkeypatch.setattr(ev.os, "replace", replace_then_signal)
+    report = tmp_path / "r.json"
+    status = ev.main(["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--gold", str(ROOT / "gold" / "gold.jsonl"),
+                      "--no-embeddings", "--quiet", "--report", str(report)])
+    what = "interrupted" if signal_class is KeyboardInterrupt else "terminated"
+    assert status == (130 if signal_class is KeyboardInterrupt else 143)
+    assert capsys.readouterr().err.splitlines() == [
+        f"{what}: the report was written to {report}; what comes after it (the summary on stdout, --plots) may be "
+        "incomplete"]
+    assert json.loads(report.read_text())["summary"]["n_entries"] == 25 and list(tmp_path.iterdir()) == [report]
+
+
 def test_the_signal_handlers_are_the_files_first_statements():
     # A Ctrl-C during the standard-library imports (importlib.metadata, ...) gave exit 1 and
     # a KeyboardInterrupt traceback, a SIGTERM 143 and no line: the handlers came after
