@@ -91,12 +91,14 @@ if __name__ == "__main__":  # first: a signal during the imports below ends the 
     signal.signal(signal.SIGTERM, _signal_before_main)
 
 
-#: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``) makes the
-#: main process send itself (``group``: its whole process group, the workers too) SIGNAL
+#: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``; several
+#: separated by commas) makes the main process send itself (``group``: its whole process
+#: group, the workers too) SIGNAL
 #: the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start (the file's first statements), imports (after the third-party
 #: imports), reading, scoring, pool, merging, writing, written (the report renamed into
-#: place), exit (after :func:`main` returned)), so that the signal
+#: place), interrupted (main has printed a signal's line), exit (after :func:`main`
+#: returned)), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
@@ -108,15 +110,16 @@ def _phase(name: str) -> None:
     the test hook is set, and in worker processes."""
     if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
         return
-    phase, sig, *rest = _PHASE_SIGNAL.split(":")
-    if phase != name:
-        return
-    _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
-    if _PHASE_COUNTS[name] == (int(rest[0]) if rest and rest[0] else 1):
-        if rest[1:] == ["group"]:  # the whole process group, workers too (a terminal's Ctrl-C)
-            os.killpg(os.getpgid(0), getattr(signal, f"SIG{sig}"))
-        else:
-            os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+    for spec in _PHASE_SIGNAL.split(","):
+        phase, sig, *rest = spec.split(":")
+        if phase != name:
+            continue
+        _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
+        if _PHASE_COUNTS[name] == (int(rest[0]) if rest and rest[0] else 1):
+            if rest[1:] == ["group"]:  # the whole process group, workers too (a terminal's Ctrl-C)
+                os.killpg(os.getpgid(0), getattr(signal, f"SIG{sig}"))
+            else:
+                os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
 
 
 if __name__ == "__main__":
@@ -13762,18 +13765,24 @@ class Terminated(KeyboardInterrupt):
     the same clean-up runs: spool folders and temporary report files are removed."""
 
 
-#: True once :func:`main` has decided its exit status: a signal then changes nothing (the
-#: handlers below return; run as the program, both signals are ignored from then on).
+#: True once the run is ending: :func:`main` has decided its exit status, or a first
+#: signal was raised (``timeout`` sends its signal twice: to the process and to its
+#: group). A signal then changes nothing: the handlers below return, so the clean-up and
+#: the one line run to their end; run as the program, both are ignored from then on.
 _RUN_ENDED = False
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
+    global _RUN_ENDED
     if not _RUN_ENDED:
+        _RUN_ENDED = True
         raise Terminated()
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
+    global _RUN_ENDED
     if not _RUN_ENDED:
+        _RUN_ENDED = True
         raise KeyboardInterrupt
 
 
@@ -13818,6 +13827,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{what}: the report was written to {outcome.written}; what comes after it (the summary on "
                   "stdout, --plots) may be incomplete" if outcome.written else f"{what}: no report written",
                   file=sys.stderr)
+            _phase("interrupted")
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)

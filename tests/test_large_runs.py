@@ -991,6 +991,34 @@ def _signal_cases() -> list[tuple[str, str, int]]:
     return cases
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+@pytest.mark.parametrize("at", ["pool:INT:2", "pool:TERM:2", "scoring:INT:3", "writing:TERM:1"])
+def test_two_signals_at_once_end_the_run_with_one_line(tmp_path, at):
+    # `timeout -s INT` sends its signal twice: to the process, then to its process group.
+    # The second one here comes right after main printed the first one's line (the hook's
+    # "interrupted" phase). Before: a KeyboardInterrupt traceback after "interrupted: no
+    # report written" (or a silent SIGTERM death). Now the first one ends the run, the
+    # second changes nothing.
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    report = tmp_path / "out" / "r.json"
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                           "--no-embeddings", "--workers", "1" if at.startswith("scoring") else "2",
+                           "--report", str(report)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"{at},interrupted:{at.split(':')[1]}",
+                               "TMPDIR": str(spool)})
+    expected = "interrupted" if ":INT:" in at else "terminated"
+    assert done.returncode == (130 if ":INT:" in at else 143), done.stderr
+    assert done.stderr.splitlines() == [f"{expected}: no report written"]
+    assert not report.exists() and list(spool.iterdir()) == []
+
+
 @pytest.mark.parametrize("signal_class", [KeyboardInterrupt, ev.Terminated])
 def test_a_signal_right_after_the_rename_says_the_report_is_in_place(tmp_path, monkeypatch, capsys, signal_class):
     # The signal raised at the first check after os.replace returned (before the run had
