@@ -204,7 +204,8 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
-    "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES", "NoRows",
+    "write_json_atomic", "write_jsonl_atomic", "RowTally", "TempFilesUnwritable", "RowSpool", "SPOOL_MIN_ENTRIES",
+    "NoRows",
     "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
     "worker_map",
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
@@ -7571,6 +7572,8 @@ class TempFilesUnwritable(InputError):
 
     @classmethod
     def of(cls, exc: OSError, folder: Path | str | None = None) -> "TempFilesUnwritable":
+        """The error for ``exc`` (ENOSPC, EFBIG, EACCES, EROFS ...) raised writing in
+        ``folder`` (default: the temporary folder, :func:`tempfile.gettempdir`)."""
         where = folder if folder is not None else tempfile.gettempdir()
         return cls(f"cannot write temporary files in {where} (the temporary folder: TMPDIR names another): "
                    f"{exc.strerror or exc}; no report written")
