@@ -72,6 +72,59 @@ namespace (bottle.py style) rather than behind a name prefix.
 
 from __future__ import annotations
 
+# Ctrl-C and SIGTERM are held from the file's first statements (only os and signal are
+# imported before): nothing before them but the interpreter's own start-up.
+import os
+import signal
+
+
+def _signal_before_main(signum: int, frame: Any) -> None:
+    """Ctrl-C or SIGTERM while the program starts (imports), before :func:`main` holds the
+    signals: nothing is written yet, so leave at once with the same line and status."""
+    what = "interrupted" if signum == signal.SIGINT else "terminated"
+    os.write(2, f"{what}: no report written\n".encode())
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":  # first: a signal during the imports below ends the run with this one line
+    signal.signal(signal.SIGINT, _signal_before_main)
+    signal.signal(signal.SIGTERM, _signal_before_main)
+
+
+#: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``; several
+#: separated by commas) makes the main process send itself (``group``: its whole process
+#: group, the workers too) SIGNAL
+#: the N-th time (default: the first) it reaches PHASE
+#: (:func:`_phase`: start (the file's first statements), imports (after the third-party
+#: imports), reading, scoring, pool, merging, writing, written (the report renamed into
+#: place), interrupted (main has printed a signal's line), exit (after :func:`main`
+#: returned)), so that the signal
+#: tests are deterministic instead of racing a timer. Unset in normal runs.
+_PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
+_PHASE_COUNTS: dict[str, int] = {}
+_MAIN_PID = os.getpid()
+
+
+def _phase(name: str) -> None:
+    """Mark that the run reached phase ``name`` (see :data:`_PHASE_SIGNAL`); a no-op unless
+    the test hook is set, and in worker processes."""
+    if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
+        return
+    for spec in _PHASE_SIGNAL.split(","):
+        phase, sig, *rest = spec.split(":")
+        if phase != name:
+            continue
+        _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
+        if _PHASE_COUNTS[name] == (int(rest[0]) if rest and rest[0] else 1):
+            if rest[1:] == ["group"]:  # the whole process group, workers too (a terminal's Ctrl-C)
+                os.killpg(os.getpgid(0), getattr(signal, f"SIG{sig}"))
+            else:
+                os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+
+
+if __name__ == "__main__":
+    _phase("start")
+
 import argparse
 import array
 import bisect
@@ -90,11 +143,9 @@ import json
 import logging
 import math
 import operator
-import os
 import platform
 import re
 import shlex
-import signal
 import stat
 import sqlite3
 import string
@@ -112,48 +163,12 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 
-def _signal_before_main(signum: int, frame: Any) -> None:
-    """Ctrl-C or SIGTERM while the program starts (imports), before :func:`main` holds the
-    signals: nothing is written yet, so leave at once with the same line and status."""
-    what = "interrupted" if signum == signal.SIGINT else "terminated"
-    os.write(2, f"{what}: no report written\n".encode())
-    os._exit(128 + signum)
-
-
-#: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``) makes the
-#: main process send itself (``group``: its whole process group, the workers too) SIGNAL
-#: the N-th time (default: the first) it reaches PHASE
-#: (:func:`_phase`: start, reading, scoring, pool, merging, writing), so that the signal
-#: tests are deterministic instead of racing a timer. Unset in normal runs.
-_PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
-_PHASE_COUNTS: dict[str, int] = {}
-_MAIN_PID = os.getpid()
-
-
-def _phase(name: str) -> None:
-    """Mark that the run reached phase ``name`` (see :data:`_PHASE_SIGNAL`); a no-op unless
-    the test hook is set, and in worker processes."""
-    if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
-        return
-    phase, sig, *rest = _PHASE_SIGNAL.split(":")
-    if phase != name:
-        return
-    _PHASE_COUNTS[name] = _PHASE_COUNTS.get(name, 0) + 1
-    if _PHASE_COUNTS[name] == (int(rest[0]) if rest and rest[0] else 1):
-        if rest[1:] == ["group"]:  # the whole process group, workers too (a terminal's Ctrl-C)
-            os.killpg(os.getpgid(0), getattr(signal, f"SIG{sig}"))
-        else:
-            os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, _signal_before_main)
-    signal.signal(signal.SIGTERM, _signal_before_main)
-    _phase("start")
-
 import json_repair
 import numpy as np
 import orjson
+
+if __name__ == "__main__":
+    _phase("imports")
 
 __version__ = "0.1.0"
 
@@ -189,7 +204,8 @@ __all__ = [
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
     "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
-    "write_json_atomic", "write_jsonl_atomic", "RowTally", "RowSpool", "SPOOL_MIN_ENTRIES", "NoRows",
+    "write_json_atomic", "write_jsonl_atomic", "RowTally", "TempFilesUnwritable", "RowSpool", "SPOOL_MIN_ENTRIES",
+    "NoRows",
     "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
     "worker_map",
     "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
@@ -7678,6 +7694,20 @@ class RowTally:
         return tally
 
 
+class TempFilesUnwritable(InputError):
+    """A temporary file (a row spool, a spooled ``--pred -`` or pipe) cannot be written: a
+    full or read-only temporary folder. Exit status 2 with one line naming the folder and
+    the OS reason (:meth:`of`), not an internal error; the temporary files are removed."""
+
+    @classmethod
+    def of(cls, exc: OSError, folder: Path | str | None = None) -> "TempFilesUnwritable":
+        """The error for ``exc`` (ENOSPC, EFBIG, EACCES, EROFS ...) raised writing in
+        ``folder`` (default: the temporary folder, :func:`tempfile.gettempdir`)."""
+        where = folder if folder is not None else tempfile.gettempdir()
+        return cls(f"cannot write temporary files in {where} (the temporary folder: TMPDIR names another): "
+                   f"{exc.strerror or exc}; no report written")
+
+
 class RowSpool:
     """Per-entry rows kept on disk as the bytes the output holds, instead of in memory:
     each row is encoded where it is made (in a worker, or as it is appended) to its final
@@ -7710,17 +7740,24 @@ class RowSpool:
             self._file = io.BytesIO()
             self._write = self._file.write
         else:
-            self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+            try:
+                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+            except OSError as exc:
+                raise TempFilesUnwritable.of(exc, folder) from None
             self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
+        self._folder = folder
         self._sizes = array.array("Q")   # the byte size of each row's text
         self._dropped: list[tuple[str, str]] = []
 
     def append(self, row: dict[str, Any]) -> None:
         """Encode ``row`` (ValueError: a NaN or infinite float) and append its bytes."""
         data = self._encode(row)
-        if self._sizes:
-            self._write(self._sep)
-        self._write(data)
+        try:
+            if self._sizes:
+                self._write(self._sep)
+            self._write(data)
+        except OSError as exc:  # a full temporary folder
+            raise self._unwritable(exc) from None
         self._sizes.append(len(data))
 
     def extend(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -7737,12 +7774,24 @@ class RowSpool:
         as they are (not decoded and encoded again); its dropped families are dropped here."""
         if not sizes:
             return
-        if self._sizes:
-            self._write(self._sep)
-        self._write(data)
+        try:
+            if self._sizes:
+                self._write(self._sep)
+            self._write(data)
+        except OSError as exc:  # a full temporary folder
+            raise self._unwritable(exc) from None
         self._sizes.extend(sizes)
         for name, key in dropped:
             self.drop(name, key)
+
+    def _unwritable(self, exc: OSError) -> TempFilesUnwritable:
+        """The spool's file cannot be written (a full temporary folder): close and remove it
+        now (its unwritten buffer is dropped, so nothing fails again at exit) and say so."""
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        return TempFilesUnwritable.of(exc, self._folder)
 
     def drop(self, name: str, key: str) -> None:
         """Leave family ``name`` (report key ``key``) out of every row read back."""
@@ -7753,7 +7802,10 @@ class RowSpool:
         return len(self._sizes)
 
     def _reader(self) -> Any:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:  # the last buffered rows did not fit
+            raise self._unwritable(exc) from None
         if isinstance(self._file, io.BytesIO):
             return io.BytesIO(self._file.getvalue())
         return open(self._file.name, "rb")
@@ -8198,16 +8250,19 @@ def report_json(data: Any) -> str:
     return b"".join(report_chunks(data)).decode("utf-8")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, placed: Callable[[], None] | None = None) -> None:
     """Write ``data`` as UTF-8 JSON to ``path`` atomically (temp file in the same folder,
     fsync, ``os.replace``): an interrupted run leaves the old file or none, never half a
     file. A report is written chunk by chunk (:func:`report_chunks`: its ``per_entry`` rows
     may come from disk). NaN/Infinity are refused, so the report is strict JSON.
+    ``placed``: called once the file is in place, also when a signal comes right after the
+    rename (:func:`_write_atomic`), so that the signal's message can say where it is.
 
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]))
+    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]),
+                  placed)
 
 
 def _json_line(value: Any) -> bytes:
@@ -8244,8 +8299,11 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "rows": count}
 
 
-def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``."""
+def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None] | None = None) -> None:
+    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``, then
+    call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised after the
+    rename, before ``placed`` returned, calls ``placed`` before it goes on (the temp file is
+    gone: the file is in place); raised before it, the temp file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -8259,7 +8317,13 @@ def _write_atomic(path: Path, chunks: Iterable[bytes]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        if placed is not None:
+            placed()
     except BaseException:
+        if not os.path.lexists(tmp):  # renamed (a signal right after os.replace): the file is in place
+            if placed is not None:
+                placed()
+            raise
         try:
             os.unlink(tmp)
         except OSError:
@@ -11761,6 +11825,30 @@ def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) 
 #: ``summary.inputs`` records it as name "stream", path null).
 STDIN_INPUT = Path("/dev/stdin")
 
+#: How messages name a spooled stream (:func:`_spool_stream`) and ``--pred -``'s
+#: :data:`STDIN_INPUT`: the temporary copy's path (random) -> the input as given
+#: (``<stdin>`` for ``-``), so that the same input gives the same report and messages.
+_STREAM_NAMES: dict[str, str] = {}
+
+
+def _named_streams(text: str) -> str:
+    """``text`` with every spooled stream's temporary path (and ``/dev/stdin`` of a
+    ``-`` input) replaced by the name the user gave (:data:`_STREAM_NAMES`)."""
+    for path in sorted(_STREAM_NAMES, key=len, reverse=True):
+        text = text.replace(path, _STREAM_NAMES[path])
+    return text
+
+
+def _named_streams_in(value: Any) -> Any:
+    """:func:`_named_streams` applied to every string of a JSON value (a report summary)."""
+    if isinstance(value, str):
+        return _named_streams(value)
+    if isinstance(value, list):
+        return [_named_streams_in(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _named_streams_in(v) for k, v in value.items()}
+    return value
+
 
 def _stdin_input(path: Path | None, flag: str) -> Path | None:
     """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
@@ -11770,6 +11858,7 @@ def _stdin_input(path: Path | None, flag: str) -> Path | None:
     if sys.stdin is None or sys.stdin.isatty():
         raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
                          f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
+    _STREAM_NAMES[str(STDIN_INPUT)] = "<stdin>"
     return STDIN_INPUT
 
 
@@ -12523,9 +12612,22 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     if path is None or not path.exists() or path.is_file() or path.is_dir():
         return path
     target = folder / (path.name or "stream")
-    with open(path, "rb") as source, open(target, "wb") as sink:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            sink.write(block)
+    _STREAM_NAMES[str(target)] = "<stdin>" if path == STDIN_INPUT else str(path)
+    with open(path, "rb") as source:
+        try:
+            sink = open(target, "wb")
+        except OSError as exc:
+            raise TempFilesUnwritable.of(exc, folder.parent) from None
+        with sink:
+            for block in iter(lambda: source.read(1 << 20), b""):  # a read error is the input's (not caught)
+                try:
+                    sink.write(block)
+                except OSError as exc:
+                    raise TempFilesUnwritable.of(exc, folder.parent) from None
+            try:
+                sink.flush()
+            except OSError as exc:
+                raise TempFilesUnwritable.of(exc, folder.parent) from None
     return target
 
 
@@ -13504,12 +13606,23 @@ def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     assert config.pred is not None
     if config.pred.is_dir():
         return run_directory(config, similarity)
-    with tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-") as spool:
+    try:
+        spooling = tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-")
+    except OSError as exc:
+        raise TempFilesUnwritable.of(exc) from None
+    with spooling as spool:
         pred = _spool_stream(config.pred, Path(spool))
         gold = _spool_stream(config.gold, Path(spool))
         relations = _spool_stream(config.vocabulary_path, Path(spool))
         assert pred is not None
-        return evaluate_files(config, similarity, pred, gold, relations)
+        if (pred, gold, relations) == (config.pred, config.gold, config.vocabulary_path):
+            return evaluate_files(config, similarity, pred, gold, relations)
+        try:  # a stream: messages and notices name it as given, not by its temporary copy
+            report = evaluate_files(config, similarity, pred, gold, relations)
+        except InputError as exc:
+            raise type(exc)(_named_streams(str(exc))) from None
+        report["summary"] = _named_streams_in(report["summary"])
+        return report
 
 
 def _log_embedding_stats(similarity: Similarity) -> None:
@@ -13549,10 +13662,10 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
         try:
-            write_json_atomic(report_path, report)
+            write_json_atomic(report_path, report, placed=lambda: setattr(outcome, "written", report_path))
         except OSError as exc:
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
-        outcome.written = report_path
+        _phase("written")
     try:
         _print_output(config, report, text, f"report written to {report_path}" if report_path is not None
                       else "no report written (--no-report)")
@@ -13560,10 +13673,11 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
     except BrokenPipeError:
         raise
     except OSError as exc:
-        if outcome.written is not None:  # main says where the report is
-            raise
-        raise StdoutUnwritable(f"cannot write the summary to stdout: {exc.strerror or exc} (no report written: "
-                               f"--no-report)") from None
+        what = ("the summary" if config.output_format in (None, "text")
+                else f"the --format {config.output_format} output")
+        raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
+                               + (f"; the report was written to {outcome.written}" if outcome.written is not None
+                                  else " (no report written: --no-report)")) from None
     _write_run_plots(config, report)
     return 0
 
@@ -13609,7 +13723,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     if config.gold is None:
         _name_other_gold_entries(config, names, systems)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
-    titles = {n: f"{n}: {p}" + (f" vs {config.gold}" if config.gold else "") for n, p in zip(names, config.preds)}
+    titles = {n: _named_streams(f"{n}: {p}" + (f" vs {config.gold}" if config.gold else ""))
+              for n, p in zip(names, config.preds)}
     return _emit(config, report, format_text(report, titles), report_path, outcome)
 
 
@@ -13727,7 +13842,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
-    title = f"{config.pred}" + (f" vs {config.gold}" if config.gold else "")
+    title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
@@ -13761,6 +13876,7 @@ def _cli_logging(quiet: bool) -> Iterator[None]:
     keeps only errors."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(_name_streams_in_record)
     saved = (log.level, log.propagate)
     log.addHandler(handler)
     log.setLevel(logging.ERROR if quiet else logging.INFO)
@@ -13773,27 +13889,58 @@ def _cli_logging(quiet: bool) -> Iterator[None]:
         log.propagate = saved[1]
 
 
+def _name_streams_in_record(record: logging.LogRecord) -> bool:
+    """Log filter: a stream is named as given (:func:`_named_streams`), not by its copy."""
+    if _STREAM_NAMES:
+        record.msg, record.args = _named_streams(record.getMessage()), None
+    return True
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout``, ``kill``), raised where the program is, like Ctrl-C, so that
     the same clean-up runs: spool folders and temporary report files are removed."""
 
 
+#: True once the run is ending: :func:`main` has decided its exit status, or a first
+#: signal was raised (``timeout`` sends its signal twice: to the process and to its
+#: group). A signal then changes nothing: the handlers below return, so the clean-up and
+#: the one line run to their end; run as the program, both are ignored from then on.
+_RUN_ENDED = False
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
+    global _RUN_ENDED
+    if not _RUN_ENDED:
+        _RUN_ENDED = True
+        raise Terminated()
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    global _RUN_ENDED
+    if not _RUN_ENDED:
+        _RUN_ENDED = True
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into :class:`Terminated` and Ctrl-C into KeyboardInterrupt for one CLI
-    call (main thread only)."""
+    call (main thread only); both do nothing once :data:`_RUN_ENDED`. Run as the program
+    (``__main__``), the call's end ignores both (SIG_IGN, process-wide, kept through the
+    interpreter's exit) instead of restoring the handlers, so that a late signal cannot
+    replace the run's exit status with a silent 130/143."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _RUN_ENDED
+    _RUN_ENDED = False
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # after _signal_before_main
+    previous_int = signal.signal(signal.SIGINT, _raise_interrupted)  # after _signal_before_main
     try:
         yield
     finally:
+        if __name__ == "__main__":  # the program: the run's exit status stands; a late signal is
+            previous = previous_int = signal.SIG_IGN  # dropped (signal.signal runs a pending one first)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
 
@@ -13802,18 +13949,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (a
     bug, with its traceback, or a worker process killed: :class:`WorkerLost`, without one),
     Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
+    global _RUN_ENDED
     args = build_parser().parse_args(argv)
     outcome = RunOutcome()
     with _cli_logging(args.quiet), _sigterm_as_interrupt():
         try:
             return run(RunConfig.from_args(args), outcome)
         except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {_named_streams(str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"{what} (the report had been written to {outcome.written})" if outcome.written
-                  else f"{what}: no report written", file=sys.stderr)
+            print(f"{what}: the report was written to {outcome.written}; what comes after it (the summary on "
+                  "stdout, --plots) may be incomplete" if outcome.written else f"{what}: no report written",
+                  file=sys.stderr)
+            _phase("interrupted")
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)
@@ -13836,6 +13986,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
             return _internal_error()
+        finally:  # the status is decided: a signal from here on changes nothing (a store: no signal check)
+            _RUN_ENDED = True
 
 
 def _internal_error() -> int:
@@ -13848,4 +14000,6 @@ def _internal_error() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _status = main()
+    _phase("exit")
+    sys.exit(_status)

@@ -436,9 +436,99 @@ def test_stdout_that_cannot_be_written_is_an_error_not_a_bug(args):
     if args[:2] == ["--report", "-"]:
         expected = ("error: cannot write the report to stdout (--report -): No space left on device; the report "
                     "was not written")
+    elif "--format" in args:
+        expected = ("error: cannot write the --format csv output to stdout: No space left on device (no report "
+                    "written: --no-report)")
     else:
         expected = "error: cannot write the summary to stdout: No space left on device (no report written: --no-report)"
     assert done.stderr.splitlines() == [expected]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_stdout_that_cannot_be_written_after_the_report_names_what_was_lost(tmp_path, fmt):
+    # > /dev/full with a report file: the report is in place, stdout lost the --format
+    # output. Before: "cannot print the summary" for every format, also --format json.
+    report = tmp_path / "r.json"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED),
+                               "--gold", str(ROOT / GOLD), "--no-embeddings", "--quiet", "--report", str(report),
+                               "--format", fmt], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    what = "the summary" if fmt == "text" else "the --format json output"
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: cannot write {what} to stdout: No space left on device; the report "
+                                        f"was written to {report}"]
+    assert json.loads(report.read_text())["summary"]["n_entries"] == 25
+
+
+def _hundred_entries(tmp_path: Path) -> tuple[Path, Path]:
+    """gold.jsonl and finetuned.jsonl four times (ids suffixed -0..-3): 100 entries, enough
+    for forked workers (WORKER_MIN_ENTRIES is 64); the predictions file is 74,044 bytes."""
+    rows = [json.loads(line) for line in (ROOT / GOLD).read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / FINETUNED).read_text().splitlines() if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    return gold, pred
+
+
+def _small_files() -> None:
+    """preexec_fn: files this process writes stop at 20 KiB (RLIMIT_FSIZE; SIGXFSZ ignored,
+    so a write past it fails with EFBIG "File too large", as a full disk fails with ENOSPC)."""
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, 20 * 1024))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE and forked workers: Linux")
+@pytest.mark.parametrize("how", ["rows, 1 worker", "rows, 2 workers", "--pred -"])
+def test_a_temporary_folder_that_cannot_be_written_is_an_error_not_a_bug(tmp_path, how):
+    # A temporary file that cannot be written (here: past a 20 KiB file-size limit; a full
+    # TMPDIR is the same OSError path): the row spool (--per-entry-jsonl keeps rows on disk,
+    # ~100 KB for 100 entries; with 2 workers the parent appends their chunks) and the copy
+    # of stdin (74,044 bytes). Before: "internal error (this is a bug)" and a traceback,
+    # exit 1. Now exit 2, one line naming the folder and the OS reason, nothing left.
+    gold, pred = _hundred_entries(tmp_path)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--quiet",
+               "--report", str(out / "r.json")]
+    if how == "--pred -":
+        command += ["--pred", "-"]
+    else:
+        command += ["--pred", str(pred), "--per-entry-jsonl", str(out / "rows.jsonl"),
+                    "--workers", "2" if "2" in how else "1"]
+    done = subprocess.run(command, input=pred.read_bytes() if how == "--pred -" else b"", capture_output=True,
+                          timeout=120, env={**os.environ, "TMPDIR": str(spool)}, preexec_fn=_small_files)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().splitlines() == [f"error: cannot write temporary files in {spool} (the temporary "
+                                                 "folder: TMPDIR names another): File too large; no report written"]
+    assert list(spool.iterdir()) == [] and list(out.iterdir()) == []
+
+
+def test_pred_dash_twice_gives_the_same_report_bytes(tmp_path):
+    # A notice-producing stream (line 4 is not JSON; 22 gold ids have no prediction): the
+    # notices named the temporary copy (/tmp/kg-triplet-eval-XXXX/stdin), the title
+    # /dev/stdin, so two runs of the same input differed. Now both say <stdin>.
+    pred = tmp_path / "p.jsonl"
+    pred.write_bytes(b"".join((ROOT / FINETUNED).read_bytes().splitlines(keepends=True)[:3]) + b"{bad\n")
+    runs = []
+    for k in (1, 2):
+        report = tmp_path / f"r{k}.json"
+        done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", "-", "--gold", str(ROOT / GOLD),
+                               "--no-embeddings", "--report", str(report)], input=pred.read_bytes(),
+                              capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        runs.append((report.read_bytes(), done.stdout, done.stderr.replace(str(report).encode(), b"R")))
+    assert runs[0] == runs[1]
+    for text in runs[0]:
+        assert b"kg-triplet-eval-" not in text and b"/dev/stdin" not in text
+    notices = json.loads(runs[0][0])["summary"]["notices"]
+    assert [n["kind"] for n in notices] == ["bad_prediction_line", "no_readable_id", "missing_predictions"]
+    assert notices[0]["message"].startswith("<stdin>: line 4: invalid JSON")
+    assert b"<stdin> vs " in runs[0][1]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")

@@ -975,16 +975,85 @@ def test_worker_map_runs_in_order_and_a_killed_reader_fails_the_run(tmp_path, mo
 
 
 def _signal_cases() -> list[tuple[str, str, int]]:
-    """(phase, signal, n-th time the phase is reached): 52 signals across every phase of a
-    2-worker run (start-up, reading, each chunk back from the pool, merging, writing the
-    report chunk by chunk) and of a 1-worker run (scoring, entry by entry)."""
+    """(phase, signal, n-th time the phase is reached): 58 signals across every phase of a
+    2-worker run (start-up: the file's first statement and after the imports, reading,
+    each chunk back from the pool, merging, writing the report chunk by chunk, the report
+    just renamed into place, after main returned) and of a 1-worker run (scoring, entry by
+    entry)."""
     cases = [("start", sig, 1) for sig in ("INT", "TERM")]
+    cases += [("imports", sig, 1) for sig in ("INT", "TERM")]
     cases += [("reading", sig, 1) for sig in ("INT", "TERM")]
     cases += [("pool", sig, n) for sig in ("INT", "TERM") for n in range(1, 10)]
     cases += [("merging", sig, 1) for sig in ("INT", "TERM")]
     cases += [("writing", sig, n) for sig in ("INT", "TERM") for n in range(1, 5)]
     cases += [("scoring", sig, n) for sig in ("INT", "TERM") for n in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)]
+    cases += [(phase, sig, 1) for phase in ("written", "exit") for sig in ("INT", "TERM")]
     return cases
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+@pytest.mark.parametrize("at", ["pool:INT:2", "pool:TERM:2", "scoring:INT:3", "writing:TERM:1"])
+def test_two_signals_at_once_end_the_run_with_one_line(tmp_path, at):
+    # `timeout -s INT` sends its signal twice: to the process, then to its process group.
+    # The second one here comes right after main printed the first one's line (the hook's
+    # "interrupted" phase). Before: a KeyboardInterrupt traceback after "interrupted: no
+    # report written" (or a silent SIGTERM death). Now the first one ends the run, the
+    # second changes nothing.
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    report = tmp_path / "out" / "r.json"
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                           "--no-embeddings", "--workers", "1" if at.startswith("scoring") else "2",
+                           "--report", str(report)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"{at},interrupted:{at.split(':')[1]}",
+                               "TMPDIR": str(spool)})
+    expected = "interrupted" if ":INT:" in at else "terminated"
+    assert done.returncode == (130 if ":INT:" in at else 143), done.stderr
+    assert done.stderr.splitlines() == [f"{expected}: no report written"]
+    assert not report.exists() and list(spool.iterdir()) == []
+
+
+@pytest.mark.parametrize("signal_class", [KeyboardInterrupt, ev.Terminated])
+def test_a_signal_right_after_the_rename_says_the_report_is_in_place(tmp_path, monkeypatch, capsys, signal_class):
+    # The signal raised at the first check after os.replace returned (before the run had
+    # recorded the report as written): before, "interrupted: no report written" while the
+    # complete report was there. Now the line names it.
+    real_replace = os.replace
+
+    def replace_then_signal(src, dst):
+        real_replace(src, dst)
+        if str(dst).endswith("r.json"):
+            raise signal_class()
+    monkeypatch.setattr(ev.os, "replace", replace_then_signal)
+    report = tmp_path / "r.json"
+    status = ev.main(["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--gold", str(ROOT / "gold" / "gold.jsonl"),
+                      "--no-embeddings", "--quiet", "--report", str(report)])
+    what = "interrupted" if signal_class is KeyboardInterrupt else "terminated"
+    assert status == (130 if signal_class is KeyboardInterrupt else 143)
+    assert capsys.readouterr().err.splitlines() == [
+        f"{what}: the report was written to {report}; what comes after it (the summary on stdout, --plots) may be "
+        "incomplete"]
+    assert json.loads(report.read_text())["summary"]["n_entries"] == 25 and list(tmp_path.iterdir()) == [report]
+
+
+def test_the_signal_handlers_are_the_files_first_statements():
+    # A Ctrl-C during the standard-library imports (importlib.metadata, ...) gave exit 1 and
+    # a KeyboardInterrupt traceback, a SIGTERM 143 and no line: the handlers came after
+    # them. Now only `import os`, `import signal` and the handler come first (after the
+    # docstring and `from __future__`), so the window is the interpreter's own start-up.
+    import ast
+    body = ast.parse((ROOT / "evaluate.py").read_text()).body
+    first = [ast.unparse(node).splitlines()[0] for node in body[2:6]]
+    assert first == ["import os", "import signal", "def _signal_before_main(signum: int, frame: Any) -> None:",
+                     "if __name__ == '__main__':"]
+    assert ast.unparse(body[5]).splitlines()[1:] == ["    signal.signal(signal.SIGINT, _signal_before_main)",
+                                                     "    signal.signal(signal.SIGTERM, _signal_before_main)"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
@@ -1031,7 +1100,7 @@ def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
     spool = tmp_path / "tmp"
     spool.mkdir()
     cases = _signal_cases()
-    assert len(cases) >= 50
+    assert len(cases) == 58
     for phase, sig, nth in cases:
         out = tmp_path / f"out-{phase}-{sig}-{nth}"
         out.mkdir()
@@ -1043,8 +1112,19 @@ def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
                               capture_output=True, text=True, timeout=5, env=env)
         what = f"{phase}:{sig}:{nth}: {done.stderr}"
         expected = "interrupted" if sig == "INT" else "terminated"
-        assert done.returncode == (130 if sig == "INT" else 143), what
-        assert done.stderr.splitlines() == [f"{expected}: no report written"], what
+        if phase == "exit":  # after main returned: the signal stays blocked, the run's status stands
+            assert done.returncode == 0 and "report written to" in done.stderr, what
+            assert "interrupted" not in done.stderr and "terminated" not in done.stderr, what
+        elif phase == "written":  # the report is in place: the line says so (before: "no report written")
+            assert done.returncode == (130 if sig == "INT" else 143), what
+            assert done.stderr.splitlines() == [f"{expected}: the report was written to {report}; what comes after "
+                                                "it (the summary on stdout, --plots) may be incomplete"], what
+        else:
+            assert done.returncode == (130 if sig == "INT" else 143), what
+            assert done.stderr.splitlines() == [f"{expected}: no report written"], what
+        if phase in ("written", "exit"):
+            assert json.loads(report.read_text())["summary"]["n_entries"] == 25 * copies, what
+            report.unlink()
         assert list(out.iterdir()) == [] and list(spool.iterdir()) == [], what
         left = []
         for proc in Path("/proc").iterdir():
