@@ -76,6 +76,15 @@ from __future__ import annotations
 # imported before): nothing before them but the interpreter's own start-up.
 import os
 import signal
+import sys
+
+#: True when this file is the program: run as a script (``uv run evaluate.py``) or imported
+#: by the installed console script ``kg-triplet-eval`` (pyproject.toml ships the file as the
+#: module ``kg_triplet_eval``; the script's name is argv[0]). Only then does the file own
+#: the process's signal handlers from its first statements to the interpreter's exit; a
+#: library import (``import kg_triplet_eval``) leaves them alone.
+_AS_PROGRAM = __name__ == "__main__" or (
+    __name__ == "kg_triplet_eval" and bool(sys.argv) and os.path.basename(sys.argv[0]) == "kg-triplet-eval")
 
 
 def _signal_before_main(signum: int, frame: Any) -> None:
@@ -86,7 +95,7 @@ def _signal_before_main(signum: int, frame: Any) -> None:
     os._exit(128 + signum)
 
 
-if __name__ == "__main__":  # first: a signal during the imports below ends the run with this one line
+if _AS_PROGRAM:  # first: a signal during the imports below ends the run with this one line
     signal.signal(signal.SIGINT, _signal_before_main)
     signal.signal(signal.SIGTERM, _signal_before_main)
 
@@ -122,7 +131,7 @@ def _phase(name: str) -> None:
                 os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
 
 
-if __name__ == "__main__":
+if _AS_PROGRAM:
     _phase("start")
 
 import argparse
@@ -149,7 +158,6 @@ import shlex
 import stat
 import sqlite3
 import string
-import sys
 import tempfile
 import threading
 import time
@@ -167,7 +175,7 @@ import json_repair
 import numpy as np
 import orjson
 
-if __name__ == "__main__":
+if _AS_PROGRAM:
     _phase("imports")
 
 __version__ = "0.1.0"
@@ -13926,7 +13934,7 @@ def _raise_interrupted(signum: int, frame: Any) -> None:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into :class:`Terminated` and Ctrl-C into KeyboardInterrupt for one CLI
     call (main thread only); both do nothing once :data:`_RUN_ENDED`. Run as the program
-    (``__main__``), the call's end ignores both (SIG_IGN, process-wide, kept through the
+    (:data:`_AS_PROGRAM`), the call's end ignores both (SIG_IGN, process-wide, kept through the
     interpreter's exit) instead of restoring the handlers, so that a late signal cannot
     replace the run's exit status with a silent 130/143."""
     if threading.current_thread() is not threading.main_thread():
@@ -13939,7 +13947,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        if __name__ == "__main__":  # the program: the run's exit status stands; a late signal is
+        if _AS_PROGRAM:  # the program: the run's exit status stands; a late signal is
             previous = previous_int = signal.SIG_IGN  # dropped (signal.signal runs a pending one first)
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
@@ -13949,6 +13957,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (a
     bug, with its traceback, or a worker process killed: :class:`WorkerLost`, without one),
     Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
+    status = _main(argv)
+    _phase("exit")  # the test hook's last point: the handlers are off, a signal leaves the status
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     global _RUN_ENDED
     args = build_parser().parse_args(argv)
     outcome = RunOutcome()
@@ -14000,6 +14014,4 @@ def _internal_error() -> int:
 
 
 if __name__ == "__main__":
-    _status = main()
-    _phase("exit")
-    sys.exit(_status)
+    sys.exit(main())

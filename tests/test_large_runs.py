@@ -1049,10 +1049,13 @@ def test_the_signal_handlers_are_the_files_first_statements():
     # docstring and `from __future__`), so the window is the interpreter's own start-up.
     import ast
     body = ast.parse((ROOT / "evaluate.py").read_text()).body
-    first = [ast.unparse(node).splitlines()[0] for node in body[2:6]]
-    assert first == ["import os", "import signal", "def _signal_before_main(signum: int, frame: Any) -> None:",
-                     "if __name__ == '__main__':"]
-    assert ast.unparse(body[5]).splitlines()[1:] == ["    signal.signal(signal.SIGINT, _signal_before_main)",
+    # (The installed console script imports the file as kg_triplet_eval: _AS_PROGRAM.)
+    first = [ast.unparse(node).splitlines()[0] for node in body[2:8]]
+    assert first == ["import os", "import signal", "import sys",
+                     "_AS_PROGRAM = __name__ == '__main__' or (__name__ == 'kg_triplet_eval' and bool(sys.argv) and "
+                     "(os.path.basename(sys.argv[0]) == 'kg-triplet-eval'))",
+                     "def _signal_before_main(signum: int, frame: Any) -> None:", "if _AS_PROGRAM:"]
+    assert ast.unparse(body[7]).splitlines()[1:] == ["    signal.signal(signal.SIGINT, _signal_before_main)",
                                                      "    signal.signal(signal.SIGTERM, _signal_before_main)"]
 
 

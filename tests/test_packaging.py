@@ -175,6 +175,30 @@ def test_installed_scores_like_the_clone(venv, tmp_path):
     assert installed.stdout.replace("installed.json", "X") == clone.stdout.replace("clone.json", "X")
 
 
+@pytest.mark.parametrize("phase, sig, status, line", [
+    ("start", "INT", 130, "interrupted: no report written"),
+    ("imports", "TERM", 143, "terminated: no report written"),
+    ("exit", "INT", 0, None),
+])
+def test_installed_console_script_owns_its_signals_like_the_clone(venv, tmp_path, phase, sig, status, line):
+    # The console script imports the module (kg_triplet_eval) instead of running it as
+    # __main__; it is the program all the same (_AS_PROGRAM), so a signal during the imports
+    # gives the one line and 130/143, and one after main returned leaves the run's status
+    # (0) instead of a silent 130. A plain library import keeps its handlers (last assert).
+    (tmp_path / "gold.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A, _TRIPLE_B]}) + "\n")
+    (tmp_path / "pred.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    proc = _run(venv / BIN / "kg-triplet-eval", "--pred", "pred.jsonl", "--gold", "gold.jsonl", "--no-embeddings",
+                "--report", "r.json", cwd=tmp_path, env={"KG_EVAL_TEST_SIGNAL_AT": f"{phase}:{sig}"})
+    assert proc.returncode == status, proc.stderr
+    if line is not None:
+        assert proc.stderr.splitlines() == [line] and not (tmp_path / "r.json").exists()
+    else:
+        assert "Traceback" not in proc.stderr and (tmp_path / "r.json").exists()
+    imported = _run(venv / BIN / "python", "-c", "import signal, kg_triplet_eval; "
+                    "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)", cwd=tmp_path)
+    assert imported.stdout.strip() == "True", imported.stderr
+
+
 def test_installed_hints_are_for_the_installed_tool(venv, tmp_path):
     for name in ("gold.jsonl", "pred.jsonl"):  # --pred equal to --gold is refused
         (tmp_path / name).write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
