@@ -7760,12 +7760,7 @@ class RowSpool:
     def append(self, row: dict[str, Any]) -> None:
         """Encode ``row`` (ValueError: a NaN or infinite float) and append its bytes."""
         data = self._encode(row)
-        try:
-            if self._sizes:
-                self._write(self._sep)
-            self._write(data)
-        except OSError as exc:  # a full temporary folder
-            raise self._unwritable(exc) from None
+        self._put(data)
         self._sizes.append(len(data))
 
     def extend(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -7782,15 +7777,20 @@ class RowSpool:
         as they are (not decoded and encoded again); its dropped families are dropped here."""
         if not sizes:
             return
+        self._put(data)
+        self._sizes.extend(sizes)
+        for name, key in dropped:
+            self.drop(name, key)
+
+    def _put(self, data: bytes) -> None:
+        """Write one row's (or a chunk's) bytes after the separator; a full temporary folder
+        is :class:`TempFilesUnwritable`."""
         try:
             if self._sizes:
                 self._write(self._sep)
             self._write(data)
         except OSError as exc:  # a full temporary folder
             raise self._unwritable(exc) from None
-        self._sizes.extend(sizes)
-        for name, key in dropped:
-            self.drop(name, key)
 
     def _unwritable(self, exc: OSError) -> TempFilesUnwritable:
         """The spool's file cannot be written (a full temporary folder): close and remove it
