@@ -12758,34 +12758,74 @@ def _refuse_unnamed_default(preds: Sequence[Path]) -> str:
     return options
 
 
-def _report_path(config: RunConfig) -> Path | None:
-    """Where the report goes: ``--report`` (:data:`STDOUT_REPORT` for ``-``), None with
-    ``--no-report``, else ``reports/<pred stem>.json``. The default is refused (InputError
-    naming --report and --no-report) when ``--pred`` is not a regular file or directory
-    (a pipe has no meaningful name), or when the file exists and is not the report of
-    this same ``--pred`` (``summary.inputs.pred.path``), so that runs of different
-    prediction files with the same name never overwrite each other by accident."""
+class _ReportDefault(NamedTuple):
+    """A mode's default report path (neither ``--report`` nor ``--no-report`` given) and what
+    a file already there must hold to be replaced (:func:`_refuse_foreign_report`)."""
+
+    path: Path
+    #: The predictions paths the run's report records (``summary.inputs.pred.path``), in order.
+    preds: tuple[Any, ...]
+    #: What the user may give instead, at the end of the refusal.
+    options: str
+    #: One system (a single run, ``--merge``): the file must hold the report of one named
+    #: ``--pred``; else (several systems, ``--compare``) of these systems, in order.
+    single: bool = True
+
+
+def _resolve_report_path(config: RunConfig, default: Callable[[], _ReportDefault],
+                        inputs: Sequence[Path | None] = (),
+                        runs: Sequence[tuple[str | None, str | None]] | None = None) -> Path | None:
+    """Where the report of every mode goes (the one resolver): None with ``--no-report``;
+    ``--report`` (:data:`STDOUT_REPORT` for ``-``); else the mode's ``default()``
+    (:class:`_ReportDefault`: :func:`_single_report_default`, :func:`_merge_report_default`,
+    :func:`_systems_report_default`), refused when it holds another run's report. A file path
+    is then checked before scoring (:func:`_check_report_path`: not one of ``inputs``, a
+    writable place) and, with ``runs`` (per system, the recorded predictions and gold
+    paths), an existing ``--report`` must hold the report of the same inputs
+    (:func:`_refuse_replacing_another_run`). Raises InputError."""
     if config.no_report:
         return None
-    if config.report is not None:
-        return config.report
-    assert config.pred is not None
-    options = _refuse_unnamed_default(config.preds or (config.pred,))
-    suffix = shard_suffix(*config.shard) if config.shard is not None else ""
-    path = Path("reports") / f"{config.pred.stem}{suffix}.json"
-    _refuse_foreign_report(path, str(config.pred.resolve()), options)
+    path = config.report
+    if path is None:
+        where = default()
+        _refuse_foreign_report(where)
+        path = where.path
+    if path != STDOUT_REPORT:
+        _check_report_path(path, inputs)
+        if runs is not None:
+            _refuse_replacing_another_run(config, path, inputs=runs)
     return path
 
 
-def _refuse_foreign_report(path: Path, pred: str | None, options: str) -> None:
-    """Refuse a default report path that holds the report of another ``--pred`` (or no report)."""
-    if not path.exists():
+def _single_report_default(config: RunConfig) -> _ReportDefault:
+    """A single run's default report: ``reports/<pred stem>[.shard-K-of-N].json``, refused
+    (InputError naming --report and --no-report) when ``--pred`` is not a regular file or
+    directory (a pipe has no meaningful name); the file must hold the report of this same
+    ``--pred``, so that runs of different prediction files with the same name never
+    overwrite each other by accident."""
+    assert config.pred is not None
+    options = _refuse_unnamed_default(config.preds or (config.pred,))
+    suffix = shard_suffix(*config.shard) if config.shard is not None else ""
+    return _ReportDefault(Path("reports") / f"{config.pred.stem}{suffix}.json", (str(config.pred.resolve()),),
+                         options)
+
+
+def _refuse_foreign_report(default: _ReportDefault) -> None:
+    """Refuse (InputError) a default report path that holds the report of other prediction
+    files than ``default.preds`` (``summary.inputs.pred.path`` of each system), or no report
+    of ours."""
+    if not default.path.exists():
         return
-    recorded = _recorded_pred_paths(path)
-    previous = recorded[0] if recorded and len(recorded) == 1 else None
-    if previous is None or previous != pred:
-        was = f"the report of {previous}" if previous else f"not a {PRODUCT} report with the --pred path"
-        raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
+    recorded = _recorded_pred_paths(default.path)
+    if default.single:
+        held = recorded if recorded is not None and len(recorded) == 1 and recorded[0] is not None else None
+    else:
+        held = recorded or None
+    if held is None or held != list(default.preds):
+        was = (f"the report of {', '.join(map(str, held))}" if held
+               else f"not a {PRODUCT} report" + (" with the --pred path" if default.single else ""))
+        raise InputError(f"default report path {default.path} exists and is {was}; refusing to overwrite it: "
+                         f"{default.options}")
 
 
 #: The resampling items of a signature (:func:`_resampling_signature`): options of a run.
@@ -12865,23 +12905,16 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
                      "pass --overwrite to replace it, or give another path")
 
 
-def _merge_report_path(config: RunConfig, report: Mapping[str, Any]) -> Path | None:
-    """Where ``--merge`` writes: ``--report``, none with ``--no-report``, else the first
-    part's path without its ``.shard-K-of-N`` (refused when that file holds the report of
-    another ``--pred``)."""
-    if config.no_report:
-        return None
-    if config.report is not None:
-        return config.report
+def _merge_report_default(config: RunConfig, report: Mapping[str, Any]) -> _ReportDefault:
+    """``--merge``'s default report: the first part's path without its ``.shard-K-of-N``
+    (InputError when its name has none), holding the report of the parts' ``--pred``."""
     first = config.merge[0]
     name = re.sub(r"\.shard-\d+-of-\d+(?=\.json$)", "", first.name)
     if name == first.name:
         raise InputError(f"--merge {first}: its name has no .shard-K-of-N part to drop for the merged report's "
                          "name: give --report PATH (or --report -, or --no-report)")
-    path = first.with_name(name)
-    _refuse_foreign_report(path, (report["summary"]["inputs"].get("pred") or {}).get("path"),
-                           "give --report PATH, --report - or --no-report")
-    return path
+    return _ReportDefault(first.with_name(name), ((report["summary"]["inputs"].get("pred") or {}).get("path"),),
+                         "give --report PATH, --report - or --no-report")
 
 
 def _check_input_paths(config: RunConfig) -> bool:
@@ -13485,35 +13518,25 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
     return {"systems": dict(systems), "comparison": block}
 
 
-#: A default comparison report name longer than this is shortened (see _systems_report_path).
+#: A default comparison report name longer than this is shortened (see _systems_report_default).
 _REPORT_NAME_MAX = 100
 
 
-def _systems_report_path(config: RunConfig, names: Sequence[str], pred_paths: Sequence[str | None]) -> Path | None:
-    """Where a comparison's report goes: ``--report`` (- = stdout), None with ``--no-report``,
-    else ``reports/<name>-vs-<name>[-vs-...].json`` (one system, from ``--compare``:
-    ``reports/<name>-intervals.json``; characters other than ASCII letters and digits,
-    ``.``, ``_`` and ``-`` become ``_``, for portable file names; a name longer than 100 characters becomes
-    ``<baseline>-vs-<k>-systems-<8 hex of the names>``). Like the single-run default it is
-    refused when the file exists and is not the report of these same prediction files
-    (``pred_paths``, in order)."""
-    if config.no_report:
-        return None
-    if config.report is not None:
-        return config.report
+def _systems_report_default(config: RunConfig, names: Sequence[str],
+                            pred_paths: Sequence[str | None]) -> _ReportDefault:
+    """A comparison's default report: ``reports/<name>-vs-<name>[-vs-...].json`` (one system,
+    from ``--compare``: ``reports/<name>-intervals.json``; characters other than ASCII
+    letters and digits, ``.``, ``_`` and ``-`` become ``_``, for portable file names; a name
+    longer than 100 characters becomes ``<baseline>-vs-<k>-systems-<8 hex of the names>``).
+    Like the single-run default it is refused when the file exists and is not the report
+    of these same prediction files (``pred_paths``, in order)."""
     options = _refuse_unnamed_default(config.preds)
     safe = [re.sub(r"[^A-Za-z0-9._-]+", "_", n) for n in names]
     stem = "-vs-".join(safe) if len(safe) > 1 else f"{safe[0]}-intervals"
     if len(stem) > _REPORT_NAME_MAX:
         digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:8]
         stem = f"{safe[0][:40]}-vs-{len(names) - 1}-systems-{digest}"
-    path = Path("reports") / f"{stem}.json"
-    if path.exists():
-        previous = _recorded_pred_paths(path)
-        if previous != list(pred_paths):
-            was = f"the report of {', '.join(map(str, previous))}" if previous else f"not a {PRODUCT} report"
-            raise InputError(f"default report path {path} exists and is {was}; refusing to overwrite it: {options}")
-    return path
+    return _ReportDefault(Path("reports") / f"{stem}.json", tuple(pred_paths), options, single=False)
 
 
 def _format_cell(value: float | None, ci: Sequence[float | None] | None = None, signed: bool = False) -> str:
@@ -13712,10 +13735,9 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _check_input_paths(system)
-    report_path = _systems_report_path(config, names, [str(p.resolve()) for p in config.preds])
-    if report_path is not None and report_path != STDOUT_REPORT:
-        _check_report_path(report_path, (*config.preds, config.gold, config.vocabulary_path))
-        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, p) for p in config.preds])
+    report_path = _resolve_report_path(
+        config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
+        (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -13782,9 +13804,8 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
                          "more, or --bootstrap N for the intervals of one")
     names = list(systems)
     pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
-    report_path = _systems_report_path(config, names, pred_paths)
-    if report_path is not None and report_path != STDOUT_REPORT:
-        _check_report_path(report_path, (*config.compare, *_recorded_inputs(systems.values())))
+    report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
+                                      (*config.compare, *_recorded_inputs(systems.values())))
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
@@ -13830,19 +13851,17 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         return run_systems(config, outcome)
     if config.merge:
         report = sign_report(merge_partial_reports(config.merge))
-        report_path = _merge_report_path(config, report)
-        if report_path is not None and report_path != STDOUT_REPORT:
-            _check_report_path(report_path, (*config.merge, *_recorded_inputs([report])))
+        report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
+                                          (*config.merge, *_recorded_inputs([report])))
         return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None
     if directory and config.shard is not None:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
-    report_path = _report_path(config)
-    if report_path is not None and report_path != STDOUT_REPORT:
-        _check_report_path(report_path, (config.pred, config.gold, config.vocabulary_path))
-        _refuse_replacing_another_run(config, report_path, inputs=[_run_inputs(config, config.pred)])
+    report_path = _resolve_report_path(config, lambda: _single_report_default(config),
+                                      (config.pred, config.gold, config.vocabulary_path),
+                                      [_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])

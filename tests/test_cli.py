@@ -633,3 +633,87 @@ def test_pred_dash_reads_stdin_like_a_file(tmp_path):
     twice = subprocess.run([*command, "--pred", "-", "--pred", "-"], input=b"", capture_output=True, check=False)
     assert twice.returncode == 2
     assert b"stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files" in twice.stderr
+
+
+# --------------------------------------------------------------------------------------
+# The one report-path resolver: every mode's default path is refused the same way
+# --------------------------------------------------------------------------------------
+
+def _report_of(*preds: str | None) -> str:
+    """A file that reads as our report of these predictions paths (one, or several systems)."""
+    one = [{"summary": {"inputs": {"pred": {"path": p}}}} for p in preds]
+    return json.dumps(one[0] if len(one) == 1 else {"systems": {f"s{i}": r for i, r in enumerate(one)}})
+
+
+_OPTIONS = "give --report PATH, --report - (the report on stdout) or --no-report"
+
+
+def test_default_report_path_refusals_byte_for_byte_in_every_mode(tmp_path, monkeypatch, capsys):
+    for name in ("a", "b"):
+        shutil.copyfile(ROOT / FINETUNED, tmp_path / f"{name}.jsonl")
+    shutil.copyfile(ROOT / GOLD, tmp_path / "gold.jsonl")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").mkdir()
+    a, b = (str((tmp_path / f"{n}.jsonl").resolve()) for n in ("a", "b"))
+    single = ["--pred", "a.jsonl", "--gold", "gold.jsonl", "--no-embeddings", "--quiet"]
+    several = ["--pred", "a.jsonl", "--pred", "b.jsonl", "--gold", "gold.jsonl", "--no-embeddings", "--quiet"]
+    cases = [  # (mode's arguments, file at its default path, held text, the refusal's line)
+        (single, "a.json", "{}", "not a kg-triplet-eval report with the --pred path"),
+        (single, "a.json", _report_of(b), f"the report of {b}"),
+        (single, "a.json", _report_of(a, b), "not a kg-triplet-eval report with the --pred path"),
+        (single, "a.json", _report_of(None), "not a kg-triplet-eval report with the --pred path"),
+        (several, "a-vs-b.json", "{}", "not a kg-triplet-eval report"),
+        (several, "a-vs-b.json", _report_of(b, a), f"the report of {b}, {a}"),
+        (several, "a-vs-b.json", _report_of(a), f"the report of {a}"),
+    ]
+    for args, name, held, was in cases:
+        path = Path("reports") / name
+        path.write_text(held, encoding="utf-8")
+        assert ev.main(args) == 2, (name, held)
+        assert capsys.readouterr().err == (f"error: default report path {path} exists and is {was}; refusing to "
+                                           f"overwrite it: {_OPTIONS}\n")
+        assert path.read_text(encoding="utf-8") == held
+        assert ev.main([*args, "--report", "-"]) == 0  # an explicit --report is not the default: not refused
+        assert json.loads(capsys.readouterr().out)
+
+
+def test_the_resolver_accepts_its_own_report_and_obeys_report_and_no_report(tmp_path, monkeypatch):
+    shutil.copyfile(ROOT / FINETUNED, tmp_path / "a.jsonl")
+    monkeypatch.chdir(tmp_path)
+    def resolved(*args: str, default=None) -> Path | None:
+        config = ev.RunConfig.from_args(ev.build_parser().parse_args(["--pred", "a.jsonl", *args]))
+        return ev._resolve_report_path(config, default or (lambda: ev._single_report_default(config)))
+    assert resolved("--no-report", default=lambda: pytest.fail("no default with --no-report")) is None
+    assert resolved("--report", "-", default=lambda: pytest.fail("no default with --report")) == ev.STDOUT_REPORT
+    assert resolved("--report", "r.json") == Path("r.json")
+    assert resolved() == Path("reports") / "a.json"
+    assert resolved("--shard", "2/3") == Path("reports") / "a.shard-2-of-3.json"
+    Path("reports").mkdir()
+    (Path("reports") / "a.json").write_text(_report_of(str((tmp_path / "a.jsonl").resolve())), encoding="utf-8")
+    assert resolved() == Path("reports") / "a.json"  # the report of this same --pred: replaced
+    several = ev._ReportDefault(Path("reports") / "a.json", (str((tmp_path / "a.jsonl").resolve()),), "x",
+                                single=False)
+    assert resolved(default=lambda: several) == several.path
+
+
+def test_merge_default_report_path_is_refused_like_the_others(tmp_path, monkeypatch, capsys):
+    shutil.copyfile(ROOT / FINETUNED, tmp_path / "a.jsonl")
+    shutil.copyfile(ROOT / GOLD, tmp_path / "gold.jsonl")
+    monkeypatch.chdir(tmp_path)
+    for k in (1, 2):
+        assert ev.main(["--pred", "a.jsonl", "--gold", "gold.jsonl", "--shard", f"{k}/2", "--no-embeddings",
+                        "--quiet", "--report", f"a.shard-{k}-of-2.json"]) == 0
+    shutil.copyfile("a.shard-1-of-2.json", "first.json")
+    assert ev.main(["--merge", "first.json", "a.shard-2-of-2.json", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: --merge first.json: its name has no .shard-K-of-N part to drop for "
+                                       "the merged report's name: give --report PATH (or --report -, or "
+                                       "--no-report)\n")
+    Path("a.json").write_text(_report_of("elsewhere.jsonl"), encoding="utf-8")
+    assert ev.main(["--merge", "a.shard-1-of-2.json", "a.shard-2-of-2.json", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: default report path a.json exists and is the report of "
+                                       "elsewhere.jsonl; refusing to overwrite it: give --report PATH, --report - "
+                                       "or --no-report\n")
+    Path("a.json").unlink()
+    assert ev.main(["--merge", "a.shard-1-of-2.json", "a.shard-2-of-2.json", "--quiet"]) == 0
+    assert json.loads(Path("a.json").read_text())["summary"]["n_entries"] == 25
+    assert ev.main(["--merge", "a.shard-1-of-2.json", "a.shard-2-of-2.json", "--quiet"]) == 0  # its own: replaced
