@@ -11566,7 +11566,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README). Abbreviated options are refused
     (``allow_abbrev=False``), so a new option never changes what an old command means;
     a single-valued option given twice is refused (:class:`_StoreOnce`)."""
-    defaults = ",".join(DEFAULT_METRICS)
     p = argparse.ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
         description="Score predicted knowledge-graph triplets against gold triplets (the method defined in the README, 'The method').",
@@ -11576,6 +11575,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.register("action", None, _StoreOnce)
     p.register("action", "store", _StoreOnce)
+    _add_input_output_options(p)
+    _add_similarity_options(p)
+    _add_comparison_options(p)
+    _add_format_options(p)
+    _add_large_run_options(p)
+    _add_display_options(p)
+    return p
+
+
+def _add_input_output_options(p: argparse.ArgumentParser) -> None:
+    """The "inputs and outputs" options: the files read, the report written, how lines pair."""
+    defaults = ",".join(DEFAULT_METRICS)
     io = p.add_argument_group("inputs and outputs")
     io.add_argument("--pred", type=Path, action="append",
                     help="predictions JSONL (or a combined file with gold, used alone); repeat it to compare "
@@ -11619,6 +11630,10 @@ def build_parser() -> argparse.ArgumentParser:
     io.add_argument("--metrics", type=_metric_list, default=DEFAULT_METRICS, metavar="LIST",
                     help="comma-separated metric families: " + ", ".join(FAMILIES)
                          + f"; 'all' for every one (default {defaults})")
+
+
+def _add_similarity_options(p: argparse.ArgumentParser) -> None:
+    """The "similarity" options: the embedding model, its cache and the thresholds."""
     sim = p.add_argument_group("similarity")
     sim.add_argument("--no-embeddings", action="store_true",
                      help="force the lexical similarity (the method's lexical score: difflib ratio + token Jaccard)")
@@ -11635,6 +11650,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="similarity gate (default 0.80)")
     sim.add_argument("--align-accept", type=_unit_interval, default=DEFAULT_ALIGN_ACCEPT,
                      help="minimum align_sim of an accepted pair (default 0.50)")
+
+
+def _add_comparison_options(p: argparse.ArgumentParser) -> None:
+    """The "comparing systems" options: names, saved reports, resampling and tests."""
     cmp = p.add_argument_group(
         "comparing systems",
         "Give --pred several times (one run scores every system, each exactly as its own run would) or "
@@ -11665,6 +11684,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
                      help="multiple-comparison correction of the p-values: none (default) or holm")
+
+
+def _add_format_options(p: argparse.ArgumentParser) -> None:
+    """The "output formats and plots" options: what stdout carries, plots, the sweep."""
     fmt = p.add_argument_group("output formats and plots")
     fmt.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default=None,
                      help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "
@@ -11677,6 +11700,10 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--sweep", action="store_true",
                      help="also score entity and triplet P/R/F1 at the similarity thresholds 0.50, 0.55, ..., 1.00 "
                           "(the sweep family; the similarities are computed once)")
+
+
+def _add_large_run_options(p: argparse.ArgumentParser) -> None:
+    """The "large runs" options: workers, shards and their merge, per-entry rows."""
     large = p.add_argument_group("large runs (README \"Large runs\")")
     large.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                        help="worker processes that score entries (default: the CPUs this process may use, "
@@ -11694,11 +11721,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "reads the rows back from it); never an input, the report or another existing file")
     large.add_argument("--summary-only", action="store_true",
                        help="leave the per-entry rows out (a report of the summary and the family sections)")
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
+    """The "display" options: --quiet and --version."""
     out = p.add_argument_group("display")
     out.add_argument("--quiet", action="store_true", help="print only the summary (no progress, no notes)")
     out.add_argument("--version", action="version", version=f"{PRODUCT} {__version__}")
-    return p
-
 
 def _same_file(a: Path | None, b: Path | None) -> bool:
     try:
