@@ -12802,8 +12802,8 @@ class _ReportDefault(NamedTuple):
 
 
 def _resolve_report_path(config: RunConfig, default: Callable[[], _ReportDefault],
-                        inputs: Sequence[Path | None] = (),
-                        runs: Sequence[tuple[str | None, str | None]] | None = None) -> Path | None:
+                         inputs: Sequence[Path | None] = (),
+                         runs: Sequence[tuple[str | None, str | None]] | None = None) -> Path | None:
     """Where the report of every mode goes (the one resolver): None with ``--no-report``;
     ``--report`` (:data:`STDOUT_REPORT` for ``-``); else the mode's ``default()``
     (:class:`_ReportDefault`: :func:`_single_report_default`, :func:`_merge_report_default`,
@@ -13834,7 +13834,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     names = list(systems)
     pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
     report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
-                                      (*config.compare, *_recorded_inputs(systems.values())))
+                                       (*config.compare, *_recorded_inputs(systems.values())))
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
@@ -13863,34 +13863,59 @@ def _merged_title(report: Mapping[str, Any]) -> str:
 
 
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
-    """Run one evaluation; returns the exit status. Prints the summary to stdout."""
+    """Run one evaluation in the mode its options select, the first that applies:
+    ``--download-model`` (:func:`_run_download_model`), ``--compare`` (:func:`run_compare`),
+    ``--pred`` given several times (:func:`run_systems`), ``--merge`` (:func:`_run_merge`),
+    else one ``--pred``, a file or a directory (:func:`_run_single`). Returns the exit
+    status; prints the summary to stdout. Every mode that writes a report finds its path
+    with :func:`_resolve_report_path`."""
     outcome = outcome if outcome is not None else RunOutcome()
     if config.download_model is not None:
-        if config.pred is not None or config.gold is not None:
-            raise InputError("--download-model only downloads a model and exits: run it on its own, then evaluate")
-        try:
-            path = download_embedding_model(config.download_model, config.model_cache)
-        except EmbeddingUnavailable as exc:
-            raise InputError(f"--download-model {config.download_model}: {exc}") from None
-        print(f"downloaded {config.download_model} to {path}")
-        return 0
+        return _run_download_model(config)
     if config.compare:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
         return run_systems(config, outcome)
     if config.merge:
-        report = sign_report(merge_partial_reports(config.merge))
-        report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
-                                          (*config.merge, *_recorded_inputs([report])))
-        return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
+        return _run_merge(config, outcome)
+    return _run_single(config, outcome)
+
+
+def _run_download_model(config: RunConfig) -> int:
+    """``--download-model NAME``: download the model into the cache and exit (alone: an
+    InputError with ``--pred`` or ``--gold``, or when the download fails)."""
+    if config.pred is not None or config.gold is not None:
+        raise InputError("--download-model only downloads a model and exits: run it on its own, then evaluate")
+    try:
+        path = download_embedding_model(config.download_model, config.model_cache)
+    except EmbeddingUnavailable as exc:
+        raise InputError(f"--download-model {config.download_model}: {exc}") from None
+    print(f"downloaded {config.download_model} to {path}")
+    return 0
+
+
+def _run_merge(config: RunConfig, outcome: RunOutcome) -> int:
+    """``--merge PART...``: combine the partial reports of ``--shard`` runs into the whole
+    run's report (:func:`merge_partial_reports`), signed and printed as the single run's."""
+    report = sign_report(merge_partial_reports(config.merge))
+    report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
+                                       (*config.merge, *_recorded_inputs([report])))
+    return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
+
+
+def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
+    """One ``--pred``: a predictions file (with ``--gold``, or a combined file alone; one
+    ``--shard`` of it) or, directory mode, a directory of them with ``--gold`` and
+    ``--ontology`` directories (:func:`_check_input_paths`); ``--bootstrap`` adds the
+    intervals of this one system (:func:`build_comparison`)."""
     directory = _check_input_paths(config)
     assert config.pred is not None
     if directory and config.shard is not None:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
     report_path = _resolve_report_path(config, lambda: _single_report_default(config),
-                                      (config.pred, config.gold, config.vocabulary_path),
-                                      [_run_inputs(config, config.pred)])
+                                       (config.pred, config.gold, config.vocabulary_path),
+                                       [_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])
