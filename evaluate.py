@@ -10580,17 +10580,44 @@ class ModelStore:
 # --------------------------------------------------------------------------------------
 # Backends (internal): each has .encode(list[str]) -> float32 (n, d)
 # --------------------------------------------------------------------------------------
-class FastembedBackend:
+class EmbeddingBackend:
+    """The shape of every embedding backend (:data:`_EMBEDDING_BACKENDS`, tried in order by
+    :func:`load_embedder`): ``name`` (what ``summary.embedding_backend`` records), the
+    library's loaded model, ``model_dir`` (the directory whose files the model id
+    fingerprints; None: not known), :meth:`encode` (texts -> float32 rows (n, d)),
+    :meth:`quiet` (silences the library while a model loads) and :meth:`load` (offline
+    only: a model name or directory and the model cache -> (backend, model id), or
+    _BackendFailed with the reason). A new backend subclasses it and joins the tuple."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, model: Any, model_dir: Path | None = None):
+        self._model = model
+        #: The directory whose files the model id fingerprints (None: not known).
+        self.model_dir = model_dir
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """The embeddings of ``texts``: float32 rows (len(texts), d)."""
+        raise NotImplementedError
+
+    @staticmethod
+    @contextlib.contextmanager
+    def quiet() -> Iterator[None]:
+        """Silence the library's own output while a model loads (here: none to silence)."""
+        yield
+
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None) -> tuple["EmbeddingBackend", str]:
+        """Load ``model`` offline: (backend, model id). Raises _BackendFailed(reason)."""
+        raise NotImplementedError
+
+
+class FastembedBackend(EmbeddingBackend):
     """The fastembed backend: an ONNX model loaded offline (a fastembed model name from the
     model caches, or a local directory holding an ONNX model); ``encode`` returns float32
     rows (n, d). :meth:`load` finds and loads a model."""
 
     name = "fastembed"
-
-    def __init__(self, model: Any):
-        self._model = model
-        #: The directory whose files the model id fingerprints (None: not known).
-        self.model_dir: Path | None = None
 
     def encode(self, texts: list[str]) -> np.ndarray:
         # parallel= deliberately unused: no gain on 2 cores, and its worker pool can hang when
@@ -10715,9 +10742,7 @@ class FastembedBackend:
                         "max_seq_length"]:
                     tok.enable_truncation(max_length=spec["max_seq_length"],
                                           direction=tok.truncation.get("direction", "right"))
-            backend = FastembedBackend(te)
-            backend.model_dir = path.resolve()
-            return backend, f"{path.resolve().name}@{fp[:12]}"
+            return FastembedBackend(te, path.resolve()), f"{path.resolve().name}@{fp[:12]}"
 
         known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
         if model.lower() not in known:
@@ -10739,24 +10764,17 @@ class FastembedBackend:
                 continue
             model_dir = getattr(getattr(te, "model", None), "_model_dir", None)
             fp = ModelStore.fingerprint_dir(Path(model_dir)) if model_dir else "0" * 16
-            backend = FastembedBackend(te)
-            backend.model_dir = Path(model_dir).resolve() if model_dir else None
-            return backend, f"{model}@{fp[:12]}"
+            return FastembedBackend(te, Path(model_dir).resolve() if model_dir else None), f"{model}@{fp[:12]}"
         raise _BackendFailed(
             "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
             + "".join(f"; {e}" for e in errors))
 
 
-class SentenceTransformersBackend:
+class SentenceTransformersBackend(EmbeddingBackend):
     """The sentence-transformers backend (optional extra 'st'), loaded offline; ``encode``
     returns L2-normalised float32 rows (n, d). :meth:`load` finds and loads a model."""
 
     name = "sentence-transformers"
-
-    def __init__(self, model: Any):
-        self._model = model
-        #: The directory whose files the model id fingerprints (None: not known).
-        self.model_dir: Path | None = None
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = self._model.encode(texts, batch_size=max(1, len(texts)), convert_to_numpy=True,
@@ -10818,9 +10836,11 @@ class SentenceTransformersBackend:
                 fp = ModelStore.fingerprint_dir(Path(snap))
                 model_dir = Path(snap).resolve()
         name = path.resolve().name if path.is_dir() else model
-        backend = SentenceTransformersBackend(st)
-        backend.model_dir = model_dir if fp else None
-        return backend, f"{name}@{fp[:12] or 'unhashed'}"
+        return SentenceTransformersBackend(st, model_dir if fp else None), f"{name}@{fp[:12] or 'unhashed'}"
+
+
+#: The embedding backends in the order :func:`load_embedder` tries them (by ``name``).
+_EMBEDDING_BACKENDS: tuple[type[EmbeddingBackend], ...] = (FastembedBackend, SentenceTransformersBackend)
 
 
 # --------------------------------------------------------------------------------------
@@ -11218,14 +11238,8 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     (about 2 s), with the same backend, model id and vectors in the report.
     """
     t0 = time.perf_counter()
-    cache = None
-    if cache_dir is not None:
-        cdir = Path(cache_dir).expanduser()
-        try:
-            cache = EmbeddingCache(cdir / EmbeddingCache.FILENAME, max_entries=cache_max_entries)
-        except (OSError, sqlite3.Error, TimeoutError) as exc:
-            log.warning("%s: embedding cache in %s unusable (%s); running without it", PRODUCT, cdir, exc)
-    loaders = {"fastembed": FastembedBackend.load, "sentence-transformers": SentenceTransformersBackend.load}
+    cache = _open_embedding_cache(cache_dir, cache_max_entries)
+    loaders = {backend.name: backend.load for backend in _EMBEDDING_BACKENDS}
     record_key = f"model|{model}|{os.fspath(model_cache) if model_cache else ''}"
     known = _identified_model(cache, record_key, model, model_cache)
     if known is not None:
@@ -11235,38 +11249,19 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
                        loader=functools.partial(loaders[known["backend"]], model, model_cache))
         emb.stats.load_seconds = time.perf_counter() - t0
         return emb
-    reasons: dict[str, str] = {}
-    backend = None
-    model_id = ""
-    for name, loader in loaders.items():
-        try:
-            backend, model_id = loader(model, model_cache)
-            break
-        except _BackendFailed as exc:
-            reasons[name] = str(exc)
-    if backend is None:
-        if cache is not None:
-            cache.close()
-        why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
-        if Path(model).expanduser().exists() or model.startswith((".", "/", "~", "\\")):
-            hint = ("A model directory must hold an ONNX model (model.onnx or onnx/model.onnx), "
-                    "tokenizer.json and tokenizer_config.json")
-        else:
-            hint = f"Fetch it once while online: {ModelStore.fetch_command(model, model_cache)}"
-        raise EmbeddingUnavailable(
-            f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
-    if reasons:
-        log.warning("%s: fastembed cannot load %r (%s); using sentence-transformers",
-                    PRODUCT, model, reasons["fastembed"])
     try:
-        emb = Embedder(backend, model_name=model, model_id=model_id, cache=cache,
-                       progress=progress, batch_size=batch_size)
-    except _BackendFailed as exc:
+        backend, model_id = _load_backend(model, model_cache, loaders)
+        try:
+            emb = Embedder(backend, model_name=model, model_id=model_id, cache=cache,
+                           progress=progress, batch_size=batch_size)
+        except _BackendFailed as exc:
+            raise EmbeddingUnavailable(
+                f"embedding model {model!r} loaded but does not work ({exc})",
+                {backend.name: str(exc)}) from None
+    except EmbeddingUnavailable:
         if cache is not None:
             cache.close()
-        raise EmbeddingUnavailable(
-            f"embedding model {model!r} loaded but does not work ({exc})",
-            {backend.name: str(exc)}) from None
+        raise
     model_dir = getattr(backend, "model_dir", None)
     if cache is not None and model_dir is not None:
         record = {"backend": backend.name, "model_id": model_id, "dim": emb.dim,
@@ -11278,6 +11273,47 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
             emb._cache_failed("write", exc)
     emb.stats.load_seconds = time.perf_counter() - t0
     return emb
+
+
+def _open_embedding_cache(cache_dir: str | os.PathLike | None, max_entries: int) -> EmbeddingCache | None:
+    """The embedding cache file in ``cache_dir`` (None: no cache), or None with one warning
+    line when it cannot be opened (the run goes on without it)."""
+    if cache_dir is None:
+        return None
+    cdir = Path(cache_dir).expanduser()
+    try:
+        return EmbeddingCache(cdir / EmbeddingCache.FILENAME, max_entries=max_entries)
+    except (OSError, sqlite3.Error, TimeoutError) as exc:
+        log.warning("%s: embedding cache in %s unusable (%s); running without it", PRODUCT, cdir, exc)
+        return None
+
+
+def _load_backend(model: str, model_cache: str | os.PathLike | None,
+                  loaders: Mapping[str, Callable[..., tuple[Any, str]]]) -> tuple[Any, str]:
+    """The first of ``loaders`` (backend name -> its ``load``) that loads ``model`` offline:
+    (backend, model id), with one warning line when fastembed could not and
+    sentence-transformers did. Raises EmbeddingUnavailable with every backend's reason and a
+    hint: what a model directory must hold, or the command that fetches the model."""
+    reasons: dict[str, str] = {}
+    for name, loader in loaders.items():
+        try:
+            backend, model_id = loader(model, model_cache)
+            break
+        except _BackendFailed as exc:
+            reasons[name] = str(exc)
+    else:
+        why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+        if Path(model).expanduser().exists() or model.startswith((".", "/", "~", "\\")):
+            hint = ("A model directory must hold an ONNX model (model.onnx or onnx/model.onnx), "
+                    "tokenizer.json and tokenizer_config.json")
+        else:
+            hint = f"Fetch it once while online: {ModelStore.fetch_command(model, model_cache)}"
+        raise EmbeddingUnavailable(
+            f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
+    if reasons:
+        log.warning("%s: fastembed cannot load %r (%s); using sentence-transformers",
+                    PRODUCT, model, reasons["fastembed"])
+    return backend, model_id
 
 
 def _embedding_backend_versions() -> dict[str, str | None]:

@@ -774,3 +774,45 @@ def test_download_model_offline_fails_fast_with_one_line(tmp_path, capsys, monke
         "https://huggingface.co cannot be reached (network access blocked by test); run the command again while "
         "online (or set HTTPS_PROXY)"]
     assert not (tmp_path / "models").exists()
+
+
+# --------------------------------------------------------------------------------------
+# The backends: one base class, tried in the order of _EMBEDDING_BACKENDS
+# --------------------------------------------------------------------------------------
+
+def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path, monkeypatch, caplog):
+    assert ev._EMBEDDING_BACKENDS == (ev.FastembedBackend, ev.SentenceTransformersBackend)
+    assert [b.name for b in ev._EMBEDDING_BACKENDS] == ["fastembed", "sentence-transformers"]
+    assert all(issubclass(b, ev.EmbeddingBackend) and b.__init__ is ev.EmbeddingBackend.__init__
+               for b in ev._EMBEDDING_BACKENDS)
+    tried: list[str] = []
+
+    class Refuses(ev.EmbeddingBackend):
+        name = "fastembed"
+
+        @staticmethod
+        def load(model, model_cache):
+            tried.append("fastembed")
+            raise ev._BackendFailed("not here")
+
+    class Loads(ev.EmbeddingBackend):
+        name = "second"
+
+        def encode(self, texts):
+            return np.stack([_unit(8, sum(map(ord, t))) for t in texts])
+
+        @staticmethod
+        def load(model, model_cache):
+            tried.append("second")
+            return Loads(None, tmp_path), f"{model}@0123"
+
+    monkeypatch.setattr(ev, "_EMBEDDING_BACKENDS", (Refuses, Loads))
+    emb = load_embedder("m", cache_dir=None, progress=False)
+    assert tried == ["fastembed", "second"]
+    assert (emb.backend, emb.model_id, emb.dim) == ("second", "m@0123", 8)
+    assert "fastembed cannot load 'm' (not here); using sentence-transformers" in caplog.text
+    monkeypatch.setattr(ev, "_EMBEDDING_BACKENDS", (Refuses,))
+    with pytest.raises(ev.EmbeddingUnavailable) as failed:
+        load_embedder("m", cache_dir=None, progress=False)
+    assert str(failed.value).startswith("embedding model 'm' is not available offline (fastembed: not here). ")
+    assert failed.value.reasons == {"fastembed": "not here"}
