@@ -1275,13 +1275,13 @@ _SUFFIX_WORDS = frozenset(_COMPANY_SUFFIXES)
 #: letter of a suffix (the letter and its capital; tests check every code point): a text
 #: whose last character (before a final dot) is none of them has no suffix to strip.
 _SUFFIX_LAST_CHARS = frozenset(c for word in _COMPANY_SUFFIXES for c in (word[-1], word[-1].upper()))
-_EDGE_PUNCT_RE = re.compile(r"""^[\s"'`(\[{.,;:]+|[\s"'`)\]}.,;:]+$""")
-_WS_RE = re.compile(r"\s+")
 #: The characters of the regular-expression class ``\s`` on str (Unicode whitespace: what
 #: ``str.split()`` and ``str.strip()`` split at and strip; tests check every code point).
 _WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-#: What :data:`_EDGE_PUNCT_RE` strips at the start of a text, and at its end.
+#: The edge characters that normalisation strips (SPEC.md section 3): whitespace, quotes,
+#: opening brackets and ``.,;:`` at the start of a text; whitespace, quotes, closing
+#: brackets and ``.,;:`` at its end.
 _EDGE_LEADING = _WHITESPACE + "\"'`([{.,;:"
 _EDGE_TRAILING = _WHITESPACE + "\"'`)]}.,;:"
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
@@ -1326,8 +1326,8 @@ def _normalize_text(title: str) -> str:
     # The steps of normalize_title with str methods where they give the same string (the
     # regular expressions scan a long prompt position by position): ``\s+`` -> " " and
     # strip is " ".join(split()) (the same whitespace); a suffix is looked for only when
-    # the text ends with a character that can end one; the edge pattern strips exactly
-    # the leading and trailing runs of its two character classes.
+    # the text ends with a character that can end one; SPEC's edge pattern strips exactly
+    # the leading and trailing runs of its two character classes (_EDGE_LEADING/_TRAILING).
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = " ".join(text.split()).lower()
     while (text[-2:-1] if text[-1:] == "." else text[-1:]) in _SUFFIX_LAST_CHARS:
@@ -1998,12 +1998,6 @@ def _solve_numpy(cost: np.ndarray) -> _SolverState:
                 break
         _augment(p, way, j0)
     return _SolverState(p, u, v)
-
-
-def _hungarian_numpy(cost: np.ndarray) -> list[int]:
-    """Assignment of :func:`_solve_numpy` (identical to :func:`_hungarian_python`)."""
-    n, m = cost.shape
-    return _assignment_from_columns(_solve_numpy(cost).p, n, m)
 
 
 def _padding_block_at_once(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray,
@@ -3685,18 +3679,6 @@ class HgrFamily(MetricFamily):
         return "\n".join(lines)
 
 
-def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
-                 missing: int = 0) -> dict[str, Any]:
-    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts, through
-    :class:`HgrFamily` (exact macro means). Returns ``{"totals", "micro", "macro"}``;
-    ``unparseable``/``missing`` are added to the totals."""
-    family = HgrFamily()
-    record: Record = {"totals": {"unparseable_predictions": unparseable, "missing_predictions": missing}}
-    for m in metrics:
-        record = family.merge(record, family.record(EntryMetrics(**m), "ok"))
-    return family.finish(record)
-
-
 class StrictFamily(MetricFamily):
     """Strict triplet match (``--metrics strict``): exact equality of the normalised
     (source title, relation type, target title), one-to-one (multiset intersection).
@@ -4392,7 +4374,7 @@ def read_jsonl(
 # OC/SH/OH, the concept labels glued to the sentence with no separator, the
 # ``01januari`` deletion, OC = 1 for an empty prediction but 0 (via the average)
 # for a missing response, and the duplicated ``1_university`` in the shipped
-# dbpedia_webnlg configs (see ``t2kg_evaluate_run``).
+# dbpedia_webnlg configs (see :meth:`Text2KGBench.global_rows`).
 #
 # NLTK (``word_tokenize`` with the English Punkt model, ``PorterStemmer``) is an
 # optional extra, imported lazily on the first hallucination computation.
@@ -4555,8 +4537,21 @@ class Text2KGBench:
 
     @staticmethod
     def global_rows(groups: Mapping[str, Mapping[str, Any]], onto_list: Sequence[str] | None) -> dict[str, Any]:
-        """run_eval.py's global rows over several ontologies (see :func:`t2kg_evaluate_run`),
-        exact: the mean of the exact per-ontology averages, rounded once."""
+        """run_eval.py's global rows over several ontologies (directory mode), exact: the
+        mean of the exact per-ontology averages (all test cases only), rounded once.
+
+        ``global_as_script``: unweighted mean over the entries of ``onto_list``, duplicates
+        counted as often as they appear, as run_eval.py's global row does;
+        ``global_unique``: unweighted mean with each evaluated ontology once. ``onto_list``
+        defaults (None) to the shipped config list of the dataset when ``groups`` holds
+        exactly the 19 dbpedia_webnlg ontologies (``T2KG_DBPEDIA_WEBNLG_ONTO_LIST``, 20
+        entries, ``1_university`` twice, reproducing the published global row); otherwise
+        to each ontology once in numeric order (then both global rows coincide).
+
+        Returns ``{"global_as_script": {metric: float}, "global_unique": {...},
+        "global_as_script_2dp", "global_unique_2dp", "onto_list": [keys used]}``. Raises
+        ValueError (empty onto_list) and KeyError (an onto_list entry that is not an
+        evaluated ontology)."""
         keys = sorted(groups, key=Text2KGBench.key_order)
         if onto_list is None:
             if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
@@ -4787,78 +4782,6 @@ def t2kg_load_ontology(path: str | os.PathLike) -> dict[str, Any]:
         "concept_labels": concepts,
         "relation_labels": relations,
     }
-
-
-def t2kg_evaluate_ontology(
-    ground_truth_path: str | os.PathLike,
-    responses_path: str | os.PathLike,
-    ontology_path: str | os.PathLike | Mapping[str, Any],
-    selected_ids: str | os.PathLike | Iterable[str] | None = None,
-) -> dict[str, Any]:
-    """Evaluate one ontology's responses as run_eval.py does: see :func:`Text2KGBench.ontology_run`."""
-    return Text2KGBench.ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
-
-
-# --- text2kgbench: per run ---
-
-
-def t2kg_evaluate_run(
-    ground_truth_dir: str | os.PathLike,
-    ontologies_dir: str | os.PathLike,
-    responses_dir: str | os.PathLike,
-    onto_list: Sequence[str] | None = None,
-    selected_dir: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    """Evaluate a whole Text2KGBench run (every ontology of one dataset and one model).
-
-    Files are matched by the ontology key ``<k>_<name>``: ``ground_truth_dir/
-    ont_<key>_ground_truth.jsonl`` (defines the set of ontologies), ``ontologies_dir/
-    <key>_ontology.json``, and the single ``responses_dir/*.jsonl`` whose name starts with
-    ``<key>_`` or ``ont_<key>_`` (covers all of the benchmark's naming schemes). With
-    ``selected_dir``, ``selected_ont_<key>.txt`` there (if present) gives the selected ids.
-
-    Global rows (all test cases only, from the exact per-ontology averages, rounded once):
-        * ``global_as_script``: unweighted mean over the entries of ``onto_list``, duplicates
-          counted as often as they appear, as run_eval.py's global row does.
-        * ``global_unique``: unweighted mean with each evaluated ontology once.
-    ``onto_list`` defaults (None) to the shipped config list of the dataset when the ground
-    truth holds exactly the 19 dbpedia_webnlg ontologies (``T2KG_DBPEDIA_WEBNLG_ONTO_LIST``,
-    20 entries, ``1_university`` twice, reproducing the published global row); otherwise to
-    each ontology once in numeric order (then both global rows coincide). Pass it explicitly
-    to reproduce another config.
-
-    Returns ``{"per_ontology": {key: t2kg_evaluate_ontology result}, "global_as_script":
-    {metric: float}, "global_unique": {...}, "global_as_script_2dp", "global_unique_2dp",
-    "onto_list": [keys used for global_as_script]}``.
-
-    Raises FileNotFoundError (no ground truth, missing ontology or response file),
-    ValueError (ambiguous response files, empty onto_list) and KeyError (an onto_list entry
-    that is not an evaluated ontology).
-    """
-    gt_dir, onto_dir, resp_dir = Path(ground_truth_dir), Path(ontologies_dir), Path(responses_dir)
-    keys = sorted(
-        (m.group(1) for p in gt_dir.iterdir() if (m := Text2KGBench.GT_FILE.match(p.name))),
-        key=Text2KGBench.key_order,
-    )
-    if not keys:
-        raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
-    per_ontology: dict[str, Any] = {}
-    groups: dict[str, Record] = {}
-    for key in keys:
-        onto_path = onto_dir / f"{key}_ontology.json"
-        if not onto_path.is_file():
-            raise FileNotFoundError(f"missing ontology file {onto_path}")
-        selected = None
-        if selected_dir is not None:
-            sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
-            selected = sel_path if sel_path.is_file() else None
-        per_ontology[key], groups[key] = Text2KGBench.ontology_run(
-            gt_dir / f"ont_{key}_ground_truth.jsonl",
-            Text2KGBench.find_response(resp_dir, key),
-            onto_path,
-            selected,
-        )
-    return {"per_ontology": per_ontology, **Text2KGBench.global_rows(groups, onto_list)}
 
 
 class Text2KGBenchFamily(MetricFamily):

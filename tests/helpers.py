@@ -218,3 +218,67 @@ def assert_close(actual: Any, expected: Any, path: str = "", tol: float = 1e-9) 
 def _need(path: Path, what: str) -> None:
     if not path.exists():
         pytest.skip(f"{what} not available ({path} is absent)")
+
+
+# --------------------------------------------------------------------------------------
+# Reference entry points used only by tests (the command line scores through the families)
+# --------------------------------------------------------------------------------------
+
+def hungarian_numpy(cost) -> list[int]:
+    """Assignment of the numpy solver ``ev._solve_numpy`` (identical to ``ev._hungarian_python``)."""
+    n, m = cost.shape
+    return ev._assignment_from_columns(ev._solve_numpy(cost).p, n, m)
+
+
+def score_corpus(metrics, *, unparseable: int = 0, missing: int = 0) -> dict[str, Any]:
+    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts (the fields
+    of :class:`ev.EntryMetrics`), through :class:`ev.HgrFamily` (exact macro means).
+    Returns ``{"totals", "micro", "macro"}``; ``unparseable``/``missing`` are added to the totals."""
+    family = ev.HgrFamily()
+    record = {"totals": {"unparseable_predictions": unparseable, "missing_predictions": missing}}
+    for m in metrics:
+        record = family.merge(record, family.record(ev.EntryMetrics(**m), "ok"))
+    return family.finish(record)
+
+
+def t2kg_evaluate_ontology(ground_truth_path, responses_path, ontology_path, selected_ids=None) -> dict[str, Any]:
+    """One ontology's responses evaluated as run_eval.py does, from run_eval.py's own files:
+    see :meth:`ev.Text2KGBench.ontology_run` (its result, without the group record)."""
+    return ev.Text2KGBench.ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
+
+
+def t2kg_evaluate_run(ground_truth_dir, ontologies_dir, responses_dir, onto_list=None, selected_dir=None) -> dict:
+    """A whole Text2KGBench run (every ontology of one dataset and one model), from the
+    benchmark's own directories, as run_eval.py evaluates it.
+
+    Files are matched by the ontology key ``<k>_<name>``: ``ground_truth_dir/
+    ont_<key>_ground_truth.jsonl`` (defines the set of ontologies), ``ontologies_dir/
+    <key>_ontology.json``, and the single ``responses_dir/*.jsonl`` whose name starts with
+    ``<key>_`` or ``ont_<key>_``. With ``selected_dir``, ``selected_ont_<key>.txt`` there
+    (if present) gives the selected ids. Global rows: :meth:`ev.Text2KGBench.global_rows`.
+
+    Returns ``{"per_ontology": {key: t2kg_evaluate_ontology result}, "global_as_script",
+    "global_unique", "global_as_script_2dp", "global_unique_2dp", "onto_list"}``. Raises
+    FileNotFoundError (no ground truth, missing ontology or response file), ValueError
+    (ambiguous response files, empty onto_list) and KeyError (an onto_list entry that is not
+    an evaluated ontology).
+    """
+    gt_dir, onto_dir, resp_dir = Path(ground_truth_dir), Path(ontologies_dir), Path(responses_dir)
+    keys = sorted((m.group(1) for p in gt_dir.iterdir() if (m := ev.Text2KGBench.GT_FILE.match(p.name))),
+                  key=ev.Text2KGBench.key_order)
+    if not keys:
+        raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
+    per_ontology: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
+    for key in keys:
+        onto_path = onto_dir / f"{key}_ontology.json"
+        if not onto_path.is_file():
+            raise FileNotFoundError(f"missing ontology file {onto_path}")
+        selected = None
+        if selected_dir is not None:
+            sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
+            selected = sel_path if sel_path.is_file() else None
+        per_ontology[key], groups[key] = ev.Text2KGBench.ontology_run(
+            gt_dir / f"ont_{key}_ground_truth.jsonl", ev.Text2KGBench.find_response(resp_dir, key),
+            onto_path, selected)
+    return {"per_ontology": per_ontology, **ev.Text2KGBench.global_rows(groups, onto_list)}

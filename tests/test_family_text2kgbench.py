@@ -23,6 +23,8 @@ from helpers import (
     cli,
     load_report,
     run_cli,
+    t2kg_evaluate_ontology,
+    t2kg_evaluate_run,
     write_jsonl,
 )
 
@@ -30,8 +32,6 @@ import evaluate as ev
 from evaluate import (  # noqa: E402
     T2KG_DBPEDIA_WEBNLG_ONTO_LIST,
     T2KG_METRIC_KEYS,
-    t2kg_evaluate_ontology,
-    t2kg_evaluate_run,
     t2kg_load_ontology,
     t2kg_sentence_metrics,
 )
