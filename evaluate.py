@@ -4388,8 +4388,8 @@ appears twice, so the published global row gives it weight 2/20)."""
 
 class Text2KGBench:
     """run_eval.py's rules, reproduced (a namespace): triple shapes, the matching key and the
-    stemmed hallucination text, the benchmark's own file handling (a repeated id keeps its last
-    line), and the exact per-ontology and global averages. Used by the ``t2kg_*`` functions
+    stemmed hallucination text, the benchmark's file names (ground truth, response files),
+    and the exact per-ontology and global averages. Used by :func:`t2kg_sentence_metrics`
     and by :class:`Text2KGBenchFamily`."""
 
     WS_UNDERSCORE = re.compile(r"_|\s+")
@@ -4442,26 +4442,6 @@ class Text2KGBench:
         Memoised (a pure function of ``text``; subjects and objects recur across sentences)."""
         word_tokenize, stem = _nltk_tokenize_and_stem()
         return Text2KGBench.squash("".join(stem(tok) for tok in word_tokenize(text)))
-
-    @staticmethod
-    def read_jsonl(path: str | os.PathLike) -> list[dict]:
-        """Read a benchmark JSONL file with :func:`read_jsonl`; a bad line is an InputError."""
-        rows = []
-        for line in read_jsonl(path):
-            if line.error is not None:
-                raise InputError(f"{os.fspath(path)}: {line.error}")
-            if not isinstance(line.value, Mapping) or "id" not in line.value:
-                raise InputError(f"{os.fspath(path)}: line {line.line_no}: expected an object with an 'id'")
-            rows.append(line.value)
-        return rows
-
-    @staticmethod
-    def read_selected(selected_ids: str | os.PathLike | Iterable[str]) -> list[str]:
-        """Selected ids from a path (one id per line, blank lines dropped) or an iterable."""
-        if isinstance(selected_ids, (str, os.PathLike)):
-            with open(selected_ids, encoding="utf-8") as fh:
-                return [line.strip() for line in fh if line.strip()]
-        return [str(i) for i in selected_ids]
 
     @staticmethod
     def sentence_record(sid: Any, line: int, metrics: Mapping[str, Any] | None) -> Record:
@@ -4545,79 +4525,6 @@ class Text2KGBench:
             "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
             "onto_list": onto_list,
         }
-
-    @staticmethod
-    def ontology_run(
-        ground_truth_path: str | os.PathLike,
-        responses_path: str | os.PathLike,
-        ontology_path: str | os.PathLike | Mapping[str, Any],
-        selected_ids: str | os.PathLike | Iterable[str] | None = None,
-    ) -> tuple[dict[str, Any], Record]:
-        """Evaluate one ontology's responses as run_eval.py does (the benchmark's own file
-        handling: a repeated id keeps its last line, response ids without ground truth are
-        ignored). The command line reads files through the common input reader instead and
-        scores with :class:`Text2KGBenchFamily`; both share this arithmetic.
-
-        Args:
-            ground_truth_path: JSONL, one ``{"id", "sent", "triples": [{sub, rel, obj}]}`` a line.
-            responses_path: JSONL, one ``{"id", "triples": [[s, r, o], ...], ...}`` a line. When an
-                id repeats, the last line wins; ids not in the ground truth are ignored.
-            ontology_path: ontology JSON path, or an already loaded ontology dict.
-            selected_ids: manually verified ids (path to a one-id-a-line file, or an iterable), or
-                None for no "selected" row.
-
-        Returns:
-            (result, the ontology's :class:`Text2KGBenchFamily` group record), the result being
-            ``{"rows": [per-sentence dict with "id", "sent" + t2kg_sentence_metrics keys, in
-            ground-truth order, only for ids that have a response],
-            "averages": {"all_test_cases": {metric: float}, "selected_test_cases": {...} or absent},
-            "averages_2dp": the same formatted ``"%.2f"`` as run_eval.py writes them,
-            "counts": {"gt_sentences", "evaluated_sentences", "missing_responses",
-            "ignored_response_ids", "selected_ids"}}``.
-
-        Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
-        number of ground-truth sentences (unique ids, last line wins), so a sentence without a
-        response adds 0 to every metric (onto_conf included); the sum is exact and the mean
-        rounded once. Selected: sum over evaluated ids in the list / number of listed ids.
-        Raises ValueError (not ZeroDivisionError) when the ground truth or the selected list is
-        empty; OSError on unreadable files.
-        """
-        gold = {row["id"]: row for row in Text2KGBench.read_jsonl(ground_truth_path)}
-        if not gold:
-            raise ValueError(f"empty ground truth: {ground_truth_path}")
-        responses: dict[str, dict] = {}
-        for row in Text2KGBench.read_jsonl(responses_path):
-            responses[row["id"]] = row  # last line wins
-        ontology = ontology_path if isinstance(ontology_path, Mapping) else t2kg_load_ontology(ontology_path)
-        selected = None if selected_ids is None else Text2KGBench.read_selected(selected_ids)
-        if selected is not None and not selected:
-            raise ValueError("selected_ids is empty")
-        selected_set = set(selected or ())
-
-        rows = []
-        group: Record = {}
-        chosen: Record = {}
-        for position, (sid, g) in enumerate(gold.items()):
-            resp = responses.get(sid)
-            m = None if resp is None else t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
-            record = Text2KGBench.sentence_record(sid, position, m)
-            group = Text2KGBench.merge_group(group, record)
-            if sid in selected_set:
-                chosen = Text2KGBench.merge_group(chosen, record)
-            if m is not None:
-                rows.append({"id": sid, "sent": g["sent"], **m})
-        section = Text2KGBench.group_section(group)
-        averages = {"all_test_cases": section["averages"]}
-        if selected is not None:
-            averages["selected_test_cases"] = {k: float(v) for k, v in Text2KGBench.averages(
-                {**chosen, "sentences": len(selected)}).items()}
-        return {
-            "rows": rows,
-            "averages": averages,
-            "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
-            "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
-                       "selected_ids": None if selected is None else len(selected)},
-        }, group
 
     @staticmethod
     def find_response(responses_dir: Path, key: str) -> Path:
