@@ -180,62 +180,30 @@ if _AS_PROGRAM:
 
 __version__ = "0.1.0"
 
-#: The public interface, in section order.
+#: The library API, in section order: what README's "Library use" documents, nothing else
+#: (tests/test_packaging.py checks the two agree). A name belongs here when a user of the
+#: library needs it: a stage function, a family or the registry, an entry point to load,
+#: score or report, an exception one of those raises, or what generate_predictions.py uses.
+#: Everything else (helpers of the command line, tuning constants) stays out.
 __all__ = [
-    "__version__", "PRODUCT", "SPEC_RELATIONS", "COMPOSITE_WEIGHTS", "ALIGN_WEIGHTS",
-    "DEFAULT_SIM_THRESHOLD", "DEFAULT_ALIGN_ACCEPT", "DEFAULT_EMBEDDING_MODEL",
-    "SCHEMA_PROFILES", "PARSE_STATUSES", "UNPARSEABLE_STATUSES", "ParseResult", "OutputParser",
-    "parse_model_output", "InputError", "notice",
-    "GoldRecord", "Prediction", "Entry", "PREDICTION_STATUSES", "Triplet", "SchemaResult",
-    "validate_hgr_item", "validate_flat_item", "flat_fields", "validate_schema",
-    "detect_profile", "normalize_title", "normalize_label", "normalize_triplets",
-    "relation_text", "token_set", "jaccard", "lexical_similarity", "Similarity",
-    "embedding_matching", "hungarian", "MatchedPair", "MatchResult", "match_triplets",
-    "match_from_similarities", "weight_agreement", "PromptContext", "is_grounded", "final_hallucination_check",
-    "is_self_loop", "safe_ratio", "f1_score", "composite_score", "EntryMetrics", "EntryScore",
-    "score_entry", "NLTK_INSTALL_HELP", "PUNKT_FETCH_HELP", "nltk_missing", "PunktTablesMissing",
-    "nltk_word_tokenize", "Record", "ExactSum", "as_fraction", "merge_additive", "exact_mean",
-    "records_to_json", "records_from_json", "HeadlineSums", "headline_column", "headline_ratio", "headline_f1",
-    "headline_slices", "ScoringContext", "FamilyUnavailable", "MetricFamily", "MACRO_KEYS",
-    "HgrFamily", "score_corpus", "StrictFamily", "strict_entry", "PerRelationFamily",
-    "CALIBRATION_BINS", "CALIBRATION_EDGES", "calibration_bin", "CalibrationFamily", "SWEEP_THRESHOLDS",
-    "SweepFamily",
-    "JsonlLine", "JsonlReader", "read_jsonl", "T2KG_METRIC_KEYS", "T2KG_DBPEDIA_WEBNLG_ONTO_LIST", "Text2KGBench",
-    "t2kg_sentence_metrics", "t2kg_load_ontology", "t2kg_evaluate_ontology",
-    "t2kg_evaluate_run", "Text2KGBenchFamily", "WEBNLG_TAGS", "WEBNLG_TAG_NAMES",
-    "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
-    "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
-    "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
-    "gold_from_record", "prediction_from_record", "read_records", "located_records", "LineStore", "IdColumn",
-    "EntryTable", "LoadedInputs", "READ_PARALLEL_MIN_BYTES", "READ_RANGE_BYTES",
-    "KEEP_PARSED_MAX_BYTES", "load_inputs",
-    "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
-    "ScoredFile", "drop_skipped", "score_entries", "merge_records", "ReportSource", "build_report",
-    "evaluate_entries", "format_summary", "SUMMARY_NOTICES_SHOWN", "report_chunks", "report_json",
-    "write_json_atomic", "write_jsonl_atomic", "RowTally", "TempFilesUnwritable", "RowSpool", "SPOOL_MIN_ENTRIES",
-    "NoRows",
-    "WORKER_CHUNK_MAX", "WORKER_MIN_ENTRIES", "default_workers", "combine_scored", "WorkerLost", "score_entries_parallel",
-    "worker_map",
-    "SHARD_FORMAT", "parse_shard", "shard_range", "shard_suffix", "check_shard_parts", "check_part_rows", "scored_part",
-    "PartRows", "read_part", "similarity_of", "similarity_description",
-    "CONFIDENCE", "SIGNIFICANCE_LEVEL", "DEFAULT_BOOTSTRAP", "DEFAULT_TRIALS", "DEFAULT_SEED", "RESAMPLE_BLOCK",
-    "RESAMPLE_BLOCK_CELLS", "HEADLINE_ROWS", "MAX_BOOTSTRAP", "MAX_TRIALS", "MIN_BOOTSTRAP",
-    "AR_TOLERANCE", "CORRECTIONS", "HeadlineData", "headline_data", "resample_counts", "swap_masks",
-    "headline_values", "percentile_interval", "holm_adjust", "bootstrap_replicates", "randomization_test",
-    "randomization_p_value", "compare_systems",
-    "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "report_systems", "metric_value",
-    "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
-    "format_csv", "summary_json", "TABLE_FORMATS", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
-    "PLOT_MAX_RELATIONS", "PLOTS_INSTALL_HELP", "plots_missing", "PLOTS", "write_plots",
-    "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
-    "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
-    "load_embedder", "download_embedding_model",
-    "EmbeddingSimilarity", "build_parser", "RunConfig", "build_similarity", "config_record",
-    "evaluate_files", "partial_report", "config_without", "merge_partial_reports", "DIRECTORY_PARALLEL_MIN_BYTES", "run_directory", "RunOutcome",
-    "ComparisonOptions", "comparison_options",
-    "config_signature", "report_signature", "sign_report", "system_names", "saved_systems", "read_rows_file", "check_comparable",
-    "build_comparison", "format_comparison", "format_text", "score_system", "run_systems", "run_compare",
-    "run", "Terminated", "main",
+    "__version__", "SPEC_RELATIONS", "DEFAULT_SIM_THRESHOLD", "DEFAULT_ALIGN_ACCEPT", "DEFAULT_EMBEDDING_MODEL",
+    "parse_model_output", "ParseResult", "InputError", "GoldRecord", "Prediction", "Entry",
+    "validate_schema", "normalize_title", "normalize_triplets", "Similarity", "embedding_matching",
+    "hungarian", "match_triplets", "final_hallucination_check", "score_entry", "EntryScore", "EntryMetrics",
+    "PunktTablesMissing",
+    "Record", "merge_additive", "exact_mean", "ExactSum", "HeadlineSums", "headline_ratio", "headline_slices",
+    "ScoringContext", "FamilyUnavailable", "MetricFamily", "HgrFamily", "StrictFamily", "PerRelationFamily",
+    "CalibrationFamily", "SweepFamily",
+    "read_jsonl", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
+    "WebNLGReader", "webnlg2020_score", "WebNLG2020Family",
+    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "load_inputs", "LoadedInputs",
+    "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for", "score_entries", "ScoredFile",
+    "ReportSource", "build_report", "evaluate_entries", "format_summary", "write_json_atomic",
+    "score_entries_parallel", "WorkerLost",
+    "compare_systems",
+    "OUTPUT_FORMATS", "format_output", "write_plots",
+    "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity",
+    "RunConfig", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).
@@ -1275,13 +1243,13 @@ _SUFFIX_WORDS = frozenset(_COMPANY_SUFFIXES)
 #: letter of a suffix (the letter and its capital; tests check every code point): a text
 #: whose last character (before a final dot) is none of them has no suffix to strip.
 _SUFFIX_LAST_CHARS = frozenset(c for word in _COMPANY_SUFFIXES for c in (word[-1], word[-1].upper()))
-_EDGE_PUNCT_RE = re.compile(r"""^[\s"'`(\[{.,;:]+|[\s"'`)\]}.,;:]+$""")
-_WS_RE = re.compile(r"\s+")
 #: The characters of the regular-expression class ``\s`` on str (Unicode whitespace: what
 #: ``str.split()`` and ``str.strip()`` split at and strip; tests check every code point).
 _WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-#: What :data:`_EDGE_PUNCT_RE` strips at the start of a text, and at its end.
+#: The edge characters that normalisation strips (SPEC.md section 3): whitespace, quotes,
+#: opening brackets and ``.,;:`` at the start of a text; whitespace, quotes, closing
+#: brackets and ``.,;:`` at its end.
 _EDGE_LEADING = _WHITESPACE + "\"'`([{.,;:"
 _EDGE_TRAILING = _WHITESPACE + "\"'`)]}.,;:"
 _TOKEN_RE = re.compile(r"[a-z0-9]+")
@@ -1326,8 +1294,8 @@ def _normalize_text(title: str) -> str:
     # The steps of normalize_title with str methods where they give the same string (the
     # regular expressions scan a long prompt position by position): ``\s+`` -> " " and
     # strip is " ".join(split()) (the same whitespace); a suffix is looked for only when
-    # the text ends with a character that can end one; the edge pattern strips exactly
-    # the leading and trailing runs of its two character classes.
+    # the text ends with a character that can end one; SPEC's edge pattern strips exactly
+    # the leading and trailing runs of its two character classes (_EDGE_LEADING/_TRAILING).
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = " ".join(text.split()).lower()
     while (text[-2:-1] if text[-1:] == "." else text[-1:]) in _SUFFIX_LAST_CHARS:
@@ -1998,12 +1966,6 @@ def _solve_numpy(cost: np.ndarray) -> _SolverState:
                 break
         _augment(p, way, j0)
     return _SolverState(p, u, v)
-
-
-def _hungarian_numpy(cost: np.ndarray) -> list[int]:
-    """Assignment of :func:`_solve_numpy` (identical to :func:`_hungarian_python`)."""
-    n, m = cost.shape
-    return _assignment_from_columns(_solve_numpy(cost).p, n, m)
 
 
 def _padding_block_at_once(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray,
@@ -3685,18 +3647,6 @@ class HgrFamily(MetricFamily):
         return "\n".join(lines)
 
 
-def score_corpus(metrics: Sequence[Mapping[str, Any]], *, unparseable: int = 0,
-                 missing: int = 0) -> dict[str, Any]:
-    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts, through
-    :class:`HgrFamily` (exact macro means). Returns ``{"totals", "micro", "macro"}``;
-    ``unparseable``/``missing`` are added to the totals."""
-    family = HgrFamily()
-    record: Record = {"totals": {"unparseable_predictions": unparseable, "missing_predictions": missing}}
-    for m in metrics:
-        record = family.merge(record, family.record(EntryMetrics(**m), "ok"))
-    return family.finish(record)
-
-
 class StrictFamily(MetricFamily):
     """Strict triplet match (``--metrics strict``): exact equality of the normalised
     (source title, relation type, target title), one-to-one (multiset intersection).
@@ -4392,7 +4342,7 @@ def read_jsonl(
 # OC/SH/OH, the concept labels glued to the sentence with no separator, the
 # ``01januari`` deletion, OC = 1 for an empty prediction but 0 (via the average)
 # for a missing response, and the duplicated ``1_university`` in the shipped
-# dbpedia_webnlg configs (see ``t2kg_evaluate_run``).
+# dbpedia_webnlg configs (see :meth:`Text2KGBench.global_rows`).
 #
 # NLTK (``word_tokenize`` with the English Punkt model, ``PorterStemmer``) is an
 # optional extra, imported lazily on the first hallucination computation.
@@ -4438,8 +4388,8 @@ appears twice, so the published global row gives it weight 2/20)."""
 
 class Text2KGBench:
     """run_eval.py's rules, reproduced (a namespace): triple shapes, the matching key and the
-    stemmed hallucination text, the benchmark's own file handling (a repeated id keeps its last
-    line), and the exact per-ontology and global averages. Used by the ``t2kg_*`` functions
+    stemmed hallucination text, the benchmark's file names (ground truth, response files),
+    and the exact per-ontology and global averages. Used by :func:`t2kg_sentence_metrics`
     and by :class:`Text2KGBenchFamily`."""
 
     WS_UNDERSCORE = re.compile(r"_|\s+")
@@ -4494,26 +4444,6 @@ class Text2KGBench:
         return Text2KGBench.squash("".join(stem(tok) for tok in word_tokenize(text)))
 
     @staticmethod
-    def read_jsonl(path: str | os.PathLike) -> list[dict]:
-        """Read a benchmark JSONL file with :func:`read_jsonl`; a bad line is an InputError."""
-        rows = []
-        for line in read_jsonl(path):
-            if line.error is not None:
-                raise InputError(f"{os.fspath(path)}: {line.error}")
-            if not isinstance(line.value, Mapping) or "id" not in line.value:
-                raise InputError(f"{os.fspath(path)}: line {line.line_no}: expected an object with an 'id'")
-            rows.append(line.value)
-        return rows
-
-    @staticmethod
-    def read_selected(selected_ids: str | os.PathLike | Iterable[str]) -> list[str]:
-        """Selected ids from a path (one id per line, blank lines dropped) or an iterable."""
-        if isinstance(selected_ids, (str, os.PathLike)):
-            with open(selected_ids, encoding="utf-8") as fh:
-                return [line.strip() for line in fh if line.strip()]
-        return [str(i) for i in selected_ids]
-
-    @staticmethod
     def sentence_record(sid: Any, line: int, metrics: Mapping[str, Any] | None) -> Record:
         """The statistics of one ground-truth sentence (``metrics`` None = no response: it
         adds 0 to every metric, as in run_eval.py)."""
@@ -4555,8 +4485,21 @@ class Text2KGBench:
 
     @staticmethod
     def global_rows(groups: Mapping[str, Mapping[str, Any]], onto_list: Sequence[str] | None) -> dict[str, Any]:
-        """run_eval.py's global rows over several ontologies (see :func:`t2kg_evaluate_run`),
-        exact: the mean of the exact per-ontology averages, rounded once."""
+        """run_eval.py's global rows over several ontologies (directory mode), exact: the
+        mean of the exact per-ontology averages (all test cases only), rounded once.
+
+        ``global_as_script``: unweighted mean over the entries of ``onto_list``, duplicates
+        counted as often as they appear, as run_eval.py's global row does;
+        ``global_unique``: unweighted mean with each evaluated ontology once. ``onto_list``
+        defaults (None) to the shipped config list of the dataset when ``groups`` holds
+        exactly the 19 dbpedia_webnlg ontologies (``T2KG_DBPEDIA_WEBNLG_ONTO_LIST``, 20
+        entries, ``1_university`` twice, reproducing the published global row); otherwise
+        to each ontology once in numeric order (then both global rows coincide).
+
+        Returns ``{"global_as_script": {metric: float}, "global_unique": {...},
+        "global_as_script_2dp", "global_unique_2dp", "onto_list": [keys used]}``. Raises
+        ValueError (empty onto_list) and KeyError (an onto_list entry that is not an
+        evaluated ontology)."""
         keys = sorted(groups, key=Text2KGBench.key_order)
         if onto_list is None:
             if set(keys) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(keys) == 19:
@@ -4582,79 +4525,6 @@ class Text2KGBench:
             "global_unique_2dp": {k: f"{v:.2f}" for k, v in unique.items()},
             "onto_list": onto_list,
         }
-
-    @staticmethod
-    def ontology_run(
-        ground_truth_path: str | os.PathLike,
-        responses_path: str | os.PathLike,
-        ontology_path: str | os.PathLike | Mapping[str, Any],
-        selected_ids: str | os.PathLike | Iterable[str] | None = None,
-    ) -> tuple[dict[str, Any], Record]:
-        """Evaluate one ontology's responses as run_eval.py does (the benchmark's own file
-        handling: a repeated id keeps its last line, response ids without ground truth are
-        ignored). The command line reads files through the common input reader instead and
-        scores with :class:`Text2KGBenchFamily`; both share this arithmetic.
-
-        Args:
-            ground_truth_path: JSONL, one ``{"id", "sent", "triples": [{sub, rel, obj}]}`` a line.
-            responses_path: JSONL, one ``{"id", "triples": [[s, r, o], ...], ...}`` a line. When an
-                id repeats, the last line wins; ids not in the ground truth are ignored.
-            ontology_path: ontology JSON path, or an already loaded ontology dict.
-            selected_ids: manually verified ids (path to a one-id-a-line file, or an iterable), or
-                None for no "selected" row.
-
-        Returns:
-            (result, the ontology's :class:`Text2KGBenchFamily` group record), the result being
-            ``{"rows": [per-sentence dict with "id", "sent" + t2kg_sentence_metrics keys, in
-            ground-truth order, only for ids that have a response],
-            "averages": {"all_test_cases": {metric: float}, "selected_test_cases": {...} or absent},
-            "averages_2dp": the same formatted ``"%.2f"`` as run_eval.py writes them,
-            "counts": {"gt_sentences", "evaluated_sentences", "missing_responses",
-            "ignored_response_ids", "selected_ids"}}``.
-
-        Averages (macro over sentences): avg_m = sum over evaluated gold ids of m / N, with N the
-        number of ground-truth sentences (unique ids, last line wins), so a sentence without a
-        response adds 0 to every metric (onto_conf included); the sum is exact and the mean
-        rounded once. Selected: sum over evaluated ids in the list / number of listed ids.
-        Raises ValueError (not ZeroDivisionError) when the ground truth or the selected list is
-        empty; OSError on unreadable files.
-        """
-        gold = {row["id"]: row for row in Text2KGBench.read_jsonl(ground_truth_path)}
-        if not gold:
-            raise ValueError(f"empty ground truth: {ground_truth_path}")
-        responses: dict[str, dict] = {}
-        for row in Text2KGBench.read_jsonl(responses_path):
-            responses[row["id"]] = row  # last line wins
-        ontology = ontology_path if isinstance(ontology_path, Mapping) else t2kg_load_ontology(ontology_path)
-        selected = None if selected_ids is None else Text2KGBench.read_selected(selected_ids)
-        if selected is not None and not selected:
-            raise ValueError("selected_ids is empty")
-        selected_set = set(selected or ())
-
-        rows = []
-        group: Record = {}
-        chosen: Record = {}
-        for position, (sid, g) in enumerate(gold.items()):
-            resp = responses.get(sid)
-            m = None if resp is None else t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"], ontology)
-            record = Text2KGBench.sentence_record(sid, position, m)
-            group = Text2KGBench.merge_group(group, record)
-            if sid in selected_set:
-                chosen = Text2KGBench.merge_group(chosen, record)
-            if m is not None:
-                rows.append({"id": sid, "sent": g["sent"], **m})
-        section = Text2KGBench.group_section(group)
-        averages = {"all_test_cases": section["averages"]}
-        if selected is not None:
-            averages["selected_test_cases"] = {k: float(v) for k, v in Text2KGBench.averages(
-                {**chosen, "sentences": len(selected)}).items()}
-        return {
-            "rows": rows,
-            "averages": averages,
-            "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
-            "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
-                       "selected_ids": None if selected is None else len(selected)},
-        }, group
 
     @staticmethod
     def find_response(responses_dir: Path, key: str) -> Path:
@@ -4787,78 +4657,6 @@ def t2kg_load_ontology(path: str | os.PathLike) -> dict[str, Any]:
         "concept_labels": concepts,
         "relation_labels": relations,
     }
-
-
-def t2kg_evaluate_ontology(
-    ground_truth_path: str | os.PathLike,
-    responses_path: str | os.PathLike,
-    ontology_path: str | os.PathLike | Mapping[str, Any],
-    selected_ids: str | os.PathLike | Iterable[str] | None = None,
-) -> dict[str, Any]:
-    """Evaluate one ontology's responses as run_eval.py does: see :func:`Text2KGBench.ontology_run`."""
-    return Text2KGBench.ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
-
-
-# --- text2kgbench: per run ---
-
-
-def t2kg_evaluate_run(
-    ground_truth_dir: str | os.PathLike,
-    ontologies_dir: str | os.PathLike,
-    responses_dir: str | os.PathLike,
-    onto_list: Sequence[str] | None = None,
-    selected_dir: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    """Evaluate a whole Text2KGBench run (every ontology of one dataset and one model).
-
-    Files are matched by the ontology key ``<k>_<name>``: ``ground_truth_dir/
-    ont_<key>_ground_truth.jsonl`` (defines the set of ontologies), ``ontologies_dir/
-    <key>_ontology.json``, and the single ``responses_dir/*.jsonl`` whose name starts with
-    ``<key>_`` or ``ont_<key>_`` (covers all of the benchmark's naming schemes). With
-    ``selected_dir``, ``selected_ont_<key>.txt`` there (if present) gives the selected ids.
-
-    Global rows (all test cases only, from the exact per-ontology averages, rounded once):
-        * ``global_as_script``: unweighted mean over the entries of ``onto_list``, duplicates
-          counted as often as they appear, as run_eval.py's global row does.
-        * ``global_unique``: unweighted mean with each evaluated ontology once.
-    ``onto_list`` defaults (None) to the shipped config list of the dataset when the ground
-    truth holds exactly the 19 dbpedia_webnlg ontologies (``T2KG_DBPEDIA_WEBNLG_ONTO_LIST``,
-    20 entries, ``1_university`` twice, reproducing the published global row); otherwise to
-    each ontology once in numeric order (then both global rows coincide). Pass it explicitly
-    to reproduce another config.
-
-    Returns ``{"per_ontology": {key: t2kg_evaluate_ontology result}, "global_as_script":
-    {metric: float}, "global_unique": {...}, "global_as_script_2dp", "global_unique_2dp",
-    "onto_list": [keys used for global_as_script]}``.
-
-    Raises FileNotFoundError (no ground truth, missing ontology or response file),
-    ValueError (ambiguous response files, empty onto_list) and KeyError (an onto_list entry
-    that is not an evaluated ontology).
-    """
-    gt_dir, onto_dir, resp_dir = Path(ground_truth_dir), Path(ontologies_dir), Path(responses_dir)
-    keys = sorted(
-        (m.group(1) for p in gt_dir.iterdir() if (m := Text2KGBench.GT_FILE.match(p.name))),
-        key=Text2KGBench.key_order,
-    )
-    if not keys:
-        raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
-    per_ontology: dict[str, Any] = {}
-    groups: dict[str, Record] = {}
-    for key in keys:
-        onto_path = onto_dir / f"{key}_ontology.json"
-        if not onto_path.is_file():
-            raise FileNotFoundError(f"missing ontology file {onto_path}")
-        selected = None
-        if selected_dir is not None:
-            sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
-            selected = sel_path if sel_path.is_file() else None
-        per_ontology[key], groups[key] = Text2KGBench.ontology_run(
-            gt_dir / f"ont_{key}_ground_truth.jsonl",
-            Text2KGBench.find_response(resp_dir, key),
-            onto_path,
-            selected,
-        )
-    return {"per_ontology": per_ontology, **Text2KGBench.global_rows(groups, onto_list)}
 
 
 class Text2KGBenchFamily(MetricFamily):

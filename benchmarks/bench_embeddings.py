@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from evaluate import EmbeddingCache, load_embedder  # noqa: E402
 
@@ -60,9 +60,9 @@ def make_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def default_model_dir(tmp: Path) -> Path:
-    from conftest import assemble_minilm_dir  # tests/conftest.py, same fixture as the tests
+    from _helpers import minilm_model_dir  # the model the test fixture assembles
 
-    return assemble_minilm_dir(tmp / "minilm-onnx")
+    return minilm_model_dir(tmp / "minilm-onnx")
 
 
 def bench_backend(emb, texts: list[str], batch_sizes: tuple[int, ...], repeat: int) -> None:

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from fractions import Fraction as F
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,138 @@ def assert_close(actual: Any, expected: Any, path: str = "", tol: float = 1e-9) 
 def _need(path: Path, what: str) -> None:
     if not path.exists():
         pytest.skip(f"{what} not available ({path} is absent)")
+
+
+# --------------------------------------------------------------------------------------
+# Reference entry points used only by tests (the command line scores through the families)
+# --------------------------------------------------------------------------------------
+
+def hungarian_numpy(cost) -> list[int]:
+    """Assignment of the numpy solver ``ev._solve_numpy`` (identical to ``ev._hungarian_python``)."""
+    n, m = cost.shape
+    return ev._assignment_from_columns(ev._solve_numpy(cost).p, n, m)
+
+
+def score_corpus(metrics, *, unparseable: int = 0, missing: int = 0) -> dict[str, Any]:
+    """Corpus aggregation (SPEC.md section 8) of per-entry ``metrics`` dicts (the fields
+    of :class:`ev.EntryMetrics`), through :class:`ev.HgrFamily` (exact macro means).
+    Returns ``{"totals", "micro", "macro"}``; ``unparseable``/``missing`` are added to the totals."""
+    family = ev.HgrFamily()
+    record = {"totals": {"unparseable_predictions": unparseable, "missing_predictions": missing}}
+    for m in metrics:
+        record = family.merge(record, family.record(ev.EntryMetrics(**m), "ok"))
+    return family.finish(record)
+
+
+def _t2kg_rows(path) -> list[dict]:
+    """A benchmark JSONL file read with :func:`ev.read_jsonl`; a bad line is an InputError."""
+    rows = []
+    for line in ev.read_jsonl(path):
+        if line.error is not None:
+            raise ev.InputError(f"{os.fspath(path)}: {line.error}")
+        if not isinstance(line.value, Mapping) or "id" not in line.value:
+            raise ev.InputError(f"{os.fspath(path)}: line {line.line_no}: expected an object with an 'id'")
+        rows.append(line.value)
+    return rows
+
+
+def _t2kg_selected(selected_ids) -> list[str]:
+    """Selected ids from a path (one id per line, blank lines dropped) or an iterable."""
+    if isinstance(selected_ids, (str, os.PathLike)):
+        with open(selected_ids, encoding="utf-8") as fh:
+            return [line.strip() for line in fh if line.strip()]
+    return [str(i) for i in selected_ids]
+
+
+def t2kg_ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids=None) -> tuple[dict, dict]:
+    """One ontology's responses evaluated as run_eval.py does, with the benchmark's own file
+    handling (a repeated id keeps its last line, response ids without ground truth are
+    ignored); the arithmetic is the family's (``ev.Text2KGBench``), the files are read here.
+
+    ``ground_truth_path``: JSONL of ``{"id", "sent", "triples": [{sub, rel, obj}]}``;
+    ``responses_path``: JSONL of ``{"id", "triples": [[s, r, o], ...]}``; ``ontology_path``: a
+    path or a loaded ontology; ``selected_ids``: the manually verified ids (a file of one id a
+    line, or an iterable), or None for no "selected" row.
+
+    Returns (result, the ontology's group record): result ``{"rows": [per-sentence dicts, in
+    ground-truth order, ids with a response only], "averages": {"all_test_cases": ...,
+    "selected_test_cases": ... or absent}, "averages_2dp": the same as "%.2f" strings,
+    "counts": {"gt_sentences", "evaluated_sentences", "missing_responses",
+    "ignored_response_ids", "selected_ids"}}``. Averages: sum over evaluated ids / number of
+    ground-truth sentences (selected: / number of listed ids), exact, rounded once. Raises
+    ValueError on an empty ground truth or selected list.
+    """
+    gold = {row["id"]: row for row in _t2kg_rows(ground_truth_path)}
+    if not gold:
+        raise ValueError(f"empty ground truth: {ground_truth_path}")
+    responses = {row["id"]: row for row in _t2kg_rows(responses_path)}  # last line wins
+    ontology = ontology_path if isinstance(ontology_path, Mapping) else ev.t2kg_load_ontology(ontology_path)
+    selected = None if selected_ids is None else _t2kg_selected(selected_ids)
+    if selected is not None and not selected:
+        raise ValueError("selected_ids is empty")
+    selected_set = set(selected or ())
+    rows, group, chosen = [], {}, {}
+    for position, (sid, g) in enumerate(gold.items()):
+        resp = responses.get(sid)
+        m = None if resp is None else ev.t2kg_sentence_metrics(g["triples"], resp.get("triples") or [], g["sent"],
+                                                               ontology)
+        record = ev.Text2KGBench.sentence_record(sid, position, m)
+        group = ev.Text2KGBench.merge_group(group, record)
+        if sid in selected_set:
+            chosen = ev.Text2KGBench.merge_group(chosen, record)
+        if m is not None:
+            rows.append({"id": sid, "sent": g["sent"], **m})
+    section = ev.Text2KGBench.group_section(group)
+    averages = {"all_test_cases": section["averages"]}
+    if selected is not None:
+        averages["selected_test_cases"] = {k: float(v) for k, v in ev.Text2KGBench.averages(
+            {**chosen, "sentences": len(selected)}).items()}
+    return {
+        "rows": rows,
+        "averages": averages,
+        "averages_2dp": {t: {k: f"{v:.2f}" for k, v in a.items()} for t, a in averages.items()},
+        "counts": {**section["counts"], "ignored_response_ids": len(set(responses) - set(gold)),
+                   "selected_ids": None if selected is None else len(selected)},
+    }, group
+
+
+def t2kg_evaluate_ontology(ground_truth_path, responses_path, ontology_path, selected_ids=None) -> dict[str, Any]:
+    """The result of :func:`t2kg_ontology_run` (without the group record)."""
+    return t2kg_ontology_run(ground_truth_path, responses_path, ontology_path, selected_ids)[0]
+
+
+def t2kg_evaluate_run(ground_truth_dir, ontologies_dir, responses_dir, onto_list=None, selected_dir=None) -> dict:
+    """A whole Text2KGBench run (every ontology of one dataset and one model), from the
+    benchmark's own directories, as run_eval.py evaluates it.
+
+    Files are matched by the ontology key ``<k>_<name>``: ``ground_truth_dir/
+    ont_<key>_ground_truth.jsonl`` (defines the set of ontologies), ``ontologies_dir/
+    <key>_ontology.json``, and the single ``responses_dir/*.jsonl`` whose name starts with
+    ``<key>_`` or ``ont_<key>_``. With ``selected_dir``, ``selected_ont_<key>.txt`` there
+    (if present) gives the selected ids. Global rows: :meth:`ev.Text2KGBench.global_rows`.
+
+    Returns ``{"per_ontology": {key: t2kg_evaluate_ontology result}, "global_as_script",
+    "global_unique", "global_as_script_2dp", "global_unique_2dp", "onto_list"}``. Raises
+    FileNotFoundError (no ground truth, missing ontology or response file), ValueError
+    (ambiguous response files, empty onto_list) and KeyError (an onto_list entry that is not
+    an evaluated ontology).
+    """
+    gt_dir, onto_dir, resp_dir = Path(ground_truth_dir), Path(ontologies_dir), Path(responses_dir)
+    keys = sorted((m.group(1) for p in gt_dir.iterdir() if (m := ev.Text2KGBench.GT_FILE.match(p.name))),
+                  key=ev.Text2KGBench.key_order)
+    if not keys:
+        raise FileNotFoundError(f"no ont_<k>_<name>_ground_truth.jsonl in {gt_dir}")
+    per_ontology: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
+    for key in keys:
+        onto_path = onto_dir / f"{key}_ontology.json"
+        if not onto_path.is_file():
+            raise FileNotFoundError(f"missing ontology file {onto_path}")
+        selected = None
+        if selected_dir is not None:
+            sel_path = Path(selected_dir) / f"selected_ont_{key}.txt"
+            selected = sel_path if sel_path.is_file() else None
+        per_ontology[key], groups[key] = t2kg_ontology_run(
+            gt_dir / f"ont_{key}_ground_truth.jsonl", ev.Text2KGBench.find_response(resp_dir, key),
+            onto_path, selected)
+    return {"per_ontology": per_ontology, **ev.Text2KGBench.global_rows(groups, onto_list)}

@@ -53,12 +53,15 @@ def test_predictions_from_a_pipe_score_like_the_file(tmp_path):
     assert summary["parse_status"]["missing"] == 0
 
 
-def test_metric_list_parsing():
-    assert ev._metric_list("strict") == ("hgr", "strict")
-    assert ev._metric_list("all")[0] == "all"
-    for bad in ("", "foo", "all,strict"):
-        with pytest.raises(Exception):
-            ev._metric_list(bad)
+def test_metric_list_parsing(capsys):
+    parser = ev.build_parser()
+    assert parser.parse_args(["--metrics", "strict"]).metrics == ("hgr", "strict")
+    assert parser.parse_args(["--metrics", "all"]).metrics == ("all", *ev.FAMILIES)
+    for bad, reason in (("", "empty metric list"), ("foo", "unknown metric family foo"),
+                        ("all,strict", "unknown metric family all")):
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["--metrics", bad])
+        assert exc.value.code == 2 and reason in capsys.readouterr().err
 
 
 def test_cli_prints_each_family(tmp_path, capsys):

@@ -8,6 +8,7 @@ names, the signature and what is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -462,22 +463,37 @@ def test_every_number_changing_option_changes_the_signature(tmp_path):
     assert _signature(tmp_path, *base) == signatures["plain"]
     plain = signatures["plain"]
     assert plain.startswith("fam:hgr+strict+per-relation|schema:auto|sim:lexical|thr:0.8|accept:0.5|")
-    assert f"|pred:{ev._sha256_file(BASE)[:8]}|gold:{ev._sha256_file(GOLD)[:8]}|boot:none|" in plain
+    assert f"|pred:{_sha256(BASE)[:8]}|gold:{_sha256(GOLD)[:8]}|boot:none|" in plain
     assert plain.endswith(f"|version:{ev.__version__}")
 
 
 def test_comparison_signature_names_every_system_and_the_test_settings(runs):
     sig = runs["both"]["comparison"]["signature"]
-    hashes = "+".join(ev._sha256_file(p)[:8] for p in (BASE, FINETUNED))
-    assert f"|pred:{hashes}|gold:{ev._sha256_file(GOLD)[:8]}|boot:1000|trials:10000|seed:12345|corr:none|" in sig
+    hashes = "+".join(_sha256(p)[:8] for p in (BASE, FINETUNED))
+    assert f"|pred:{hashes}|gold:{_sha256(GOLD)[:8]}|boot:1000|trials:10000|seed:12345|corr:none|" in sig
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _model_files_hash(model_id: str) -> str | None:
+    """summary.config's similarity.model_files_hash for an embedding backend of ``model_id``."""
+    class Fake(ev.Similarity):
+        backend, model = "fastembed", "/models/m"
+
+    fake = Fake()
+    fake.model_id = model_id
+    return ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), fake, None)["similarity"]["model_files_hash"]
 
 
 def test_model_files_hash_is_in_the_config_and_the_signature():
     # the short hash is the one the model id carries (ModelStore.fingerprint_dir, computed at load)
-    assert ev._model_files_hash("BAAI/bge-small-en-v1.5@0123456789ab") == "0123456789ab"
-    assert ev._model_files_hash("minilm@unhashed") is None  # sentence-transformers could not fingerprint it
-    assert ev._model_files_hash("x@000000000000") is None  # fastembed gave no model directory
-    assert ev._model_files_hash(None) is None  # lexical
+    assert _model_files_hash("BAAI/bge-small-en-v1.5@0123456789ab") == "0123456789ab"
+    assert _model_files_hash("minilm@unhashed") is None  # sentence-transformers could not fingerprint it
+    assert _model_files_hash("x@000000000000") is None  # fastembed gave no model directory
+    lexical = ev.config_record(ev.RunConfig(), ev.families_for(["hgr"]), ev.Similarity(), None)
+    assert lexical["similarity"]["model_files_hash"] is None
 
     class FakeEmbeddingSimilarity(ev.Similarity):
         backend, model, model_id = "fastembed", "/models/minilm", "minilm@0123456789ab"
@@ -909,7 +925,7 @@ def test_two_byte_identical_prediction_files_are_a_system_compared_with_itself(t
     shutil.copyfile(BASE, tmp_path / "copy.jsonl")
     rc, out, err = cli("--pred", BASE, "--pred", tmp_path / "copy.jsonl", "--gold", GOLD, *FAST, "--no-report")
     assert rc == 0, err
-    sha = ev._sha256_file(BASE)[:8]
+    sha = _sha256(BASE)[:8]
     message = (f"copy and base were scored from prediction files with the same SHA-256 ({sha}): the comparison is "
                "of a system with itself")
     assert f"note: {message}" in err and f"\n{message}\n" in out

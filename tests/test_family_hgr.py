@@ -5,7 +5,7 @@ from summed counts, macro as exact means over entries, N/A skipped.
 from __future__ import annotations
 
 import pytest
-from helpers import WORKED_GOLD, WORKED_PRED, WORKED_PROMPT, A, score
+from helpers import WORKED_GOLD, WORKED_PRED, WORKED_PROMPT, A, score, score_corpus
 
 import evaluate as ev
 
@@ -15,7 +15,7 @@ def test_score_corpus_micro_and_macro():
     e2 = score([A], [])                                    # empty prediction
     e3 = score([A], [A, A, A])                             # three copies
     e4 = score([A], None)                                  # unparseable
-    out = ev.score_corpus([e1, e2, e3, e4], unparseable=1, missing=0)
+    out = score_corpus([e1, e2, e3, e4], unparseable=1, missing=0)
     t, mi, ma = out["totals"], out["micro"], out["macro"]
     # totals: gold 3+1+1+1 = 6, items 4+0+3+0 = 7, entity_tp 2+0+1+0 = 3, full 1+0+1+0 = 2,
     # hard 1+0+0+0 = 1, empty predictions e2 + e4 = 2, schema-invalid entries: e1 only.
@@ -43,7 +43,7 @@ def test_score_corpus_micro_and_macro():
 
 
 def test_score_corpus_all_na_macro():
-    out = ev.score_corpus([score([], [])])
+    out = score_corpus([score([], [])])
     assert out["macro"]["relation_accuracy"] is None and out["macro"]["weight_score"] is None
     assert out["macro"]["composite"] == 1.0
     assert out["micro"]["entity_f1"] == 0.0 and out["micro"]["hallucination_rate"] == 0.0

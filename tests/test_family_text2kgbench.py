@@ -23,6 +23,8 @@ from helpers import (
     cli,
     load_report,
     run_cli,
+    t2kg_evaluate_ontology,
+    t2kg_evaluate_run,
     write_jsonl,
 )
 
@@ -30,8 +32,6 @@ import evaluate as ev
 from evaluate import (  # noqa: E402
     T2KG_DBPEDIA_WEBNLG_ONTO_LIST,
     T2KG_METRIC_KEYS,
-    t2kg_evaluate_ontology,
-    t2kg_evaluate_run,
     t2kg_load_ontology,
     t2kg_sentence_metrics,
 )
@@ -508,10 +508,12 @@ def test_directory_mode_names_every_file_it_does_not_use(tmp_path):
     assert f"  unused_files: --gold {gt_dir}: 1 file(s)" in out  # the printed notices block
     assert report["summary"]["n_ontologies"] == 2 and report["summary"]["n_entries"] == 2  # 1_a and 11_a only
     unused = [n["message"] for n in report["summary"]["notices"] if n["kind"] == "unused_files"]
+    hint = ("not scored: an ontology <k>_<name> is ont_<k>_<name>_ground_truth.jsonl in --gold, <k>_<name>_ontology.json "
+            "in --ontology and one <k>_<name>_*.jsonl or ont_<k>_<name>_*.jsonl in --pred")
     assert unused == [
-        f"--gold {gt_dir}: 1 file(s) not used by any ontology (ont_3_c_groundtruth.jsonl); " + ev._UNUSED_HINT,
-        f"--ontology {on_dir}: 1 file(s) not used by any ontology (3_c_ontology.json); " + ev._UNUSED_HINT,
-        f"--pred {rs_dir}: 2 file(s) not used by any ontology (3_c_M.jsonl, notes.txt); " + ev._UNUSED_HINT,
+        f"--gold {gt_dir}: 1 file(s) not used by any ontology (ont_3_c_groundtruth.jsonl); " + hint,
+        f"--ontology {on_dir}: 1 file(s) not used by any ontology (3_c_ontology.json); " + hint,
+        f"--pred {rs_dir}: 2 file(s) not used by any ontology (3_c_M.jsonl, notes.txt); " + hint,
     ]
 
 

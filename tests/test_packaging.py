@@ -79,6 +79,39 @@ def venv(dist, tmp_path_factory) -> Path:
 
 
 # ======================================================================================
+# The library API: __all__
+# ======================================================================================
+
+def test_every_public_name_exists():
+    # __all__ (what `from evaluate import *` takes) once named randomization_deltas after it was replaced
+    assert [name for name in ev.__all__ if not hasattr(ev, name)] == []
+    assert len(set(ev.__all__)) == len(ev.__all__)
+    assert [name for name in ev.__all__ if name.startswith("_") and name != "__version__"] == []
+
+
+def test_the_notebook_uses_only_the_library_api():
+    """generate_predictions.py (the notebook's source) reaches evaluate.py as ``ev``; every
+    name it uses is in __all__."""
+    import re
+
+    used = set(re.findall(r"\bev\.(\w+)", (ROOT / "generate_predictions.py").read_text(encoding="utf-8")))
+    assert {"parse_model_output", "read_jsonl", "SPEC_RELATIONS"} <= used
+    assert sorted(used - set(ev.__all__)) == []
+
+
+def test_readme_library_use_lists_exactly_all():
+    """README's "Library use" section lists the library API, one ``- `name`: ...`` line
+    each, in the order of __all__."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    if "\n## Library use\n" not in readme:
+        pytest.skip("README has no 'Library use' section yet")
+    section = readme.split("\n## Library use\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^- `(\w+)`:", section, re.MULTILINE) == list(ev.__all__)
+
+
+# ======================================================================================
 # The wheel and the sdist
 # ======================================================================================
 

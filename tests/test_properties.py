@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from helpers import score_corpus
 
 import evaluate as ev
 
@@ -102,7 +103,7 @@ def test_scores_bounded_and_finite(gold, data, prompt, profile):
     pred = data.draw(st.one_of(st.none(), st.lists(pool, max_size=6)))
     m = ev.score_entry(gold, pred, prompt, similarity=ev.Similarity(), profile=profile).metrics
     _check_bounds(m)
-    corpus = ev.score_corpus([m])
+    corpus = score_corpus([m])
     for section in ("micro", "macro"):
         for key, value in corpus[section].items():
             assert value is None or (math.isfinite(value) and 0.0 <= value <= 1.0), (section, key, value)
