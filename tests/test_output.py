@@ -48,7 +48,7 @@ def hand_comparison(reports: dict, correction=None) -> dict:
     """A comparison block (DESIGN.md layout) over every catalogued path: interval
     [x - 0.0125, x + 0.025]; for finetuned a delta against base, its interval, and p-values
     0.001 (hgr paths) / 0.2 (others): significant iff p < 0.05 (Holm: p_adjusted = min(1, 3p))."""
-    paths = [p for _, _, cols in ev.HEADLINE_TABLES for p, _ in cols if not p.startswith("sweep.")]
+    paths = [p for _, _, cols in ev.headline_tables() for p, _ in cols if not p.startswith("sweep.")]
     baseline = next(iter(reports))
     metrics = {}
     for name, rep in reports.items():
@@ -196,7 +196,7 @@ def test_csv_parses_back_to_the_same_numbers(reports):
                 assert float(row["delta"]) == s["delta"] and float(row["p_value"]) == s["p_value"]
                 assert row["significant"] == str(s["significant"]).lower()
         assert row["signature"] == SIGNATURE
-        assert row["lower_is_better"] == str(row["metric"] in ev.LOWER_IS_BETTER).lower()
+        assert row["lower_is_better"] == str(row["metric"] in ev.lower_is_better_paths()).lower()
         assert ("missing_predictions: 2 gold ids" in row["notices"]) == (row["system"] == "base")
 
 
@@ -286,7 +286,7 @@ def test_cli_plots_switch_on_their_families(tmp_path):
                             "--no-report", "--plots", tmp_path / "plots", "--format", "csv")
     assert rc == 0, err
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
-        f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg"))
+        f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg"))
     file = tmp_path / "file"
     file.write_text("")
     rc, _, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-report",
@@ -305,7 +305,7 @@ def test_plots_are_valid_sized_non_blank_and_deterministic(reports, tmp_path):
     import matplotlib.image
 
     paths = ev.write_plots(reports, tmp_path / "a")
-    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg")]
+    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg")]
     width, height = (round(x * ev.PLOT_DPI) for x in ev.PLOT_SIZE_INCHES)
     assert (width, height) == (960, 600)
     for path in paths:
