@@ -3455,17 +3455,25 @@ class MetricFamily:
     keys holding rows of distinct entries, united when merged), ``input_errors`` (exception
     types that mean bad input, not a bug: reported as :class:`InputError`).
 
-    What the output makes of it (each list is built from :data:`FAMILIES` when used):
-    ``tables`` (its headline tables: ``((title, ((path, column label), ...)), ...)``; a
-    path is the family name, then the path inside its section; the tables are the source
-    of the headline paths, see :meth:`pick_headlines`), ``table_rank`` (sort key of its
-    tables among the families' tables, ties in registry order), ``lower_is_better`` (the
-    headline paths where the lowest value is best), ``plots`` (``((file stem, draw(fig,
-    reports) -> drawn?, what a report needs for it), ...)`` for ``--plots``),
-    ``plot_rank`` (sort key of its plots, as ``table_rank``), ``signature_name`` (its name
-    in the signature's ``fam:`` item; "" = ``name``), ``added_by`` (command-line options,
-    by argparse dest, that add the family to the run; ``--plots`` adds every family that
-    has plots).
+    What the output, the signature and the command line make of it (each list is built
+    from :data:`FAMILIES` when it is used, so a family registered later is in it):
+
+    - ``tables``: its headline tables, ``((title, ((path, column label), ...)), ...)``; a
+      path is the family name, then the path inside its section (:meth:`headline_node`).
+      The one place a headline path is written: :meth:`headlines` picks them
+      (:meth:`pick_headlines`). :func:`headline_tables`.
+    - ``table_rank``: sort key of its tables among the families' (ties in registry order).
+    - ``lower_is_better``: its headline paths where the lowest value is best (bold).
+    - ``lower_is_better_legend``: how the tables' legend names them: (words for their kind,
+      shared by the families that name the same kind; the family's own words, in brackets
+      after them, or ""); ("", "") = the paths themselves. :func:`_lower_is_better_words`.
+    - ``plots``: ``((file stem, draw(fig, reports) -> drawn?, what a report needs for it),
+      ...)`` for ``--plots`` (:func:`family_plots`); ``plot_rank``: as ``table_rank``.
+    - ``signature_name``: its name in the signature's ``fam:`` item ("" = ``name``).
+    - ``added_by``: command-line options (argparse dests) that add it to the run whatever
+      ``--metrics`` says (:func:`_output_families`; ``--plots`` adds every family that has
+      plots).
+
     Subclasses implement :meth:`entry_stats`, :meth:`finish` and :meth:`format`; the
     default :meth:`merge` is :func:`merge_additive`. One instance serves one run (it may
     keep caches).
@@ -3483,6 +3491,7 @@ class MetricFamily:
     tables: ClassVar[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = ()
     table_rank: ClassVar[int] = 0
     lower_is_better: ClassVar[frozenset[str]] = frozenset()
+    lower_is_better_legend: ClassVar[tuple[str, str]] = ("", "")
     plots: ClassVar[tuple[tuple[str, Callable[[Any, Mapping[str, Mapping[str, Any]]], bool], str], ...]] = ()
     plot_rank: ClassVar[int] = 0
     signature_name: ClassVar[str] = ""
@@ -3629,6 +3638,7 @@ class HgrFamily(MetricFamily):
             ("hgr.macro.relation_accuracy", "relation acc."), ("hgr.macro.weight_score", "weight"),
             ("hgr.macro.type_agreement", "type agr."), ("hgr.macro.grounding", "grounding"))))
     lower_is_better = frozenset({"hgr.micro.hallucination_rate"})
+    lower_is_better_legend = ("the hallucination rates", "hgr hallucination rate")
     plots = (("composite_distribution", lambda fig, reports: _plot_composite(fig, reports), "a hgr section"),)
     plot_rank = 1  # after the per-relation and calibration plots
 
@@ -3992,6 +4002,7 @@ class CalibrationFamily(MetricFamily):
     key = "calibration"
     tables = (("calibration of the relation weights", (("calibration.ece", "ECE"), ("calibration.brier", "Brier"))),)
     lower_is_better = frozenset({"calibration.ece", "calibration.brier"})
+    lower_is_better_legend = ("ECE and Brier score", "")
     plots = (("reliability_diagram", lambda fig, reports: _plot_reliability(fig, reports),
               "a calibration section with weighted predictions"),)
 
@@ -4971,6 +4982,7 @@ class Text2KGBenchFamily(MetricFamily):
                tuple((f"text2kgbench.global_as_script.{k}", k) for k in T2KG_METRIC_KEYS)))
     lower_is_better = frozenset(f"text2kgbench.{where}.{k}" for where in ("averages", "global_as_script")
                                 for k in ("sub_halluc", "rel_halluc", "obj_halluc"))
+    lower_is_better_legend = ("the hallucination rates", "text2kgbench sub/rel/obj_halluc")
 
     def check_inputs(self, ctx: ScoringContext) -> None:
         if ctx.ontology is None:
@@ -9991,6 +10003,19 @@ _LEGEND_SAYS = (f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from "
                 "significant: p < ")
 
 
+def _lower_is_better_words() -> str:
+    """The legend's words for the lower-is-better metrics of the registered families
+    (:attr:`MetricFamily.lower_is_better_legend`, grouped by kind, in registry order): "the
+    hallucination rates (hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE
+    and Brier score"."""
+    kinds: dict[str, list[str]] = {}
+    for cls in FAMILIES.values():
+        if cls.lower_is_better:
+            kind, own = cls.lower_is_better_legend
+            kinds.setdefault(kind or ", ".join(sorted(cls.lower_is_better)), []).extend([own] if own else [])
+    return ", ".join(f"{kind} ({', '.join(own)})" if own else kind for kind, own in kinds.items())
+
+
 def legend_lines(report: Mapping[str, Any]) -> list[str]:
     """The legend under a table (Markdown / LaTeX): what the values, bold and dagger mean,
     the notices (what changed the numbers), and the signature line last."""
@@ -10003,9 +10028,8 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
     if len(systems) >= 2:
-        lines.append("Bold: the best value of each column; lower is better for the hallucination rates "
-                     "(hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE and Brier score, higher for "
-                     "every other metric.")
+        lines.append(f"Bold: the best value of each column; lower is better for {_lower_is_better_words()}, "
+                     "higher for every other metric.")
     if comparison and comparison.get("trials") and len(systems) >= 2:
         trials = comparison.get("trials")
         if comparison.get("correction") == "holm":

@@ -428,3 +428,19 @@ def test_a_family_na_for_every_system_keeps_its_table_and_says_why(reports):
     assert "N/A: calibration of the relation weights: n/a for every system" in ev.format_latex(report)
     absent = {k: v for k, v in reports["base"].items() if k != "calibration"}  # not scored: no table
     assert "calibration of the relation weights" not in [t.title for t in ev.metric_tables(absent)]
+
+
+def test_a_headline_path_is_read_by_its_family():
+    """hgr's paths are inside ``summary`` (its key), the sweep's ``metric@threshold`` pick a
+    row, an unregistered family's paths walk down the section named like it."""
+    report = {"summary": {"micro": {"entity_f1": 0.5}, "macro": {"weight_score": None}},
+              "sweep": {"rows": [{"threshold": 0.8, "entity_f1": 0.25}, {"threshold": 0.85, "entity_f1": 0.0}]},
+              "elsewhere": {"a": {"b": None, "c": 3}}}
+    assert ev.metric_value(report, "hgr.micro.entity_f1") == 0.5
+    assert ev.metric_value(report, "sweep.entity_f1@0.80") == 0.25
+    assert ev.metric_value(report, "sweep.entity_f1@0.85") == 0.0
+    assert ev.metric_value(report, "sweep.entity_f1@0.90") is None
+    assert ev.metric_value(report, "elsewhere.a.c") == 3.0
+    assert ev.metric_value(report, "elsewhere.a.b") is None and ev._explicit_na(report, "elsewhere.a.b")
+    assert ev._explicit_na(report, "hgr.macro.weight_score") and not ev._explicit_na(report, "hgr.macro.grounding")
+    assert not ev._explicit_na(report, "strict.micro.f1")
