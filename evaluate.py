@@ -3032,6 +3032,11 @@ def _nltk_tokenize_and_stem() -> tuple[Any, Any]:
 #   finish(record) -> section                  the family's report section (floats rounded once)
 #   format(section, report) -> str             the section as summary text
 #
+# and declares, as class attributes, everything the output, the signature and the command
+# line need of it (headline tables, lower-is-better paths, plots, signature name, the options
+# that add it: see MetricFamily's docstring), so adding a family is the class plus its
+# FAMILIES entry.
+#
 # A record is plain data: dicts with string keys, ints (counts), floats or ExactSums (exact
 # sums of floats), and lists of those (element-wise sums). Float sums never round while
 # records are merged: merge_additive adds them exactly (ExactSum), and finish divides the
