@@ -2994,6 +2994,11 @@ def _nltk_tokenize_and_stem() -> tuple[Any, Any]:
 #   finish(record) -> section                  the family's report section (floats rounded once)
 #   format(section, report) -> str             the section as summary text
 #
+# and declares, as class attributes, everything the output, the signature and the command
+# line need of it (headline tables, lower-is-better paths, plots, signature name, the options
+# that add it: see MetricFamily's docstring), so adding a family is the class plus its
+# FAMILIES entry.
+#
 # A record is plain data: dicts with string keys, ints (counts), floats or ExactSums (exact
 # sums of floats), and lists of those (element-wise sums). Float sums never round while
 # records are merged: merge_additive adds them exactly (ExactSum), and finish divides the
@@ -3398,6 +3403,13 @@ class FamilyUnavailable(InputError):
         return (type(self), (self.family, self.reason))
 
 
+def _descend(node: Any, parts: Iterable[str]) -> Any:
+    """``node[part0][part1]...`` through nested mappings; None where a part is missing."""
+    for part in parts:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
 class MetricFamily:
     """One metric family (``--metrics NAME``): see the section comment above.
 
@@ -3409,6 +3421,26 @@ class MetricFamily:
     ontology, so it is not repeated under ``per_ontology``), ``disjoint_keys`` (record
     keys holding rows of distinct entries, united when merged), ``input_errors`` (exception
     types that mean bad input, not a bug: reported as :class:`InputError`).
+
+    What the output, the signature and the command line make of it (each list is built
+    from :data:`FAMILIES` when it is used, so a family registered later is in it):
+
+    - ``tables``: its headline tables, ``((title, ((path, column label), ...)), ...)``; a
+      path is the family name, then the path inside its section (:meth:`headline_node`).
+      The one place a headline path is written: :meth:`headlines` picks them
+      (:meth:`pick_headlines`). :func:`headline_tables`.
+    - ``table_rank``: sort key of its tables among the families' (ties in registry order).
+    - ``lower_is_better``: its headline paths where the lowest value is best (bold).
+    - ``lower_is_better_legend``: how the tables' legend names them: (words for their kind,
+      shared by the families that name the same kind; the family's own words, in brackets
+      after them, or ""); ("", "") = the paths themselves. :func:`_lower_is_better_words`.
+    - ``plots``: ``((file stem, draw(fig, reports) -> drawn?, what a report needs for it),
+      ...)`` for ``--plots`` (:func:`family_plots`); ``plot_rank``: as ``table_rank``.
+    - ``signature_name``: its name in the signature's ``fam:`` item ("" = ``name``).
+    - ``added_by``: command-line options (argparse dests) that add it to the run whatever
+      ``--metrics`` says (:func:`_output_families`; ``--plots`` adds every family that has
+      plots).
+
     Subclasses implement :meth:`entry_stats`, :meth:`finish` and :meth:`format`; the
     default :meth:`merge` is :func:`merge_additive`. One instance serves one run (it may
     keep caches).
@@ -3423,6 +3455,14 @@ class MetricFamily:
     grouped: ClassVar[bool] = False
     disjoint_keys: ClassVar[frozenset[str]] = frozenset()
     input_errors: ClassVar[tuple[type[Exception], ...]] = ()
+    tables: ClassVar[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = ()
+    table_rank: ClassVar[int] = 0
+    lower_is_better: ClassVar[frozenset[str]] = frozenset()
+    lower_is_better_legend: ClassVar[tuple[str, str]] = ("", "")
+    plots: ClassVar[tuple[tuple[str, Callable[[Any, Mapping[str, Mapping[str, Any]]], bool], str], ...]] = ()
+    plot_rank: ClassVar[int] = 0
+    signature_name: ClassVar[str] = ""
+    added_by: ClassVar[tuple[str, ...]] = ()
 
     def check_inputs(self, ctx: ScoringContext) -> None:
         """Raise :class:`InputError` when ``ctx`` lacks what this family needs."""
@@ -3470,6 +3510,32 @@ class MetricFamily:
         inside its report section; for the summary family inside ``summary``), NaN where
         the metric is N/A. On the full sample they are the section's numbers."""
         return {}
+
+    @classmethod
+    def headline_paths(cls) -> tuple[str, ...]:
+        """The paths of the family's tables, in table order."""
+        return tuple(path for _, columns in cls.tables for path, _ in columns)
+
+    def pick_headlines(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The headlines of :meth:`headlines` from ``values``, nested like the family's
+        section (``{"micro": {"f1": array}}`` for the path ``NAME.micro.f1``): each path of
+        :meth:`headline_paths` that ``values`` holds, in table order, so that a path is
+        written once (in ``tables``)."""
+        out = {}
+        for path in self.headline_paths():
+            *parents, last = path.split(".")[1:]
+            node = _descend(values, parents)
+            if isinstance(node, Mapping) and last in node:
+                out[path] = node[last]
+        return out
+
+    @classmethod
+    def headline_node(cls, report: Mapping[str, Any], path: str) -> tuple[Any, str]:
+        """Where a headline path ``NAME.key.key...`` is in a single-run report: (the node
+        that holds its last key, None when absent; that key), looked up in the report's
+        section ``key`` (a path of an unregistered family: the section named like it)."""
+        *parents, last = path.split(".")[1:]
+        return _descend(report.get(cls.key or path.partition(".")[0]), parents), last
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -3527,6 +3593,21 @@ class HgrFamily(MetricFamily):
     name = "hgr"
     key = "summary"
     default = always = True
+    tables = (
+        ("hgr micro (the published method: README, The method)", (
+            ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
+            ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
+            ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
+            ("hgr.micro.hallucination_rate", "halluc. rate"))),
+        ("hgr macro (mean over entries)", (
+            ("hgr.macro.composite", "composite"), ("hgr.macro.schema_score", "schema"),
+            ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.triplet_f1", "triplet F1"),
+            ("hgr.macro.relation_accuracy", "relation acc."), ("hgr.macro.weight_score", "weight"),
+            ("hgr.macro.type_agreement", "type agr."), ("hgr.macro.grounding", "grounding"))))
+    lower_is_better = frozenset({"hgr.micro.hallucination_rate"})
+    lower_is_better_legend = ("the hallucination rates", "hgr hallucination rate")
+    plots = (("composite_distribution", lambda fig, reports: _plot_composite(fig, reports), "a hgr section"),)
+    plot_rank = 1  # after the per-relation and calibration plots
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         return self.record(score.values, entry.pred.status)
@@ -3586,16 +3667,14 @@ class HgrFamily(MetricFamily):
         """``hgr.micro.{entity,triplet}_{precision,recall,f1}``, ``hgr.micro.hallucination_rate``
         (ratios of summed counts, 0.0 on a zero denominator, as :meth:`finish`), then
         ``hgr.macro.KEY`` for the composite and each axis (NaN when no entry has the axis)."""
-        out: dict[str, np.ndarray] = {}
+        micro: dict[str, np.ndarray] = {}
         for kind, tp in (("entity", "entity_true_positives"), ("triplet", "full_triplet_true_positives")):
             p = headline_ratio(sums, tp, "pred_triplet_items", 0.0)
             r = headline_ratio(sums, tp, "gold_triplets", 0.0)
-            out.update({f"hgr.micro.{kind}_precision": p, f"hgr.micro.{kind}_recall": r,
-                        f"hgr.micro.{kind}_f1": headline_f1(p, r)})
-        out["hgr.micro.hallucination_rate"] = headline_ratio(sums, "hard_hallucinations", "pred_triplet_items", 0.0)
-        for key, _ in _MACRO_LABELS:
-            out[f"hgr.macro.{key}"] = headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan)
-        return out
+            micro.update({f"{kind}_precision": p, f"{kind}_recall": r, f"{kind}_f1": headline_f1(p, r)})
+        micro["hallucination_rate"] = headline_ratio(sums, "hard_hallucinations", "pred_triplet_items", 0.0)
+        macro = {key: headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan) for key in MACRO_KEYS}
+        return self.pick_headlines({"micro": micro, "macro": macro})
 
     @staticmethod
     def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
@@ -3660,6 +3739,9 @@ class StrictFamily(MetricFamily):
     name = "strict"
     key = "strict"
     default = True
+    tables = (("strict (exact normalised triplets)", (
+        ("strict.micro.precision", "micro P"), ("strict.micro.recall", "micro R"), ("strict.micro.f1", "micro F1"),
+        ("strict.macro.precision", "macro P"), ("strict.macro.recall", "macro R"), ("strict.macro.f1", "macro F1"))),)
     _VIEW = ("tp", "n_pred", "n_gold", "precision", "recall", "f1")
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
@@ -3687,10 +3769,9 @@ class StrictFamily(MetricFamily):
         (macro: mean over entries, as :meth:`finish`)."""
         p = headline_ratio(sums, "tp", "n_pred", 0.0)
         r = headline_ratio(sums, "tp", "n_gold", 0.0)
-        out = {"strict.micro.precision": p, "strict.micro.recall": r, "strict.micro.f1": headline_f1(p, r)}
-        for k in ("precision", "recall", "f1"):
-            out[f"strict.macro.{k}"] = headline_ratio(sums, k, "entries", 0.0)
-        return out
+        return self.pick_headlines({"micro": {"precision": p, "recall": r, "f1": headline_f1(p, r)},
+                                    "macro": {k: headline_ratio(sums, k, "entries", 0.0)
+                                              for k in ("precision", "recall", "f1")}})
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         mi, ma, t = section["micro"], section["macro"], section["totals"]
@@ -3756,6 +3837,7 @@ class PerRelationFamily(MetricFamily):
     name = "per-relation"
     key = "per_relation"
     default = True
+    plots = (("per_relation_f1", lambda fig, reports: _plot_per_relation(fig, reports), "a per-relation section"),)
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         gold: dict[str, int] = {}
@@ -3873,6 +3955,11 @@ class CalibrationFamily(MetricFamily):
 
     name = "calibration"
     key = "calibration"
+    tables = (("calibration of the relation weights", (("calibration.ece", "ECE"), ("calibration.brier", "Brier"))),)
+    lower_is_better = frozenset({"calibration.ece", "calibration.brier"})
+    lower_is_better_legend = ("ECE and Brier score", "")
+    plots = (("reliability_diagram", lambda fig, reports: _plot_reliability(fig, reports),
+              "a calibration section with weighted predictions"),)
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         if ctx.profile != "hgr":
@@ -3953,8 +4040,8 @@ class CalibrationFamily(MetricFamily):
                   np.zeros(size))
         brier = column("brier_sum")
         with np.errstate(invalid="ignore", divide="ignore"):
-            return {"calibration.ece": np.where(n > 0, gap / np.where(n > 0, n, 1.0), np.nan),
-                    "calibration.brier": np.where(n > 0, brier / np.where(n > 0, n, 1.0), np.nan)}
+            return self.pick_headlines({"ece": np.where(n > 0, gap / np.where(n > 0, n, 1.0), np.nan),
+                                        "brier": np.where(n > 0, brier / np.where(n > 0, n, 1.0), np.nan)})
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         head = "calibration of relation weights (correct = full match; 10 equal-width bins)"
@@ -3999,6 +4086,14 @@ class SweepFamily(MetricFamily):
 
     name = "sweep"
     key = "sweep"
+    tables = (("threshold sweep: entity F1 (micro)", tuple(
+                  (f"sweep.entity_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
+              ("threshold sweep: triplet F1 (micro)", tuple(
+                  (f"sweep.triplet_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)))
+    table_rank = 1  # after every other family's tables
+    plots = (("threshold_sweep", lambda fig, reports: _plot_sweep(fig, reports), "a sweep section"),)
+    plot_rank = 1
+    added_by = ("sweep",)
 
     def __init__(self) -> None:
         self._backend: Similarity | None = None
@@ -4044,6 +4139,16 @@ class SweepFamily(MetricFamily):
                          "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
                          "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r)})
         return {"gold_triplets": n_gold, "pred_triplet_items": n_items, "rows": rows}
+
+    @classmethod
+    def headline_node(cls, report: Mapping[str, Any], path: str) -> tuple[Any, str]:
+        """``sweep.METRIC@THRESHOLD`` (the row of that threshold, ``%.2f``; METRIC) and the
+        paths of :meth:`MetricFamily.headline_node`."""
+        metric, at, threshold = path.partition(".")[2].partition("@")
+        section = report.get(cls.key)
+        if not at or not isinstance(section, Mapping):
+            return super().headline_node(report, path)
+        return next((r for r in section.get("rows", []) if f"{r['threshold']:.2f}" == threshold), None), metric
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines = ["threshold sweep (micro; matching redone at each similarity threshold)",
@@ -4675,6 +4780,12 @@ class Text2KGBenchFamily(MetricFamily):
     needs_nltk = needs_ontology = grouped = True
     disjoint_keys = frozenset({"rows"})
     input_errors = (ValueError, KeyError)
+    tables = (("text2kgbench (run_eval.py averages)", tuple((f"text2kgbench.averages.{k}", k) for k in T2KG_METRIC_KEYS)),
+              ("text2kgbench (global, as published)",
+               tuple((f"text2kgbench.global_as_script.{k}", k) for k in T2KG_METRIC_KEYS)))
+    lower_is_better = frozenset(f"text2kgbench.{where}.{k}" for where in ("averages", "global_as_script")
+                                for k in ("sub_halluc", "rel_halluc", "obj_halluc"))
+    lower_is_better_legend = ("the hallucination rates", "text2kgbench sub/rel/obj_halluc")
 
     def check_inputs(self, ctx: ScoringContext) -> None:
         if ctx.ontology is None:
@@ -4731,8 +4842,8 @@ class Text2KGBenchFamily(MetricFamily):
         if not groups:
             return {}
         if groups == [""]:
-            return {f"text2kgbench.averages.{k}": headline_ratio(sums, f"/{k}", "/sentences", math.nan)
-                    for k in T2KG_METRIC_KEYS}
+            return self.pick_headlines({"averages": {k: headline_ratio(sums, f"/{k}", "/sentences", math.nan)
+                                                     for k in T2KG_METRIC_KEYS}})
         onto_list = (list(T2KG_DBPEDIA_WEBNLG_ONTO_LIST)
                      if set(groups) == set(T2KG_DBPEDIA_WEBNLG_ONTO_LIST) and len(groups) == 19 else groups)
         out = {}
@@ -4741,8 +4852,8 @@ class Text2KGBenchFamily(MetricFamily):
             total = averages[onto_list[0]]
             for g in onto_list[1:]:
                 total = total + averages[g]
-            out[f"text2kgbench.global_as_script.{k}"] = total / len(onto_list)
-        return out
+            out[k] = total / len(onto_list)
+        return self.pick_headlines({"global_as_script": out})
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         keys = T2KG_METRIC_KEYS
@@ -5765,6 +5876,9 @@ class WebNLG2020Family(MetricFamily):
         }
 
     _HEADLINE_MEASURES = ("Exact", "Ent_type", "Partial", "Strict")
+    tables = (("webnlg2020 (official WebNLG+ 2020 scorer)", tuple(
+        (f"webnlg2020.Total_scores.{m}.{s}", f"{m} {s[0] if s != 'F1' else s}")
+        for m in _HEADLINE_MEASURES for s in ("Precision", "Recall", "F1"))),)
 
     def headline_columns(self, record: Record) -> dict[str, float]:
         """``pairs`` and, per measure M, ``M/Precision``, ``M/Recall``, ``M/F1``: the entry's
@@ -5782,8 +5896,9 @@ class WebNLG2020Family(MetricFamily):
     def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """``webnlg2020.Total_scores.M.{Precision,Recall,F1}`` for M = Exact, Ent_type,
         Partial, Strict: mean over the triple pairs (NaN when a resample has no pair)."""
-        return {f"webnlg2020.Total_scores.{m}.{name}": headline_ratio(sums, f"{m}/{name}", "pairs", math.nan)
-                for m in self._HEADLINE_MEASURES for name in ("Precision", "Recall", "F1")}
+        return self.pick_headlines({"Total_scores": {
+            m: {name: headline_ratio(sums, f"{m}/{name}", "pairs", math.nan) for name in ("Precision", "Recall", "F1")}
+            for m in self._HEADLINE_MEASURES}})
 
     def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
         lines = ["webnlg2020 (official WebNLG+ 2020 Text-to-RDF scorer; P/R/F1 are means over triple pairs)",
@@ -9500,43 +9615,21 @@ TABLE_FORMATS = ("markdown", "latex", "csv", "json")
 #: ``--format`` choices (what stdout carries): the printed summary (text) or a table format.
 OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
 
-#: Headline metrics of the tables, by family: (table title, family, ((path, column label), ...)).
-#: A path is the family name, then the path inside its report section (for hgr inside
-#: ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``).
-HEADLINE_TABLES: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
-    ("hgr micro (the published method: README, The method)", "hgr", (
-        ("hgr.micro.entity_precision", "entity P"), ("hgr.micro.entity_recall", "entity R"),
-        ("hgr.micro.entity_f1", "entity F1"), ("hgr.micro.triplet_precision", "triplet P"),
-        ("hgr.micro.triplet_recall", "triplet R"), ("hgr.micro.triplet_f1", "triplet F1"),
-        ("hgr.micro.hallucination_rate", "halluc. rate"))),
-    ("hgr macro (mean over entries)", "hgr", (
-        ("hgr.macro.composite", "composite"), ("hgr.macro.schema_score", "schema"),
-        ("hgr.macro.entity_f1", "entity F1"), ("hgr.macro.triplet_f1", "triplet F1"),
-        ("hgr.macro.relation_accuracy", "relation acc."), ("hgr.macro.weight_score", "weight"),
-        ("hgr.macro.type_agreement", "type agr."), ("hgr.macro.grounding", "grounding"))),
-    ("strict (exact normalised triplets)", "strict", (
-        ("strict.micro.precision", "micro P"), ("strict.micro.recall", "micro R"), ("strict.micro.f1", "micro F1"),
-        ("strict.macro.precision", "macro P"), ("strict.macro.recall", "macro R"), ("strict.macro.f1", "macro F1"))),
-    ("calibration of the relation weights", "calibration", (
-        ("calibration.ece", "ECE"), ("calibration.brier", "Brier"))),
-    ("webnlg2020 (official WebNLG+ 2020 scorer)", "webnlg2020", tuple(
-        (f"webnlg2020.Total_scores.{m}.{s}", f"{m} {s[0] if s != 'F1' else s}")
-        for m in ("Exact", "Ent_type", "Partial", "Strict") for s in ("Precision", "Recall", "F1"))),
-    ("text2kgbench (run_eval.py averages)", "text2kgbench", tuple(
-        (f"text2kgbench.averages.{k}", k) for k in T2KG_METRIC_KEYS)),
-    ("text2kgbench (global, as published)", "text2kgbench", tuple(
-        (f"text2kgbench.global_as_script.{k}", k) for k in T2KG_METRIC_KEYS)),
-    ("threshold sweep: entity F1 (micro)", "sweep", tuple(
-        (f"sweep.entity_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
-    ("threshold sweep: triplet F1 (micro)", "sweep", tuple(
-        (f"sweep.triplet_f1@{t:.2f}", f"{t:.2f}") for t in SWEEP_THRESHOLDS)),
-)
+def headline_tables() -> list[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    """The headline tables of the registered families (:attr:`MetricFamily.tables`), by
+    ``table_rank`` then registry order: (table title, family name, ((path, column label),
+    ...)). A path is the family name, then the path inside its report section (for hgr
+    inside ``summary``), the paths of the comparison block (``comparison.metrics[system][path]``)."""
+    ranked = sorted(FAMILIES.values(), key=lambda cls: cls.table_rank)
+    return [(title, cls.name, columns) for cls in ranked for title, columns in cls.tables]
 
-#: Headline metrics where a lower value is better (bold = the lowest): hallucination rates
-#: (hgr, text2kgbench's subject / relation / object hallucination), ECE and Brier score.
-LOWER_IS_BETTER = frozenset({"hgr.micro.hallucination_rate", "calibration.ece", "calibration.brier",
-                             *(f"text2kgbench.{where}.{k}" for where in ("averages", "global_as_script")
-                               for k in ("sub_halluc", "rel_halluc", "obj_halluc"))})
+
+def lower_is_better_paths() -> frozenset[str]:
+    """The headline paths where a lower value is better (bold = the lowest), of every
+    registered family (:attr:`MetricFamily.lower_is_better`): hallucination rates (hgr,
+    text2kgbench's subject / relation / object hallucination), ECE and Brier score."""
+    return frozenset(path for cls in FAMILIES.values() for path in cls.lower_is_better)
+
 
 def report_systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], Mapping[str, Any] | None]:
     """The systems of a report of any of the three layouts, in order (the baseline first),
@@ -9556,31 +9649,24 @@ def report_systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, An
 
 def metric_value(report: Mapping[str, Any], path: str) -> float | None:
     """The number at a headline path of a single-run report (None when absent or N/A):
-    ``family.key.key...`` (hgr: inside ``summary``), or ``sweep.<metric>@<threshold>`` for
-    a row of the threshold sweep."""
-    family, _, rest = path.partition(".")
-    cls = FAMILIES.get(family)
-    section = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
-    if family == "sweep" and "@" in rest and isinstance(section, Mapping):
-        metric, _, threshold = rest.partition("@")
-        row = next((r for r in section.get("rows", []) if f"{r['threshold']:.2f}" == threshold), None)
-        value = None if row is None else row.get(metric)
-    else:
-        value = section
-        for part in rest.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
+    ``family.key.key...`` inside the family's section, as its
+    :meth:`MetricFamily.headline_node` reads it (hgr: inside ``summary``;
+    ``sweep.<metric>@<threshold>``: a row of the threshold sweep)."""
+    node, last = _headline_node(report, path)
+    value = node.get(last) if isinstance(node, Mapping) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _headline_node(report: Mapping[str, Any], path: str) -> tuple[Any, str]:
+    """:meth:`MetricFamily.headline_node` of the path's family (the base one for a family
+    that is not registered)."""
+    return FAMILIES.get(path.partition(".")[0], MetricFamily).headline_node(report, path)
 
 
 def _explicit_na(report: Mapping[str, Any], path: str) -> bool:
     """Whether a headline path is in the report's section and N/A there (null), as opposed
     to absent (a family or a key that this run does not have)."""
-    family, _, rest = path.partition(".")
-    cls = FAMILIES.get(family)
-    node: Any = report.get("summary") if family == "hgr" else report.get(cls.key if cls else family)
-    *parents, last = rest.split(".")
-    for part in parents:
-        node = node.get(part) if isinstance(node, Mapping) else None
+    node, last = _headline_node(report, path)
     return isinstance(node, Mapping) and last in node and node[last] is None
 
 
@@ -9653,10 +9739,10 @@ def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
 
 
 def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
-    """The headline tables of a report (:data:`HEADLINE_TABLES`; any layout): a table for
+    """The headline tables of a report (:func:`headline_tables`; any layout): a table for
     each family present in some system, a column for each path that some system has, a
     row per system; ``best`` marks the highest estimate of a column (the lowest for
-    :data:`LOWER_IS_BETTER`), ties all marked, only when there are two systems or more.
+    :func:`lower_is_better_paths`), ties all marked, only when there are two systems or more.
     A column that is N/A (null) for every system is kept (its cells say n/a), and a table
     whose every value is N/A carries the family's reason in ``note``; only paths absent
     from every report are left out. Paths of the comparison block outside the catalogue
@@ -9664,7 +9750,8 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
     systems, comparison = report_systems(report)
     stats = (comparison or {}).get("metrics", {})
     correction = (comparison or {}).get("correction")
-    catalogue = [(title, list(columns)) for title, _, columns in HEADLINE_TABLES]
+    catalogue = [(title, list(columns)) for title, _, columns in headline_tables()]
+    lower = lower_is_better_paths()
     known = {path for _, columns in catalogue for path, _ in columns}
     extra = [path for per in stats.values() for path in per if path not in known]
     for family in dict.fromkeys(path.partition(".")[0] for path in extra):
@@ -9685,7 +9772,7 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
         for path, _ in kept:
             values = [c.estimate for c in (rows[n][path] for n in rows) if c.estimate is not None]
             if len(systems) >= 2 and values:
-                best = min(values) if path in LOWER_IS_BETTER else max(values)
+                best = min(values) if path in lower else max(values)
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
         tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
@@ -9719,6 +9806,19 @@ _LEGEND_SAYS = (f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from "
                 "significant: p < ")
 
 
+def _lower_is_better_words() -> str:
+    """The legend's words for the lower-is-better metrics of the registered families
+    (:attr:`MetricFamily.lower_is_better_legend`, grouped by kind, in registry order): "the
+    hallucination rates (hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE
+    and Brier score"."""
+    kinds: dict[str, list[str]] = {}
+    for cls in FAMILIES.values():
+        if cls.lower_is_better:
+            kind, own = cls.lower_is_better_legend
+            kinds.setdefault(kind or ", ".join(sorted(cls.lower_is_better)), []).extend([own] if own else [])
+    return ", ".join(f"{kind} ({', '.join(own)})" if own else kind for kind, own in kinds.items())
+
+
 def legend_lines(report: Mapping[str, Any]) -> list[str]:
     """The legend under a table (Markdown / LaTeX): what the values, bold and dagger mean,
     the notices (what changed the numbers), and the signature line last."""
@@ -9731,9 +9831,8 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
     if len(systems) >= 2:
-        lines.append("Bold: the best value of each column; lower is better for the hallucination rates "
-                     "(hgr hallucination rate, text2kgbench sub/rel/obj_halluc), ECE and Brier score, higher for "
-                     "every other metric.")
+        lines.append(f"Bold: the best value of each column; lower is better for {_lower_is_better_words()}, "
+                     "higher for every other metric.")
     if comparison and comparison.get("trials") and len(systems) >= 2:
         trials = comparison.get("trials")
         if comparison.get("correction") == "holm":
@@ -9887,6 +9986,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
     for name, kind, message in _notices(report):
         notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
     comparison_notes = " | ".join(notices.pop(None, []))
+    lower = lower_is_better_paths()
     for table in metric_tables(report):
         for name, cells in table.rows.items():
             for path, _ in table.columns:
@@ -9895,7 +9995,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
                                  *(_csv_number(x) for x in (c.ci or (None, None))), _csv_number(c.delta),
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
-                                 str(c.best).lower(), str(path in LOWER_IS_BETTER).lower(),
+                                 str(c.best).lower(), str(path in lower).lower(),
                                  " | ".join(notices.get(name, [])), comparison_notes, signature])
     return buffer.getvalue()
 
@@ -9918,7 +10018,7 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
         settings = {k: comparison.get(k) for k in ("baseline", "bootstrap", "trials", "seed", "correction",
                                                     "confidence", "signature", "notes")}
     return {"systems": out_systems, "baseline": next(iter(systems)), "comparison": settings,
-            "lower_is_better": sorted(LOWER_IS_BETTER), "legend": legend_lines(report)}
+            "lower_is_better": sorted(lower_is_better_paths()), "legend": legend_lines(report)}
 
 
 def format_output(report: Mapping[str, Any], fmt: str) -> str:
@@ -10050,11 +10150,12 @@ def _plot_sweep(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
     return True
 
 
-#: The plots of :func:`write_plots`: (file stem, drawing function, family it needs).
-PLOTS = (("per_relation_f1", _plot_per_relation, "per-relation"),
-         ("reliability_diagram", _plot_reliability, "calibration"),
-         ("composite_distribution", _plot_composite, "hgr"),
-         ("threshold_sweep", _plot_sweep, "sweep"))
+def family_plots() -> list[tuple[str, Callable[[Any, Mapping[str, Mapping[str, Any]]], bool], str]]:
+    """The plots of :func:`write_plots`, of the registered families
+    (:attr:`MetricFamily.plots`) by ``plot_rank`` then registry order: (file stem, drawing
+    function ``draw(fig, reports) -> whether it drew``, what a report needs for it)."""
+    ranked = sorted(FAMILIES.values(), key=lambda cls: cls.plot_rank)
+    return [plot for cls in ranked for plot in cls.plots]
 
 
 def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path) -> list[Path]:
@@ -10070,7 +10171,7 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
     A plot whose section no report has (or, calibration, which is N/A everywhere) is not
     drawn; a note names the missing family. Files are written atomically with fixed
     metadata (no dates; SVG ids salted with a constant), so the same reports give the same
-    bytes. Returns the paths written, in :data:`PLOTS` order, PNG before SVG. Raises
+    bytes. Returns the paths written, in :func:`family_plots` order, PNG before SVG. Raises
     InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the folder cannot
     be created, or a plot file cannot be written (naming the file and the system's reason;
     the files written before it stay).
@@ -10086,11 +10187,10 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
         raise InputError(f"--plots {folder}: cannot create the folder: {exc.strerror or exc}") from None
     written: list[Path] = []
     with matplotlib.rc_context(_PLOT_RC):
-        for stem, draw, family in PLOTS:
+        for stem, draw, needs in family_plots():
             fig = Figure(figsize=PLOT_SIZE_INCHES, dpi=PLOT_DPI, layout="constrained")
             if not draw(fig, reports_by_system):
-                log.info("note: --plots: %s not drawn (no system has a %s section%s)", stem, family,
-                         " with weighted predictions" if family == "calibration" else "")
+                log.info("note: --plots: %s not drawn (no system has %s)", stem, needs)
                 continue
             for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
                 path = folder / f"{stem}.{ext}"
@@ -11684,9 +11784,14 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
             raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
 
 
-def _output_families(metrics: tuple[str, ...], sweep: bool, plots: Path | None) -> tuple[str, ...]:
-    """The families ``--sweep`` and ``--plots`` need, added to ``metrics`` (once each)."""
-    extra = (("per-relation", "calibration", "sweep") if plots is not None else ()) + (("sweep",) if sweep else ())
+def _output_families(metrics: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
+    """``metrics`` and, once each, in registry order, the families that the options given
+    add (:attr:`MetricFamily.added_by`; ``--plots``: every family that has plots)."""
+    def given(dest: str) -> bool:
+        return getattr(args, dest, None) not in (None, False)
+
+    extra = tuple(name for name, cls in FAMILIES.items()
+                  if any(map(given, cls.added_by)) or (cls.plots and given("plots")))
     return tuple(dict.fromkeys(metrics + extra))
 
 
@@ -11829,7 +11934,7 @@ class RunConfig:
                                            f"{NLTK_INSTALL_HELP})") for name in skipped]
             values["notices"] = tuple(skipped_notices)
             metrics = tuple(chosen)
-        values["metrics"] = _output_families(metrics, args.sweep, args.plots)
+        values["metrics"] = _output_families(metrics, args)
         if args.workers is not None and args.workers > default_workers():
             log.info("note: --workers %d is more than the %d CPU(s) this process may use (os.sched_getaffinity): "
                      "the extra workers share CPUs and each holds its own memory; running with %d as asked",
@@ -12901,8 +13006,9 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     for key, value in config.items():
         if key == "versions":
             continue
-        if key == "metric_families":
-            items.append(f"fam:{'+'.join(value)}")
+        if key == "metric_families":  # each family's signature_name, else its name
+            names = [getattr(FAMILIES.get(name), "signature_name", "") or name for name in value]
+            items.append(f"fam:{'+'.join(names)}")
         elif key == "similarity":
             sim = dict(value)
             model_id = sim.pop("model_id", None)

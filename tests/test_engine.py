@@ -5,6 +5,8 @@ statistics, one report builder for single-file and directory mode, the run confi
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import random
@@ -81,9 +83,14 @@ def run_cli(tmp_path: Path, *args: str, name: str = "r.json") -> dict:
 
 
 class PredictedItems(ev.MetricFamily):
-    """Mean number of predicted items per entry (exact), and how many entries had none."""
+    """Mean number of predicted items per entry (exact), and how many entries had none:
+    the example of a family added from outside (the class and its registry entry only)."""
 
     name = key = "predicted-items"
+    tables = (("predicted items per entry", (("predicted-items.mean_items", "mean items"),
+                                             ("predicted-items.empty", "empty"))),)
+    lower_is_better = frozenset({"predicted-items.empty"})
+    signature_name = "items"
 
     def entry_stats(self, entry, score, ctx):
         return {"entries": 1, "items": float(score.n_items), "empty": int(score.n_items == 0)}
@@ -95,11 +102,20 @@ class PredictedItems(ev.MetricFamily):
     def format(self, section, report):
         return f"predicted items: mean {section['mean_items']:.3f}, {section['empty']} empty"
 
+    def headline_columns(self, record):
+        return {k: record.get(k, 0) for k in ("entries", "items", "empty")}
+
+    def headlines(self, sums):
+        return self.pick_headlines({"mean_items": ev.headline_ratio(sums, "items", "entries", float("nan")),
+                                    "empty": ev.headline_column(sums, "empty")})
+
 
 @pytest.fixture
-def extra_family(monkeypatch):
-    monkeypatch.setitem(ev.FAMILIES, PredictedItems.name, PredictedItems)
-    return PredictedItems
+def extra_family():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(ev.FAMILIES, PredictedItems.name, PredictedItems)
+        yield PredictedItems
+    assert PredictedItems.name not in ev.FAMILIES  # the registry is as it was
 
 
 def _datasets(tmp_path):
@@ -167,6 +183,89 @@ def test_a_registered_family_appears_in_summary_report_and_directory_mode(tmp_pa
     assert report["predicted-items"] == {"mean_items": 5 / 6, "empty": 2}
     assert report["per_ontology"]["1_city"]["predicted-items"] == {"mean_items": 1.0, "empty": 1}
     assert "predicted items: mean 0.833, 2 empty" in capsys.readouterr().out
+
+
+def _stdout(capsys, tmp_path: Path, *args: str, name: str) -> tuple[str, dict]:
+    """(what a run with ``args`` printed, its report)."""
+    capsys.readouterr()
+    report = run_cli(tmp_path, *args, name=name)
+    return capsys.readouterr().out, report
+
+
+def _csv_rows(text: str) -> dict[tuple[str, str], dict[str, str]]:
+    return {(row["system"], row["metric"]): row for row in csv.DictReader(io.StringIO(text))}
+
+
+@needs_nltk
+def test_a_family_with_headlines_appears_in_every_table_format_comparison_and_directory_mode(
+        tmp_path, capsys, extra_family):
+    gold, pred, _ = t2kg_files(tmp_path / "one")
+    other = write_jsonl(tmp_path / "one" / "other.jsonl", [  # s3 answered (2 items), s5 empty
+        {"id": f"1_city_{sid}", "triples": p if sid not in ("s3", "s5") else ([["Berlin", "leader", "Kai"]] * 2
+                                                                              if sid == "s3" else [])}
+        for sid, _, _, p in SENTENCES])
+    one = ("--pred", str(pred), "--gold", str(gold), "--metrics", "predicted-items")
+    out, report = _stdout(capsys, tmp_path, *one, "--format", "markdown", name="md.json")
+    assert report["summary"]["signature"].startswith("fam:hgr+items|")  # its signature_name
+    assert ("**predicted items per entry**\n\n| system | mean items | empty |\n|---|---:|---:|\n"
+            "| 1\\_city\\_responses | 1.000 | 1.000 |\n") in out
+    out, _ = _stdout(capsys, tmp_path, *one, "--format", "csv", name="csv.json")
+    rows = _csv_rows(out)
+    assert rows["1_city_responses", "predicted-items.mean_items"]["estimate"] == "1.0"
+    assert rows["1_city_responses", "predicted-items.mean_items"]["table"] == "predicted items per entry"
+    assert rows["1_city_responses", "predicted-items.empty"]["lower_is_better"] == "true"
+    # two systems: items 1, 2, 0, 1, 1 (mean 1.0, 1 empty) against 1, 2, 2, 1, 0 (mean 1.2, 1 empty)
+    two = ("--pred", str(pred), "--pred", str(other), "--gold", str(gold), "--metrics", "predicted-items",
+           "--bootstrap", "100", "--trials", "100", "--seed", "1")
+    out, report = _stdout(capsys, tmp_path, *two, "--format", "csv", name="cmp.json")
+    stats = report["comparison"]["metrics"]["other"]["predicted-items.mean_items"]
+    assert stats["estimate"] == 1.2 and stats["delta"] == pytest.approx(0.2)
+    assert stats["ci"][0] <= 1.2 <= stats["ci"][1] and 0.0 <= stats["p_value"] <= 1.0
+    rows = _csv_rows(out)
+    assert rows["other", "predicted-items.mean_items"]["best"] == "true"
+    assert rows["1_city_responses", "predicted-items.mean_items"]["best"] == "false"
+    assert [rows[n, "predicted-items.empty"]["best"] for n in ("1_city_responses", "other")] == ["true", "true"]
+    assert float(rows["other", "predicted-items.mean_items"]["delta"]) == pytest.approx(0.2)
+    out, _ = _stdout(capsys, tmp_path, *two, "--format", "markdown", name="cmp-md.json")
+    table = out[out.index("**predicted items per entry**"):].split("\n\n")[1].splitlines()
+    assert table[0] == "| system | mean items | empty |"  # bold: the best (empty: lower is better, a tie)
+    assert table[2].startswith("| 1\\_city\\_responses | 1.000 [") and table[2].endswith("| **1.000 [0.000, 3.000]** |")
+    assert table[3].startswith("| other | **1.200 [") and table[3].endswith("| **1.000 [0.000, 3.000]** |")
+    assert "ECE and Brier score, predicted-items.empty, higher for every other metric." in out  # the legend
+    pred_dir, gold_dir, onto_dir = t2kg_directory(tmp_path / "run")
+    out, report = _stdout(capsys, tmp_path, "--pred", str(pred_dir), "--gold", str(gold_dir), "--ontology",
+                          str(onto_dir), "--metrics", "predicted-items", "--format", "csv", name="dir.json")
+    [row] = [r for (_, metric), r in _csv_rows(out).items() if metric == "predicted-items.mean_items"]
+    assert float(row["estimate"]) == pytest.approx(5 / 6) and row["table"] == "predicted items per entry"
+    assert report["predicted-items"] == {"mean_items": 5 / 6, "empty": 2}
+
+
+def test_the_output_lists_are_built_from_the_registry_when_used(extra_family):
+    assert ("predicted items per entry", "predicted-items", PredictedItems.tables[0][1]) in ev.headline_tables()
+    assert ev.headline_tables()[-1][1] == "sweep"  # table_rank 1: the sweep's tables stay last
+    assert "predicted-items.empty" in ev.lower_is_better_paths()
+    assert ev._lower_is_better_words() == ("the hallucination rates (hgr hallucination rate, text2kgbench "
+                                           "sub/rel/obj_halluc), ECE and Brier score, predicted-items.empty")
+    assert PredictedItems.headline_paths() == ("predicted-items.mean_items", "predicted-items.empty")
+    assert [stem for stem, _, _ in ev.family_plots()] == ["per_relation_f1", "reliability_diagram",
+                                                         "composite_distribution", "threshold_sweep"]
+    args = ev.build_parser().parse_args(["--sweep"])
+    assert ev._output_families(("hgr", "strict"), args) == ("hgr", "strict", "sweep")
+    args = ev.build_parser().parse_args(["--plots", "p"])
+    assert ev._output_families(("hgr",), args) == ("hgr", "per-relation", "calibration", "sweep")
+
+
+def test_each_family_headline_is_a_path_of_its_tables_in_table_order():
+    """The tables are the one place a headline path is written: ``headlines`` picks them."""
+    sums = ev.HeadlineSums({}, 1)
+    for cls in ev.FAMILIES.values():
+        paths = cls.headline_paths()
+        assert len(set(paths)) == len(paths) and all(p.startswith(cls.name + ".") for p in paths)
+        assert cls.lower_is_better <= set(paths)
+        got = list(cls().headlines(sums))
+        assert got == [p for p in paths if p in got]
+    assert list(ev.FAMILIES["hgr"]().headlines(sums)) == list(ev.HgrFamily.headline_paths())
+    assert list(ev.FAMILIES["strict"]().headlines(sums)) == list(ev.StrictFamily.headline_paths())
 
 
 def test_unknown_family_is_a_usage_error(capsys):

@@ -48,7 +48,7 @@ def hand_comparison(reports: dict, correction=None) -> dict:
     """A comparison block (DESIGN.md layout) over every catalogued path: interval
     [x - 0.0125, x + 0.025]; for finetuned a delta against base, its interval, and p-values
     0.001 (hgr paths) / 0.2 (others): significant iff p < 0.05 (Holm: p_adjusted = min(1, 3p))."""
-    paths = [p for _, _, cols in ev.HEADLINE_TABLES for p, _ in cols if not p.startswith("sweep.")]
+    paths = [p for _, _, cols in ev.headline_tables() for p, _ in cols if not p.startswith("sweep.")]
     baseline = next(iter(reports))
     metrics = {}
     for name, rep in reports.items():
@@ -196,7 +196,7 @@ def test_csv_parses_back_to_the_same_numbers(reports):
                 assert float(row["delta"]) == s["delta"] and float(row["p_value"]) == s["p_value"]
                 assert row["significant"] == str(s["significant"]).lower()
         assert row["signature"] == SIGNATURE
-        assert row["lower_is_better"] == str(row["metric"] in ev.LOWER_IS_BETTER).lower()
+        assert row["lower_is_better"] == str(row["metric"] in ev.lower_is_better_paths()).lower()
         assert ("missing_predictions: 2 gold ids" in row["notices"]) == (row["system"] == "base")
 
 
@@ -287,7 +287,7 @@ def test_cli_plots_switch_on_their_families(tmp_path):
                             "--no-report", "--plots", tmp_path / "plots", "--format", "csv")
     assert rc == 0, err
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
-        f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg"))
+        f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg"))
     file = tmp_path / "file"
     file.write_text("")
     rc, _, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-report",
@@ -306,7 +306,7 @@ def test_plots_are_valid_sized_non_blank_and_deterministic(reports, tmp_path):
     import matplotlib.image
 
     paths = ev.write_plots(reports, tmp_path / "a")
-    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem, _, _ in ev.PLOTS for ext in ("png", "svg")]
+    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg")]
     width, height = (round(x * ev.PLOT_DPI) for x in ev.PLOT_SIZE_INCHES)
     assert (width, height) == (960, 600)
     for path in paths:
@@ -429,3 +429,19 @@ def test_a_family_na_for_every_system_keeps_its_table_and_says_why(reports):
     assert "N/A: calibration of the relation weights: n/a for every system" in ev.format_latex(report)
     absent = {k: v for k, v in reports["base"].items() if k != "calibration"}  # not scored: no table
     assert "calibration of the relation weights" not in [t.title for t in ev.metric_tables(absent)]
+
+
+def test_a_headline_path_is_read_by_its_family():
+    """hgr's paths are inside ``summary`` (its key), the sweep's ``metric@threshold`` pick a
+    row, an unregistered family's paths walk down the section named like it."""
+    report = {"summary": {"micro": {"entity_f1": 0.5}, "macro": {"weight_score": None}},
+              "sweep": {"rows": [{"threshold": 0.8, "entity_f1": 0.25}, {"threshold": 0.85, "entity_f1": 0.0}]},
+              "elsewhere": {"a": {"b": None, "c": 3}}}
+    assert ev.metric_value(report, "hgr.micro.entity_f1") == 0.5
+    assert ev.metric_value(report, "sweep.entity_f1@0.80") == 0.25
+    assert ev.metric_value(report, "sweep.entity_f1@0.85") == 0.0
+    assert ev.metric_value(report, "sweep.entity_f1@0.90") is None
+    assert ev.metric_value(report, "elsewhere.a.c") == 3.0
+    assert ev.metric_value(report, "elsewhere.a.b") is None and ev._explicit_na(report, "elsewhere.a.b")
+    assert ev._explicit_na(report, "hgr.macro.weight_score") and not ev._explicit_na(report, "hgr.macro.grounding")
+    assert not ev._explicit_na(report, "strict.micro.f1")
