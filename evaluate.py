@@ -226,7 +226,7 @@ __all__ = [
     "compare_systems",
     "OUTPUT_FORMATS", "HEADLINE_TABLES", "LOWER_IS_BETTER", "report_systems", "metric_value",
     "MetricCell", "MetricTable", "metric_tables", "legend_lines", "format_markdown", "format_latex", "CSV_COLUMNS",
-    "format_csv", "summary_json", "TABLE_FORMATS", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
+    "format_csv", "summary_json", "DEFAULT_FORMAT", "format_output", "PLOT_SIZE_INCHES", "PLOT_DPI",
     "PLOT_MAX_RELATIONS", "PLOTS_INSTALL_HELP", "plots_missing", "PLOTS", "write_plots",
     "EmbeddingUnavailable", "EmbeddingStats", "cosine_similarity_matrix", "default_embedding_cache_dir",
     "ModelStore", "FastembedBackend", "SentenceTransformersBackend", "EmbeddingCache", "Embedder",
@@ -9873,10 +9873,21 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
 # a comparison block its 95% interval follows in brackets and a difference against the
 # baseline that is significant is marked with a dagger.
 
-#: Formats of :func:`format_output` (tables of the headline metrics).
-TABLE_FORMATS = ("markdown", "latex", "csv", "json")
-#: ``--format`` choices (what stdout carries): the printed summary (text) or a table format.
-OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
+#: ``--format`` name -> its renderer, ``renderer(report, titles)`` -> the text stdout carries
+#: (:func:`format_output`; any of the three report layouts; ``titles``: system name -> the
+#: title line of the text summary, which the tables ignore): the printed summary (text:
+#: :func:`format_text`, the summary of each system and the comparison text) or the tables of
+#: the headline metrics. The keys, in order, are ``--format``'s choices, the first the
+#: default. A new format is its function plus one line here.
+OUTPUT_FORMATS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], str]] = {
+    "text": lambda report, titles: format_text(report, titles) + "\n",
+    "markdown": lambda report, titles: format_markdown(report),
+    "latex": lambda report, titles: format_latex(report),
+    "csv": lambda report, titles: format_csv(report),
+    "json": lambda report, titles: report_json(summary_json(report)),
+}
+#: The format stdout carries without ``--format``.
+DEFAULT_FORMAT = "text"
 
 #: Headline metrics of the tables, by family: (table title, family, ((path, column label), ...)).
 #: A path is the family name, then the path inside its report section (for hgr inside
@@ -10300,20 +10311,17 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
             "lower_is_better": sorted(LOWER_IS_BETTER), "legend": legend_lines(report)}
 
 
-def format_output(report: Mapping[str, Any], fmt: str) -> str:
-    """The report's headline tables in ``fmt``, one of :data:`TABLE_FORMATS` (Markdown,
-    LaTeX, CSV, the JSON summary), for stdout; any of the three report layouts. (``text``,
-    the default of ``--format``, is the printed summary of the command line.) Raises
-    ValueError on another format."""
-    if fmt == "markdown":
-        return format_markdown(report)
-    if fmt == "latex":
-        return format_latex(report)
-    if fmt == "csv":
-        return format_csv(report)
-    if fmt == "json":
-        return report_json(summary_json(report))
-    raise ValueError(f"unknown table format {fmt!r}; choose from {', '.join(TABLE_FORMATS)}")
+def format_output(report: Mapping[str, Any], fmt: str, titles: Mapping[str, str] | None = None) -> str:
+    """What stdout carries for ``--format fmt``: the renderer of :data:`OUTPUT_FORMATS` on
+    the report (any of the three layouts): the printed summary (``text``, ending in a
+    newline) or the headline tables (Markdown, LaTeX, CSV, the JSON summary). ``titles``:
+    system name -> title line of the text summary (default: each system's name; none for a
+    single run). Raises ValueError on a format that is not registered."""
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+    if titles is None:
+        titles = {name: name for name in report["systems"]} if "systems" in report else {"": ""}
+    return OUTPUT_FORMATS[fmt](report, titles)
 
 
 # --- plots (--plots DIR) ---
@@ -11850,7 +11858,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--test", choices=tuple(PAIRED_TESTS), help="paired significance test of each system against "
                      f"the baseline: {_choice_words([t.choice for t in PAIRED_TESTS.values()])}")
     fmt = p.add_argument_group("output formats and plots")
-    fmt.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default=None,
+    fmt.add_argument("--format", dest="output_format", choices=tuple(OUTPUT_FORMATS), default=None,
                      help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "
                           "CSV or JSON (one row / entry per system and headline metric; notices and the signature as "
                           "fields); with --report - stdout carries the report, so only json is accepted there")
@@ -13834,11 +13842,12 @@ def _log_embedding_stats(similarity: Similarity) -> None:
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
 
 
-def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Path | None,
+def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], report_path: Path | None,
           outcome: RunOutcome) -> int:
     """Write the report (file, stdout with ``--report -``, or nowhere), print the summary,
-    then draw ``--plots``: stdout carries one thing, the summary (``text``, or the tables of
-    ``--format``) or (``--report -``) the report. The plots come last, so that a plot that
+    then draw ``--plots``: stdout carries one thing, the summary (``--format``, by default
+    the text summary with ``titles``, :func:`format_output`) or (``--report -``) the report,
+    the text summary then going to stderr. The plots come last, so that a plot that
     cannot be written (an InputError naming the file, exit 2) loses neither the report nor
     the summary."""
     outcome.report = report
@@ -13857,7 +13866,7 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         except OSError as exc:
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
-        print(text, file=sys.stderr)
+        sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
@@ -13868,13 +13877,13 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         _phase("written")
     try:
-        _print_output(config, report, text, f"report written to {report_path}" if report_path is not None
+        _print_output(config, report, titles, f"report written to {report_path}" if report_path is not None
                       else "no report written (--no-report)")
         sys.stdout.flush()
     except BrokenPipeError:
         raise
     except OSError as exc:
-        what = ("the summary" if config.output_format in (None, "text")
+        what = ("the summary" if config.output_format in (None, DEFAULT_FORMAT)
                 else f"the --format {config.output_format} output")
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
@@ -13926,7 +13935,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: _named_streams(f"{n}: {p}" + (f" vs {config.gold}" if config.gold else ""))
               for n, p in zip(names, config.preds)}
-    return _emit(config, report, format_text(report, titles), report_path, outcome)
+    return _emit(config, report, titles, report_path, outcome)
 
 
 def _name_other_gold_entries(config: RunConfig, names: Sequence[str], systems: Mapping[str, Mapping[str, Any]]) -> None:
@@ -13981,7 +13990,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
-    return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
+    return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
 
 
 def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
@@ -14026,7 +14035,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
         report_path = _merge_report_path(config, report)
         if report_path is not None and report_path != STDOUT_REPORT:
             _check_report_path(report_path, (*config.merge, *_recorded_inputs([report])))
-        return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
+        return _emit(config, report, {"": _merged_title(report)}, report_path, outcome)
     directory = _check_input_paths(config)
     assert config.pred is not None
     if directory and config.shard is not None:
@@ -14046,18 +14055,15 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
-    return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+    return _emit(config, report, {"": title}, report_path, outcome)
 
 
-def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
-    """stdout carries one thing: the printed summary ``text`` (``--format text``) or the
-    tables of ``--format`` (:func:`format_output`); ``where`` (the report's path, or that
+def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str], where: str) -> None:
+    """stdout carries one thing: the output of ``--format`` (:func:`format_output`, by
+    default the printed summary with ``titles``); ``where`` (the report's path, or that
     none was written) goes to stderr with the other notes (``--quiet`` silences it), so
     ``> summary.txt`` captures the summary alone."""
-    if config.output_format in (None, "text"):
-        print(text)
-    else:
-        sys.stdout.write(format_output(report, config.output_format))
+    sys.stdout.write(format_output(report, config.output_format or DEFAULT_FORMAT, titles))
     sys.stdout.flush()
     log.info("%s", where)
 
