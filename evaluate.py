@@ -9057,6 +9057,12 @@ def similarity_description(similarity: Similarity) -> dict[str, Any]:
 #     p = (c + 1) / (R + 1), c = #{|delta*| >= |delta|} (Phipson & Smyth 2010).
 #   Holm (1979) step-down adjustment across the headline metrics of one system pair.
 #
+# The tests and the corrections are registries (PAIRED_TESTS: name -> PairedTest,
+# CORRECTIONS: name -> Correction): each entry carries its computation and every text of
+# it (--test / --correction choice, comparison note, table legend, text-comparison header,
+# signature item), which argparse, the contradiction checks, the signature, the legend and
+# format_comparison read; compare_systems takes the names.
+#
 # References: B. Efron, R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall
 # 1993. P. Koehn, Statistical Significance Tests for Machine Translation Evaluation, EMNLP
 # 2004. E. W. Noreen, Computer-Intensive Methods for Testing Hypotheses, Wiley 1989.
@@ -9072,7 +9078,7 @@ def similarity_description(similarity: Similarity) -> dict[str, Any]:
 #: Confidence level of the percentile intervals.
 CONFIDENCE = 0.95
 
-#: A difference with p (Holm-adjusted under ``correction="holm"``) below this is marked.
+#: A difference with p (adjusted by the comparison's :class:`Correction`, if it adjusts) below this is marked.
 SIGNIFICANCE_LEVEL = 0.05
 
 #: Defaults of the command line: resamples, randomisation trials, seed.
