@@ -11861,8 +11861,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
     cmp.add_argument("--correction", choices=tuple(CORRECTIONS), help="multiple-comparison correction of the "
                      f"p-values: {_choice_words([f'{n} (default)' if n == NO_CORRECTION else n for n in CORRECTIONS])}")
-    cmp.add_argument("--test", choices=tuple(PAIRED_TESTS), help="paired significance test of each system against "
-                     f"the baseline: {_choice_words([t.choice for t in PAIRED_TESTS.values()])}")
+    p.set_defaults(test=None)
+    if len(PAIRED_TESTS) > 1:  # a choice once a second test is registered (one test: no option, usage unchanged)
+        cmp.add_argument("--test", choices=tuple(PAIRED_TESTS), help="paired significance test of each system "
+                         f"against the baseline: {_choice_words([t.choice for t in PAIRED_TESTS.values()])}")
     fmt = p.add_argument_group("output formats and plots")
     fmt.add_argument("--format", dest="output_format", choices=tuple(OUTPUT_FORMATS), default=None,
                      help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "

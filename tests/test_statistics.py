@@ -772,5 +772,6 @@ def test_the_default_test_and_no_correction_leave_the_block_and_signature_as_bef
     assert "test" not in out and out["correction"] is None  # "none" is the same as no correction
     assert ev.comparison_methods(out) == (ev.PAIRED_TESTS["randomization"], ev.CORRECTIONS["none"])
     assert ev.PAIRED_TESTS["randomization"].signature() == []
+    assert "--test" not in ev.build_parser().format_help()  # one test: no choice, the usage as before
     with pytest.raises(ValueError, match="test must be one of"):
         compare(sample_reports, "base", test="toy")
