@@ -200,7 +200,7 @@ __all__ = [
     "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for", "score_entries", "ScoredFile",
     "ReportSource", "build_report", "evaluate_entries", "format_summary", "write_json_atomic",
     "score_entries_parallel", "WorkerLost",
-    "compare_systems",
+    "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction", "CORRECTIONS",
     "OUTPUT_FORMATS", "format_output", "write_plots",
     "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity",
     "RunConfig", "main",
@@ -8969,6 +8969,12 @@ def similarity_description(similarity: Similarity) -> dict[str, Any]:
 #     p = (c + 1) / (R + 1), c = #{|delta*| >= |delta|} (Phipson & Smyth 2010).
 #   Holm (1979) step-down adjustment across the headline metrics of one system pair.
 #
+# The tests and the corrections are registries (PAIRED_TESTS: name -> PairedTest,
+# CORRECTIONS: name -> Correction): each entry carries its computation and every text of
+# it (--test / --correction choice, comparison note, table legend, text-comparison header,
+# signature item), which argparse, the contradiction checks, the signature, the legend and
+# format_comparison read; compare_systems takes the names.
+#
 # References: B. Efron, R. J. Tibshirani, An Introduction to the Bootstrap, Chapman & Hall
 # 1993. P. Koehn, Statistical Significance Tests for Machine Translation Evaluation, EMNLP
 # 2004. E. W. Noreen, Computer-Intensive Methods for Testing Hypotheses, Wiley 1989.
@@ -8984,7 +8990,7 @@ def similarity_description(similarity: Similarity) -> dict[str, Any]:
 #: Confidence level of the percentile intervals.
 CONFIDENCE = 0.95
 
-#: A difference with p (Holm-adjusted under ``correction="holm"``) below this is marked.
+#: A difference with p (adjusted by the comparison's :class:`Correction`, if it adjusts) below this is marked.
 SIGNIFICANCE_LEVEL = 0.05
 
 #: Defaults of the command line: resamples, randomisation trials, seed.
@@ -9043,8 +9049,115 @@ def _headline_blocks(total: int, n: int) -> Iterator[tuple[int, list[tuple[int, 
 #: far above that and far below any difference a write-up reports.
 AR_TOLERANCE = 1e-9
 
-#: Multiple-comparison corrections of :func:`compare_systems` (None: none).
-CORRECTIONS: tuple[str, ...] = ("holm",)
+#: Multiple-comparison corrections of :func:`compare_systems` and ``--correction``: name ->
+#: :class:`Correction` (``"none"``: no correction; the entries are added below, next to
+#: their computation). A new correction is a subclass plus one line ``CORRECTIONS[name] = ...``.
+CORRECTIONS: dict[str, "Correction"] = {}
+
+#: Paired tests of :func:`compare_systems` and ``--test``: name -> :class:`PairedTest`
+#: (the entries are added next to their computation). A new test is a subclass plus one
+#: line ``PAIRED_TESTS[name] = ...``.
+PAIRED_TESTS: dict[str, "PairedTest"] = {}
+
+#: The correction and the test of a comparison that names none.
+NO_CORRECTION = "none"
+DEFAULT_TEST = "randomization"
+
+
+class Correction:
+    """A multiple-comparison correction of the p-values of one system against the baseline
+    (one family of tests: that pair's headline metrics). A subclass sets ``name`` (its
+    ``--correction`` choice and the ``corr:`` item of the signature), ``title`` (how the
+    other legend lines name it: "Holm-Bonferroni") and ``column`` (the header of its
+    adjusted p-values in the text comparison; None: no adjusted column), and implements
+    :meth:`adjust`, :meth:`note` and :meth:`legend`."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    column: ClassVar[str | None] = None
+
+    def adjust(self, p_values: Sequence[float | None]) -> list[float | None] | None:
+        """The adjusted p-values (same order and length; None = no test), or None when
+        this correction adjusts nothing (the raw p-values decide)."""
+        raise NotImplementedError
+
+    def note(self) -> str:
+        """The comparison note's words after ``significant: p < 0.05 ``."""
+        raise NotImplementedError
+
+    def legend(self) -> str:
+        """The table legend's words after ``randomisation test (R trials), ``: when a
+        difference is marked."""
+        raise NotImplementedError
+
+    def signature(self) -> str:
+        """The signature item of this correction (``corr:NAME``)."""
+        return f"corr:{self.name}"
+
+
+class NoCorrection(Correction):
+    """No correction: each metric's own p-value decides."""
+
+    name = NO_CORRECTION
+
+    def adjust(self, p_values: Sequence[float | None]) -> list[float | None] | None:
+        return None
+
+    def note(self) -> str:
+        return "with no correction for multiple comparisons"
+
+    def legend(self) -> str:
+        others = [c for c in CORRECTIONS.values() if c.name != self.name]
+        hint = " or ".join(f"--correction {c.name} for {c.title}" for c in others)
+        return f"p < {SIGNIFICANCE_LEVEL}, with no correction for multiple comparisons" + (f" (give {hint})"
+                                                                                          if hint else "")
+
+
+CORRECTIONS[NoCorrection.name] = NoCorrection()
+
+
+class PairedTest:
+    """A paired significance test of one system against the baseline on the same entries.
+    A subclass sets ``name`` (its ``--test`` choice), ``choice`` (the words of its choice in
+    ``--test``'s help) and ``title`` (how messages name it: "the p-values of the
+    randomisation test"), and implements :meth:`p_values`, :meth:`note`, :meth:`legend`
+    and :meth:`done`; ``--trials R`` is its number of trials (0: no test)."""
+
+    name: ClassVar[str] = ""
+    choice: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+
+    def p_values(self, data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
+                 trials: int, seed: int, observed: Mapping[str, float]) -> dict[str, tuple[float | None, int]]:
+        """path -> (two-sided p of ``system`` against ``baseline`` (indices into
+        ``data.sliced``), or None when untestable; trials left out because a value was N/A).
+        ``observed``: path -> the observed difference system minus baseline; ``seed``: the
+        comparison's seed (the bootstrap draws from ``PCG64(seed)``: take another stream)."""
+        raise NotImplementedError
+
+    def note(self, trials: int) -> str:
+        """The comparison note's words after ``p_value: ``."""
+        raise NotImplementedError
+
+    def legend(self, trials: int) -> str:
+        """The table legend's name of the test: "two-sided ... test (R trials)"."""
+        raise NotImplementedError
+
+    def done(self, trials: int) -> str:
+        """The text comparison header's words for what was run: "R ... trials"."""
+        raise NotImplementedError
+
+    def warnings(self, trials: int) -> list[str]:
+        """Notes on what ``trials`` cannot show (none by default)."""
+        return []
+
+    def left_out(self) -> str:
+        """The note's words for trials left out of a p-value (N/A values)."""
+        return f"{self.name} trials left out of p (a macro value N/A)"
+
+    def signature(self) -> list[str]:
+        """The signature items of this test (``test:NAME``)."""
+        return [f"test:{self.name}"]
 
 
 @dataclass
@@ -9202,6 +9315,28 @@ def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+class HolmCorrection(Correction):
+    """Holm's (1979) step-down correction (:func:`holm_adjust`): a difference is marked when
+    its adjusted p is below :data:`SIGNIFICANCE_LEVEL`."""
+
+    name = "holm"
+    title = "Holm-Bonferroni"
+    column = "Holm p"
+
+    def adjust(self, p_values: Sequence[float | None]) -> list[float | None] | None:
+        return holm_adjust(p_values)
+
+    def note(self) -> str:
+        return "after Holm's correction across the headline metrics of each system against the baseline"
+
+    def legend(self) -> str:
+        return (f"Holm-adjusted p < {SIGNIFICANCE_LEVEL} (Holm-Bonferroni over the headline metrics, "
+                "--correction holm)")
+
+
+CORRECTIONS[HolmCorrection.name] = HolmCorrection()
+
+
 def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], bootstrap: int,
                          seed: int) -> list[dict[str, np.ndarray]]:
     """Headline metrics of every system on the same ``bootstrap`` resamples: per system,
@@ -9239,8 +9374,10 @@ def randomization_test(data: HeadlineData, families: Sequence[MetricFamily], sys
     for every pair of systems, independent of the bootstrap stream), delta* = m(system*) -
     m(baseline*). With S the swap matrix and D = X_baseline - X_system (slice by slice,
     exact), system* sums = 1'X_system + S D and baseline* sums = 1'X_baseline - S D.
-    ``observed``: path -> the observed difference. Returns path -> (p, NaN trials) of
-    :func:`randomization_p_value`, counted block by block (:data:`HEADLINE_ROWS` trials at
+    ``observed``: path -> the observed difference. Returns path -> (p, NaN trials): p =
+    (c + 1) / (R + 1), c the trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)``, R the
+    trials whose delta* is not NaN (Phipson & Smyth 2010: never 0; None when R = 0 or the
+    observed difference is NaN), counted block by block (:data:`HEADLINE_ROWS` trials at
     a time), so memory does not grow with R. Raises ValueError above :data:`MAX_TRIALS`."""
     if trials > MAX_TRIALS:
         raise ValueError(f"trials must be <= {MAX_TRIALS}, got {trials}")
@@ -9274,24 +9411,50 @@ def randomization_test(data: HeadlineData, families: Sequence[MetricFamily], sys
     return out
 
 
+class ApproximateRandomization(PairedTest):
+    """Paired approximate randomisation (:func:`randomization_test`; Noreen 1989), the
+    default test: p = (c + 1) / (R + 1) over R random swaps."""
+
+    name = DEFAULT_TEST
+    choice = "randomization (default: two-sided paired approximate randomisation, --trials R swaps)"
+    title = "randomisation test"
+
+    def p_values(self, data: HeadlineData, families: Sequence[MetricFamily], system: int, baseline: int,
+                 trials: int, seed: int, observed: Mapping[str, float]) -> dict[str, tuple[float | None, int]]:
+        return randomization_test(data, families, system, baseline, trials, seed, observed)
+
+    def note(self, trials: int) -> str:
+        return f"two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
+
+    def legend(self, trials: int) -> str:
+        return f"two-sided paired approximate randomisation test ({trials} trials)"
+
+    def done(self, trials: int) -> str:
+        return f"{trials} approximate-randomisation trials"
+
+    def warnings(self, trials: int) -> list[str]:
+        if 1 / (trials + 1) < SIGNIFICANCE_LEVEL:
+            return []
+        return [f"with {trials} randomisation trials the smallest possible p-value is 1/(R + 1) = "
+                f"{1 / (trials + 1):.4g}, not below {SIGNIFICANCE_LEVEL}: no difference can be marked "
+                "significant (give --trials 10000 or more)"]
+
+    def left_out(self) -> str:
+        return "randomisation trials left out of p (a macro value N/A after the swap)"
+
+    def signature(self) -> list[str]:
+        return []  # the default test: signatures written before --test existed stay valid
+
+
+PAIRED_TESTS[ApproximateRandomization.name] = ApproximateRandomization()
+
+
 def _ar_counts(deltas: np.ndarray, observed: float) -> tuple[int, int]:
     """(trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)``, trials whose delta* is not NaN)."""
     finite = deltas[~np.isnan(deltas)]
     if math.isnan(observed):
         return 0, len(finite)
     return int(np.count_nonzero(np.abs(finite) >= abs(observed) * (1 - AR_TOLERANCE))), len(finite)
-
-
-def randomization_p_value(deltas: np.ndarray, observed: float) -> tuple[float | None, int]:
-    """Two-sided p-value of paired approximate randomisation: ``(c + 1) / (R + 1)`` with c the
-    trials with ``|delta*| >= |delta| (1 - AR_TOLERANCE)`` (Phipson & Smyth 2010: never 0,
-    exact-size test). Trials whose delta* is NaN (an N/A macro value) are left out of R.
-    Returns (p, number of NaN trials); p is None when no trial is left or ``observed`` is NaN."""
-    c, finite = _ar_counts(deltas, observed)
-    na = int(len(deltas) - finite)
-    if not finite or math.isnan(observed):
-        return None, na
-    return (c + 1) / (finite + 1), na
 
 
 def _section_value(report: Mapping[str, Any], family: MetricFamily, path: str) -> Any:
@@ -9376,25 +9539,26 @@ def _checked_estimates(name: str, report: Mapping[str, Any], values: Mapping[str
     return out
 
 
+#: The openings of the general notes of :func:`compare_systems` (how the intervals,
+#: differences and p-values were made), which the table legend says in its own lines.
+_INTERVALS_NOTE = f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from "
+_DELTA_NOTE = "delta: system minus baseline "
+_SIGNIFICANT_NOTE = "significant: p < "
+
+
 def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstrap: int, trials: int, seed: int,
-                      correction: str | None) -> list[str]:
+                      correction: Correction, test: PairedTest) -> list[str]:
     """The legend of a comparison: how the intervals, differences and p-values were made."""
     strata = [s for s in data.strata_names if s is not None]
-    notes = [f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from {bootstrap} resamples of the {data.n} "
+    notes = [f"{_INTERVALS_NOTE}{bootstrap} resamples of the {data.n} "
              "entries" + (f", drawn within each of {len(strata)} strata (ontologies)" if strata else "")
              + f" (seed {seed}); a value N/A in a resample is left out of its interval (na_resamples)"
              if bootstrap else "no confidence intervals (bootstrap 0)"]
     if n_systems > 1:
-        notes.append(f"delta: system minus baseline {baseline}; delta_ci: paired bootstrap on the same resamples; "
-                     + (f"p_value: two-sided paired approximate randomisation, {trials} trials, p = (c + 1) / (R + 1)"
-                        if trials else "no p-values (trials 0)"))
-        notes.append("significant: p < 0.05 "
-                     + ("after Holm's correction across the headline metrics of each system against the baseline"
-                        if correction == "holm" else "with no correction for multiple comparisons"))
-        if trials and 1 / (trials + 1) >= SIGNIFICANCE_LEVEL:
-            notes.append(f"with {trials} randomisation trials the smallest possible p-value is 1/(R + 1) = "
-                         f"{1 / (trials + 1):.4g}, not below {SIGNIFICANCE_LEVEL}: no difference can be marked "
-                         "significant (give --trials 10000 or more)")
+        notes.append(f"{_DELTA_NOTE}{baseline}; delta_ci: paired bootstrap on the same resamples; "
+                     + (f"p_value: {test.note(trials)}" if trials else "no p-values (trials 0)"))
+        notes.append(f"{_SIGNIFICANT_NOTE}{SIGNIFICANCE_LEVEL} {correction.note()}")
+        notes += test.warnings(trials) if trials else []
     return notes
 
 
@@ -9414,7 +9578,7 @@ PAIRED_NOTE = ("paired on k of n entries: a macro metric N/A on some entries (no
 
 def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily], system: int,
                             per_entry: Sequence[Mapping[str, np.ndarray]], rows: dict[str, dict[str, Any]],
-                            bootstrap: int, trials: int, seed: int) -> None:
+                            bootstrap: int, trials: int, seed: int, test: str = DEFAULT_TEST) -> None:
     """Redo the paired difference of every macro metric that is N/A (NaN) on some entry of
     ``system`` or of the baseline (index 0) on the k entries where both define it, in place
     in ``rows`` (path -> the comparison row, which already has delta, delta_ci and p_value
@@ -9425,9 +9589,9 @@ def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily]
     ``per_entry[s][path]``: shape (n,), the metric on each entry alone (NaN = N/A). For
     each such path adds ``paired_entries`` (k), ``paired_of`` (n), ``paired_differing`` (d, the entries of the
     k whose values differ) and ``paired_delta`` (m(system) - m(baseline) over the k entries);
-    ``delta_ci`` becomes the paired bootstrap interval and ``p_value`` the approximate
-    randomisation p on those k entries (same seed, same methods as on all entries: the
-    sub-sample is resampled / swapped on its own, strata kept); both None when k = 0.
+    ``delta_ci`` becomes the paired bootstrap interval and ``p_value`` the p of ``test``
+    (a :data:`PAIRED_TESTS` name) on those k entries (same seed, same methods as on all
+    entries: the sub-sample is resampled / swapped on its own, strata kept); both None when k = 0.
     ``delta`` stays the difference of the two estimates. Paths with the same k entries
     share one bootstrap and one randomisation run. Metrics defined on every entry of both
     systems are not touched, nor are pooled ratios that are not means over entries (paths
@@ -9455,7 +9619,7 @@ def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily]
             whole = [headline_values(families, sub.sums(x.sum(axis=0)[None, :])) for x in sub.sliced]
             observed = {p: float(whole[1][p][0] - whole[0][p][0]) for p in paths}
         boot = bootstrap_replicates(sub, families, bootstrap, seed) if bootstrap and k else None
-        tests = randomization_test(sub, families, 1, 0, trials, seed, observed) if trials and k else None
+        tests = PAIRED_TESTS[test].p_values(sub, families, 1, 0, trials, seed, observed) if trials and k else None
         for path in paths:
             a, b = per_entry[system][path][joint], per_entry[0][path][joint]
             row = rows[path]
@@ -9467,74 +9631,117 @@ def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily]
                 row["p_value"] = tests[path][0] if tests else None
 
 
+def _checked_comparison_args(names: Sequence[str], baseline: str, bootstrap: int, trials: int,
+                             correction: str | None, test: str) -> tuple[Correction, PairedTest]:
+    """The :class:`Correction` and :class:`PairedTest` of :func:`compare_systems`, after
+    refusing (ValueError) an unknown baseline, correction or test and out-of-range counts."""
+    if baseline not in names:
+        raise ValueError(f"baseline {baseline!r} is not one of the systems {list(names)}")
+    if correction is not None and correction not in CORRECTIONS:
+        raise ValueError(f"correction must be None or one of {tuple(CORRECTIONS)}, got {correction!r}")
+    if test not in PAIRED_TESTS:
+        raise ValueError(f"test must be one of {tuple(PAIRED_TESTS)}, got {test!r}")
+    if bootstrap < 0 or trials < 0:
+        raise ValueError("bootstrap and trials must be >= 0")
+    if bootstrap > MAX_BOOTSTRAP or trials > MAX_TRIALS:
+        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP} and trials <= {MAX_TRIALS}")
+    return CORRECTIONS[correction or NO_CORRECTION], PAIRED_TESTS[test]
+
+
+def _interval_rows(estimates: Mapping[str, float | None], paths: Sequence[str],
+                   boot: Mapping[str, np.ndarray] | None, bootstrap: int) -> dict[str, dict[str, Any]]:
+    """path -> ``{"estimate", "ci", "na_resamples"}`` of one system (``boot``: its replicates)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        estimate = estimates[path]
+        row: dict[str, Any] = {"estimate": estimate, "ci": None, "na_resamples": 0}
+        if boot is not None and estimate is not None:
+            row["ci"], row["na_resamples"] = percentile_interval(boot[path])
+        elif boot is not None:
+            row["na_resamples"] = bootstrap
+        rows[path] = row
+    return rows
+
+
+def _difference_rows(rows: dict[str, dict[str, Any]], base: Mapping[str, dict[str, Any]],
+                     boot: Sequence[Mapping[str, np.ndarray]] | None,
+                     tests: Mapping[str, tuple[float | None, int]] | None) -> list[str]:
+    """Add ``delta``, ``delta_ci`` (``boot``: (baseline, system) replicates) and ``p_value``
+    to one system's ``rows`` against the baseline's ``base``; returns "path k" for each
+    metric whose test left k trials out."""
+    skipped: list[str] = []
+    for path, row in rows.items():
+        a, b = row["estimate"], base[path]["estimate"]
+        row["delta"] = None if a is None or b is None else a - b
+        row["delta_ci"] = row["p_value"] = None
+        if boot is not None and row["delta"] is not None:
+            row["delta_ci"], _ = percentile_interval(boot[1][path] - boot[0][path])
+        if tests is not None and row["delta"] is not None:
+            row["p_value"], na = tests[path]
+            if na:
+                skipped.append(f"{path} {na}")
+    return skipped
+
+
+def _mark_significant(rows: dict[str, dict[str, Any]], correction: Correction) -> None:
+    """Add ``p_adjusted`` (None without a correction) and ``significant`` (the adjusted p, else
+    the raw p, below :data:`SIGNIFICANCE_LEVEL`, and at least :data:`PAIRED_MIN_DIFFERING`
+    differing entries where the metric was paired) to every row of one system."""
+    raw = [row["p_value"] for row in rows.values()]
+    adjusted = correction.adjust(raw)
+    for i, row in enumerate(rows.values()):
+        decisive = raw[i] if adjusted is None else adjusted[i]
+        testable = row.get("paired_differing", PAIRED_MIN_DIFFERING) >= PAIRED_MIN_DIFFERING
+        row.update(p_adjusted=None if adjusted is None else adjusted[i],
+                   significant=testable and decisive is not None and decisive < SIGNIFICANCE_LEVEL)
+
+
 def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     bootstrap: int = DEFAULT_BOOTSTRAP, trials: int = DEFAULT_TRIALS,
                     seed: int = DEFAULT_SEED, correction: str | None = None,
-                    families: Sequence[MetricFamily]) -> dict[str, Any]:
+                    families: Sequence[MetricFamily], test: str = DEFAULT_TEST) -> dict[str, Any]:
     """Confidence intervals for every headline metric of every system, and paired tests of
     each system against the baseline, from single-run reports (pure; deterministic: the
-    same inputs and seed give the same JSON bytes).
+    same inputs and seed give the same JSON bytes). The methods: this section's opening.
 
     Args:
         reports: system name -> its single-run report (``summary``, family sections,
             ``per_entry`` with ``stats``), in system order. Every system must cover the same
             gold entries, in the same order (``per_entry`` ontology / id / gold line).
         baseline: the name of the baseline system (a key of ``reports``).
-        bootstrap: B, resamples for the percentile intervals (0: no intervals).
-        trials: R, random swaps of the randomisation test (0: no p-values).
+        bootstrap: B, resamples for the percentile intervals (0: no intervals; strata: the
+            ontologies of a directory run).
+        trials: R, trials of the paired test (0: no p-values).
         seed: seeds ``np.random.Generator(PCG64(seed))`` (bootstrap) and its ``jumped()``
             stream (randomisation).
-        correction: None (no correction for multiple comparisons) or ``"holm"`` (Holm 1979
+        correction: None or a :data:`CORRECTIONS` name (``"none"``, ``"holm"``: Holm 1979
             across the headline metrics of one system against the baseline).
         families: the run's metric families; those with headline numbers are compared.
+        test: a :data:`PAIRED_TESTS` name (default: approximate randomisation).
 
     Returns:
-        ``{"baseline", "bootstrap", "trials", "seed", "correction", "confidence": 0.95,
-        "metrics": {system: {path: {"estimate": x, "ci": [lo, hi], "na_resamples": k}}},
-        "notes": [...]}`` where non-baseline systems also have ``"delta"`` (estimate minus
-        the baseline's), ``"delta_ci"`` (paired bootstrap), ``"p_value"`` (paired
-        approximate randomisation), ``"p_adjusted"`` (Holm, else None) and ``"significant"``
-        (p, or p_adjusted under Holm, < 0.05). ``estimate`` is the number in the family's
-        report section; a metric that is N/A has None estimate, interval and p-value. A
-        macro metric N/A on some entries of either system is paired on the entries where
-        both define it (:func:`paired_on_joint_entries`: ``delta_ci`` and ``p_value`` on
-        those, plus ``paired_entries``, ``paired_of``, ``paired_differing``,
-        ``paired_delta``), and is not ``significant`` when fewer than
-        :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry
-        :data:`PAIRED_NOTE`.
-
-    Method: the bootstrap (Efron & Tibshirani 1993) resamples entries with replacement
-    (in directory mode within each ontology, for every family: each ontology keeps its
-    number of entries, as the benchmark fixes it) and recomputes every
-    headline from the resampled family statistics (micro values from resampled sums, macro
-    values from resampled means); intervals are percentile intervals
-    (:func:`percentile_interval`); a macro value N/A in a resample is left out of that
-    interval and counted (``na_resamples``). Differences: paired bootstrap (Koehn 2004) for
-    the interval; paired approximate randomisation (Noreen 1989; Riezler & Maxwell 2005;
-    Dror et al. 2018) for the two-sided p-value p = (c + 1) / (R + 1) (Phipson & Smyth 2010).
-    The bootstrap gives intervals only, never a p-value. Both assume the entries are
-    independent draws from the population of interest (exchangeable within a stratum)
-    and the test pairs the systems on the same gold entries; its null hypothesis is that
-    the two systems' per-entry statistics are exchangeable (which system produced them
-    makes no difference). A p-value is not the probability that the systems are equal,
-    and a difference can be significant yet too small to matter.
+        ``{"baseline", "bootstrap", "trials", ["test" unless the default,] "seed",
+        "correction" (None for none), "confidence": 0.95, "metrics": {system: {path:
+        {"estimate": x, "ci": [lo, hi], "na_resamples": k}}}, "notes": [...]}`` where
+        non-baseline systems also have ``"delta"`` (estimate minus the baseline's),
+        ``"delta_ci"`` (paired bootstrap, Koehn 2004), ``"p_value"`` (the test's two-sided
+        p), ``"p_adjusted"`` (the correction's, else None) and ``"significant"`` (p, or
+        p_adjusted, < 0.05). ``estimate`` is the number in the family's report section; a
+        metric that is N/A has None estimate, interval and p-value. A macro metric N/A on
+        some entries of either system is paired on the entries where both define it
+        (:func:`paired_on_joint_entries`), and is not ``significant`` when fewer than
+        :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry :data:`PAIRED_NOTE`.
+        The tests assume the entries are independent draws (exchangeable within a stratum);
+        a p-value is not the probability that the systems are equal.
 
     Raises:
         InputError: a system without per-entry statistics, systems that do not cover the
             same gold entries (names the system and the first differing entry), a report
             whose section disagrees with its per-entry statistics. ValueError: unknown
-            baseline or correction, negative bootstrap / trials.
+            baseline, correction or test, negative bootstrap / trials.
     """
-    names = list(reports)
-    if baseline not in reports:
-        raise ValueError(f"baseline {baseline!r} is not one of the systems {names}")
-    if correction is not None and correction not in CORRECTIONS:
-        raise ValueError(f"correction must be None or one of {CORRECTIONS}, got {correction!r}")
-    if bootstrap < 0 or trials < 0:
-        raise ValueError("bootstrap and trials must be >= 0")
-    if bootstrap > MAX_BOOTSTRAP or trials > MAX_TRIALS:
-        raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP} and trials <= {MAX_TRIALS}")
-    order = [baseline] + [n for n in names if n != baseline]
+    fix, paired = _checked_comparison_args(list(reports), baseline, bootstrap, trials, correction, test)
+    order = [baseline] + [n for n in reports if n != baseline]
     headline_families = [f for f in families if type(f).headlines is not MetricFamily.headlines]
     records = [_system_records(name, reports[name], headline_families) for name in order]
     _check_same_entries(order, reports)
@@ -9543,53 +9750,27 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
     per_entry = [headline_values(headline_families, data.sums(x)) for x in data.sliced]  # one row per entry
     sample = data.sums(data.sliced[0].sum(axis=0)[None, :])
     owner = {path: f for f in headline_families for path in f.headlines(sample.get(f.name, HeadlineSums({}, 1)))}
-    paths = list(full[0])
     estimates = [_checked_estimates(name, reports[name], values, owner) for name, values in zip(order, full)]
     boot = bootstrap_replicates(data, headline_families, bootstrap, seed) if bootstrap else None
-    metrics: dict[str, dict[str, Any]] = {}
+    paths = list(full[0])
+    metrics = {name: _interval_rows(estimates[s], paths, boot[s] if boot else None, bootstrap)
+               for s, name in enumerate(order)}
     left_out: list[str] = []
-    for s, name in enumerate(order):
-        rows: dict[str, Any] = {}
-        for path in paths:
-            row: dict[str, Any] = {"estimate": estimates[s][path], "ci": None, "na_resamples": 0}
-            if boot is not None and estimates[s][path] is not None:
-                row["ci"], row["na_resamples"] = percentile_interval(boot[s][path])
-            elif boot is not None:
-                row["na_resamples"] = bootstrap
-            rows[path] = row
-        if s:
-            observed = {path: float(full[s][path][0] - full[0][path][0]) for path in paths}
-            tests = randomization_test(data, headline_families, s, 0, trials, seed, observed) if trials else None
-            skipped: list[str] = []
-            for path in paths:
-                row = rows[path]
-                a, b = estimates[s][path], estimates[0][path]
-                row["delta"] = None if a is None or b is None else a - b
-                row["delta_ci"] = row["p_value"] = None
-                if boot is not None and row["delta"] is not None:
-                    row["delta_ci"], _ = percentile_interval(boot[s][path] - boot[0][path])
-                if tests is not None and row["delta"] is not None:
-                    row["p_value"], na = tests[path]
-                    if na:
-                        skipped.append(f"{path} {na}")
-            paired_on_joint_entries(data, headline_families, s, per_entry, rows, bootstrap, trials, seed)
-            if skipped:
-                left_out.append(f"{name}: randomisation trials left out of p (a macro value N/A after the swap): "
-                                + ", ".join(skipped))
-            raw = [rows[path]["p_value"] for path in paths]
-            adjusted = holm_adjust(raw) if correction == "holm" else [None] * len(raw)
-            for path, p, q in zip(paths, raw, adjusted):
-                decisive = q if correction == "holm" else p
-                testable = rows[path].get("paired_differing", PAIRED_MIN_DIFFERING) >= PAIRED_MIN_DIFFERING
-                rows[path].update(p_adjusted=q, significant=testable and decisive is not None
-                                  and decisive < SIGNIFICANCE_LEVEL)
-        metrics[name] = rows
-    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, correction)
+    for s, name in enumerate(order[1:], 1):
+        observed = {path: float(full[s][path][0] - full[0][path][0]) for path in paths}
+        tests = paired.p_values(data, headline_families, s, 0, trials, seed, observed) if trials else None
+        skipped = _difference_rows(metrics[name], metrics[baseline], (boot[0], boot[s]) if boot else None, tests)
+        paired_on_joint_entries(data, headline_families, s, per_entry, metrics[name], bootstrap, trials, seed, test)
+        if skipped:
+            left_out.append(f"{name}: {paired.left_out()}: " + ", ".join(skipped))
+        _mark_significant(metrics[name], fix)
+    notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, fix, paired)
     if any("paired_entries" in row for rows in metrics.values() for row in rows.values()):
         notes.append(PAIRED_NOTE)
-    notes += left_out
-    return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials, "seed": seed, "correction": correction,
-            "confidence": CONFIDENCE, "metrics": metrics, "notes": notes}
+    return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials,
+            **({"test": test} if test != DEFAULT_TEST else {}), "seed": seed,
+            "correction": None if fix.name == NO_CORRECTION else fix.name,
+            "confidence": CONFIDENCE, "metrics": metrics, "notes": notes + left_out}
 
 
 
@@ -9610,10 +9791,21 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
 # a comparison block its 95% interval follows in brackets and a difference against the
 # baseline that is significant is marked with a dagger.
 
-#: Formats of :func:`format_output` (tables of the headline metrics).
-TABLE_FORMATS = ("markdown", "latex", "csv", "json")
-#: ``--format`` choices (what stdout carries): the printed summary (text) or a table format.
-OUTPUT_FORMATS = ("text",) + TABLE_FORMATS
+#: ``--format`` name -> its renderer, ``renderer(report, titles)`` -> the text stdout carries
+#: (:func:`format_output`; any of the three report layouts; ``titles``: system name -> the
+#: title line of the text summary, which the tables ignore): the printed summary (text:
+#: :func:`format_text`, the summary of each system and the comparison text) or the tables of
+#: the headline metrics. The keys, in order, are ``--format``'s choices, the first the
+#: default. A new format is its function plus one line here.
+OUTPUT_FORMATS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], str]] = {
+    "text": lambda report, titles: format_text(report, titles) + "\n",
+    "markdown": lambda report, titles: format_markdown(report),
+    "latex": lambda report, titles: format_latex(report),
+    "csv": lambda report, titles: format_csv(report),
+    "json": lambda report, titles: report_json(summary_json(report)),
+}
+#: The format stdout carries without ``--format``.
+DEFAULT_FORMAT = "text"
 
 def headline_tables() -> list[tuple[str, str, tuple[tuple[str, str], ...]]]:
     """The headline tables of the registered families (:attr:`MetricFamily.tables`), by
@@ -9802,8 +9994,15 @@ def _notices(report: Mapping[str, Any]) -> list[tuple[str | None, str, str]]:
 
 #: The general notes of :func:`compare_systems` that the legend's own lines already say
 #: (how the intervals, differences and p-values were made); the legend leaves them out.
-_LEGEND_SAYS = (f"{int(CONFIDENCE * 100)}% percentile bootstrap intervals from ", "delta: system minus baseline ",
-                "significant: p < ")
+_LEGEND_SAYS = (_INTERVALS_NOTE, _DELTA_NOTE, _SIGNIFICANT_NOTE)
+
+
+def comparison_methods(comparison: Mapping[str, Any]) -> tuple[PairedTest, Correction]:
+    """The :class:`PairedTest` and :class:`Correction` a comparison block was made with
+    (``test`` absent: the default test; ``correction`` None: none). Raises KeyError on a
+    name that is not registered (:data:`PAIRED_TESTS`, :data:`CORRECTIONS`)."""
+    return (PAIRED_TESTS[comparison.get("test", DEFAULT_TEST)],
+            CORRECTIONS[comparison.get("correction") or NO_CORRECTION])
 
 
 def _lower_is_better_words() -> str:
@@ -9834,15 +10033,9 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"Bold: the best value of each column; lower is better for {_lower_is_better_words()}, "
                      "higher for every other metric.")
     if comparison and comparison.get("trials") and len(systems) >= 2:
-        trials = comparison.get("trials")
-        if comparison.get("correction") == "holm":
-            how = (f"Holm-adjusted p < {SIGNIFICANCE_LEVEL} (Holm-Bonferroni over the headline metrics, "
-                   "--correction holm)")
-        else:
-            how = (f"p < {SIGNIFICANCE_LEVEL}, with no correction for multiple comparisons "
-                   "(give --correction holm for Holm-Bonferroni)")
-        lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: two-sided paired approximate "
-                     f"randomisation test ({trials} trials), {how}.")
+        test, correction = comparison_methods(comparison)
+        lines.append(f"\u2020 different from the baseline {comparison.get('baseline')}: "
+                     f"{test.legend(comparison['trials'])}, {correction.legend()}.")
     lines += [f"N/A: {table.note}." for table in metric_tables(report) if table.note]
     lines += [f"Note: {message}" if name is None else f"Notice ({name}): {kind}: {message}"
               for name, kind, message in _notices(report)]
@@ -10021,20 +10214,17 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
             "lower_is_better": sorted(lower_is_better_paths()), "legend": legend_lines(report)}
 
 
-def format_output(report: Mapping[str, Any], fmt: str) -> str:
-    """The report's headline tables in ``fmt``, one of :data:`TABLE_FORMATS` (Markdown,
-    LaTeX, CSV, the JSON summary), for stdout; any of the three report layouts. (``text``,
-    the default of ``--format``, is the printed summary of the command line.) Raises
-    ValueError on another format."""
-    if fmt == "markdown":
-        return format_markdown(report)
-    if fmt == "latex":
-        return format_latex(report)
-    if fmt == "csv":
-        return format_csv(report)
-    if fmt == "json":
-        return report_json(summary_json(report))
-    raise ValueError(f"unknown table format {fmt!r}; choose from {', '.join(TABLE_FORMATS)}")
+def format_output(report: Mapping[str, Any], fmt: str, titles: Mapping[str, str] | None = None) -> str:
+    """What stdout carries for ``--format fmt``: the renderer of :data:`OUTPUT_FORMATS` on
+    the report (any of the three layouts): the printed summary (``text``, ending in a
+    newline) or the headline tables (Markdown, LaTeX, CSV, the JSON summary). ``titles``:
+    system name -> title line of the text summary (default: each system's name; none for a
+    single run). Raises ValueError on a format that is not registered."""
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown output format {fmt!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+    if titles is None:
+        titles = {name: name for name in report["systems"]} if "systems" in report else {"": ""}
+    return OUTPUT_FORMATS[fmt](report, titles)
 
 
 # --- plots (--plots DIR) ---
@@ -11496,6 +11686,11 @@ class _StoreOnce(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def _choice_words(words: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``: the choices of an option in its help."""
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else list(words))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README). Abbreviated options are refused
     (``allow_abbrev=False``), so a new option never changes what an old command means;
@@ -11616,14 +11811,17 @@ def _add_comparison_options(p: argparse.ArgumentParser) -> None:
                           "1/(R + 1), so below 19 trials no difference can be significant at 0.05")
     cmp.add_argument("--seed", type=_non_negative_int, metavar="S",
                      help=f"seed of the resamples and trials (default {DEFAULT_SEED})")
-    cmp.add_argument("--correction", choices=("none", *CORRECTIONS),
-                     help="multiple-comparison correction of the p-values: none (default) or holm")
-
+    cmp.add_argument("--correction", choices=tuple(CORRECTIONS), help="multiple-comparison correction of the "
+                     f"p-values: {_choice_words([f'{n} (default)' if n == NO_CORRECTION else n for n in CORRECTIONS])}")
+    p.set_defaults(test=None)
+    if len(PAIRED_TESTS) > 1:  # a choice once a second test is registered (one test: no option, usage unchanged)
+        cmp.add_argument("--test", choices=tuple(PAIRED_TESTS), help="paired significance test of each system "
+                         f"against the baseline: {_choice_words([t.choice for t in PAIRED_TESTS.values()])}")
 
 def _add_format_options(p: argparse.ArgumentParser) -> None:
     """The "output formats and plots" options: what stdout carries, plots, the sweep."""
     fmt = p.add_argument_group("output formats and plots")
-    fmt.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default=None,
+    fmt.add_argument("--format", dest="output_format", choices=tuple(OUTPUT_FORMATS), default=None,
                      help="what stdout carries: the summary as text (default), Markdown or LaTeX (booktabs) tables, "
                           "CSV or JSON (one row / entry per system and headline metric; notices and the signature as "
                           "fields); with --report - stdout carries the report, so only json is accepted there")
@@ -11686,11 +11884,15 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
 
 def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
     """The comparison options (repeated ``--pred``, ``--compare``, ``--name``, ``--bootstrap``,
-    ``--trials``, ``--seed``, ``--correction``) against each other and the rest: an option that
+    ``--trials``, ``--seed``, ``--correction``, ``--test``) against each other and the rest: an option that
     would change nothing, or two ways of giving the systems, is an error naming them."""
-    if args.trials == 0 and args.correction == "holm":
-        raise InputError("--correction holm adjusts the p-values of the randomisation test, but --trials 0 computes "
-                         "none: leave --correction out, or give --trials R")
+    test = PAIRED_TESTS[args.test or DEFAULT_TEST]
+    if args.trials == 0 and args.correction not in (None, NO_CORRECTION):
+        raise InputError(f"--correction {args.correction} adjusts the p-values of the {test.title}, but --trials 0 "
+                         "computes none: leave --correction out, or give --trials R")
+    if args.trials == 0 and args.test is not None:
+        raise InputError(f"--test {args.test} chooses the test of the p-values, but --trials 0 computes none: "
+                         "leave --test out, or give --trials R")
     if args.bootstrap == 0 and args.trials == 0 and args.seed is not None:
         raise InputError(f"--seed {args.seed} seeds the bootstrap resamples and the randomisation trials, but "
                          "--bootstrap 0 and --trials 0 draw none: leave --seed out")
@@ -11711,7 +11913,7 @@ def _refuse_comparison_contradictions(args: argparse.Namespace) -> None:
     if len(preds) > 1 or args.bootstrap is not None:
         return
     for option, dest in (("--name", "names"), ("--seed", "seed"), ("--trials", "trials"),
-                         ("--correction", "correction")):
+                         ("--correction", "correction"), ("--test", "test")):
         if getattr(args, dest, None) is not None:
             also = " or to the intervals of --bootstrap N" if dest in ("names", "seed") else ""
             raise InputError(f"{option} applies to a comparison (--pred given several times, or --compare){also}; "
@@ -11884,6 +12086,7 @@ class RunConfig:
     trials: int | None = None
     seed: int | None = None
     correction: str | None = None
+    test: str | None = None
     output_format: str | None = None
     plots: Path | None = None
     sweep: bool = False
@@ -12797,7 +13000,7 @@ def _refuse_foreign_report(default: _ReportDefault) -> None:
 
 
 #: The resampling items of a signature (:func:`_resampling_signature`): options of a run.
-_RESAMPLING_KEYS = ("boot", "trials", "seed", "corr")
+_RESAMPLING_KEYS = ("boot", "trials", "test", "seed", "corr")
 
 
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
@@ -12919,12 +13122,14 @@ class RunOutcome:
 
 class ComparisonOptions(NamedTuple):
     """The resampling settings of a comparison (or of one system's intervals), resolved:
-    bootstrap resamples, approximate-randomisation trials, seed, correction ("none"/"holm")."""
+    bootstrap resamples, trials of the paired test, seed, correction (a :data:`CORRECTIONS`
+    name, "none" for none), paired test (a :data:`PAIRED_TESTS` name)."""
 
     bootstrap: int
     trials: int
     seed: int
     correction: str
+    test: str = DEFAULT_TEST
 
 
 def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions | None:
@@ -12934,10 +13139,11 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
     ``--correction`` need two systems (they are about the test against the baseline):
     given for one, they are refused (:class:`InputError`), never ignored, and so is
     ``--bootstrap 0`` for one (several systems: 0 resamples = no intervals, 0 trials = no
-    p-values); :func:`_refuse_comparison_contradictions` has refused ``--correction holm``
+    p-values); :func:`_refuse_comparison_contradictions` has refused ``--correction`` or ``--test``
     with ``--trials 0`` and ``--seed`` with ``--bootstrap 0 --trials 0``."""
     if n_systems < 2:
-        for option, value in (("--trials", config.trials), ("--correction", config.correction)):
+        for option, value in (("--trials", config.trials), ("--correction", config.correction),
+                              ("--test", config.test)):
             if value is not None:
                 raise InputError(f"{option} applies to the significance test of two or more systems against the "
                                  "baseline; one system has intervals only (--bootstrap N)")
@@ -12949,7 +13155,7 @@ def comparison_options(config: RunConfig, n_systems: int) -> ComparisonOptions |
     return ComparisonOptions(DEFAULT_BOOTSTRAP if config.bootstrap is None else config.bootstrap,
                              DEFAULT_TRIALS if config.trials is None else config.trials,
                              DEFAULT_SEED if config.seed is None else config.seed,
-                             config.correction or "none")
+                             config.correction or NO_CORRECTION, config.test or DEFAULT_TEST)
 
 
 def _short_hash(info: Mapping[str, Any] | None) -> str:
@@ -13039,16 +13245,17 @@ def _inputs_signature(inputs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _resampling_signature(options: ComparisonOptions | None, n_systems: int) -> list[str]:
     """``boot:none``; or ``boot:N|seed:S`` (one system: intervals only); or
-    ``boot:N|trials:R|seed:S|corr:C`` (a comparison); numpy's version (its random generator
+    ``boot:N|trials:R|seed:S|corr:C`` (a comparison; a test other than the default adds
+    its :meth:`PairedTest.signature` items after ``trials``, ``test:NAME``); numpy's version (its random generator
     draws the resamples) follows whenever anything is resampled."""
     if options is None:
         return ["boot:none"]
     items = [f"boot:{options.bootstrap}"]
     if n_systems > 1:
-        items.append(f"trials:{options.trials}")
+        items += [f"trials:{options.trials}", *PAIRED_TESTS[options.test].signature()]
     items.append(f"seed:{options.seed}")
     if n_systems > 1:
-        items.append(f"corr:{options.correction}")
+        items.append(CORRECTIONS[options.correction].signature())
     return [*items, f"numpy:{np.__version__}"]
 
 
@@ -13478,7 +13685,7 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
         log.warning("note: %s", item["message"])
         notices.append(item)
     block = compare_systems(paired, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
-                            seed=options.seed, correction=None if options.correction == "none" else options.correction,
+                            seed=options.seed, correction=options.correction, test=options.test,
                             families=families_for(base["summary"]["config"]["metric_families"]))
     block["notes"] = [*block["notes"], *(item["message"] for item in notices)]
     block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
@@ -13519,7 +13726,7 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     """The comparison block as plain text: a header (baseline, and what was done: resamples,
     trials and seed, or no intervals / no p-values when they are 0), one table of estimates with their 95% intervals (metric x system), one
     table per other system of its difference to the baseline (interval, p-value, the
-    Holm-adjusted p-value when asked for, ``*`` when significant), the legend, the
+    adjusted p-value of a correction with a ``column``, ``*`` when significant), the legend, the
     comparison's notices, and its signature. One function, so that other formats can
     replace it."""
     metrics = block["metrics"]
@@ -13530,9 +13737,9 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     level = f"{round(100 * block.get('confidence', 0.95))}%"
     done = [f"{block['bootstrap']} bootstrap resamples (percentile {level} intervals)" if block["bootstrap"]
             else "no intervals (--bootstrap 0)"]
+    test, correction = comparison_methods(block)
     if len(names) > 1:
-        done.append(f"{block['trials']} approximate-randomisation trials" if block["trials"]
-                    else "no p-values (--trials 0)")
+        done.append(test.done(block["trials"]) if block["trials"] else "no p-values (--trials 0)")
     if block["bootstrap"] or (block["trials"] and len(names) > 1):
         done.append(f"seed {block['seed']}")
     lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: "
@@ -13543,7 +13750,7 @@ def format_comparison(block: Mapping[str, Any]) -> str:
     lines.append("  ".join([f"{'metric':<{width}}", *(f"{n:>{widths[n]}}" for n in names)]).rstrip())
     for i, path in enumerate(paths):
         lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
-    holm = block.get("correction") == "holm"
+    adjusted = correction.column
     tested = bool(block["trials"])
     label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
     for name in names[1:]:
@@ -13553,10 +13760,10 @@ def format_comparison(block: Mapping[str, Any]) -> str:
                 for path, m in ((p, metrics[name].get(p)) for p in paths) if m is not None]
         cell = max([len(label), *(len(r[1]) for r in rows)])
         header = [f"{name + ' - ' + base:<{width}}", f"{label:>{cell}}"]
-        header += [f"{'p':>8}", *([f"{'Holm p':>8}"] if holm else [])] if tested else []
+        header += [f"{'p':>8}", *([f"{adjusted:>8}"] if adjusted else [])] if tested else []
         lines += ["", "  ".join(header).rstrip()]
         for path, delta, p, q, mark in rows:
-            tests = [p, *([q] if holm else []), mark] if tested else [mark]
+            tests = [p, *([q] if adjusted else []), mark] if tested else [mark]
             lines.append("  ".join([f"{path:<{width}}", f"{delta:>{cell}}", *tests]).rstrip())
     lines += ["", *(("* " if note.startswith("significant:") else "") + note for note in block.get("notes", []))]
     na = [(n, p, metrics[n][p]["na_resamples"]) for n in names for p in metrics[n]
@@ -13633,11 +13840,12 @@ def _log_embedding_stats(similarity: Similarity) -> None:
                  s.unique, s.cache_hits, s.embedded, s.embed_seconds, s.load_seconds)
 
 
-def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Path | None,
+def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], report_path: Path | None,
           outcome: RunOutcome) -> int:
     """Write the report (file, stdout with ``--report -``, or nowhere), print the summary,
-    then draw ``--plots``: stdout carries one thing, the summary (``text``, or the tables of
-    ``--format``) or (``--report -``) the report. The plots come last, so that a plot that
+    then draw ``--plots``: stdout carries one thing, the summary (``--format``, by default
+    the text summary with ``titles``, :func:`format_output`) or (``--report -``) the report,
+    the text summary then going to stderr. The plots come last, so that a plot that
     cannot be written (an InputError naming the file, exit 2) loses neither the report nor
     the summary."""
     outcome.report = report
@@ -13656,7 +13864,7 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
         except OSError as exc:
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
-        print(text, file=sys.stderr)
+        sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
@@ -13667,13 +13875,13 @@ def _emit(config: RunConfig, report: dict[str, Any], text: str, report_path: Pat
             raise InputError(f"--report {report_path}: cannot write the report: {exc.strerror or exc}") from None
         _phase("written")
     try:
-        _print_output(config, report, text, f"report written to {report_path}" if report_path is not None
+        _print_output(config, report, titles, f"report written to {report_path}" if report_path is not None
                       else "no report written (--no-report)")
         sys.stdout.flush()
     except BrokenPipeError:
         raise
     except OSError as exc:
-        what = ("the summary" if config.output_format in (None, "text")
+        what = ("the summary" if config.output_format in (None, DEFAULT_FORMAT)
                 else f"the --format {config.output_format} output")
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
@@ -13724,7 +13932,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
     titles = {n: _named_streams(f"{n}: {p}" + (f" vs {config.gold}" if config.gold else ""))
               for n, p in zip(names, config.preds)}
-    return _emit(config, report, format_text(report, titles), report_path, outcome)
+    return _emit(config, report, titles, report_path, outcome)
 
 
 def _name_other_gold_entries(config: RunConfig, names: Sequence[str], systems: Mapping[str, Mapping[str, Any]]) -> None:
@@ -13778,7 +13986,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     options = comparison_options(config, len(names))
     assert options is not None
     report = build_comparison(systems, options, origins)
-    return _emit(config, report, format_text(report, {n: f"{n}: {origins[n]}" for n in names}), report_path, outcome)
+    return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
 
 
 def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
@@ -13840,7 +14048,7 @@ def _run_merge(config: RunConfig, outcome: RunOutcome) -> int:
     report = sign_report(merge_partial_reports(config.merge))
     report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
                                        (*config.merge, *_recorded_inputs([report])))
-    return _emit(config, report, format_text(report, {"": _merged_title(report)}), report_path, outcome)
+    return _emit(config, report, {"": _merged_title(report)}, report_path, outcome)
 
 
 def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
@@ -13866,18 +14074,15 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
     title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
-    return _emit(config, report, format_text(report, {"": title}), report_path, outcome)
+    return _emit(config, report, {"": title}, report_path, outcome)
 
 
-def _print_output(config: RunConfig, report: Mapping[str, Any], text: str, where: str) -> None:
-    """stdout carries one thing: the printed summary ``text`` (``--format text``) or the
-    tables of ``--format`` (:func:`format_output`); ``where`` (the report's path, or that
+def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str], where: str) -> None:
+    """stdout carries one thing: the output of ``--format`` (:func:`format_output`, by
+    default the printed summary with ``titles``); ``where`` (the report's path, or that
     none was written) goes to stderr with the other notes (``--quiet`` silences it), so
     ``> summary.txt`` captures the summary alone."""
-    if config.output_format in (None, "text"):
-        print(text)
-    else:
-        sys.stdout.write(format_output(report, config.output_format))
+    sys.stdout.write(format_output(report, config.output_format or DEFAULT_FORMAT, titles))
     sys.stdout.flush()
     log.info("%s", where)
 

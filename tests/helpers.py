@@ -354,3 +354,18 @@ def t2kg_evaluate_run(ground_truth_dir, ontologies_dir, responses_dir, onto_list
             gt_dir / f"ont_{key}_ground_truth.jsonl", ev.Text2KGBench.find_response(resp_dir, key),
             onto_path, selected)
     return {"per_ontology": per_ontology, **ev.Text2KGBench.global_rows(groups, onto_list)}
+
+
+def randomization_p_value(deltas: Any, observed: float) -> tuple[float | None, int]:
+    """Reference two-sided p-value of paired approximate randomisation from the trials'
+    differences ``deltas``: ``(c + 1) / (R + 1)`` with c the trials with ``|delta*| >=
+    |delta| (1 - AR_TOLERANCE)`` (Phipson & Smyth 2010: never 0, exact-size test); trials
+    whose delta* is NaN (an N/A macro value) are left out of R. Returns (p, number of NaN
+    trials); p is None when no trial is left or ``observed`` is NaN. (evaluate.py's
+    randomization_test counts the same way, block by block.)"""
+    finite = [d for d in deltas if not math.isnan(d)]
+    na = len(deltas) - len(finite)
+    if not finite or math.isnan(observed):
+        return None, na
+    c = sum(1 for d in finite if abs(d) >= abs(observed) * (1 - ev.AR_TOLERANCE))
+    return (c + 1) / (len(finite) + 1), na

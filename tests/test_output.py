@@ -257,10 +257,12 @@ def test_format_output_dispatch(reports):
     assert ev.format_output(report, "latex") == ev.format_latex(report)
     assert ev.format_output(report, "csv") == ev.format_csv(report)
     assert json.loads(ev.format_output(report, "json")) == json.loads(json.dumps(ev.summary_json(report)))
-    assert ev.OUTPUT_FORMATS == ("text",) + ev.TABLE_FORMATS
-    for fmt in ("text", "html"):  # text is the command line's printed summary
-        with pytest.raises(ValueError, match="unknown table format"):
-            ev.format_output(report, fmt)
+    assert list(ev.OUTPUT_FORMATS) == ["text", "markdown", "latex", "csv", "json"]  # --format's choices, in order
+    titles = {name: f"{name}: title" for name in report["systems"]}
+    assert ev.format_output(report, "text", titles) == ev.format_text(report, titles) + "\n"
+    assert ev.format_output(report, "text") == ev.format_text(report, {n: n for n in report["systems"]}) + "\n"
+    with pytest.raises(ValueError, match="unknown output format 'html'; choose from text, markdown, latex, csv, json"):
+        ev.format_output(report, "html")
 
 
 # ---------------------------------------------------------------- command line
@@ -277,6 +279,36 @@ def test_cli_format_markdown_and_report_rules(tmp_path):
     assert rc == 2 and "--format csv is refused" in err and out == ""
     rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", "-", "--format", "json")
     assert rc == 0 and "per_entry" in json.loads(out)         # the report itself
+
+
+def toy_format(report, titles) -> str:
+    """A toy output format (README "How to add an output format"): one line per system and
+    headline metric, ``system<TAB>path<TAB>estimate``, the title first."""
+    lines = [f"# {title}" for title in titles.values()]
+    for table in ev.metric_tables(report):
+        for name, cells in table.rows.items():
+            lines += [f"{name}\t{path}\t{cells[path].estimate:.4f}" for path, _ in table.columns
+                      if cells[path].estimate is not None]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_output_format_added_through_the_table_alone_is_a_format_choice(tmp_path, reports, monkeypatch):
+    monkeypatch.setitem(ev.OUTPUT_FORMATS, "toy", toy_format)  # the one registry line (undone after the test)
+    pred = ROOT / "predictions" / "finetuned.jsonl"
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", tmp_path / "r.json",
+                            "--format", "toy")
+    assert rc == 0, err
+    report = json.loads((tmp_path / "r.json").read_text())
+    lines = out.splitlines()
+    assert lines[0] == f"# {pred} vs {GOLD}"                       # the title of the text summary
+    assert lines[1] == f"finetuned\thgr.micro.entity_precision\t{report['summary']['micro']['entity_precision']:.4f}"
+    assert f"finetuned\tstrict.micro.f1\t{report['strict']['micro']['f1']:.4f}" in lines
+    assert "finetuned\tstrict.micro.f1\t0.6441" in lines             # 38/59 strict F1 of the sample
+    assert out == ev.format_output(report, "toy", {"": lines[0][2:]})  # stdout is the renderer's text only
+    assert "--format {text,markdown,latex,csv,json,toy}" in ev.build_parser().format_usage()
+    monkeypatch.delitem(ev.OUTPUT_FORMATS, "toy")
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--no-report", "--format", "toy")
+    assert rc == 2 and "invalid choice: 'toy'" in err and out == ""
 
 
 def test_cli_plots_switch_on_their_families(tmp_path):

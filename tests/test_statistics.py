@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import NLTK_DATA, ROOT, SHARED_DATA, T, entry, load_report, run, run_cli
+from conftest import run_main
+from helpers import NLTK_DATA, ROOT, SHARED_DATA, T, entry, load_report, randomization_p_value, run, run_cli
 
 import evaluate as ev
 
@@ -256,8 +257,8 @@ def test_holm_by_hand():
 def test_randomization_p_value_counts_ties_and_leaves_out_nan():
     deltas = np.array([0.1, -0.1, 0.05, 0.1 * (1 - 1e-12), np.nan])
     # |delta*| >= 0.1: 0.1, -0.1 and 0.1(1 - 1e-12) (equal within AR_TOLERANCE): c = 3, R = 4
-    assert ev.randomization_p_value(deltas, 0.1) == (4 / 5, 1)  # (3 + 1) / (4 + 1)
-    assert ev.randomization_p_value(np.zeros(9), 0.0) == (1.0, 0)
+    assert randomization_p_value(deltas, 0.1) == (4 / 5, 1)  # (3 + 1) / (4 + 1)
+    assert randomization_p_value(np.zeros(9), 0.0) == (1.0, 0)
 
 
 # ---------------------------------------------------------------- compare_systems
@@ -650,3 +651,122 @@ def test_fewer_than_six_differing_joint_entries_mark_nothing():
     assert row["p_adjusted"] == ev.holm_adjust(raw)[paths.index("hgr.macro.relation_accuracy")]
     text = ev.format_comparison({**out, "signature": "sig"})
     assert "paired on 6 of 8 entries (delta on those; 5 differ: too few to mark)" in text
+
+
+# ------------------------------- a paired test and a correction added through the registries alone
+
+class ToyTest(ev.PairedTest):
+    """A toy paired test (README "How to add a statistical test"): p = 1 / (1 + 1000 |delta|)
+    of the observed difference, no trials left out; deterministic, so the values are known."""
+
+    name = "toy"
+    choice = "toy (1 / (1 + 1000 |delta|))"
+    title = "toy test"
+
+    def p_values(self, data, families, system, baseline, trials, seed, observed):
+        return {path: (None if math.isnan(d) else 1 / (1 + 1000 * abs(d)), 0) for path, d in observed.items()}
+
+    def note(self, trials):
+        return "toy p = 1 / (1 + 1000 |delta|)"
+
+    def legend(self, trials):
+        return "the toy test"
+
+    def done(self, trials):
+        return "the toy test"
+
+
+class Bonferroni(ev.Correction):
+    """A toy correction (README "How to add a correction"): Bonferroni, p~ = min(1, m p)."""
+
+    name = "bonferroni"
+    title = "Bonferroni"
+    column = "Bonf p"
+
+    def adjust(self, p_values):
+        m = sum(p is not None for p in p_values)
+        return [None if p is None else min(1.0, m * p) for p in p_values]
+
+    def note(self):
+        return "after Bonferroni's correction"
+
+    def legend(self):
+        return "Bonferroni-adjusted p < 0.05 (--correction bonferroni)"
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+    """The one registry line of each (undone after the test by monkeypatch)."""
+    monkeypatch.setitem(ev.PAIRED_TESTS, "toy", ToyTest())
+    monkeypatch.setitem(ev.CORRECTIONS, "bonferroni", Bonferroni())
+
+
+def test_a_test_and_a_correction_added_through_the_registries_alone(sample_reports, toy_registered):
+    out = compare(sample_reports, "base", bootstrap=0, trials=100, test="toy", correction="bonferroni")
+    assert list(out)[:6] == ["baseline", "bootstrap", "trials", "test", "seed", "correction"]
+    assert (out["test"], out["correction"]) == ("toy", "bonferroni")
+    rows = out["metrics"]["finetuned"]
+    tested = [p for p, r in rows.items() if r["p_value"] is not None]
+    assert len(tested) == len(rows) == 21  # every headline metric of hgr, strict
+    for path, row in rows.items():
+        delta = row.get("paired_delta", row["delta"])
+        assert row["p_value"] == pytest.approx(1 / (1 + 1000 * abs(delta)), rel=1e-9), path
+        assert row["p_adjusted"] == pytest.approx(min(1.0, 21 * row["p_value"]), rel=1e-12), path
+        testable = row.get("paired_differing", 6) >= 6
+        assert row["significant"] == (testable and row["p_adjusted"] < 0.05), path
+    # entity recall +14/29: Bonferroni p~ = 21 / (1 + 1000 * 14/29) = 0.0434 < 0.05, marked;
+    # strict micro F1 0.6441 - 0.2819: p~ = 21 / (1 + 362.19) = 0.0578, not marked
+    recall, f1 = rows["hgr.micro.entity_recall"], rows["strict.micro.f1"]
+    assert recall["delta"] == pytest.approx(14 / 29) and recall["p_adjusted"] == pytest.approx(21 / (1 + 14000 / 29))
+    assert recall["significant"] is True
+    assert f1["delta"] == pytest.approx(0.6440677966101694 - 0.28187919463087246)
+    assert f1["p_adjusted"] == pytest.approx(0.0578212, abs=1e-7) and f1["significant"] is False
+    assert any(r["significant"] for r in rows.values()) and not all(r["significant"] for r in rows.values())
+    assert "delta: system minus baseline base; delta_ci: paired bootstrap on the same resamples; p_value: toy p = " \
+           "1 / (1 + 1000 |delta|)" in out["notes"]
+    assert "significant: p < 0.05 after Bonferroni's correction" in out["notes"]
+    text = ev.format_comparison({**out, "signature": "sig"})
+    assert "comparison of 2 systems, baseline base: no intervals (--bootstrap 0), the toy test" in text
+    header = next(line for line in text.splitlines() if line.startswith("finetuned - base"))
+    assert header.split()[-3:] == ["p", "Bonf", "p"]
+    legend = ev.legend_lines({"systems": sample_reports, "comparison": {**out, "signature": "sig"}})
+    assert ("\u2020 different from the baseline base: the toy test, Bonferroni-adjusted p < 0.05 "
+            "(--correction bonferroni).") in legend
+    # the no-correction legend offers every registered correction
+    none = compare(sample_reports, "base", bootstrap=0, trials=100, test="toy")
+    assert "test" in none and none["correction"] is None
+    legend = ev.legend_lines({"systems": sample_reports, "comparison": {**none, "signature": "sig"}})
+    assert ("\u2020 different from the baseline base: the toy test, p < 0.05, with no correction for multiple "
+            "comparisons (give --correction holm for Holm-Bonferroni or --correction bonferroni for "
+            "Bonferroni).") in legend
+
+
+def test_a_registered_test_and_correction_are_command_line_choices(tmp_path, toy_registered):
+    pred = [a for name in ("base", "finetuned") for a in ("--pred", ROOT / "predictions" / f"{name}.jsonl")]
+    common = [*pred, "--gold", ROOT / "gold" / "gold.jsonl", "--no-embeddings", "--bootstrap", "0"]
+    rc, out, err = run_main(*common, "--trials", "50", "--test", "toy", "--correction", "bonferroni",
+                            "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "c.json")
+    block = report["comparison"]
+    assert (block["test"], block["correction"], block["trials"]) == ("toy", "bonferroni", 50)
+    assert "|boot:0|trials:50|test:toy|seed:12345|corr:bonferroni|numpy:" in block["signature"]
+    assert block["metrics"]["finetuned"]["strict.micro.f1"]["p_value"] == pytest.approx(
+        1 / (1 + 1000 * abs(block["metrics"]["finetuned"]["strict.micro.f1"]["delta"])))
+    assert "Bonf p" in out and "the toy test" in out
+    usage = ev.build_parser().format_usage()
+    assert "[--correction {none,holm,bonferroni}]" in usage and "[--test {randomization,toy}]" in usage
+    rc, out, err = run_main(*common, "--trials", "0", "--test", "toy", "--no-report")
+    assert rc == 2 and "--test toy chooses the test of the p-values, but --trials 0 computes none" in err
+    rc, out, err = run_main(*common, "--trials", "0", "--correction", "bonferroni", "--no-report")
+    assert rc == 2 and "--correction bonferroni adjusts the p-values of the randomisation test" in err
+
+
+def test_the_default_test_and_no_correction_leave_the_block_and_signature_as_before(sample_reports):
+    out = compare(sample_reports, "base", bootstrap=0, trials=100, correction="none")
+    assert "test" not in out and out["correction"] is None  # "none" is the same as no correction
+    assert ev.comparison_methods(out) == (ev.PAIRED_TESTS["randomization"], ev.CORRECTIONS["none"])
+    assert ev.PAIRED_TESTS["randomization"].signature() == []
+    assert "--test" not in ev.build_parser().format_help()  # one test: no choice, the usage as before
+    with pytest.raises(ValueError, match="test must be one of"):
+        compare(sample_reports, "base", test="toy")
