@@ -303,7 +303,7 @@ class ParseResult(NamedTuple):
     ``reason``: short human-readable explanation (empty string never used).
     ``discarded``: how many other complete candidates holding triplet-like items, outside
     the reasoning, the answer rule passed over (0 = none; they are not scored, see rule 3
-    of :func:`parse_model_output`); the input reader reports lines with ``discarded > 0``.
+    of :class:`OutputParser`); the input reader reports lines with ``discarded > 0``.
     """
 
     items: list
@@ -313,12 +313,68 @@ class ParseResult(NamedTuple):
 
 
 class OutputParser:
-    """The robust parser behind :func:`parse_model_output` (see there for the rules).
+    """The robust parser behind :func:`parse_model_output` (see there for the answer rule and
+    the statuses; its procedure and limits are below).
 
     One instance parses one text and carries that parse's work budgets. The stages, in
     order: :meth:`split_reasoning` -> :meth:`fence_regions` -> :meth:`candidates` (strict,
     then lenient: :meth:`lenient_array`, :meth:`scan_element`, :meth:`element_value`,
     :meth:`repair`) -> :meth:`merge_concatenated` -> :meth:`choose` -> :meth:`result`.
+
+    Procedure:
+        1. Reasoning: ``<think>...</think>`` blocks (also ``<thinking>``, any case, empty,
+           several) are removed, and so is everything before a ``</think>`` with no opening
+           tag (a chat template that opened the block in the prompt) and everything after a
+           ``<think>`` that never closes. What is left is the answer text; pieces that a
+           block separated are kept apart (values on both sides are never merged), and
+           with several blocks the last candidate outside all of them wins. Fences and
+           arrays inside reasoning are never candidates.
+        2. Candidates: at each ``[``/``{`` position (at most MAX_STARTS positions, and
+           SCAN_BUDGET_CHARS of decoder work; a payload preceded by more brackets than that
+           in untagged prose is not found) the strict decoder
+           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. Then, for
+           up to MAX_LENIENT_STARTS failed positions (JSON-looking ones such as ``[{`` or
+           ``{'key'`` first), a lenient string-aware scan salvages arrays element by element
+           (strict, else json_repair per element; partial last element dropped) and repairs
+           complete objects with json_repair (at most REPAIR_MAX_CHARS per call,
+           REPAIR_BUDGET_CHARS in all). (Limits: the class attributes below.)
+           Runs of complete values whose items are all triplet-like, separated only by
+           whitespace/commas (one object or array per line), are merged into one candidate.
+        3. Choice: a candidate inside another one (an element of an array, the parts of a
+           merged run) is never chosen on its own. Candidates holding triplet-like items
+           (dict with source/target, subject/object, sub/obj or head/tail keys; or a list
+           of 3 strings) win: among the complete ones the best region (inside a ```json
+           fence > inside another fence > elsewhere), then the LAST; a truncated one only
+           when no complete one exists. Without triplet-like content: best region, then not
+           nested, then strict > repaired > truncated, then an empty answer (``[]``,
+           ``{"triplets": []}``), then the last. A bracketed prose phrase such as
+           ``[source, relation, target]`` or ``[see above]`` is never a triplet candidate
+           (bare unquoted words are not accepted as repaired elements), and a prose array
+           such as ``[1]`` after the answer holds no triplet-like item.
+           Fences: a fence's extent is string-aware for JSON fences, so a title
+           containing ``` survives byte for byte.
+        4. Shape: a bare object -> one item; a non-triplet object with a key in
+           ``OutputParser.WRAPPER_KEYS`` (case-insensitive, first in that order, up to 3
+           nested levels) -> its value; ``[[{...}], [{...}]]`` -> flattened one level when
+           every inner element is a list of objects; ``[[s, r, o], ...]`` stays as is. A
+           bare top-level ``[s, r, o]`` list is read as 3 string items (ambiguous; models
+           should wrap it as ``[[s, r, o]]``).
+
+    Decisions / limits:
+        * A Python set ``[{'Acme Inc', 'City Y'}]`` gives 1 (invalid) item, ``repaired``
+          (json_repair turns it into ``{'Acme Inc': 'City Y'}``).
+        * ``Children's Hospital`` survives in double-quoted JSON and in single-quoted
+          almost-JSON where the closing quote is followed by ``,:]}`` (json_repair's rule
+          too); a single-quoted title that itself contains ``',`` is split.
+        * ``NaN``/``Infinity`` literals are accepted (schema validation rejects them).
+        * A ``<think>`` tag inside a JSON string is still treated as a tag. Reasoning
+          without any tag (a template that opened ``<think>`` in the prompt and an output
+          cut before ``</think>``) cannot be told from an answer.
+        * Bounded work: at most MAX_STARTS strict decoder calls (C speed, charged against
+          SCAN_BUDGET_CHARS; worst case MAX_STARTS * len(text)), MAX_LENIENT_STARTS
+          lenient scans and REPAIR_BUDGET_CHARS of json_repair input; a 10 MB string of
+          ``[`` takes ~0.3 s. Never raises for any input (an internal error would give
+          ``unparseable``).
     """
 
     #: Keys of a wrapper object whose list value holds the items, e.g. ``{"triplets": [...]}``.
@@ -812,7 +868,7 @@ class OutputParser:
         return flags
 
     def choose(self, cands: list[Candidate]) -> Candidate | None:
-        """The answer among ``cands`` (rule 3 of :func:`parse_model_output`), or None."""
+        """The answer among ``cands`` (rule 3 of :class:`OutputParser`), or None."""
         triplet = [c for c in cands if c.n_triplet > 0]
         if triplet:
             outer = [c for c, flag in zip(triplet, self.outermost(triplet)) if flag]
@@ -858,12 +914,12 @@ def parse_model_output(text: str) -> ParseResult:
     Returns:
         ``ParseResult(items, status, reason, discarded)``; ``items`` is always a list;
         ``discarded`` counts the other complete triplet-holding candidates outside the
-        reasoning that rule 3 passed over (not scored; named in ``reason``). Statuses
-        (``PARSE_STATUSES``):
+        reasoning that rule 3 (:class:`OutputParser`) passed over (not scored; named in
+        ``reason``). Statuses (``PARSE_STATUSES``):
 
         * ``ok``: a strictly valid JSON value was found (``[]`` gives ``ok`` with 0 items).
         * ``repaired``: the payload was almost-JSON (single quotes, trailing commas,
-          ``True``/``None``, unquoted keys, missing commas, Python set -> see below) and was
+          ``True``/``None``, unquoted keys, missing commas, Python set: :class:`OutputParser`) and was
           repaired with the ``json_repair`` library (never eval/ast).
         * ``truncated``: an array cut off at the end of the text (token limit): every
           COMPLETE element is kept, the partial last one is dropped, never completed. A
@@ -891,60 +947,8 @@ def parse_model_output(text: str) -> ParseResult:
         '{A}\\n{B}'  or  '[A]\\n[B]'                              -> [A, B] ok (one answer split over lines)
         '```json\\n[A]\\n```\\nIn short: [C]'                      -> [A]   ok (fenced first)
 
-    Procedure:
-        1. Reasoning: ``<think>...</think>`` blocks (also ``<thinking>``, any case, empty,
-           several) are removed, and so is everything before a ``</think>`` with no opening
-           tag (a chat template that opened the block in the prompt) and everything after a
-           ``<think>`` that never closes. What is left is the answer text; pieces that a
-           block separated are kept apart (values on both sides are never merged), and
-           with several blocks the last candidate outside all of them wins. Fences and
-           arrays inside reasoning are never candidates.
-        2. Candidates: at each ``[``/``{`` position (at most MAX_STARTS positions, and
-           SCAN_BUDGET_CHARS of decoder work; a payload preceded by more brackets than that
-           in untagged prose is not found) the strict decoder
-           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. Then, for
-           up to MAX_LENIENT_STARTS failed positions (JSON-looking ones such as ``[{`` or
-           ``{'key'`` first), a lenient string-aware scan salvages arrays element by element
-           (strict, else json_repair per element; partial last element dropped) and repairs
-           complete objects with json_repair (at most REPAIR_MAX_CHARS per call,
-           REPAIR_BUDGET_CHARS in all). (Limits: ``OutputParser`` class attributes.)
-           Runs of complete values whose items are all triplet-like, separated only by
-           whitespace/commas (one object or array per line), are merged into one candidate.
-        3. Choice: a candidate inside another one (an element of an array, the parts of a
-           merged run) is never chosen on its own. Candidates holding triplet-like items
-           (dict with source/target, subject/object, sub/obj or head/tail keys; or a list
-           of 3 strings) win: among the complete ones the best region (inside a ```json
-           fence > inside another fence > elsewhere), then the LAST; a truncated one only
-           when no complete one exists. Without triplet-like content: best region, then not
-           nested, then strict > repaired > truncated, then an empty answer (``[]``,
-           ``{"triplets": []}``), then the last. A bracketed prose phrase such as
-           ``[source, relation, target]`` or ``[see above]`` is never a triplet candidate
-           (bare unquoted words are not accepted as repaired elements), and a prose array
-           such as ``[1]`` after the answer holds no triplet-like item.
-           Fences: a fence's extent is string-aware for JSON fences, so a title
-           containing ``` survives byte for byte.
-        4. Shape: a bare object -> one item; a non-triplet object with a key in
-           ``OutputParser.WRAPPER_KEYS`` (case-insensitive, first in that order, up to 3
-           nested levels) -> its value; ``[[{...}], [{...}]]`` -> flattened one level when
-           every inner element is a list of objects; ``[[s, r, o], ...]`` stays as is. A
-           bare top-level ``[s, r, o]`` list is read as 3 string items (ambiguous; models
-           should wrap it as ``[[s, r, o]]``).
-
-    Decisions / limits:
-        * A Python set ``[{'Acme Inc', 'City Y'}]`` gives 1 (invalid) item, ``repaired``
-          (json_repair turns it into ``{'Acme Inc': 'City Y'}``).
-        * ``Children's Hospital`` survives in double-quoted JSON and in single-quoted
-          almost-JSON where the closing quote is followed by ``,:]}`` (json_repair's rule
-          too); a single-quoted title that itself contains ``',`` is split.
-        * ``NaN``/``Infinity`` literals are accepted (schema validation rejects them).
-        * A ``<think>`` tag inside a JSON string is still treated as a tag. Reasoning
-          without any tag (a template that opened ``<think>`` in the prompt and an output
-          cut before ``</think>``) cannot be told from an answer.
-        * Bounded work: at most MAX_STARTS strict decoder calls (C speed, charged against
-          SCAN_BUDGET_CHARS; worst case MAX_STARTS * len(text)), MAX_LENIENT_STARTS
-          lenient scans and REPAIR_BUDGET_CHARS of json_repair input; a 10 MB string of
-          ``[`` takes ~0.3 s. Never raises for any input (an internal error would give
-          ``unparseable``).
+    Procedure (1. reasoning, 2. candidates, 3. choice, 4. shape) and decisions / limits:
+    :class:`OutputParser`.
 
     Source: project spec (evaluator brief, "robust parser"; final-answer rule: issue
     "Never silently wrong", item 3); repair via the ``json_repair`` library
