@@ -208,7 +208,8 @@ __all__ = [
     "WEBNLG_SCHEMA_NAMES", "WebNLGReader", "WebNLGPair", "WEBNLG_EXACT_MAX_K", "WebNLGScorer",
     "webnlg2020_score", "webnlg2020_finish", "webnlg_triples", "WebNLG2020Family",
     "FieldNames", "PRED_FIELDS", "COMBINED_PRED_FIELDS", "JOIN_MODES",
-    "gold_from_record", "prediction_from_record", "read_records", "RecordReader", "INPUT_READERS", "LineStore", "IdColumn",
+    "gold_from_record", "prediction_from_record", "read_records", "LineStore", "IdColumn",
+    "RecordReader", "JsonlInput", "INPUT_READERS", "DEFAULT_INPUT_KIND", "input_reader",
     "EntryTable", "LoadedInputs", "READ_PARALLEL_MIN_BYTES", "READ_RANGE_BYTES",
     "KEEP_PARSED_MAX_BYTES", "load_inputs",
     "load_vocabulary", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
@@ -921,8 +922,8 @@ def parse_model_output(text: str) -> ParseResult:
 
         * ``ok``: a strictly valid JSON value was found (``[]`` gives ``ok`` with 0 items).
         * ``repaired``: the payload was almost-JSON (single quotes, trailing commas,
-          ``True``/``None``, unquoted keys, missing commas, Python set: :class:`OutputParser`) and was
-          repaired with the ``json_repair`` library (never eval/ast).
+          ``True``/``None``, unquoted keys, missing commas, Python set: :class:`OutputParser`)
+          and was repaired with the ``json_repair`` library (never eval/ast).
         * ``truncated``: an array cut off at the end of the text (token limit): every
           COMPLETE element is kept, the partial last one is dropped, never completed. A
           lone object cut off gives ``truncated`` with 0 items.
@@ -6462,11 +6463,11 @@ class LineStore:
     decoded values: :meth:`value` reads the line again and decodes it as the first reading
     did (:meth:`JsonlReader.decode_line`), so that memory does not grow with what the lines
     hold. Rows that cannot be read again from their bytes (offset -1: the records of a
-    reader without real offsets, e.g. WebNLG XML entries) keep their value. Each process opens the file for itself (forked workers read in
-    parallel). A line whose bytes are no longer those first read (the file changed during
-    the run: another length, or the same length with other bytes, told by the CRC-32,
-    which misses a change with probability 2^-32) raises :class:`InputError` naming the
-    file and the line."""
+    reader without real offsets, e.g. WebNLG XML entries) keep their value. Each process
+    opens the file for itself (forked workers read in parallel). A line whose bytes are no
+    longer those first read (the file changed during the run: another length, or the same
+    length with other bytes, told by the CRC-32, which misses a change with probability
+    2^-32) raises :class:`InputError` naming the file and the line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1578,7 +1578,8 @@ class _TsvReader(ev.RecordReader):
                 out.append(ev.JsonlLine(n, None, f"line {n}: expected 5 tab-separated fields, found {len(cells)}"))
                 continue
             rid, source, relation, target, weight = cells
-            item = {"source": {"title": source, "type": "entity"}, "relation": {"type": relation, "weight": float(weight)},
+            item = {"source": {"title": source, "type": "entity"},
+                    "relation": {"type": relation, "weight": float(weight)},
                     "target": {"title": target, "type": "entity"}}
             if out and out[-1].value is not None and out[-1].value["id"] == rid:
                 out[-1].value["triplets"].append(item)
