@@ -6150,7 +6150,7 @@ class RecordReader:
     why the record is unreadable, starting ``line N: ``).
     """
 
-    #: The format's name in messages and the README.
+    #: The format's name, as its messages write it (e.g. "cannot read WebNLG XML").
     name: ClassVar[str] = ""
     #: True when :meth:`ranges` cuts a file into byte ranges that :meth:`located` reads on their own.
     splittable: ClassVar[bool] = False
@@ -6229,10 +6229,10 @@ class WebNLGReader(RecordReader):
         try:
             entries = WebNLGReader.read_xml(path)
         except (ValueError, OSError) as exc:
-            raise InputError(f"{path}: cannot read WebNLG XML: {exc}") from None
+            raise InputError(f"{path}: cannot read {WebNLGReader.name}: {exc}") from None
         if not entries:
-            raise InputError(f"{path}: no <entry> elements found (expected WebNLG XML: <benchmark><entries><entry>"
-                             "... with <modifiedtripleset>/<mtriple> or <generatedtripleset>/<gtriple>)")
+            raise InputError(f"{path}: no <entry> elements found (expected {WebNLGReader.name}: <benchmark><entries>"
+                             "<entry>... with <modifiedtripleset>/<mtriple> or <generatedtripleset>/<gtriple>)")
         return [JsonlLine(i + 1, {"triples": [list(t) for t in triples]}, None) for i, triples in enumerate(entries)]
 
     @staticmethod
