@@ -34,9 +34,11 @@ cache at the edge, the command line last). Sections, in file order (search for t
     Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
                                                (Text2KGBench, Text2KGBenchFamily)
     Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
-                                               (WebNLGReader, WebNLGPair, WebNLGScorer,
+                                               (WebNLGPair, WebNLGScorer,
                                                WebNLG2020Family)
-    Input: records, fields, joining            load_inputs: the one input path (large
+    Input: records, fields, joining            the input formats (INPUT_READERS: JsonlInput,
+                                               WebNLGReader on RecordReader);
+                                               load_inputs: the one input path (large
                                                files read in line-aligned byte ranges,
                                                in parallel through an injected map);
                                                EntryTable (entries parsed again from
@@ -196,7 +198,7 @@ __all__ = [
     "CalibrationFamily", "SweepFamily",
     "read_jsonl", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
     "WebNLGReader", "webnlg2020_score", "WebNLG2020Family",
-    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "load_inputs", "LoadedInputs",
+    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "RecordReader", "INPUT_READERS", "load_inputs", "LoadedInputs",
     "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for", "score_entries", "ScoredFile",
     "ReportSource", "build_report", "evaluate_entries", "format_summary", "write_json_atomic",
     "score_entries_parallel", "WorkerLost",
@@ -271,7 +273,7 @@ class ParseResult(NamedTuple):
     ``reason``: short human-readable explanation (empty string never used).
     ``discarded``: how many other complete candidates holding triplet-like items, outside
     the reasoning, the answer rule passed over (0 = none; they are not scored, see rule 3
-    of :func:`parse_model_output`); the input reader reports lines with ``discarded > 0``.
+    of :class:`OutputParser`); the input reader reports lines with ``discarded > 0``.
     """
 
     items: list
@@ -281,12 +283,68 @@ class ParseResult(NamedTuple):
 
 
 class OutputParser:
-    """The robust parser behind :func:`parse_model_output` (see there for the rules).
+    """The robust parser behind :func:`parse_model_output` (see there for the answer rule and
+    the statuses; its procedure and limits are below).
 
     One instance parses one text and carries that parse's work budgets. The stages, in
     order: :meth:`split_reasoning` -> :meth:`fence_regions` -> :meth:`candidates` (strict,
     then lenient: :meth:`lenient_array`, :meth:`scan_element`, :meth:`element_value`,
     :meth:`repair`) -> :meth:`merge_concatenated` -> :meth:`choose` -> :meth:`result`.
+
+    Procedure:
+        1. Reasoning: ``<think>...</think>`` blocks (also ``<thinking>``, any case, empty,
+           several) are removed, and so is everything before a ``</think>`` with no opening
+           tag (a chat template that opened the block in the prompt) and everything after a
+           ``<think>`` that never closes. What is left is the answer text; pieces that a
+           block separated are kept apart (values on both sides are never merged), and
+           with several blocks the last candidate outside all of them wins. Fences and
+           arrays inside reasoning are never candidates.
+        2. Candidates: at each ``[``/``{`` position (at most MAX_STARTS positions, and
+           SCAN_BUDGET_CHARS of decoder work; a payload preceded by more brackets than that
+           in untagged prose is not found) the strict decoder
+           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. Then, for
+           up to MAX_LENIENT_STARTS failed positions (JSON-looking ones such as ``[{`` or
+           ``{'key'`` first), a lenient string-aware scan salvages arrays element by element
+           (strict, else json_repair per element; partial last element dropped) and repairs
+           complete objects with json_repair (at most REPAIR_MAX_CHARS per call,
+           REPAIR_BUDGET_CHARS in all). (Limits: the class attributes below.)
+           Runs of complete values whose items are all triplet-like, separated only by
+           whitespace/commas (one object or array per line), are merged into one candidate.
+        3. Choice: a candidate inside another one (an element of an array, the parts of a
+           merged run) is never chosen on its own. Candidates holding triplet-like items
+           (dict with source/target, subject/object, sub/obj or head/tail keys; or a list
+           of 3 strings) win: among the complete ones the best region (inside a ```json
+           fence > inside another fence > elsewhere), then the LAST; a truncated one only
+           when no complete one exists. Without triplet-like content: best region, then not
+           nested, then strict > repaired > truncated, then an empty answer (``[]``,
+           ``{"triplets": []}``), then the last. A bracketed prose phrase such as
+           ``[source, relation, target]`` or ``[see above]`` is never a triplet candidate
+           (bare unquoted words are not accepted as repaired elements), and a prose array
+           such as ``[1]`` after the answer holds no triplet-like item.
+           Fences: a fence's extent is string-aware for JSON fences, so a title
+           containing ``` survives byte for byte.
+        4. Shape: a bare object -> one item; a non-triplet object with a key in
+           ``OutputParser.WRAPPER_KEYS`` (case-insensitive, first in that order, up to 3
+           nested levels) -> its value; ``[[{...}], [{...}]]`` -> flattened one level when
+           every inner element is a list of objects; ``[[s, r, o], ...]`` stays as is. A
+           bare top-level ``[s, r, o]`` list is read as 3 string items (ambiguous; models
+           should wrap it as ``[[s, r, o]]``).
+
+    Decisions / limits:
+        * A Python set ``[{'Acme Inc', 'City Y'}]`` gives 1 (invalid) item, ``repaired``
+          (json_repair turns it into ``{'Acme Inc': 'City Y'}``).
+        * ``Children's Hospital`` survives in double-quoted JSON and in single-quoted
+          almost-JSON where the closing quote is followed by ``,:]}`` (json_repair's rule
+          too); a single-quoted title that itself contains ``',`` is split.
+        * ``NaN``/``Infinity`` literals are accepted (schema validation rejects them).
+        * A ``<think>`` tag inside a JSON string is still treated as a tag. Reasoning
+          without any tag (a template that opened ``<think>`` in the prompt and an output
+          cut before ``</think>``) cannot be told from an answer.
+        * Bounded work: at most MAX_STARTS strict decoder calls (C speed, charged against
+          SCAN_BUDGET_CHARS; worst case MAX_STARTS * len(text)), MAX_LENIENT_STARTS
+          lenient scans and REPAIR_BUDGET_CHARS of json_repair input; a 10 MB string of
+          ``[`` takes ~0.3 s. Never raises for any input (an internal error would give
+          ``unparseable``).
     """
 
     #: Keys of a wrapper object whose list value holds the items, e.g. ``{"triplets": [...]}``.
@@ -780,7 +838,7 @@ class OutputParser:
         return flags
 
     def choose(self, cands: list[Candidate]) -> Candidate | None:
-        """The answer among ``cands`` (rule 3 of :func:`parse_model_output`), or None."""
+        """The answer among ``cands`` (rule 3 of :class:`OutputParser`), or None."""
         triplet = [c for c in cands if c.n_triplet > 0]
         if triplet:
             outer = [c for c, flag in zip(triplet, self.outermost(triplet)) if flag]
@@ -826,13 +884,13 @@ def parse_model_output(text: str) -> ParseResult:
     Returns:
         ``ParseResult(items, status, reason, discarded)``; ``items`` is always a list;
         ``discarded`` counts the other complete triplet-holding candidates outside the
-        reasoning that rule 3 passed over (not scored; named in ``reason``). Statuses
-        (``PARSE_STATUSES``):
+        reasoning that rule 3 (:class:`OutputParser`) passed over (not scored; named in
+        ``reason``). Statuses (``PARSE_STATUSES``):
 
         * ``ok``: a strictly valid JSON value was found (``[]`` gives ``ok`` with 0 items).
         * ``repaired``: the payload was almost-JSON (single quotes, trailing commas,
-          ``True``/``None``, unquoted keys, missing commas, Python set -> see below) and was
-          repaired with the ``json_repair`` library (never eval/ast).
+          ``True``/``None``, unquoted keys, missing commas, Python set: :class:`OutputParser`)
+          and was repaired with the ``json_repair`` library (never eval/ast).
         * ``truncated``: an array cut off at the end of the text (token limit): every
           COMPLETE element is kept, the partial last one is dropped, never completed. A
           lone object cut off gives ``truncated`` with 0 items.
@@ -859,60 +917,8 @@ def parse_model_output(text: str) -> ParseResult:
         '{A}\\n{B}'  or  '[A]\\n[B]'                              -> [A, B] ok (one answer split over lines)
         '```json\\n[A]\\n```\\nIn short: [C]'                      -> [A]   ok (fenced first)
 
-    Procedure:
-        1. Reasoning: ``<think>...</think>`` blocks (also ``<thinking>``, any case, empty,
-           several) are removed, and so is everything before a ``</think>`` with no opening
-           tag (a chat template that opened the block in the prompt) and everything after a
-           ``<think>`` that never closes. What is left is the answer text; pieces that a
-           block separated are kept apart (values on both sides are never merged), and
-           with several blocks the last candidate outside all of them wins. Fences and
-           arrays inside reasoning are never candidates.
-        2. Candidates: at each ``[``/``{`` position (at most MAX_STARTS positions, and
-           SCAN_BUDGET_CHARS of decoder work; a payload preceded by more brackets than that
-           in untagged prose is not found) the strict decoder
-           ``json.JSONDecoder().raw_decode`` is tried; a success skips its span. Then, for
-           up to MAX_LENIENT_STARTS failed positions (JSON-looking ones such as ``[{`` or
-           ``{'key'`` first), a lenient string-aware scan salvages arrays element by element
-           (strict, else json_repair per element; partial last element dropped) and repairs
-           complete objects with json_repair (at most REPAIR_MAX_CHARS per call,
-           REPAIR_BUDGET_CHARS in all). (Limits: ``OutputParser`` class attributes.)
-           Runs of complete values whose items are all triplet-like, separated only by
-           whitespace/commas (one object or array per line), are merged into one candidate.
-        3. Choice: a candidate inside another one (an element of an array, the parts of a
-           merged run) is never chosen on its own. Candidates holding triplet-like items
-           (dict with source/target, subject/object, sub/obj or head/tail keys; or a list
-           of 3 strings) win: among the complete ones the best region (inside a ```json
-           fence > inside another fence > elsewhere), then the LAST; a truncated one only
-           when no complete one exists. Without triplet-like content: best region, then not
-           nested, then strict > repaired > truncated, then an empty answer (``[]``,
-           ``{"triplets": []}``), then the last. A bracketed prose phrase such as
-           ``[source, relation, target]`` or ``[see above]`` is never a triplet candidate
-           (bare unquoted words are not accepted as repaired elements), and a prose array
-           such as ``[1]`` after the answer holds no triplet-like item.
-           Fences: a fence's extent is string-aware for JSON fences, so a title
-           containing ``` survives byte for byte.
-        4. Shape: a bare object -> one item; a non-triplet object with a key in
-           ``OutputParser.WRAPPER_KEYS`` (case-insensitive, first in that order, up to 3
-           nested levels) -> its value; ``[[{...}], [{...}]]`` -> flattened one level when
-           every inner element is a list of objects; ``[[s, r, o], ...]`` stays as is. A
-           bare top-level ``[s, r, o]`` list is read as 3 string items (ambiguous; models
-           should wrap it as ``[[s, r, o]]``).
-
-    Decisions / limits:
-        * A Python set ``[{'Acme Inc', 'City Y'}]`` gives 1 (invalid) item, ``repaired``
-          (json_repair turns it into ``{'Acme Inc': 'City Y'}``).
-        * ``Children's Hospital`` survives in double-quoted JSON and in single-quoted
-          almost-JSON where the closing quote is followed by ``,:]}`` (json_repair's rule
-          too); a single-quoted title that itself contains ``',`` is split.
-        * ``NaN``/``Infinity`` literals are accepted (schema validation rejects them).
-        * A ``<think>`` tag inside a JSON string is still treated as a tag. Reasoning
-          without any tag (a template that opened ``<think>`` in the prompt and an output
-          cut before ``</think>``) cannot be told from an answer.
-        * Bounded work: at most MAX_STARTS strict decoder calls (C speed, charged against
-          SCAN_BUDGET_CHARS; worst case MAX_STARTS * len(text)), MAX_LENIENT_STARTS
-          lenient scans and REPAIR_BUDGET_CHARS of json_repair input; a 10 MB string of
-          ``[`` takes ~0.3 s. Never raises for any input (an internal error would give
-          ``unparseable``).
+    Procedure (1. reasoning, 2. candidates, 3. choice, 4. shape) and decisions / limits:
+    :class:`OutputParser`.
 
     Source: project spec (evaluator brief, "robust parser"; final-answer rule: issue
     "Never silently wrong", item 3); repair via the ``json_repair`` library
@@ -4996,172 +5002,8 @@ WEBNLG_SCHEMA_NAMES: tuple[tuple[str, str], ...] = (
 """(nervaluate schema, output name), in the official output order."""
 
 
-# --- webnlg2020: Reading ---
-
-
-class WebNLGReader:
-    """The official scorer's input files (a namespace): its JSON layout and the WebNLG XML
-    benchmark files (references or candidates), read into per-entry lists of triple strings."""
-
-    @staticmethod
-    def read_jsonl(path: str | Path) -> list[list[tuple[str, str, str]]]:
-        """Read a WebNLG JSONL file (the shared ``refs_*.jsonl`` / ``<team>_*.jsonl`` format).
-
-        Args:
-            path: JSONL file, one JSON object per entry with a ``"triples"`` key holding a
-                list of ``[subject, predicate, object]`` string lists (references: the
-                ``<modifiedtripleset>``; candidates: the ``<generatedtripleset>``).
-        Returns:
-            One list per entry (file order; the scorer pairs entries by position) of
-            ``(s, p, o)`` string tuples, duplicates kept.
-        Raises:
-            ValueError: a line is not a JSON object with a ``triples`` list of 3-string lists.
-        Source: format described in ``shared/data/webnlg2020/README.md`` ("Format").
-        """
-        out: list[list[tuple[str, str, str]]] = []
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                obj = json.loads(line)
-                if not isinstance(obj, dict) or not isinstance(obj.get("triples"), list):
-                    raise ValueError(f"{path}:{lineno}: expected an object with a 'triples' list")
-                entry = []
-                for t in obj["triples"]:
-                    if not (isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) for x in t)):
-                        raise ValueError(f"{path}:{lineno}: triple is not 3 strings: {t!r}")
-                    entry.append((t[0], t[1], t[2]))
-                out.append(entry)
-        return out
-
-    REF_OK_RE = re.compile(r"&(?:#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
-
-    @staticmethod
-    def escape_bare_amp(text: str) -> str:
-        """Escape every ``&`` that does not start a known ``&name;`` or a ``&#n;`` reference.
-
-        libxml2's HTML parser (behind ``BeautifulSoup(..., 'lxml')``) keeps such ``&`` as
-        text; escaping them first makes ``html.unescape`` (which would otherwise decode
-        legacy names without ``;``, e.g. ``&amp`` or ``&notit;``) leave them alone.
-        """
-        from html.entities import html5
-
-        out = []
-        pos = 0
-        for i in (m.start() for m in re.finditer("&", text)):
-            out.append(text[pos:i])
-            m = WebNLGReader.REF_OK_RE.match(text, i)
-            ok = m is not None and (m.group()[1] == "#" or m.group()[1:] in html5)
-            out.append("&" if ok else "&amp;")
-            pos = i + 1
-        out.append(text[pos:])
-        return "".join(out)
-
-    @staticmethod
-    def read_xml(path: str | Path, kind: str = "auto") -> list[list[tuple[str, str, str]]]:
-        """Read a WebNLG XML file the way the official scorer does (lenient HTML parse).
-
-        The official scorer parses with ``BeautifulSoup(fp, 'lxml')`` (an HTML parser), so a
-        file that is not well-formed XML (the Amazon/CycleGT ``primary.xml`` files contain
-        unescaped ``&`` as in ``College_of_William_&_Mary``) is still read, keeping the
-        bare ``&``.  This reader uses the stdlib ``html.parser`` after escaping bare ``&``;
-        well-formed references (``&amp;``, ``&quot;``, ``&#233;``, ...) are decoded
-        (``html.unescape``).  Tag names are case-insensitive.
-
-        Args:
-            path: XML file with ``<entry>`` elements.
-            kind: ``"reference"``: per entry the ``<mtriple>`` texts of the FIRST
-                ``<modifiedtripleset>``; ``"candidate"``: the ``<gtriple>`` texts of the
-                first ``<generatedtripleset>``; ``"auto"`` (default): ``"reference"`` if the
-                file contains any ``<modifiedtripleset>``, else ``"candidate"``.
-        Returns:
-            One list of ``(s, p, o)`` tuples per ``<entry>`` in document order (triple text
-            split on ``" | "``).  An entry without the triple-set tag gives ``[]`` (the
-            official script crashes on it; see the module docstring).
-        Raises:
-            ValueError: unknown ``kind``, or a triple text that does not split into exactly
-                3 parts on ``" | "`` (official bug 4).
-        Source: ``getRefs`` / ``getCands`` of Evaluation_script_json.py @ 6a40950 as
-        described in the shared README, section 1.
-        """
-        from html.parser import HTMLParser
-
-        if kind not in ("auto", "reference", "candidate"):
-            raise ValueError(f"kind must be 'auto', 'reference' or 'candidate', got {kind!r}")
-        text = Path(path).read_text(encoding="utf-8")
-
-        class _P(HTMLParser):
-            def __init__(self) -> None:
-                super().__init__(convert_charrefs=True)
-                self.stack: list[str] = []
-                # per entry: {"modifiedtripleset": [[texts]] | None, "generatedtripleset": ...}
-                self.entries: list[dict[str, list[str] | None]] = []
-                self.cur: dict[str, Any] | None = None
-                self.set_tag: str | None = None  # triple-set tag we are collecting inside
-                self.triple_buf: list[str] | None = None
-                self.seen_mod = False
-
-            def handle_starttag(self, tag: str, attrs: Any) -> None:
-                self.stack.append(tag)
-                if tag == "entry":
-                    self.cur = {"modifiedtripleset": None, "generatedtripleset": None}
-                    self.entries.append(self.cur)
-                elif tag in ("modifiedtripleset", "generatedtripleset") and self.cur is not None:
-                    self.seen_mod |= tag == "modifiedtripleset"
-                    if self.cur[tag] is None and self.set_tag is None:  # only the first set
-                        self.cur[tag] = []
-                        self.set_tag = tag
-                elif tag in ("mtriple", "gtriple") and self.set_tag is not None:
-                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset") and self.triple_buf is None:
-                        self.triple_buf = []
-
-            def handle_startendtag(self, tag: str, attrs: Any) -> None:
-                self.handle_starttag(tag, attrs)
-                self.handle_endtag(tag)
-
-            def handle_endtag(self, tag: str) -> None:
-                if tag not in self.stack:
-                    return  # stray end tag: ignored, as a lenient HTML parser does
-                while self.stack:
-                    t = self.stack.pop()
-                    self._close(t)
-                    if t == tag:
-                        break
-
-            def _close(self, tag: str) -> None:
-                if tag in ("mtriple", "gtriple") and self.triple_buf is not None:
-                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset"):
-                        assert self.cur is not None and self.set_tag is not None
-                        self.cur[self.set_tag].append("".join(self.triple_buf))
-                        self.triple_buf = None
-                elif tag == self.set_tag:
-                    self.set_tag = None
-                    self.triple_buf = None
-                elif tag == "entry":
-                    self.cur = None
-                    self.set_tag = None
-                    self.triple_buf = None
-
-            def handle_data(self, data: str) -> None:
-                if self.triple_buf is not None:
-                    self.triple_buf.append(data)
-
-        parser = _P()
-        parser.feed(WebNLGReader.escape_bare_amp(text))
-        parser.close()
-        if kind == "auto":
-            kind = "reference" if parser.seen_mod else "candidate"
-        key = "modifiedtripleset" if kind == "reference" else "generatedtripleset"
-        out: list[list[tuple[str, str, str]]] = []
-        for ent in parser.entries:
-            triples = []
-            for s in ent[key] or []:
-                parts = s.split(" | ")
-                if len(parts) != 3:
-                    raise ValueError(f"{path}: triple does not split into 3 parts on ' | ': {s!r}")
-                triples.append((parts[0], parts[1], parts[2]))
-            out.append(triples)
-        return out
+# The files the official scorer reads (its JSONL layout, WebNLG XML) are read by
+# WebNLGReader, an input format of the input section (INPUT_READERS).
 
 
 # --- webnlg2020: One candidate triple vs one reference triple (evaluaterefcand) ---
@@ -5340,7 +5182,15 @@ class WebNLGPair:
         refstart = len(before)
         refend = len(before) + len(newreflist) - 1
         refspans = [(tagref, baseidx + refstart, baseidx + refend)]
+        return True, refspans, WebNLGPair.candidate_spans(totallist, tagcand, baseidx), len(totallist)
 
+    @staticmethod
+    def candidate_spans(totallist: list[str], tagcand: str, baseidx: int) -> list[tuple[str, int, int]]:
+        """The candidate spans of :meth:`getrefdict` over the element's token block
+        ``totallist`` (linked words, reference tokens, unlinked markers), ``(tagcand,
+        start, end)`` with ``end`` inclusive, offset by ``baseidx``: one span per run of the
+        same ``FOUNDCAND-<n>``/``NOTFOUND-<n>`` marker, and one extra span at every
+        unmatched reference word after a match (the official glitch, no reset: quirk 7)."""
         candspans: list[tuple[str, int, int]] = []
         current = ""
         beginidx = 0
@@ -5360,7 +5210,7 @@ class WebNLGPair:
                     candspans.append((tagcand, baseidx + beginidx, baseidx + idx))
             elif collecting:  # unmatched reference word: glitch, no reset (quirk 7)
                 candspans.append((tagcand, baseidx + beginidx, baseidx + idx - 1))
-        return True, refspans, candspans, len(totallist)
+        return candspans
 
     @staticmethod
     def nervaluate(true: list[tuple[str, int, int]], pred: list[tuple[str, int, int]]) -> tuple:
@@ -6198,21 +6048,294 @@ def _prediction_from_record(obj: Any, line: int | None, *, combined: bool = Fals
 _ID_IN_TEXT_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){0,200})"')
 
 
-def read_records(path: Path) -> Iterable[JsonlLine]:
-    """The records of an input file: :func:`read_jsonl` rows, or, for a ``.xml`` file in the
-    WebNLG format, one row per ``<entry>`` (``{"triples": [[s, p, o], ...]}``, line =
-    1-based entry position) read by :func:`WebNLGReader.read_xml` (first modified/generated
-    triple set, lenient like the official scorer)."""
-    if path.suffix.lower() != ".xml":
+class RecordReader:
+    """One input format (a namespace of static or class methods): how the records of a file
+    are read, for :func:`read_records` and the reading plan of :func:`load_inputs`. A format
+    is one entry of :data:`INPUT_READERS` (see there for the keys).
+
+    A reader gives :meth:`records`; one whose records are lines that can be read again from
+    their bytes (JSONL) also gives :meth:`located` with real offsets and, when its files can
+    be cut into line-aligned byte ranges read on their own (by the workers, in parallel),
+    ``splittable`` True and :meth:`ranges`. A record is a :class:`JsonlLine` (``line_no``:
+    the 1-based place that messages name; ``value``: the decoded record, a JSON-like object
+    read by :func:`gold_from_record` / :func:`prediction_from_record`; ``error``: None, or
+    why the record is unreadable, starting ``line N: ``).
+    """
+
+    #: The format's name, as its messages write it (e.g. "cannot read WebNLG XML").
+    name: ClassVar[str] = ""
+    #: True when :meth:`ranges` cuts a file into byte ranges that :meth:`located` reads on their own.
+    splittable: ClassVar[bool] = False
+
+    @staticmethod
+    def check(path: Path) -> None:
+        """Check the file before any of it is read (when its reading is planned); raise
+        :class:`InputError` for a file that is not of this format. Default: no check."""
+
+    @staticmethod
+    def records(path: Path) -> Iterable[JsonlLine]:
+        """The records of the file, in file order (:class:`InputError` for a bad file)."""
+        raise NotImplementedError
+
+    @classmethod
+    def located(cls, path: Path, *, start: int = 0, stop: int | None = None,
+                line_no: int = 0) -> Iterable[tuple[JsonlLine, int, int, int]]:
+        """The records with where they lie: (record, byte offset, size, CRC-32 of the bytes).
+        Default: the whole file's :meth:`records`, each with offset -1 (its value is kept
+        decoded by :class:`LineStore`: not read again); ``start``/``stop``/``line_no`` (a
+        range of :meth:`ranges`) are for a splittable reader."""
+        return ((row, -1, 0, 0) for row in cls.records(path))
+
+    @staticmethod
+    def ranges(path: Path, size: int) -> Iterable[tuple[int, int | None, int]]:
+        """(start, stop, lines before start) of consecutive byte ranges of about ``size``
+        bytes covering the file (a splittable reader). Default: the whole file."""
+        return [(0, None, 0)]
+
+
+class JsonlInput(RecordReader):
+    """The JSONL input format (:func:`read_jsonl`; :class:`JsonlReader`): one record per
+    non-blank line, each kept as where its bytes lie, files cut into line-aligned ranges."""
+
+    name = "JSONL"
+    splittable = True
+
+    @staticmethod
+    def check(path: Path) -> None:
+        """:meth:`JsonlReader.sniff`: InputError for a file that is not UTF-8 JSONL."""
+        JsonlReader.sniff(path)
+
+    @staticmethod
+    def records(path: Path) -> Iterable[JsonlLine]:
         return read_jsonl(path)
-    try:
-        entries = WebNLGReader.read_xml(path)
-    except (ValueError, OSError) as exc:
-        raise InputError(f"{path}: cannot read WebNLG XML: {exc}") from None
-    if not entries:
-        raise InputError(f"{path}: no <entry> elements found (expected WebNLG XML: <benchmark><entries><entry>"
-                         "... with <modifiedtripleset>/<mtriple> or <generatedtripleset>/<gtriple>)")
-    return [JsonlLine(i + 1, {"triples": [list(t) for t in triples]}, None) for i, triples in enumerate(entries)]
+
+    @classmethod
+    def located(cls, path: Path, *, start: int = 0, stop: int | None = None,
+                line_no: int = 0) -> Iterable[tuple[JsonlLine, int, int, int]]:
+        return JsonlReader.located(path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH, start=start, stop=stop,
+                                   line_no=line_no)
+
+    @staticmethod
+    def ranges(path: Path, size: int) -> Iterable[tuple[int, int | None, int]]:
+        return JsonlReader.line_ranges(path, size)
+
+
+class WebNLGReader(RecordReader):
+    """The WebNLG files: the input format of a ``.xml`` file (:data:`INPUT_READERS`: one
+    record per ``<entry>``, :meth:`records`), and the official scorer's input files read
+    into per-entry lists of triple strings (its JSON layout: :meth:`read_jsonl`; the WebNLG
+    XML benchmark files, references or candidates: :meth:`read_xml`)."""
+
+    name = "WebNLG XML"
+
+    @staticmethod
+    def records(path: Path) -> list[JsonlLine]:
+        """One record per ``<entry>`` of a WebNLG XML file: ``{"triples": [[s, p, o], ...]}``
+        (the first modified triple set of a reference file, else the first generated one:
+        :meth:`read_xml`, lenient like the official scorer), line = 1-based entry position.
+
+        Raises:
+            InputError: the file cannot be read or parsed ("cannot read WebNLG XML"), or
+                has no ``<entry>`` element.
+        """
+        try:
+            entries = WebNLGReader.read_xml(path)
+        except (ValueError, OSError) as exc:
+            raise InputError(f"{path}: cannot read {WebNLGReader.name}: {exc}") from None
+        if not entries:
+            raise InputError(f"{path}: no <entry> elements found (expected {WebNLGReader.name}: <benchmark><entries>"
+                             "<entry>... with <modifiedtripleset>/<mtriple> or <generatedtripleset>/<gtriple>)")
+        return [JsonlLine(i + 1, {"triples": [list(t) for t in triples]}, None) for i, triples in enumerate(entries)]
+
+    @staticmethod
+    def read_jsonl(path: str | Path) -> list[list[tuple[str, str, str]]]:
+        """Read a WebNLG JSONL file (the shared ``refs_*.jsonl`` / ``<team>_*.jsonl`` format).
+
+        Args:
+            path: JSONL file, one JSON object per entry with a ``"triples"`` key holding a
+                list of ``[subject, predicate, object]`` string lists (references: the
+                ``<modifiedtripleset>``; candidates: the ``<generatedtripleset>``).
+        Returns:
+            One list per entry (file order; the scorer pairs entries by position) of
+            ``(s, p, o)`` string tuples, duplicates kept.
+        Raises:
+            ValueError: a line is not a JSON object with a ``triples`` list of 3-string lists.
+        Source: format described in ``shared/data/webnlg2020/README.md`` ("Format").
+        """
+        out: list[list[tuple[str, str, str]]] = []
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or not isinstance(obj.get("triples"), list):
+                    raise ValueError(f"{path}:{lineno}: expected an object with a 'triples' list")
+                entry = []
+                for t in obj["triples"]:
+                    if not (isinstance(t, (list, tuple)) and len(t) == 3 and all(isinstance(x, str) for x in t)):
+                        raise ValueError(f"{path}:{lineno}: triple is not 3 strings: {t!r}")
+                    entry.append((t[0], t[1], t[2]))
+                out.append(entry)
+        return out
+
+    REF_OK_RE = re.compile(r"&(?:#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")
+
+    @staticmethod
+    def escape_bare_amp(text: str) -> str:
+        """Escape every ``&`` that does not start a known ``&name;`` or a ``&#n;`` reference.
+
+        libxml2's HTML parser (behind ``BeautifulSoup(..., 'lxml')``) keeps such ``&`` as
+        text; escaping them first makes ``html.unescape`` (which would otherwise decode
+        legacy names without ``;``, e.g. ``&amp`` or ``&notit;``) leave them alone.
+        """
+        from html.entities import html5
+
+        out = []
+        pos = 0
+        for i in (m.start() for m in re.finditer("&", text)):
+            out.append(text[pos:i])
+            m = WebNLGReader.REF_OK_RE.match(text, i)
+            ok = m is not None and (m.group()[1] == "#" or m.group()[1:] in html5)
+            out.append("&" if ok else "&amp;")
+            pos = i + 1
+        out.append(text[pos:])
+        return "".join(out)
+
+    @staticmethod
+    def read_xml(path: str | Path, kind: str = "auto") -> list[list[tuple[str, str, str]]]:
+        """Read a WebNLG XML file the way the official scorer does (lenient HTML parse).
+
+        The official scorer parses with ``BeautifulSoup(fp, 'lxml')`` (an HTML parser), so a
+        file that is not well-formed XML (the Amazon/CycleGT ``primary.xml`` files contain
+        unescaped ``&`` as in ``College_of_William_&_Mary``) is still read, keeping the
+        bare ``&``.  This reader uses the stdlib ``html.parser`` after escaping bare ``&``;
+        well-formed references (``&amp;``, ``&quot;``, ``&#233;``, ...) are decoded
+        (``html.unescape``).  Tag names are case-insensitive.
+
+        Args:
+            path: XML file with ``<entry>`` elements.
+            kind: ``"reference"``: per entry the ``<mtriple>`` texts of the FIRST
+                ``<modifiedtripleset>``; ``"candidate"``: the ``<gtriple>`` texts of the
+                first ``<generatedtripleset>``; ``"auto"`` (default): ``"reference"`` if the
+                file contains any ``<modifiedtripleset>``, else ``"candidate"``.
+        Returns:
+            One list of ``(s, p, o)`` tuples per ``<entry>`` in document order (triple text
+            split on ``" | "``).  An entry without the triple-set tag gives ``[]`` (the
+            official script crashes on it; see the module docstring).
+        Raises:
+            ValueError: unknown ``kind``, or a triple text that does not split into exactly
+                3 parts on ``" | "`` (official bug 4).
+        Source: ``getRefs`` / ``getCands`` of Evaluation_script_json.py @ 6a40950 as
+        described in the shared README, section 1.
+        """
+        if kind not in ("auto", "reference", "candidate"):
+            raise ValueError(f"kind must be 'auto', 'reference' or 'candidate', got {kind!r}")
+        text = Path(path).read_text(encoding="utf-8")
+        parser = WebNLGReader.xml_parser()
+        parser.feed(WebNLGReader.escape_bare_amp(text))
+        parser.close()
+        if kind == "auto":
+            kind = "reference" if parser.seen_mod else "candidate"
+        key = "modifiedtripleset" if kind == "reference" else "generatedtripleset"
+        out: list[list[tuple[str, str, str]]] = []
+        for ent in parser.entries:
+            triples = []
+            for s in ent[key] or []:
+                parts = s.split(" | ")
+                if len(parts) != 3:
+                    raise ValueError(f"{path}: triple does not split into 3 parts on ' | ': {s!r}")
+                triples.append((parts[0], parts[1], parts[2]))
+            out.append(triples)
+        return out
+
+    @staticmethod
+    def xml_parser() -> Any:
+        """A new lenient parser of WebNLG XML (:meth:`read_xml`; stdlib ``html.parser``,
+        imported here): fed the text, its ``entries`` hold per ``<entry>`` the texts of the
+        first ``<modifiedtripleset>`` and of the first ``<generatedtripleset>`` (None where
+        the entry has none) and ``seen_mod`` tells whether any ``<modifiedtripleset>`` was
+        seen. A stray end tag is ignored; an end tag closes every element opened after its own."""
+        from html.parser import HTMLParser
+
+        class _P(HTMLParser):
+            def __init__(self) -> None:
+                super().__init__(convert_charrefs=True)
+                self.stack: list[str] = []
+                # per entry: {"modifiedtripleset": [[texts]] | None, "generatedtripleset": ...}
+                self.entries: list[dict[str, list[str] | None]] = []
+                self.cur: dict[str, Any] | None = None
+                self.set_tag: str | None = None  # triple-set tag we are collecting inside
+                self.triple_buf: list[str] | None = None
+                self.seen_mod = False
+
+            def handle_starttag(self, tag: str, attrs: Any) -> None:
+                self.stack.append(tag)
+                if tag == "entry":
+                    self.cur = {"modifiedtripleset": None, "generatedtripleset": None}
+                    self.entries.append(self.cur)
+                elif tag in ("modifiedtripleset", "generatedtripleset") and self.cur is not None:
+                    self.seen_mod |= tag == "modifiedtripleset"
+                    if self.cur[tag] is None and self.set_tag is None:  # only the first set
+                        self.cur[tag] = []
+                        self.set_tag = tag
+                elif tag in ("mtriple", "gtriple") and self.set_tag is not None:
+                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset") and self.triple_buf is None:
+                        self.triple_buf = []
+
+            def handle_startendtag(self, tag: str, attrs: Any) -> None:
+                self.handle_starttag(tag, attrs)
+                self.handle_endtag(tag)
+
+            def handle_endtag(self, tag: str) -> None:
+                if tag not in self.stack:
+                    return  # stray end tag: ignored, as a lenient HTML parser does
+                while self.stack:
+                    t = self.stack.pop()
+                    self._close(t)
+                    if t == tag:
+                        break
+
+            def _close(self, tag: str) -> None:
+                if tag in ("mtriple", "gtriple") and self.triple_buf is not None:
+                    if (tag == "mtriple") == (self.set_tag == "modifiedtripleset"):
+                        assert self.cur is not None and self.set_tag is not None
+                        self.cur[self.set_tag].append("".join(self.triple_buf))
+                        self.triple_buf = None
+                elif tag == self.set_tag:
+                    self.set_tag = None
+                    self.triple_buf = None
+                elif tag == "entry":
+                    self.cur = None
+                    self.set_tag = None
+                    self.triple_buf = None
+
+            def handle_data(self, data: str) -> None:
+                if self.triple_buf is not None:
+                    self.triple_buf.append(data)
+
+        return _P()
+
+
+#: The input formats: ``{suffix or kind: reader}``. A key that starts with ``.`` is a file
+#: suffix (matched case-insensitively); a file whose suffix has no entry is read by the
+#: reader of the kind :data:`DEFAULT_INPUT_KIND`. Adding a format is a
+#: :class:`RecordReader` and its line here (README "How to add an input format").
+INPUT_READERS: dict[str, type[RecordReader]] = {"jsonl": JsonlInput, ".xml": WebNLGReader}
+#: The kind of input read when the file's suffix names no reader.
+DEFAULT_INPUT_KIND = "jsonl"
+
+
+def input_reader(path: Path) -> type[RecordReader]:
+    """The reader of the input file ``path`` (:data:`INPUT_READERS`): its suffix's, or the
+    default kind's."""
+    return INPUT_READERS.get(path.suffix.lower()) or INPUT_READERS[DEFAULT_INPUT_KIND]
+
+
+def read_records(path: Path) -> Iterable[JsonlLine]:
+    """The records of an input file, read by its format's reader (:func:`input_reader`):
+    :func:`read_jsonl` rows, or, for a ``.xml`` file in the WebNLG format, one row per
+    ``<entry>`` (:meth:`WebNLGReader.records`)."""
+    return input_reader(path).records(path)
 
 
 @dataclass
@@ -6246,27 +6369,17 @@ class LoadedInputs:
         self.notices.append(notice(kind, message))
 
 
-def located_records(path: Path) -> Iterable[tuple[JsonlLine, int, int, int]]:
-    """:func:`read_records` with where each row lies in the file: (row, byte offset, size,
-    CRC-32 of its bytes) (:meth:`JsonlReader.located`); a WebNLG XML entry has offset -1
-    (its value is kept decoded by :class:`LineStore`)."""
-    if path.suffix.lower() != ".xml":
-        JsonlReader.sniff(path)
-        return JsonlReader.located(path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH)
-    return ((row, -1, 0, 0) for row in read_records(path))
-
-
 class LineStore:
     """Lines of one input file kept as where they lie (byte offset, size and line number in
     compact arrays, and a CRC-32 of the line's bytes: 28 bytes a line), not as their
     decoded values: :meth:`value` reads the line again and decodes it as the first reading
     did (:meth:`JsonlReader.decode_line`), so that memory does not grow with what the lines
-    hold. Rows that do not come from a JSONL line (WebNLG XML entries, offset -1) keep
-    their value. Each process opens the file for itself (forked workers read in
-    parallel). A line whose bytes are no longer those first read (the file changed during
-    the run: another length, or the same length with other bytes, told by the CRC-32,
-    which misses a change with probability 2^-32) raises :class:`InputError` naming the
-    file and the line."""
+    hold. Rows that cannot be read again from their bytes (offset -1: the records of a
+    reader without real offsets, e.g. WebNLG XML entries) keep their value. Each process
+    opens the file for itself (forked workers read in parallel). A line whose bytes are no
+    longer those first read (the file changed during the run: another length, or the same
+    length with other bytes, told by the CRC-32, which misses a change with probability
+    2^-32) raises :class:`InputError` naming the file and the line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -6663,8 +6776,8 @@ class _ReadOptions(NamedTuple):
 class _ReadRange(NamedTuple):
     """One reading task: the gold (``gold``) or prediction lines of ``path`` that begin in
     bytes [``start``, ``stop``) (``stop`` None: to the end of the file), ``line_no`` lines
-    coming before them (:meth:`JsonlReader.located`); ``start`` -1: a WebNLG XML file,
-    read whole (:func:`read_records`)."""
+    coming before them (:meth:`RecordReader.ranges`); a reader that is not splittable
+    reads the whole file (0, None, 0)."""
 
     path: Path
     gold: bool
@@ -6675,23 +6788,19 @@ class _ReadRange(NamedTuple):
 
 
 def _range_rows(task: _ReadRange) -> Iterable[tuple[JsonlLine, int, int, int]]:
-    """The rows of one reading task, as :func:`located_records` gives them (the file's
-    format was checked when the task was planned: :func:`_reading_plan`)."""
-    if task.start < 0:
-        return ((row, -1, 0, 0) for row in read_records(task.path))
-    return JsonlReader.located(task.path, JSONL_MAX_LINE_BYTES, JSONL_MAX_DEPTH, start=task.start, stop=task.stop,
-                               line_no=task.line_no)
+    """The rows of one reading task, with where they lie (:meth:`RecordReader.located` of
+    the file's reader; the file was checked when the task was planned: :func:`_reading_plan`)."""
+    return input_reader(task.path).located(task.path, start=task.start, stop=task.stop, line_no=task.line_no)
 
 
 def _reading_plan(path: Path, gold: bool, options: _ReadOptions, split: bool) -> Iterator[_ReadRange]:
     """The reading tasks of one input file, in file order: the whole file, or (``split``,
-    a JSONL file) ranges of about :data:`READ_RANGE_BYTES`. The start of the file is
-    checked first (:meth:`JsonlReader.sniff`: InputError for a file that is not UTF-8 JSONL)."""
-    if path.suffix.lower() == ".xml":
-        yield _ReadRange(path, gold, -1, None, 0, options)
-        return
-    JsonlReader.sniff(path)
-    ranges = JsonlReader.line_ranges(path, READ_RANGE_BYTES) if split else [(0, None, 0)]
+    a file whose reader is splittable, e.g. JSONL) ranges of about :data:`READ_RANGE_BYTES`.
+    The file is checked first (:meth:`RecordReader.check` of its reader, :func:`input_reader`:
+    for JSONL, InputError for a file that is not UTF-8 JSONL)."""
+    reader = input_reader(path)
+    reader.check(path)
+    ranges = reader.ranges(path, READ_RANGE_BYTES) if split and reader.splittable else [(0, None, 0)]
     for start, stop, line_no in ranges:
         yield _ReadRange(path, gold, start, stop, line_no, options)
 

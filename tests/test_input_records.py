@@ -1557,3 +1557,72 @@ def test_join_by_id_tells_a_hash_collision_from_the_same_id(tmp_path, monkeypatc
     p = write_jsonl(tmp_path / "p.jsonl", [{"id": "b1", "triplets": [ACME_B]}, {"id": "a2", "triplets": []}])
     with pytest.raises(ev.InputError, match=r"p\.jsonl: 1 prediction id\(s\) have no gold record in .*: 'a2'"):
         ev.load_inputs(p, g)
+
+
+# --- input formats: one reader per suffix or kind (INPUT_READERS) ---
+
+
+class _TsvReader(ev.RecordReader):
+    """A toy input format: one triplet a line, ``id<TAB>source<TAB>relation<TAB>target<TAB>weight``;
+    the consecutive lines of one id are one record (its line: the first of them); a line
+    without 5 fields is an unreadable record."""
+
+    name = "TSV"
+
+    @staticmethod
+    def records(path):
+        out = []
+        for n, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            cells = text.split("\t")
+            if len(cells) != 5:
+                out.append(ev.JsonlLine(n, None, f"line {n}: expected 5 tab-separated fields, found {len(cells)}"))
+                continue
+            rid, source, relation, target, weight = cells
+            item = {"source": {"title": source, "type": "entity"},
+                    "relation": {"type": relation, "weight": float(weight)},
+                    "target": {"title": target, "type": "entity"}}
+            if out and out[-1].value is not None and out[-1].value["id"] == rid:
+                out[-1].value["triplets"].append(item)
+            else:
+                out.append(ev.JsonlLine(n, {"id": rid, "triplets": [item]}, None))
+        return out
+
+
+def test_an_input_format_added_through_the_table_alone_is_scored_end_to_end(tmp_path, monkeypatch):
+    # r1: gold A and B, predicted A and a wrong triplet; r2: gold A, predicted A twice (lines 3-4
+    # of the TSV: one record, a duplicate item is not merged); line 5 is not a record (a bad
+    # prediction line, named with its line). Micro: 2 of 4 predicted items right, 2 of 3 gold found.
+    monkeypatch.setitem(ev.INPUT_READERS, ".tsv", _TsvReader)  # restored (removed) after the test
+    gold = write_jsonl(tmp_path / "gold.jsonl", [gold_rec("r1", [ACME_A, ACME_B]), gold_rec("r2", [ACME_A])])
+    pred = write(tmp_path / "pred.tsv", (
+        "r1\tAcme Inc\tlocated_in\tCity Y\t0.9\n"
+        "r1\tAcme Inc\tacquired\tGlobex\t0.5\n"
+        "r2\tAcme Inc\tlocated_in\tCity Y\t0.9\n"
+        "r2\tAcme Inc\tlocated_in\tCity Y\t0.9\n"
+        "just one field\n").encode())
+    assert ev.input_reader(pred) is _TsvReader and ev.input_reader(tmp_path / "p.TSV") is _TsvReader
+    assert ev.input_reader(gold) is ev.JsonlInput and ev.input_reader(tmp_path / "refs.XML") is ev.WebNLGReader
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--report", report)
+    assert rc == 0, err
+    rep = json.loads(report.read_text())
+    assert [(row["id"], row["pred_line"], row["gold_line"]) for row in rep["per_entry"]] == [("r1", 1, 1), ("r2", 3, 2)]
+    micro = rep["summary"]["micro"]
+    assert (micro["triplet_precision"], micro["triplet_recall"]) == (0.5, 2 / 3)
+    problems = rep["summary"]["input_problems"]
+    assert len(problems) == 2 and problems[0] == (f"{pred}: line 5: expected 5 tab-separated fields, found 1 (no "
+                                                  "readable id: scored as an unparseable prediction when records "
+                                                  "are paired by line order, else not attributable)")
+    assert problems[1].startswith(f"{pred}: 1 line(s) without a readable id (line 5) cannot be attributed")
+
+
+def test_read_records_goes_through_the_readers_table(tmp_path):
+    # a .xml file is WebNLG (one record per <entry>); any other suffix is JSONL
+    xml = write(tmp_path / "cands.XML", b"<benchmark><entries><entry><generatedtripleset><gtriple>A | p | B</gtriple>"
+                                        b"</generatedtripleset></entry><entry></entry></entries></benchmark>")
+    assert list(ev.read_records(xml)) == [ev.JsonlLine(1, {"triples": [["A", "p", "B"]]}, None),
+                                          ev.JsonlLine(2, {"triples": []}, None)]
+    text = write(tmp_path / "preds.txt", b'{"id": "r1"}\n\n[1]\n')
+    assert [(r.line_no, r.value) for r in ev.read_records(text)] == [(1, {"id": "r1"}), (3, [1])]
+    with pytest.raises(ev.InputError, match=r"cands\.xml: no <entry> elements found"):
+        ev.read_records(write(tmp_path / "cands.xml", b"<benchmark></benchmark>"))
