@@ -104,12 +104,11 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 
 #: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``; several
 #: separated by commas) makes the main process send itself (``group``: its whole process
-#: group, the workers too) SIGNAL
-#: the N-th time (default: the first) it reaches PHASE
+#: group, the workers too) SIGNAL the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start (the file's first statements), imports (after the third-party
-#: imports), reading, scoring, pool, merging, writing, written (the report renamed into
-#: place), interrupted (main has printed a signal's line), exit (after :func:`main`
-#: returned)), so that the signal
+#: imports), spooling (the run's temporary folder just made, signals held), reading,
+#: scoring, pool, merging, writing, written (the report renamed into place), interrupted
+#: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
@@ -8461,6 +8460,20 @@ _PR_SET_PDEATHSIG = 1
 _HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
+def hold_signals() -> Callable[[], None]:
+    """Block SIGINT and SIGTERM in this thread (where the platform has
+    ``signal.pthread_sigmask``) and return the function that restores the previous mask;
+    a signal that arrived meanwhile is delivered when it is restored. For the few steps
+    that must not be split by a signal (a folder made and handed to its owner)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return lambda: None
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+
+    def restore() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return restore
+
+
 def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
     """A :class:`ForkPool` of ``workers`` forked processes that run ``fn``
     (:func:`_worker_init`), forked here with Ctrl-C and SIGTERM held.
@@ -8472,7 +8485,7 @@ def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
     and stops the run as everywhere else. The workers unblock the signals. Raises OSError
     (no fork possible); the processes already forked are stopped first."""
     pool = ForkPool()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    restore = hold_signals()
     try:
         for _ in range(workers):
             pool.fork(fn)
@@ -8480,7 +8493,7 @@ def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
         pool.close()
         raise
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        restore()
     return pool
 
 
@@ -13922,11 +13935,18 @@ def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     assert config.pred is not None
     if config.pred.is_dir():
         return run_directory(config, similarity)
+    # Signals are held from before the folder is made until the with block owns it: one
+    # that came between the two would leave the folder behind. It is delivered inside the
+    # block (the folder is then removed on the way out).
+    restore = hold_signals()
     try:
         spooling = tempfile.TemporaryDirectory(prefix=f"{PRODUCT}-")
     except OSError as exc:
+        restore()
         raise TempFilesUnwritable.of(exc) from None
+    _phase("spooling")
     with spooling as spool:
+        restore()
         pred = _spool_stream(config.pred, Path(spool))
         gold = _spool_stream(config.gold, Path(spool))
         relations = _spool_stream(config.vocabulary_path, Path(spool))
