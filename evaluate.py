@@ -7,69 +7,56 @@ Usage::
 
 The default ("hgr") profile implements the scoring contract of ``SPEC.md`` (kept in the
 shared specification next to this project) to the last digit, so its numbers stay
-comparable with results already published with this method. One file, read top to bottom
-like the pipeline; every section uses only the sections above it (the pure core first,
-then input reading, the metric families and the engine, the embedding backends and their
-cache at the edge, the command line last). Sections, in file order (search for the title):
+comparable with results already published with this method.
 
-    Constants of the method (SPEC.md)          weights, thresholds, the 20 relation types
-    Stage 0 - parse_model_output               raw model text -> answer items (pure;
-                                               OutputParser)
-    Inputs as scored                           InputError, GoldRecord, Prediction, Entry
-    Stage 1 - validate_schema                  item shapes of the two schema profiles
-    Stage 2 - normalize_triplets               titles, labels, Triplet
-    Stage 3 - similarity                       exact / lexical similarity, embedding_matching
-    Stage 4 - Hungarian one-to-one matching    hungarian, match_triplets, weight agreement
-    Stage 5 - final_hallucination_check        grounding, hallucination classes
-    Stage 6 - scoring                          score_entry -> EntryScore (EntryMetrics)
-    Optional NLTK                              what the benchmark families need from NLTK
-                                               (Punkt tables read only when needed)
-    Metric families                            MetricFamily protocol, exact mergeable
-                                               statistics, headline protocol
-                                               (HeadlineSums); HgrFamily, StrictFamily,
-                                               PerRelationFamily, CalibrationFamily,
-                                               SweepFamily
-    Input: read_jsonl                          strict JSONL reader (file, line, reason;
-                                               JsonlReader; orjson, json where they differ)
-    Metric family: text2kgbench                Text2KGBench run_eval.py, reproduced
-                                               (Text2KGBench, Text2KGBenchFamily)
-    Metric family: webnlg2020                  WebNLG+ 2020 Text-to-RDF scorer, reproduced
-                                               (WebNLGPair, WebNLGScorer,
-                                               WebNLG2020Family)
-    Input: records, fields, joining            the input formats (INPUT_READERS: JsonlInput,
-                                               WebNLGReader on RecordReader);
-                                               load_inputs: the one input path (large
-                                               files read in line-aligned byte ranges,
-                                               in parallel through an injected map);
-                                               EntryTable (entries parsed again from
-                                               their lines: LineStore, IdColumn)
-    Metric family registry                     FAMILIES, DEFAULT_METRICS, register_family
-    Engine                                     score_entries, build_report, format_summary
-    Large runs: workers, shards, merge         score_entries_parallel (--workers; rows
-                                               encoded in the workers), worker_map (the
-                                               reading pass), combine_scored, shards
-                                               (--shard K/N), --merge read row by row
-                                               (PartRows) and its checks
-    Statistics: bootstrap confidence           compare_systems: percentile bootstrap
-      intervals and paired significance        intervals, paired bootstrap, paired
-                                               approximate randomisation, Holm (pure numpy
-                                               on report dicts, headline protocol)
-    Output formats and plots                   format_output (text, Markdown, LaTeX, CSV,
-                                               JSON tables), write_plots (matplotlib, lazy)
-    Embedding backends                         ModelStore, FastembedBackend /
-                                               SentenceTransformersBackend (offline),
-                                               EmbeddingCache (SQLite), Embedder (model
-                                               loaded at the first cache miss),
-                                               EmbeddingSimilarity
-    Command line                               RunConfig, summary.config, the signature,
-                                               several systems (repeated --pred,
-                                               --compare), run, main
+One file in eight chapters, like a book: each topic in one place, the method first and the
+command line last (search for "# N. " to reach chapter N; a chapter's parts have their own
+banners). Only what Python needs while the module is imported (base classes, decorators,
+default values, module constants) comes before its first use; a function body may name a
+later chapter. tests/test_structure.py checks that rule and this table:
+
+    1. The method               SPEC_RELATIONS, COMPOSITE_WEIGHTS; Stage 0
+                                parse_model_output (OutputParser); the six stages as
+                                score_entry calls them: validate_schema,
+                                normalize_triplets, field_similarities (Similarity,
+                                embedding_matching), match_from_similarities
+                                (hungarian, match_triplets), final_hallucination_check,
+                                entry_metrics -> EntryScore
+    2. Inputs                   InputError, GoldRecord, Prediction, Entry; read_jsonl
+                                (JsonlReader); INPUT_READERS (RecordReader, JsonlInput,
+                                WebNLGReader); load_inputs -> LoadedInputs (FieldNames,
+                                LineStore, IdColumn, EntryTable); files as read
+    3. Metric families          MetricFamily (the protocol), merge_additive, ExactSum,
+                                HeadlineSums; HgrFamily, StrictFamily,
+                                PerRelationFamily, CalibrationFamily, SweepFamily,
+                                Text2KGBenchFamily (Text2KGBench), WebNLG2020Family
+                                (WebNLGScorer); FAMILIES, register_family
+    4. Engine and large runs    score_entries -> ScoredFile, build_report, RowSpool;
+                                ForkPool, score_entries_parallel, combine_scored;
+                                shard_range, check_shard_parts, evaluate_files,
+                                run_directory, partial_report, merge_partial_reports
+    5. Statistics               compare_systems, bootstrap_replicates,
+                                randomization_test; PAIRED_TESTS (PairedTest),
+                                CORRECTIONS (Correction); check_comparable,
+                                build_comparison
+    6. Output                   OUTPUT_FORMATS (format_output), format_summary,
+                                format_comparison, format_text, metric_tables,
+                                format_markdown, format_latex, format_csv,
+                                write_json_atomic, write_plots; config_signature,
+                                report_signature, sign_report
+    7. Embeddings               EmbeddingBackend (FastembedBackend,
+                                SentenceTransformersBackend), EmbeddingCache,
+                                ModelStore, Embedder, load_embedder,
+                                EmbeddingSimilarity
+    8. Command line             build_parser, RunConfig, config_record, the report
+                                path (_resolve_report_path), run (one function per
+                                mode: run_systems, run_compare, ...), main
 
 A metric family turns each scored entry into a record of additive statistics, merges
 records exactly (any split, any order: same bytes) and finishes the merged record into
-its report section; see the "Metric families" section and README ("How the code is
-organised"). A group of helpers that belongs to one thing lives in a class used as a
-namespace (bottle.py style) rather than behind a name prefix.
+its report section; see chapter 3 and README ("How the code is organised"). A group of
+helpers that belongs to one thing lives in a class used as a namespace (bottle.py style)
+rather than behind a name prefix.
 """
 
 from __future__ import annotations
