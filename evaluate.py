@@ -164,7 +164,7 @@ import time
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -1066,6 +1066,16 @@ class SchemaResult:
     def n_items(self) -> int:
         return len(self.valid) + len(self.invalid)
 
+    @property
+    def items(self) -> list[Mapping[str, Any] | Sequence[Any]]:
+        """The valid items, in input order (what :func:`normalize_triplets` takes)."""
+        return [item for _, item in self.valid]
+
+    @property
+    def positions(self) -> list[int]:
+        """The item index of every valid item, in input order."""
+        return [index for index, _ in self.valid]
+
 
 def _describe(value: Any) -> str:
     """Short, JSON-like description of a found value for error messages."""
@@ -1355,67 +1365,30 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
         profile: "hgr" or "triples".
 
     Returns:
-        One Triplet per item, in order, raw values kept next to normalised ones.
+        One Triplet per item, in order, raw values kept next to normalised ones: titles
+        through :func:`normalize_title`, types through :func:`normalize_label`, the
+        weight as ``float(weight)`` (None in the "triples" profile).
     """
+    if profile != "hgr":
+        return [_flat_triplet(*flat_fields(item)) for item in items]  # type: ignore[misc]
     out: list[Triplet] = []
+    append, title = out.append, _normalize_title_cached
     for item in items:
-        if profile == "hgr":
-            src, rel, tgt = item["source"], item["relation"], item["target"]
-            out.append(Triplet(
-                source_raw=src["title"], relation_raw=rel["type"], target_raw=tgt["title"],
-                source_type_raw=src["type"], target_type_raw=tgt["type"],
-                weight=float(rel["weight"]),
-                source=normalize_title(src["title"]), relation=normalize_label(rel["type"]),
-                target=normalize_title(tgt["title"]),
-                source_type=normalize_label(src["type"]), target_type=normalize_label(tgt["type"]),
-            ))
+        src, rel, tgt = item["source"], item["relation"], item["target"]
+        s, st, r, t, tt = src["title"], src["type"], rel["type"], tgt["title"], tgt["type"]
+        if type(s) is str and type(st) is str and type(r) is str and type(t) is str and type(tt) is str:
+            # plain strings (most items): normalize_title's memo and normalize_label, inlined
+            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r.strip().lower(), title(t),
+                           st.strip().lower(), tt.strip().lower()))
         else:
-            s, r, o = flat_fields(item)  # type: ignore[misc]
-            out.append(Triplet(
-                source_raw=s, relation_raw=r, target_raw=o, source_type_raw=None,
-                target_type_raw=None, weight=None, source=normalize_title(s),
-                relation=normalize_label(r), target=normalize_title(o),
-                source_type=None, target_type=None,
-            ))
+            append(Triplet(s, r, t, st, tt, float(rel["weight"]), normalize_title(s), normalize_label(r),
+                           normalize_title(t), normalize_label(st), normalize_label(tt)))
     return out
 
 
-def _valid_triplets(items: Sequence[Any], profile: str) -> tuple[list[Triplet], list[int], list[tuple[int, str]]]:
-    """:func:`validate_schema` and :func:`normalize_triplets` of one answer in one pass:
-    (the valid items' triplets, their item indices, (index, reason) of the invalid ones),
-    the same values in the same order. A plainly valid typed item (the test of
-    :func:`_plainly_valid_hgr_item`, inlined) is normalised here: the titles through the
-    memo of :func:`normalize_title`, the labels as :func:`normalize_label`; every other
-    item goes through :func:`validate_hgr_item` (or the flat profile's check) and
-    :func:`normalize_triplets`."""
-    triplets: list[Triplet] = []
-    positions: list[int] = []
-    invalid: list[tuple[int, str]] = []
-    if profile != "hgr":
-        schema = validate_schema(items, profile)
-        return (normalize_triplets((item for _, item in schema.valid), profile), [k for k, _ in schema.valid],
-                list(schema.invalid))
-    title = _normalize_title_cached
-    append, position = triplets.append, positions.append
-    for index, item in enumerate(items):
-        if type(item) is dict:
-            src, rel, tgt = item.get("source"), item.get("relation"), item.get("target")
-            if type(src) is dict and type(rel) is dict and type(tgt) is dict:
-                s, st, r, w = src.get("title"), src.get("type"), rel.get("type"), rel.get("weight")
-                t, tt = tgt.get("title"), tgt.get("type")
-                if (type(s) is str and type(st) is str and type(r) is str and (type(w) is float or type(w) is int)
-                        and 0 <= w <= 1 and type(t) is str and type(tt) is str):
-                    append(Triplet(s, r, t, st, tt, float(w), title(s), r.strip().lower(), title(t),
-                                   st.strip().lower(), tt.strip().lower()))
-                    position(index)
-                    continue
-        reason = validate_hgr_item(item, index)
-        if reason is None:
-            triplets.extend(normalize_triplets((item,), profile))
-            position(index)
-        else:
-            invalid.append((index, reason))
-    return triplets, positions, invalid
+def _flat_triplet(s: Any, r: Any, o: Any) -> Triplet:
+    """The :class:`Triplet` of a valid flat item's fields (no types, no weight)."""
+    return Triplet(s, r, o, None, None, None, normalize_title(s), normalize_label(r), normalize_title(o), None, None)
 
 
 def relation_text(relation: str) -> str:
@@ -1803,6 +1776,36 @@ def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
     src = similarity.matrix([g.source for g in gold], [p.source for p in preds])
     tgt = similarity.matrix([g.target for g in gold], [p.target for p in preds])
     rel = similarity.matrix([g.relation for g in gold], [p.relation for p in preds], relation=True)
+    return src, tgt, rel
+
+
+#: Field similarities of one entry (source, target, relation), each of shape (n_gold,
+#: n_pred): float64 arrays, or rows of Python floats (see :func:`field_similarities`).
+FieldSimilarities = tuple[Any, Any, Any]
+
+
+def field_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity: Similarity) -> FieldSimilarities:
+    """Stage 3 for one entry: the source, target and relation similarity of every gold x
+    prediction pair, the values of :func:`embedding_matching` (SPEC.md section 4).
+
+    For an entry small enough for the list solver (max(n_gold, n_pred) <
+    :data:`_NUMPY_SOLVER_MIN_SIZE`, fewer than :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs)
+    scored by the lexical backend itself, the lexical similarity comes as rows of Python
+    floats (no arrays; :func:`match_from_similarities` solves them as lists); a larger
+    lexical entry gets the same rows as float64 arrays; any other backend
+    :func:`embedding_matching`. An entry without gold or without predictions has no pairs:
+    empty rows, and the backend is not asked.
+    """
+    n_gold, n_pred = len(gold), len(preds)
+    if n_gold == 0 or n_pred == 0:
+        rows: list[list[float]] = [[] for _ in gold]
+        return rows, rows, rows
+    lexical = similarity._pair_rows(gold, preds)
+    if lexical is None:
+        return embedding_matching(gold, preds, similarity)
+    if max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE:
+        return lexical
+    src, tgt, rel = (np.array(rows, dtype=float).reshape(n_gold, n_pred) for rows in lexical)
     return src, tgt, rel
 
 
@@ -2454,13 +2457,7 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
         similarity: the similarity backend (exact/embedding/lexical).
         align_accept: acceptance gate in [0, 1].
     """
-    n_gold, n_pred = len(gold), len(preds)
-    if n_gold == 0 or n_pred == 0:
-        return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
-    rows = similarity._pair_rows(gold, preds)   # a small entry, lexical: the matrices as lists
-    if rows is not None and max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE:
-        return _match_rows(gold, preds, *rows, align_accept)
-    return match_from_similarities(gold, preds, *embedding_matching(gold, preds, similarity), align_accept)
+    return match_from_similarities(gold, preds, *field_similarities(gold, preds, similarity), align_accept)
 
 
 def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[list[float]], tgt: list[list[float]],
@@ -2497,11 +2494,15 @@ def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[lis
 
 def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], src: np.ndarray, tgt: np.ndarray,
                             rel: np.ndarray, align_accept: float = DEFAULT_ALIGN_ACCEPT) -> MatchResult:
-    """The matching of :func:`match_triplets` from given field-similarity matrices (each
-    float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1, gated values as
-    :func:`embedding_matching` returns them): align_sim, the padded Hungarian assignment
-    and the acceptance gate (SPEC.md section 5). The threshold sweep calls it with the
-    matrices of each threshold. Raises ValueError on a non-finite similarity."""
+    """Stage 4 for one entry: the matching of :func:`match_triplets` from given
+    field-similarity matrices (each float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1,
+    gated values as :func:`embedding_matching` returns them; or, from
+    :func:`field_similarities`, rows of Python floats of a small entry, any n_gold,
+    n_pred >= 0): align_sim, the padded Hungarian assignment and the acceptance gate
+    (SPEC.md section 5). The threshold sweep calls it with the matrices of each
+    threshold. Raises ValueError on a non-finite similarity."""
+    if type(src) is list:
+        return _match_rows(gold, preds, src, tgt, rel, align_accept)
     n_gold, n_pred = len(gold), len(preds)
     if max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE and np.isfinite(src).all() and np.isfinite(tgt).all() \
             and np.isfinite(rel).all():
@@ -2580,24 +2581,40 @@ def is_grounded(title: str, prompt: PromptContext) -> bool:
     return bool(tokens) and len(tokens & prompt.tokens) / len(tokens) >= 0.6
 
 
-def final_hallucination_check(pred: Triplet, gold_titles: frozenset[str] | set[str],
-                              prompt: PromptContext,
-                              vocabulary: frozenset[str] | None) -> str:
-    """Classify one unmatched, non-self-loop prediction (SPEC.md section 7).
+def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[str], prompt: PromptContext | Any,
+                              vocabulary: frozenset[str] | None) -> list[str]:
+    """Classify an entry's unmatched, non-self-loop predictions (SPEC.md section 7): one
+    class per prediction, in order.
 
-    In order: the normalised relation type is not exactly one of ``vocabulary`` ->
-    ``"hallucinated_relation"`` (skipped when ``vocabulary`` is None); else both endpoint
-    titles known (equal to a normalised endpoint title of the entry's valid gold triplets,
-    or grounded in the prompt, see :func:`is_grounded`) -> ``"novel_grounded"`` (costs
-    precision, not a hard hallucination); else ``"ungrounded"``.
+    For each, in order: the normalised relation type is not exactly one of ``vocabulary``
+    -> ``"hallucinated_relation"`` (skipped when ``vocabulary`` is None); else both
+    endpoint titles known (in ``gold_titles``, the normalised endpoint titles of the
+    entry's valid gold triplets, or grounded in the prompt, see :func:`is_grounded`) ->
+    ``"novel_grounded"`` (costs precision, not a hard hallucination); else
+    ``"ungrounded"``. ``prompt`` is a :class:`PromptContext` or the prompt itself, which is
+    then normalised once, and only when a title is neither a gold title nor empty (an empty
+    title is never grounded): only then does :func:`is_grounded` need it.
     """
-    if vocabulary is not None and pred.relation not in vocabulary:
-        return "hallucinated_relation"
-
-    def known(title: str) -> bool:
-        return title in gold_titles or is_grounded(title, prompt)
-
-    return "novel_grounded" if known(pred.source) and known(pred.target) else "ungrounded"
+    context = prompt if isinstance(prompt, PromptContext) else None
+    classes: list[str] = []
+    for pred in preds:
+        if vocabulary is not None and pred.relation not in vocabulary:
+            classes.append("hallucinated_relation")
+            continue
+        cls = "novel_grounded"
+        for title in (pred.source, pred.target):
+            if title in gold_titles:
+                continue
+            if not title:
+                cls = "ungrounded"
+                break
+            if context is None:
+                context = PromptContext.from_prompt(prompt)
+            if not is_grounded(title, context):
+                cls = "ungrounded"
+                break
+        classes.append(cls)
+    return classes
 
 
 def is_self_loop(triplet: Triplet) -> bool:
@@ -2750,47 +2767,32 @@ def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[T
     return tally
 
 
-def _classify_unmatched(gold: Sequence[Triplet], unmatched: Sequence[int], preds: Sequence[Triplet],
-                        pred_positions: Sequence[int], self_loop_positions: Sequence[int],
-                        prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Stage 5 for one entry: the class of every unmatched prediction (self-loops are
-    "self_loop"), as report rows in item order, and the class counts."""
-    classes = {"self_loop": len(self_loop_positions), "hallucinated_relation": 0, "novel_grounded": 0,
-               "ungrounded": 0}
+def _unmatched_rows(unmatched: Sequence[int], classes: Sequence[str], pred_positions: Sequence[int],
+                    self_loop_positions: Sequence[int]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The report rows of the unmatched predictions (self-loops are "self_loop", the others
+    have their :func:`final_hallucination_check` class), in item order, and the class
+    counts."""
+    counts = {"self_loop": len(self_loop_positions), "hallucinated_relation": 0, "novel_grounded": 0,
+              "ungrounded": 0}
     rows = [{"pred_index": position, "class": "self_loop"} for position in self_loop_positions]
-    if not unmatched:  # nothing to ground: the prompt is not normalised
-        return rows, classes
-    # final_hallucination_check, inlined: the prompt is normalised only when a title is
-    # neither a gold title nor empty (is_grounded needs it then), and once.
-    gold_titles = {t for g in gold for t in (g.source, g.target)}
-    context: PromptContext | None = None
-    for j in unmatched:
-        pred = preds[j]
-        if vocabulary is not None and pred.relation not in vocabulary:
-            cls = "hallucinated_relation"
-        else:
-            cls = "novel_grounded"
-            for title in (pred.source, pred.target):
-                if title in gold_titles:
-                    continue
-                if not title:
-                    cls = "ungrounded"          # an empty title is never grounded
-                    break
-                if context is None:
-                    context = PromptContext.from_prompt(prompt)
-                if not is_grounded(title, context):
-                    cls = "ungrounded"
-                    break
-        classes[cls] += 1
+    for j, cls in zip(unmatched, classes):
+        counts[cls] += 1
         rows.append({"pred_index": pred_positions[j], "class": cls})
     if self_loop_positions:
         rows.sort(key=lambda row: row["pred_index"])
-    return rows, classes
+    return rows, counts
 
 
-def _entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
-                   classes: Mapping[str, int], typed: bool) -> EntryMetrics:
-    """The formulas of SPEC.md section 8 for one entry (see :func:`score_entry`)."""
+def entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
+                  classes: Mapping[str, int], typed: bool) -> EntryMetrics:
+    """Stage 6 for one entry: the formulas of SPEC.md section 8 (see :func:`score_entry`).
+
+    Args: ``n_gold`` valid gold triplets, ``n_items`` predicted items, ``n_valid``
+    schema-valid predictions, ``unparseable`` (schema score 0.0), the accepted pairs'
+    ``tally`` (:func:`_tally_pairs`), the unmatched predictions' class counts
+    (``self_loop``, ``hallucinated_relation``, ``novel_grounded``, ``ungrounded``), and
+    ``typed`` (the "hgr" profile: type and weight axes; else None).
+    """
     entity_tp, full_tp = tally.entity_tp, tally.full_tp
     hard = classes["self_loop"] + classes["hallucinated_relation"] + classes["ungrounded"]
     entity_p, entity_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
@@ -2852,35 +2854,43 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         :func:`composite_score` with schema and grounding N/A when n_items = 0, and
         composite = 1.0 if n_gold = n_items = 0, 0.0 if n_gold = 0 < n_items.
     """
-    if profile not in SCHEMA_PROFILES:
-        raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
-    gold, gold_positions, gold_invalid = _valid_triplets(gold_items, profile)
     unparseable = pred_items is None
     pred_items = pred_items or []
-    valid_preds, valid_positions, pred_invalid = _valid_triplets(pred_items, profile)
-    n_items = len(pred_items)
-    preds: list[Triplet] = []
-    pred_positions: list[int] = []
-    self_loop_positions: list[int] = []
-    for t, position in zip(valid_preds, valid_positions):
-        if t.source and t.source == t.target:      # is_self_loop, inlined
-            self_loop_positions.append(position)
-        else:
-            preds.append(t)
-            pred_positions.append(position)
-
-    result = match_triplets(gold, preds, similarity, align_accept)
-    typed = profile == "hgr"
-    tally = _tally_pairs(result, gold, preds, gold_positions, pred_positions, typed)
-    unmatched, classes = _classify_unmatched(gold, result.unmatched_pred, preds, pred_positions,
-                                             self_loop_positions, prompt, vocabulary)
+    gold_schema = validate_schema(gold_items, profile)                          # Stage 1
+    pred_schema = validate_schema(pred_items, profile)
+    gold = normalize_triplets(gold_schema.items, profile)                       # Stage 2
+    valid_preds = normalize_triplets(pred_schema.items, profile)
+    preds, pred_positions, self_loop_positions = _split_self_loops(valid_preds, pred_schema.positions)
+    similarities = field_similarities(gold, preds, similarity)                  # Stage 3
+    result = match_from_similarities(gold, preds, *similarities, align_accept)  # Stage 4
+    gold_titles = {t for g in gold for t in (g.source, g.target)} if result.unmatched_pred else ()
+    classes = final_hallucination_check([preds[j] for j in result.unmatched_pred], gold_titles, prompt,
+                                        vocabulary)                             # Stage 5
+    typed = profile == "hgr"                                                    # Stage 6
+    tally = _tally_pairs(result, gold, preds, gold_schema.positions, pred_positions, typed)
+    unmatched, counts = _unmatched_rows(result.unmatched_pred, classes, pred_positions, self_loop_positions)
     return EntryScore(
-        values=_entry_metrics(len(gold), n_items, len(valid_preds), unparseable, tally, classes, typed),
+        values=entry_metrics(len(gold), len(pred_items), len(valid_preds), unparseable, tally, counts, typed),
         pairs=tally.pairs, unmatched_predictions=unmatched,
-        invalid_items=[reason for _, reason in pred_invalid],
-        invalid_gold_items=[reason for _, reason in gold_invalid],
+        invalid_items=[reason for _, reason in pred_schema.invalid],
+        invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
-        gold=gold, preds=valid_preds, n_items=n_items)
+        gold=gold, preds=valid_preds, n_items=len(pred_items))
+
+
+def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
+    """(the triplets that are no self-loop, their item indices, the self-loops' item
+    indices): :func:`is_self_loop`, inlined."""
+    kept: list[Triplet] = []
+    kept_positions: list[int] = []
+    loops: list[int] = []
+    for t, position in zip(triplets, positions):
+        if t.source and t.source == t.target:
+            loops.append(position)
+        else:
+            kept.append(t)
+            kept_positions.append(position)
+    return kept, kept_positions, loops
 
 
 # ======================================================================================
