@@ -2094,8 +2094,7 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
     padding value of the last scanned row and ``column`` the column of that row (the
     caller's group update); ``(q, 0.0, 0)`` when no update can apply.
     """
-    real_width = c.shape[1]
-    extra = cols.size - real_width
+    extra = cols.size - c.shape[1]
     # a walk normally runs through every assigned group column (the free one ends it), so
     # the first block takes them all, up to the cell bound
     block_rows = max(_TIE_BLOCK_ROWS, _PAD_BLOCK_CELLS // cols.size)
@@ -2107,17 +2106,8 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
         while s < stop_at:
             if s >= b1:     # a new block: its values and, per column, its first value <= 0
                 b0, b1 = s, min(stop_at, s + block_rows)
-                block_cols = np.flatnonzero(~used)
-                rows = p[group[b0:b1]]
-                costs = c[rows][:, block_cols[block_cols < real_width]]
-                if extra:
-                    costs = np.hstack((costs, np.full((rows.size, int((block_cols >= real_width).sum())), pad)))
-                cur = costs - u[rows][:, None] - vx[block_cols]   # (cost - u) - v, as the scalar step
-                row_pad = pad - u[rows]
-                le0 = cur <= 0.0
-                first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), b1 - b0)
-                pad_neg = np.flatnonzero(row_pad < 0.0)
-                first_pad_neg = int(pad_neg[0]) if pad_neg.size else b1 - b0
+                block_cols, cur, row_pad, first_le0, first_pad_neg = _padding_walk_block(c, u, p, used, vx, pad,
+                                                                                         group[b0:b1])
                 if not extra and _padding_block_at_once(c, u, p, way, minv, used, cols, vx, pad, group,
                                                         b0, cur, row_pad, block_cols, first_le0):
                     s = b1
@@ -2139,26 +2129,62 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
                 break
         if not stopped:
             return s, 0.0, 0
-        # the zero individual columns below the next group column, one by one in index order
         next_group = int(group[s]) if s < group.size else sys.maxsize
-        while True:
-            zeros = np.flatnonzero((minv == 0.0) & ~used)
-            if not zeros.size:
-                break
-            x = int(zeros[0])
-            j = int(cols[x])
-            if j > next_group or p[j] == 0:
-                return s, 0.0, 0
-            used[x] = True
-            i0 = p[j]
-            row = np.concatenate((c[i0], np.full(extra, pad))) if extra else c[i0]
-            cur_j = row - u[i0] - vx
-            better = ~used & (cur_j < minv)
-            minv[better] = cur_j[better]
-            way[cols[better]] = j
-            pad_j = pad - u[i0]
-            if pad_j < 0.0 or (cur_j[~used] < 0.0).any():
-                return s, float(pad_j), j
+        found = _scan_zero_columns(c, u, p, way, minv, used, cols, vx, pad, next_group)
+        if found is not None:
+            return s, found[0], found[1]
+
+
+def _padding_walk_block(c: np.ndarray, u: np.ndarray, p: np.ndarray, used: np.ndarray, vx: np.ndarray, pad: float,
+                        group_block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """One block of :func:`_scan_padding_walk`: the rows assigned to the group columns
+    ``group_block`` against the unused individual columns. Returns ``(block_cols, cur,
+    row_pad, first_le0, first_pad_neg)``: the unused columns' positions in ``cols``, the
+    values ``(cost - u) - v`` (as the scalar step; a padding column costs ``pad``), each
+    row's padding value ``pad - u``, per column the first row whose value is <= 0 and the
+    first row whose padding value is < 0 (the block's size where there is none)."""
+    real_width = c.shape[1]
+    size = group_block.size
+    block_cols = np.flatnonzero(~used)
+    rows = p[group_block]
+    costs = c[rows][:, block_cols[block_cols < real_width]]
+    if used.size > real_width:
+        costs = np.hstack((costs, np.full((rows.size, int((block_cols >= real_width).sum())), pad)))
+    cur = costs - u[rows][:, None] - vx[block_cols]
+    row_pad = pad - u[rows]
+    le0 = cur <= 0.0
+    first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), size)
+    pad_neg = np.flatnonzero(row_pad < 0.0)
+    return block_cols, cur, row_pad, first_le0, int(pad_neg[0]) if pad_neg.size else size
+
+
+def _scan_zero_columns(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray, minv: np.ndarray,
+                       used: np.ndarray, cols: np.ndarray, vx: np.ndarray, pad: float,
+                       next_group: int) -> tuple[float, int] | None:
+    """The zero-delta steps of :func:`_scan_padding_walk` through the unused individual
+    columns whose ``minv`` is 0 below the group column ``next_group``, one by one in index
+    order, each the scalar step. Returns None when none is left (the group's rows are
+    next), ``(0.0, 0)`` when the next one lies above ``next_group`` or is free, and
+    ``(row_pad, column)`` of the scanned column whose row leaves a negative value."""
+    extra = cols.size - c.shape[1]
+    while True:
+        zeros = np.flatnonzero((minv == 0.0) & ~used)
+        if not zeros.size:
+            return None
+        x = int(zeros[0])
+        j = int(cols[x])
+        if j > next_group or p[j] == 0:
+            return 0.0, 0
+        used[x] = True
+        i0 = p[j]
+        row = np.concatenate((c[i0], np.full(extra, pad))) if extra else c[i0]
+        cur_j = row - u[i0] - vx
+        better = ~used & (cur_j < minv)
+        minv[better] = cur_j[better]
+        way[cols[better]] = j
+        pad_j = pad - u[i0]
+        if pad_j < 0.0 or (cur_j[~used] < 0.0).any():
+            return float(pad_j), j
 
 
 def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
@@ -2201,7 +2227,6 @@ def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
     O(n) per step with about one step per assigned padding column.
     """
     n, m = cost.shape
-    inf = math.inf
     c = np.zeros((n + 1, m + 1))
     c[1:, 1:] = cost
     u = np.zeros(n + 1)
@@ -2211,63 +2236,74 @@ def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
     padding = np.arange(m + 1, n + 1)
     assigned = 0                # padding columns m+1..m+assigned have a row, by (2)
     for i in range(1, n + 1):
-        regular = v[m + 1:] == 0.0
-        group = padding[regular]
-        cols = np.concatenate((np.arange(m + 1), padding[~regular]))    # ascending
-        pad_extra = np.full(cols.size - (m + 1), pad)
-        vx = v[cols]
-        group_assigned = int(np.searchsorted(group, m + assigned, side="right"))
-        minv = np.full(cols.size, inf)
-        used = np.zeros(cols.size, dtype=bool)
-        g, w, q = inf, 0, 0     # the group's minv and way; group[:q] reached this phase
-        p[0] = i
-        j0, x0 = 0, 0           # x0: position of j0 in cols, -1 for a group column
-        while True:
-            if x0 < 0 and g == 0.0 and (minv[~used] >= 0.0).all():
-                last, row_pad, scanned = _scan_padding_walk(c, u, p, way, minv, used, cols, vx,
-                                                            pad, group, q - 1, group_assigned)
-                way[group[q:last]] = w
-                q = last
-                if row_pad < g:
-                    g, w = row_pad, scanned
-            else:
-                if x0 >= 0:
-                    used[x0] = True
-                i0 = p[j0]
-                row = np.concatenate((c[i0], pad_extra)) if pad_extra.size else c[i0]
-                cur = row - u[i0] - vx
-                better = ~used & (cur < minv)
-                minv[better] = cur[better]
-                way[cols[better]] = j0
-                row_pad = pad - u[i0]
-                if row_pad < g:
-                    g, w = row_pad, j0
-            masked = np.where(used, inf, minv)
-            x1 = int(np.argmin(masked))
-            delta = float(masked[x1])
-            if q < group.size and (g < delta or (g == delta and group[q] < cols[x1])):
-                j1, delta, x1 = int(group[q]), g, -1
-            else:
-                j1 = int(cols[x1])
-            if delta != 0.0:
-                u[p[cols[used]]] += delta
-                vx[used] -= delta
-                minv[~used] -= delta
-                if q:
-                    u[p[group[:q]]] += delta
-                    v[group[:q]] -= delta
-                g -= delta
-            if x1 < 0:
-                way[j1] = w
-                q += 1
-            j0, x0 = j1, x1
-            if p[j0] == 0:
-                break
-        v[cols] = vx
+        j0 = _padded_columns_phase(c, u, v, p, way, padding, i, assigned, pad)
         _augment(p, way, j0)
         if j0 > m:
             assigned += 1
     return _SolverState(p, u, v)
+
+
+def _padded_columns_phase(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, way: np.ndarray,
+                          padding: np.ndarray, i: int, assigned: int, pad: float) -> int:
+    """Phase ``i`` of :func:`_solve_padded_columns` (row i enters; the padding columns
+    ``padding`` = m+1..n, of which m+1..m+``assigned`` have a row): the steps up to the
+    free column that ends it, which it returns; ``u``, ``v``, ``p[0]`` and ``way`` are
+    updated in place as the scalar solver's phase updates them (the caller augments)."""
+    m = c.shape[1] - 1
+    inf = math.inf
+    regular = v[m + 1:] == 0.0
+    group = padding[regular]
+    cols = np.concatenate((np.arange(m + 1), padding[~regular]))    # ascending
+    pad_extra = np.full(cols.size - (m + 1), pad)
+    vx = v[cols]
+    group_assigned = int(np.searchsorted(group, m + assigned, side="right"))
+    minv = np.full(cols.size, inf)
+    used = np.zeros(cols.size, dtype=bool)
+    g, w, q = inf, 0, 0     # the group's minv and way; group[:q] reached this phase
+    p[0] = i
+    j0, x0 = 0, 0           # x0: position of j0 in cols, -1 for a group column
+    while True:
+        if x0 < 0 and g == 0.0 and (minv[~used] >= 0.0).all():
+            last, row_pad, scanned = _scan_padding_walk(c, u, p, way, minv, used, cols, vx,
+                                                        pad, group, q - 1, group_assigned)
+            way[group[q:last]] = w
+            q = last
+            if row_pad < g:
+                g, w = row_pad, scanned
+        else:
+            if x0 >= 0:
+                used[x0] = True
+            i0 = p[j0]
+            row = np.concatenate((c[i0], pad_extra)) if pad_extra.size else c[i0]
+            cur = row - u[i0] - vx
+            better = ~used & (cur < minv)
+            minv[better] = cur[better]
+            way[cols[better]] = j0
+            row_pad = pad - u[i0]
+            if row_pad < g:
+                g, w = row_pad, j0
+        masked = np.where(used, inf, minv)
+        x1 = int(np.argmin(masked))
+        delta = float(masked[x1])
+        if q < group.size and (g < delta or (g == delta and group[q] < cols[x1])):
+            j1, delta, x1 = int(group[q]), g, -1
+        else:
+            j1 = int(cols[x1])
+        if delta != 0.0:
+            u[p[cols[used]]] += delta
+            vx[used] -= delta
+            minv[~used] -= delta
+            if q:
+                u[p[group[:q]]] += delta
+                v[group[:q]] -= delta
+            g -= delta
+        if x1 < 0:
+            way[j1] = w
+            q += 1
+        j0, x0 = j1, x1
+        if p[j0] == 0:
+            v[cols] = vx
+            return j0
 
 
 def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -4746,23 +4782,7 @@ def t2kg_sentence_metrics(
     else:
         precision = recall = f1 = 0
 
-    if pred:
-        onto_rels = {r.replace(" ", "_") for r in relations}
-        n_conf = sum(1 for t in pred if t[1] in onto_rels)
-        onto_conf = n_conf / len(pred)
-        rel_halluc = 1 - onto_conf
-        context = Text2KGBench.stem_squash(sentence + " ".join(concepts))
-        n_sub = n_obj = 0
-        for s, _, o in pred:
-            if Text2KGBench.stem_squash(s).replace("01januari", "") not in context:
-                n_sub += 1
-            if Text2KGBench.stem_squash(o).replace("01januari", "") not in context:
-                n_obj += 1
-        sub_halluc = n_sub / len(pred)
-        obj_halluc = n_obj / len(pred)
-    else:
-        onto_conf, rel_halluc, sub_halluc, obj_halluc = 1, 0, 0, 0
-
+    onto_conf, rel_halluc, sub_halluc, obj_halluc = _t2kg_hallucination(pred, sentence, concepts, relations)
     return {
         "precision": precision,
         "recall": recall,
@@ -4775,6 +4795,26 @@ def t2kg_sentence_metrics(
         "filtered_llm_triples": len(filtered),
         "gt_triples": len(gold),
     }
+
+
+def _t2kg_hallucination(pred: Sequence[tuple[str, str, str]], sentence: str, concepts: Sequence[str],
+                        relations: Sequence[str]) -> tuple[float, float, float, float]:
+    """(onto_conf, rel_halluc, sub_halluc, obj_halluc) of one sentence's predicted triples
+    as run_eval.py computes them (the formulas: :func:`t2kg_sentence_metrics`); the ints
+    ``(1, 0, 0, 0)`` for an empty prediction, whose context is not tokenised."""
+    if not pred:
+        return 1, 0, 0, 0
+    onto_rels = {r.replace(" ", "_") for r in relations}
+    n_conf = sum(1 for t in pred if t[1] in onto_rels)
+    onto_conf = n_conf / len(pred)
+    context = Text2KGBench.stem_squash(sentence + " ".join(concepts))
+    n_sub = n_obj = 0
+    for s, _, o in pred:
+        if Text2KGBench.stem_squash(s).replace("01januari", "") not in context:
+            n_sub += 1
+        if Text2KGBench.stem_squash(o).replace("01januari", "") not in context:
+            n_obj += 1
+    return onto_conf, 1 - onto_conf, n_sub / len(pred), n_obj / len(pred)
 
 
 # --- text2kgbench: per ontology ---
