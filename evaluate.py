@@ -2759,8 +2759,9 @@ def composite_score(axes: Mapping[str, float | None]) -> float:
 
 
 @dataclass
-class _MatchTally:
-    """What the accepted pairs of one entry add up to (part of :func:`score_entry`)."""
+class MatchTally:
+    """What the accepted pairs of one entry add up to (Stage 6, :func:`score_entry`): entity
+    and full matches, type agreements, the weight scores of full matches, report rows."""
 
     entity_tp: int = 0
     full_tp: int = 0
@@ -2772,10 +2773,10 @@ class _MatchTally:
 
 
 def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[Triplet],
-                 gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> _MatchTally:
+                 gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> MatchTally:
     """Classify every accepted pair (entity / relation / full match, type agreement,
     weight agreement: SPEC.md section 6), with its report row."""
-    tally = _MatchTally()
+    tally = MatchTally()
     for pair in result.pairs:
         g, p = gold[pair.gold], preds[pair.pred]
         entity = pair.source_sim > 0 and pair.target_sim > 0
@@ -2819,7 +2820,7 @@ def _unmatched_rows(unmatched: Sequence[int], classes: Sequence[str], pred_posit
     return rows, counts
 
 
-def entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
+def entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: MatchTally,
                   classes: Mapping[str, int], typed: bool) -> EntryMetrics:
     """Stage 6 for one entry: the formulas of SPEC.md section 8 (see :func:`score_entry`).
 
