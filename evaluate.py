@@ -1050,31 +1050,32 @@ class Triplet:
                              target_type=target_type)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SchemaResult:
     """Outcome of :func:`validate_schema` for one answer.
 
-    ``valid``: (item index, item) of every valid item, in input order.
+    ``items``: every valid item, in input order (what :func:`normalize_triplets` takes);
+    ``positions``: their item indices; ``valid``: (item index, item) of each.
     ``invalid``: (item index, reason) of every invalid item, reason like
     ``"[1].target: missing"``. ``n_items`` = len(valid) + len(invalid).
     """
 
-    valid: tuple[tuple[int, Mapping[str, Any] | Sequence[Any]], ...]
+    positions: tuple[int, ...]
+    items: tuple[Mapping[str, Any] | Sequence[Any], ...]
     invalid: tuple[tuple[int, str], ...]
+
+    def __init__(self, positions: tuple[int, ...], items: tuple[Mapping[str, Any] | Sequence[Any], ...],
+                 invalid: tuple[tuple[int, str], ...]) -> None:
+        self.__dict__.update(positions=positions, items=items, invalid=invalid)   # see Triplet
+
+    @property
+    def valid(self) -> tuple[tuple[int, Mapping[str, Any] | Sequence[Any]], ...]:
+        """(item index, item) of every valid item, in input order."""
+        return tuple(zip(self.positions, self.items))
 
     @property
     def n_items(self) -> int:
-        return len(self.valid) + len(self.invalid)
-
-    @property
-    def items(self) -> list[Mapping[str, Any] | Sequence[Any]]:
-        """The valid items, in input order (what :func:`normalize_triplets` takes)."""
-        return [item for _, item in self.valid]
-
-    @property
-    def positions(self) -> list[int]:
-        """The item index of every valid item, in input order."""
-        return [index for index, _ in self.valid]
+        return len(self.positions) + len(self.invalid)
 
 
 def _describe(value: Any) -> str:
@@ -1161,13 +1162,16 @@ def _plainly_valid_hgr_item(item: Any) -> bool:
     the field paths of the reasons. False says nothing (the full check decides)."""
     if type(item) is not dict:
         return False
-    source, relation, target = item.get("source"), item.get("relation"), item.get("target")
-    if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+    try:    # plain dicts: a missing key raises KeyError (subscripts are cheaper than get)
+        source, relation, target = item["source"], item["relation"], item["target"]
+        if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+            return False
+        weight = relation["weight"]
+        return (type(source["title"]) is str and type(source["type"]) is str
+                and type(relation["type"]) is str and (type(weight) is float or type(weight) is int)
+                and 0 <= weight <= 1 and type(target["title"]) is str and type(target["type"]) is str)
+    except KeyError:
         return False
-    weight = relation.get("weight")
-    return (type(source.get("title")) is str and type(source.get("type")) is str
-            and type(relation.get("type")) is str and (type(weight) is float or type(weight) is int)
-            and 0 <= weight <= 1 and type(target.get("title")) is str and type(target.get("type")) is str)
 
 
 #: Accepted key triples of flat triplet objects ("triples" profile), in lookup order.
@@ -1242,15 +1246,23 @@ def validate_schema(items: Sequence[Any], profile: str = "hgr") -> SchemaResult:
     if profile not in SCHEMA_PROFILES:
         raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
     check = validate_hgr_item if profile == "hgr" else validate_flat_item
-    valid: list[tuple[int, Any]] = []
+    # most typed items are plainly valid: no field paths to build (validate_hgr_item's first test)
+    plain = _plainly_valid_hgr_item if profile == "hgr" else _never
+    positions: list[int] = []
+    valid: list[Any] = []
     invalid: list[tuple[int, str]] = []
     for index, item in enumerate(items):
-        reason = check(item, index)
-        if reason is None:
-            valid.append((index, item))
+        if plain(item) or (reason := check(item, index)) is None:
+            positions.append(index)
+            valid.append(item)
         else:
             invalid.append((index, reason))
-    return SchemaResult(tuple(valid), tuple(invalid))
+    return SchemaResult(tuple(positions), tuple(valid), tuple(invalid))
+
+
+def _never(item: Any) -> bool:
+    """False (no item of the flat profile is plainly valid: :func:`validate_flat_item` decides)."""
+    return False
 
 
 def detect_profile(gold_answers: Iterable[Sequence[Any]]) -> str:
@@ -1352,6 +1364,11 @@ def _normalize_text(title: str) -> str:
 _normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
 
 
+#: normalize_label of the entity and relation types seen (plain str), bounded as the
+#: similarity memos (:func:`_bounded_put`).
+_LABELS: dict[str, str] = {}
+
+
 def normalize_label(label: Any) -> str:
     """Normalise an entity type or relation type: trim + lowercase (SPEC.md section 3)."""
     return label.strip().lower() if isinstance(label, str) else ""
@@ -1372,14 +1389,18 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
     if profile != "hgr":
         return [_flat_triplet(*flat_fields(item)) for item in items]  # type: ignore[misc]
     out: list[Triplet] = []
-    append, title = out.append, _normalize_title_cached
+    append, title, labels = out.append, _normalize_title_cached, _LABELS
+    label = labels.get
     for item in items:
         src, rel, tgt = item["source"], item["relation"], item["target"]
         s, st, r, t, tt = src["title"], src["type"], rel["type"], tgt["title"], tgt["type"]
         if type(s) is str and type(st) is str and type(r) is str and type(t) is str and type(tt) is str:
-            # plain strings (most items): normalize_title's memo and normalize_label, inlined
-            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r.strip().lower(), title(t),
-                           st.strip().lower(), tt.strip().lower()))
+            # plain strings (most items): normalize_title's memo and normalize_label, memoised
+            # (a corpus has few distinct types)
+            r_n, st_n, tt_n = label(r), label(st), label(tt)
+            if r_n is None or st_n is None or tt_n is None:
+                r_n, st_n, tt_n = (_bounded_put(labels, x, x.strip().lower()) for x in (r, st, tt))
+            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r_n, title(t), st_n, tt_n))
         else:
             append(Triplet(s, r, t, st, tt, float(rel["weight"]), normalize_title(s), normalize_label(r),
                            normalize_title(t), normalize_label(st), normalize_label(tt)))
@@ -2672,7 +2693,7 @@ def f1_score(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EntryMetrics:
     """The per-entry numbers of SPEC.md section 8 (None = N/A), in report key order.
 
@@ -2706,6 +2727,25 @@ class EntryMetrics:
     hallucination_rate: float
     grounding: float
     composite: float
+
+    def __init__(self, n_gold: int, n_pred_raw_items: int, n_pred_valid: int, entity_tp: int, full_tp: int,
+                 hard_hallucinations: int, novel_grounded: int, hallucinated_relations: int, ungrounded: int,
+                 self_loops_removed: int, schema_score: float, entity_precision: float, entity_recall: float,
+                 entity_f1: float, triplet_precision: float, triplet_recall: float, triplet_f1: float,
+                 relation_accuracy: float | None, weight_score: float | None, type_agreement: float | None,
+                 hallucination_rate: float, grounding: float, composite: float) -> None:
+        # one update of the instance dict instead of 23 object.__setattr__ (see Triplet)
+        self.__dict__.update(n_gold=n_gold, n_pred_raw_items=n_pred_raw_items,
+                             n_pred_valid=n_pred_valid, entity_tp=entity_tp, full_tp=full_tp,
+                             hard_hallucinations=hard_hallucinations, novel_grounded=novel_grounded,
+                             hallucinated_relations=hallucinated_relations, ungrounded=ungrounded,
+                             self_loops_removed=self_loops_removed, schema_score=schema_score,
+                             entity_precision=entity_precision, entity_recall=entity_recall,
+                             entity_f1=entity_f1, triplet_precision=triplet_precision,
+                             triplet_recall=triplet_recall, triplet_f1=triplet_f1,
+                             relation_accuracy=relation_accuracy, weight_score=weight_score,
+                             type_agreement=type_agreement, hallucination_rate=hallucination_rate,
+                             grounding=grounding, composite=composite)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
@@ -7703,7 +7743,7 @@ def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profil
     for entry in entries:
         for items in (entry.gold.items, entry.pred.items or []):
             schema = validate_schema(items, profile)
-            for t in normalize_triplets((item for _, item in schema.valid), profile):
+            for t in normalize_triplets(schema.items, profile):
                 strings.update((t.source, t.target, relation_text(t.relation)))
     similarity.prepare(sorted(strings))
 

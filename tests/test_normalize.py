@@ -181,8 +181,9 @@ def answer_item(draw):
 @given(st.lists(answer_item(), max_size=6), st.sampled_from(ev.SCHEMA_PROFILES))
 def test_normalize_triplets_of_the_valid_items_field_by_field(items, profile):
     schema = ev.validate_schema(items, profile)
-    assert schema.items == [item for _, item in schema.valid]
-    assert schema.positions == [k for k, _ in schema.valid]
+    assert schema.valid == tuple(zip(schema.positions, schema.items))
+    assert all(items[k] is item for k, item in schema.valid)
+    assert sorted([*schema.positions, *(k for k, _ in schema.invalid)]) == list(range(len(items)))
     triplets = ev.normalize_triplets(schema.items, profile)
     expected = []
     for item in schema.items:
