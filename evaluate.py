@@ -152,7 +152,7 @@ import time
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -1010,21 +1010,32 @@ class Triplet:
                              target_type=target_type)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SchemaResult:
     """Outcome of :func:`validate_schema` for one answer.
 
-    ``valid``: (item index, item) of every valid item, in input order.
+    ``items``: every valid item, in input order (what :func:`normalize_triplets` takes);
+    ``positions``: their item indices; ``valid``: (item index, item) of each.
     ``invalid``: (item index, reason) of every invalid item, reason like
     ``"[1].target: missing"``. ``n_items`` = len(valid) + len(invalid).
     """
 
-    valid: tuple[tuple[int, Mapping[str, Any] | Sequence[Any]], ...]
+    positions: tuple[int, ...]
+    items: tuple[Mapping[str, Any] | Sequence[Any], ...]
     invalid: tuple[tuple[int, str], ...]
+
+    def __init__(self, positions: tuple[int, ...], items: tuple[Mapping[str, Any] | Sequence[Any], ...],
+                 invalid: tuple[tuple[int, str], ...]) -> None:
+        self.__dict__.update(positions=positions, items=items, invalid=invalid)   # see Triplet
+
+    @property
+    def valid(self) -> tuple[tuple[int, Mapping[str, Any] | Sequence[Any]], ...]:
+        """(item index, item) of every valid item, in input order."""
+        return tuple(zip(self.positions, self.items))
 
     @property
     def n_items(self) -> int:
-        return len(self.valid) + len(self.invalid)
+        return len(self.positions) + len(self.invalid)
 
 
 def _describe(value: Any) -> str:
@@ -1111,13 +1122,16 @@ def _plainly_valid_hgr_item(item: Any) -> bool:
     the field paths of the reasons. False says nothing (the full check decides)."""
     if type(item) is not dict:
         return False
-    source, relation, target = item.get("source"), item.get("relation"), item.get("target")
-    if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+    try:    # plain dicts: a missing key raises KeyError (subscripts are cheaper than get)
+        source, relation, target = item["source"], item["relation"], item["target"]
+        if not (type(source) is dict and type(relation) is dict and type(target) is dict):
+            return False
+        weight = relation["weight"]
+        return (type(source["title"]) is str and type(source["type"]) is str
+                and type(relation["type"]) is str and (type(weight) is float or type(weight) is int)
+                and 0 <= weight <= 1 and type(target["title"]) is str and type(target["type"]) is str)
+    except KeyError:
         return False
-    weight = relation.get("weight")
-    return (type(source.get("title")) is str and type(source.get("type")) is str
-            and type(relation.get("type")) is str and (type(weight) is float or type(weight) is int)
-            and 0 <= weight <= 1 and type(target.get("title")) is str and type(target.get("type")) is str)
 
 
 #: Accepted key triples of flat triplet objects ("triples" profile), in lookup order.
@@ -1192,15 +1206,23 @@ def validate_schema(items: Sequence[Any], profile: str = "hgr") -> SchemaResult:
     if profile not in SCHEMA_PROFILES:
         raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
     check = validate_hgr_item if profile == "hgr" else validate_flat_item
-    valid: list[tuple[int, Any]] = []
+    # most typed items are plainly valid: no field paths to build (validate_hgr_item's first test)
+    plain = _plainly_valid_hgr_item if profile == "hgr" else _never
+    positions: list[int] = []
+    valid: list[Any] = []
     invalid: list[tuple[int, str]] = []
     for index, item in enumerate(items):
-        reason = check(item, index)
-        if reason is None:
-            valid.append((index, item))
+        if plain(item) or (reason := check(item, index)) is None:
+            positions.append(index)
+            valid.append(item)
         else:
             invalid.append((index, reason))
-    return SchemaResult(tuple(valid), tuple(invalid))
+    return SchemaResult(tuple(positions), tuple(valid), tuple(invalid))
+
+
+def _never(item: Any) -> bool:
+    """False (no item of the flat profile is plainly valid: :func:`validate_flat_item` decides)."""
+    return False
 
 
 def detect_profile(gold_answers: Iterable[Sequence[Any]]) -> str:
@@ -1302,6 +1324,11 @@ def _normalize_text(title: str) -> str:
 _normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
 
 
+#: normalize_label of the entity and relation types seen (plain str), bounded as the
+#: similarity memos (:func:`_bounded_put`).
+_LABELS: dict[str, str] = {}
+
+
 def normalize_label(label: Any) -> str:
     """Normalise an entity type or relation type: trim + lowercase (SPEC.md section 3)."""
     return label.strip().lower() if isinstance(label, str) else ""
@@ -1315,67 +1342,34 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
         profile: "hgr" or "triples".
 
     Returns:
-        One Triplet per item, in order, raw values kept next to normalised ones.
+        One Triplet per item, in order, raw values kept next to normalised ones: titles
+        through :func:`normalize_title`, types through :func:`normalize_label`, the
+        weight as ``float(weight)`` (None in the "triples" profile).
     """
+    if profile != "hgr":
+        return [_flat_triplet(*flat_fields(item)) for item in items]  # type: ignore[misc]
     out: list[Triplet] = []
+    append, title, labels = out.append, _normalize_title_cached, _LABELS
+    label = labels.get
     for item in items:
-        if profile == "hgr":
-            src, rel, tgt = item["source"], item["relation"], item["target"]
-            out.append(Triplet(
-                source_raw=src["title"], relation_raw=rel["type"], target_raw=tgt["title"],
-                source_type_raw=src["type"], target_type_raw=tgt["type"],
-                weight=float(rel["weight"]),
-                source=normalize_title(src["title"]), relation=normalize_label(rel["type"]),
-                target=normalize_title(tgt["title"]),
-                source_type=normalize_label(src["type"]), target_type=normalize_label(tgt["type"]),
-            ))
+        src, rel, tgt = item["source"], item["relation"], item["target"]
+        s, st, r, t, tt = src["title"], src["type"], rel["type"], tgt["title"], tgt["type"]
+        if type(s) is str and type(st) is str and type(r) is str and type(t) is str and type(tt) is str:
+            # plain strings (most items): normalize_title's memo and normalize_label, memoised
+            # (a corpus has few distinct types)
+            r_n, st_n, tt_n = label(r), label(st), label(tt)
+            if r_n is None or st_n is None or tt_n is None:
+                r_n, st_n, tt_n = (_bounded_put(labels, x, x.strip().lower()) for x in (r, st, tt))
+            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r_n, title(t), st_n, tt_n))
         else:
-            s, r, o = flat_fields(item)  # type: ignore[misc]
-            out.append(Triplet(
-                source_raw=s, relation_raw=r, target_raw=o, source_type_raw=None,
-                target_type_raw=None, weight=None, source=normalize_title(s),
-                relation=normalize_label(r), target=normalize_title(o),
-                source_type=None, target_type=None,
-            ))
+            append(Triplet(s, r, t, st, tt, float(rel["weight"]), normalize_title(s), normalize_label(r),
+                           normalize_title(t), normalize_label(st), normalize_label(tt)))
     return out
 
 
-def _valid_triplets(items: Sequence[Any], profile: str) -> tuple[list[Triplet], list[int], list[tuple[int, str]]]:
-    """:func:`validate_schema` and :func:`normalize_triplets` of one answer in one pass:
-    (the valid items' triplets, their item indices, (index, reason) of the invalid ones),
-    the same values in the same order. A plainly valid typed item (the test of
-    :func:`_plainly_valid_hgr_item`, inlined) is normalised here: the titles through the
-    memo of :func:`normalize_title`, the labels as :func:`normalize_label`; every other
-    item goes through :func:`validate_hgr_item` (or the flat profile's check) and
-    :func:`normalize_triplets`."""
-    triplets: list[Triplet] = []
-    positions: list[int] = []
-    invalid: list[tuple[int, str]] = []
-    if profile != "hgr":
-        schema = validate_schema(items, profile)
-        return (normalize_triplets((item for _, item in schema.valid), profile), [k for k, _ in schema.valid],
-                list(schema.invalid))
-    title = _normalize_title_cached
-    append, position = triplets.append, positions.append
-    for index, item in enumerate(items):
-        if type(item) is dict:
-            src, rel, tgt = item.get("source"), item.get("relation"), item.get("target")
-            if type(src) is dict and type(rel) is dict and type(tgt) is dict:
-                s, st, r, w = src.get("title"), src.get("type"), rel.get("type"), rel.get("weight")
-                t, tt = tgt.get("title"), tgt.get("type")
-                if (type(s) is str and type(st) is str and type(r) is str and (type(w) is float or type(w) is int)
-                        and 0 <= w <= 1 and type(t) is str and type(tt) is str):
-                    append(Triplet(s, r, t, st, tt, float(w), title(s), r.strip().lower(), title(t),
-                                   st.strip().lower(), tt.strip().lower()))
-                    position(index)
-                    continue
-        reason = validate_hgr_item(item, index)
-        if reason is None:
-            triplets.extend(normalize_triplets((item,), profile))
-            position(index)
-        else:
-            invalid.append((index, reason))
-    return triplets, positions, invalid
+def _flat_triplet(s: Any, r: Any, o: Any) -> Triplet:
+    """The :class:`Triplet` of a valid flat item's fields (no types, no weight)."""
+    return Triplet(s, r, o, None, None, None, normalize_title(s), normalize_label(r), normalize_title(o), None, None)
 
 
 def relation_text(relation: str) -> str:
@@ -1766,6 +1760,36 @@ def embedding_matching(gold: Sequence[Triplet], preds: Sequence[Triplet],
     return src, tgt, rel
 
 
+#: Field similarities of one entry (source, target, relation), each of shape (n_gold,
+#: n_pred): float64 arrays, or rows of Python floats (see :func:`field_similarities`).
+FieldSimilarities = tuple[Any, Any, Any]
+
+
+def field_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity: Similarity) -> FieldSimilarities:
+    """Stage 3 for one entry: the source, target and relation similarity of every gold x
+    prediction pair, the values of :func:`embedding_matching` (SPEC.md section 4).
+
+    For an entry small enough for the list solver (max(n_gold, n_pred) <
+    :data:`_NUMPY_SOLVER_MIN_SIZE`, fewer than :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs)
+    scored by the lexical backend itself, the lexical similarity comes as rows of Python
+    floats (no arrays; :func:`match_from_similarities` solves them as lists); a larger
+    lexical entry gets the same rows as float64 arrays; any other backend
+    :func:`embedding_matching`. An entry without gold or without predictions has no pairs:
+    empty rows, and the backend is not asked.
+    """
+    n_gold, n_pred = len(gold), len(preds)
+    if n_gold == 0 or n_pred == 0:
+        rows: list[list[float]] = [[] for _ in gold]
+        return rows, rows, rows
+    lexical = similarity._pair_rows(gold, preds)
+    if lexical is None:
+        return embedding_matching(gold, preds, similarity)
+    if max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE:
+        return lexical
+    src, tgt, rel = (np.array(rows, dtype=float).reshape(n_gold, n_pred) for rows in lexical)
+    return src, tgt, rel
+
+
 # ======================================================================================
 # Stage 4 - Hungarian one-to-one matching and weight agreement
 # ======================================================================================
@@ -2045,8 +2069,7 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
     padding value of the last scanned row and ``column`` the column of that row (the
     caller's group update); ``(q, 0.0, 0)`` when no update can apply.
     """
-    real_width = c.shape[1]
-    extra = cols.size - real_width
+    extra = cols.size - c.shape[1]
     # a walk normally runs through every assigned group column (the free one ends it), so
     # the first block takes them all, up to the cell bound
     block_rows = max(_TIE_BLOCK_ROWS, _PAD_BLOCK_CELLS // cols.size)
@@ -2058,17 +2081,8 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
         while s < stop_at:
             if s >= b1:     # a new block: its values and, per column, its first value <= 0
                 b0, b1 = s, min(stop_at, s + block_rows)
-                block_cols = np.flatnonzero(~used)
-                rows = p[group[b0:b1]]
-                costs = c[rows][:, block_cols[block_cols < real_width]]
-                if extra:
-                    costs = np.hstack((costs, np.full((rows.size, int((block_cols >= real_width).sum())), pad)))
-                cur = costs - u[rows][:, None] - vx[block_cols]   # (cost - u) - v, as the scalar step
-                row_pad = pad - u[rows]
-                le0 = cur <= 0.0
-                first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), b1 - b0)
-                pad_neg = np.flatnonzero(row_pad < 0.0)
-                first_pad_neg = int(pad_neg[0]) if pad_neg.size else b1 - b0
+                block_cols, cur, row_pad, first_le0, first_pad_neg = _padding_walk_block(c, u, p, used, vx, pad,
+                                                                                         group[b0:b1])
                 if not extra and _padding_block_at_once(c, u, p, way, minv, used, cols, vx, pad, group,
                                                         b0, cur, row_pad, block_cols, first_le0):
                     s = b1
@@ -2090,26 +2104,62 @@ def _scan_padding_walk(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndar
                 break
         if not stopped:
             return s, 0.0, 0
-        # the zero individual columns below the next group column, one by one in index order
         next_group = int(group[s]) if s < group.size else sys.maxsize
-        while True:
-            zeros = np.flatnonzero((minv == 0.0) & ~used)
-            if not zeros.size:
-                break
-            x = int(zeros[0])
-            j = int(cols[x])
-            if j > next_group or p[j] == 0:
-                return s, 0.0, 0
-            used[x] = True
-            i0 = p[j]
-            row = np.concatenate((c[i0], np.full(extra, pad))) if extra else c[i0]
-            cur_j = row - u[i0] - vx
-            better = ~used & (cur_j < minv)
-            minv[better] = cur_j[better]
-            way[cols[better]] = j
-            pad_j = pad - u[i0]
-            if pad_j < 0.0 or (cur_j[~used] < 0.0).any():
-                return s, float(pad_j), j
+        found = _scan_zero_columns(c, u, p, way, minv, used, cols, vx, pad, next_group)
+        if found is not None:
+            return s, found[0], found[1]
+
+
+def _padding_walk_block(c: np.ndarray, u: np.ndarray, p: np.ndarray, used: np.ndarray, vx: np.ndarray, pad: float,
+                        group_block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """One block of :func:`_scan_padding_walk`: the rows assigned to the group columns
+    ``group_block`` against the unused individual columns. Returns ``(block_cols, cur,
+    row_pad, first_le0, first_pad_neg)``: the unused columns' positions in ``cols``, the
+    values ``(cost - u) - v`` (as the scalar step; a padding column costs ``pad``), each
+    row's padding value ``pad - u``, per column the first row whose value is <= 0 and the
+    first row whose padding value is < 0 (the block's size where there is none)."""
+    real_width = c.shape[1]
+    size = group_block.size
+    block_cols = np.flatnonzero(~used)
+    rows = p[group_block]
+    costs = c[rows][:, block_cols[block_cols < real_width]]
+    if used.size > real_width:
+        costs = np.hstack((costs, np.full((rows.size, int((block_cols >= real_width).sum())), pad)))
+    cur = costs - u[rows][:, None] - vx[block_cols]
+    row_pad = pad - u[rows]
+    le0 = cur <= 0.0
+    first_le0 = np.where(le0.any(axis=0), le0.argmax(axis=0), size)
+    pad_neg = np.flatnonzero(row_pad < 0.0)
+    return block_cols, cur, row_pad, first_le0, int(pad_neg[0]) if pad_neg.size else size
+
+
+def _scan_zero_columns(c: np.ndarray, u: np.ndarray, p: np.ndarray, way: np.ndarray, minv: np.ndarray,
+                       used: np.ndarray, cols: np.ndarray, vx: np.ndarray, pad: float,
+                       next_group: int) -> tuple[float, int] | None:
+    """The zero-delta steps of :func:`_scan_padding_walk` through the unused individual
+    columns whose ``minv`` is 0 below the group column ``next_group``, one by one in index
+    order, each the scalar step. Returns None when none is left (the group's rows are
+    next), ``(0.0, 0)`` when the next one lies above ``next_group`` or is free, and
+    ``(row_pad, column)`` of the scanned column whose row leaves a negative value."""
+    extra = cols.size - c.shape[1]
+    while True:
+        zeros = np.flatnonzero((minv == 0.0) & ~used)
+        if not zeros.size:
+            return None
+        x = int(zeros[0])
+        j = int(cols[x])
+        if j > next_group or p[j] == 0:
+            return 0.0, 0
+        used[x] = True
+        i0 = p[j]
+        row = np.concatenate((c[i0], np.full(extra, pad))) if extra else c[i0]
+        cur_j = row - u[i0] - vx
+        better = ~used & (cur_j < minv)
+        minv[better] = cur_j[better]
+        way[cols[better]] = j
+        pad_j = pad - u[i0]
+        if pad_j < 0.0 or (cur_j[~used] < 0.0).any():
+            return float(pad_j), j
 
 
 def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
@@ -2152,7 +2202,6 @@ def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
     O(n) per step with about one step per assigned padding column.
     """
     n, m = cost.shape
-    inf = math.inf
     c = np.zeros((n + 1, m + 1))
     c[1:, 1:] = cost
     u = np.zeros(n + 1)
@@ -2162,63 +2211,74 @@ def _solve_padded_columns(cost: np.ndarray, pad: float) -> _SolverState:
     padding = np.arange(m + 1, n + 1)
     assigned = 0                # padding columns m+1..m+assigned have a row, by (2)
     for i in range(1, n + 1):
-        regular = v[m + 1:] == 0.0
-        group = padding[regular]
-        cols = np.concatenate((np.arange(m + 1), padding[~regular]))    # ascending
-        pad_extra = np.full(cols.size - (m + 1), pad)
-        vx = v[cols]
-        group_assigned = int(np.searchsorted(group, m + assigned, side="right"))
-        minv = np.full(cols.size, inf)
-        used = np.zeros(cols.size, dtype=bool)
-        g, w, q = inf, 0, 0     # the group's minv and way; group[:q] reached this phase
-        p[0] = i
-        j0, x0 = 0, 0           # x0: position of j0 in cols, -1 for a group column
-        while True:
-            if x0 < 0 and g == 0.0 and (minv[~used] >= 0.0).all():
-                last, row_pad, scanned = _scan_padding_walk(c, u, p, way, minv, used, cols, vx,
-                                                            pad, group, q - 1, group_assigned)
-                way[group[q:last]] = w
-                q = last
-                if row_pad < g:
-                    g, w = row_pad, scanned
-            else:
-                if x0 >= 0:
-                    used[x0] = True
-                i0 = p[j0]
-                row = np.concatenate((c[i0], pad_extra)) if pad_extra.size else c[i0]
-                cur = row - u[i0] - vx
-                better = ~used & (cur < minv)
-                minv[better] = cur[better]
-                way[cols[better]] = j0
-                row_pad = pad - u[i0]
-                if row_pad < g:
-                    g, w = row_pad, j0
-            masked = np.where(used, inf, minv)
-            x1 = int(np.argmin(masked))
-            delta = float(masked[x1])
-            if q < group.size and (g < delta or (g == delta and group[q] < cols[x1])):
-                j1, delta, x1 = int(group[q]), g, -1
-            else:
-                j1 = int(cols[x1])
-            if delta != 0.0:
-                u[p[cols[used]]] += delta
-                vx[used] -= delta
-                minv[~used] -= delta
-                if q:
-                    u[p[group[:q]]] += delta
-                    v[group[:q]] -= delta
-                g -= delta
-            if x1 < 0:
-                way[j1] = w
-                q += 1
-            j0, x0 = j1, x1
-            if p[j0] == 0:
-                break
-        v[cols] = vx
+        j0 = _padded_columns_phase(c, u, v, p, way, padding, i, assigned, pad)
         _augment(p, way, j0)
         if j0 > m:
             assigned += 1
     return _SolverState(p, u, v)
+
+
+def _padded_columns_phase(c: np.ndarray, u: np.ndarray, v: np.ndarray, p: np.ndarray, way: np.ndarray,
+                          padding: np.ndarray, i: int, assigned: int, pad: float) -> int:
+    """Phase ``i`` of :func:`_solve_padded_columns` (row i enters; the padding columns
+    ``padding`` = m+1..n, of which m+1..m+``assigned`` have a row): the steps up to the
+    free column that ends it, which it returns; ``u``, ``v``, ``p[0]`` and ``way`` are
+    updated in place as the scalar solver's phase updates them (the caller augments)."""
+    m = c.shape[1] - 1
+    inf = math.inf
+    regular = v[m + 1:] == 0.0
+    group = padding[regular]
+    cols = np.concatenate((np.arange(m + 1), padding[~regular]))    # ascending
+    pad_extra = np.full(cols.size - (m + 1), pad)
+    vx = v[cols]
+    group_assigned = int(np.searchsorted(group, m + assigned, side="right"))
+    minv = np.full(cols.size, inf)
+    used = np.zeros(cols.size, dtype=bool)
+    g, w, q = inf, 0, 0     # the group's minv and way; group[:q] reached this phase
+    p[0] = i
+    j0, x0 = 0, 0           # x0: position of j0 in cols, -1 for a group column
+    while True:
+        if x0 < 0 and g == 0.0 and (minv[~used] >= 0.0).all():
+            last, row_pad, scanned = _scan_padding_walk(c, u, p, way, minv, used, cols, vx,
+                                                        pad, group, q - 1, group_assigned)
+            way[group[q:last]] = w
+            q = last
+            if row_pad < g:
+                g, w = row_pad, scanned
+        else:
+            if x0 >= 0:
+                used[x0] = True
+            i0 = p[j0]
+            row = np.concatenate((c[i0], pad_extra)) if pad_extra.size else c[i0]
+            cur = row - u[i0] - vx
+            better = ~used & (cur < minv)
+            minv[better] = cur[better]
+            way[cols[better]] = j0
+            row_pad = pad - u[i0]
+            if row_pad < g:
+                g, w = row_pad, j0
+        masked = np.where(used, inf, minv)
+        x1 = int(np.argmin(masked))
+        delta = float(masked[x1])
+        if q < group.size and (g < delta or (g == delta and group[q] < cols[x1])):
+            j1, delta, x1 = int(group[q]), g, -1
+        else:
+            j1 = int(cols[x1])
+        if delta != 0.0:
+            u[p[cols[used]]] += delta
+            vx[used] -= delta
+            minv[~used] -= delta
+            if q:
+                u[p[group[:q]]] += delta
+                v[group[:q]] -= delta
+            g -= delta
+        if x1 < 0:
+            way[j1] = w
+            q += 1
+        j0, x0 = j1, x1
+        if p[j0] == 0:
+            v[cols] = vx
+            return j0
 
 
 def _cost_array(cost: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -2408,13 +2468,7 @@ def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity
         similarity: the similarity backend (exact/embedding/lexical).
         align_accept: acceptance gate in [0, 1].
     """
-    n_gold, n_pred = len(gold), len(preds)
-    if n_gold == 0 or n_pred == 0:
-        return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
-    rows = similarity._pair_rows(gold, preds)   # a small entry, lexical: the matrices as lists
-    if rows is not None and max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE:
-        return _match_rows(gold, preds, *rows, align_accept)
-    return match_from_similarities(gold, preds, *embedding_matching(gold, preds, similarity), align_accept)
+    return match_from_similarities(gold, preds, *field_similarities(gold, preds, similarity), align_accept)
 
 
 def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[list[float]], tgt: list[list[float]],
@@ -2451,11 +2505,15 @@ def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[lis
 
 def match_from_similarities(gold: Sequence[Triplet], preds: Sequence[Triplet], src: np.ndarray, tgt: np.ndarray,
                             rel: np.ndarray, align_accept: float = DEFAULT_ALIGN_ACCEPT) -> MatchResult:
-    """The matching of :func:`match_triplets` from given field-similarity matrices (each
-    float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1, gated values as
-    :func:`embedding_matching` returns them): align_sim, the padded Hungarian assignment
-    and the acceptance gate (SPEC.md section 5). The threshold sweep calls it with the
-    matrices of each threshold. Raises ValueError on a non-finite similarity."""
+    """Stage 4 for one entry: the matching of :func:`match_triplets` from given
+    field-similarity matrices (each float64 of shape (n_gold, n_pred), n_gold, n_pred >= 1,
+    gated values as :func:`embedding_matching` returns them; or, from
+    :func:`field_similarities`, rows of Python floats of a small entry, any n_gold,
+    n_pred >= 0): align_sim, the padded Hungarian assignment and the acceptance gate
+    (SPEC.md section 5). The threshold sweep calls it with the matrices of each
+    threshold. Raises ValueError on a non-finite similarity."""
+    if type(src) is list:
+        return _match_rows(gold, preds, src, tgt, rel, align_accept)
     n_gold, n_pred = len(gold), len(preds)
     if max(n_gold, n_pred) < _NUMPY_SOLVER_MIN_SIZE and np.isfinite(src).all() and np.isfinite(tgt).all() \
             and np.isfinite(rel).all():
@@ -2534,24 +2592,40 @@ def is_grounded(title: str, prompt: PromptContext) -> bool:
     return bool(tokens) and len(tokens & prompt.tokens) / len(tokens) >= 0.6
 
 
-def final_hallucination_check(pred: Triplet, gold_titles: frozenset[str] | set[str],
-                              prompt: PromptContext,
-                              vocabulary: frozenset[str] | None) -> str:
-    """Classify one unmatched, non-self-loop prediction (SPEC.md section 7).
+def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[str], prompt: PromptContext | Any,
+                              vocabulary: frozenset[str] | None) -> list[str]:
+    """Classify an entry's unmatched, non-self-loop predictions (SPEC.md section 7): one
+    class per prediction, in order.
 
-    In order: the normalised relation type is not exactly one of ``vocabulary`` ->
-    ``"hallucinated_relation"`` (skipped when ``vocabulary`` is None); else both endpoint
-    titles known (equal to a normalised endpoint title of the entry's valid gold triplets,
-    or grounded in the prompt, see :func:`is_grounded`) -> ``"novel_grounded"`` (costs
-    precision, not a hard hallucination); else ``"ungrounded"``.
+    For each, in order: the normalised relation type is not exactly one of ``vocabulary``
+    -> ``"hallucinated_relation"`` (skipped when ``vocabulary`` is None); else both
+    endpoint titles known (in ``gold_titles``, the normalised endpoint titles of the
+    entry's valid gold triplets, or grounded in the prompt, see :func:`is_grounded`) ->
+    ``"novel_grounded"`` (costs precision, not a hard hallucination); else
+    ``"ungrounded"``. ``prompt`` is a :class:`PromptContext` or the prompt itself, which is
+    then normalised once, and only when a title is neither a gold title nor empty (an empty
+    title is never grounded): only then does :func:`is_grounded` need it.
     """
-    if vocabulary is not None and pred.relation not in vocabulary:
-        return "hallucinated_relation"
-
-    def known(title: str) -> bool:
-        return title in gold_titles or is_grounded(title, prompt)
-
-    return "novel_grounded" if known(pred.source) and known(pred.target) else "ungrounded"
+    context = prompt if isinstance(prompt, PromptContext) else None
+    classes: list[str] = []
+    for pred in preds:
+        if vocabulary is not None and pred.relation not in vocabulary:
+            classes.append("hallucinated_relation")
+            continue
+        cls = "novel_grounded"
+        for title in (pred.source, pred.target):
+            if title in gold_titles:
+                continue
+            if not title:
+                cls = "ungrounded"
+                break
+            if context is None:
+                context = PromptContext.from_prompt(prompt)
+            if not is_grounded(title, context):
+                cls = "ungrounded"
+                break
+        classes.append(cls)
+    return classes
 
 
 def is_self_loop(triplet: Triplet) -> bool:
@@ -2573,7 +2647,7 @@ def f1_score(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EntryMetrics:
     """The per-entry numbers of SPEC.md section 8 (None = N/A), in report key order.
 
@@ -2607,6 +2681,25 @@ class EntryMetrics:
     hallucination_rate: float
     grounding: float
     composite: float
+
+    def __init__(self, n_gold: int, n_pred_raw_items: int, n_pred_valid: int, entity_tp: int, full_tp: int,
+                 hard_hallucinations: int, novel_grounded: int, hallucinated_relations: int, ungrounded: int,
+                 self_loops_removed: int, schema_score: float, entity_precision: float, entity_recall: float,
+                 entity_f1: float, triplet_precision: float, triplet_recall: float, triplet_f1: float,
+                 relation_accuracy: float | None, weight_score: float | None, type_agreement: float | None,
+                 hallucination_rate: float, grounding: float, composite: float) -> None:
+        # one update of the instance dict instead of 23 object.__setattr__ (see Triplet)
+        self.__dict__.update(n_gold=n_gold, n_pred_raw_items=n_pred_raw_items,
+                             n_pred_valid=n_pred_valid, entity_tp=entity_tp, full_tp=full_tp,
+                             hard_hallucinations=hard_hallucinations, novel_grounded=novel_grounded,
+                             hallucinated_relations=hallucinated_relations, ungrounded=ungrounded,
+                             self_loops_removed=self_loops_removed, schema_score=schema_score,
+                             entity_precision=entity_precision, entity_recall=entity_recall,
+                             entity_f1=entity_f1, triplet_precision=triplet_precision,
+                             triplet_recall=triplet_recall, triplet_f1=triplet_f1,
+                             relation_accuracy=relation_accuracy, weight_score=weight_score,
+                             type_agreement=type_agreement, hallucination_rate=hallucination_rate,
+                             grounding=grounding, composite=composite)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
@@ -2660,8 +2753,9 @@ def composite_score(axes: Mapping[str, float | None]) -> float:
 
 
 @dataclass
-class _MatchTally:
-    """What the accepted pairs of one entry add up to (part of :func:`score_entry`)."""
+class MatchTally:
+    """What the accepted pairs of one entry add up to (Stage 6, :func:`score_entry`): entity
+    and full matches, type agreements, the weight scores of full matches, report rows."""
 
     entity_tp: int = 0
     full_tp: int = 0
@@ -2673,10 +2767,10 @@ class _MatchTally:
 
 
 def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[Triplet],
-                 gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> _MatchTally:
+                 gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> MatchTally:
     """Classify every accepted pair (entity / relation / full match, type agreement,
     weight agreement: SPEC.md section 6), with its report row."""
-    tally = _MatchTally()
+    tally = MatchTally()
     for pair in result.pairs:
         g, p = gold[pair.gold], preds[pair.pred]
         entity = pair.source_sim > 0 and pair.target_sim > 0
@@ -2704,47 +2798,32 @@ def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[T
     return tally
 
 
-def _classify_unmatched(gold: Sequence[Triplet], unmatched: Sequence[int], preds: Sequence[Triplet],
-                        pred_positions: Sequence[int], self_loop_positions: Sequence[int],
-                        prompt: Any, vocabulary: frozenset[str] | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Stage 5 for one entry: the class of every unmatched prediction (self-loops are
-    "self_loop"), as report rows in item order, and the class counts."""
-    classes = {"self_loop": len(self_loop_positions), "hallucinated_relation": 0, "novel_grounded": 0,
-               "ungrounded": 0}
+def _unmatched_rows(unmatched: Sequence[int], classes: Sequence[str], pred_positions: Sequence[int],
+                    self_loop_positions: Sequence[int]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The report rows of the unmatched predictions (self-loops are "self_loop", the others
+    have their :func:`final_hallucination_check` class), in item order, and the class
+    counts."""
+    counts = {"self_loop": len(self_loop_positions), "hallucinated_relation": 0, "novel_grounded": 0,
+              "ungrounded": 0}
     rows = [{"pred_index": position, "class": "self_loop"} for position in self_loop_positions]
-    if not unmatched:  # nothing to ground: the prompt is not normalised
-        return rows, classes
-    # final_hallucination_check, inlined: the prompt is normalised only when a title is
-    # neither a gold title nor empty (is_grounded needs it then), and once.
-    gold_titles = {t for g in gold for t in (g.source, g.target)}
-    context: PromptContext | None = None
-    for j in unmatched:
-        pred = preds[j]
-        if vocabulary is not None and pred.relation not in vocabulary:
-            cls = "hallucinated_relation"
-        else:
-            cls = "novel_grounded"
-            for title in (pred.source, pred.target):
-                if title in gold_titles:
-                    continue
-                if not title:
-                    cls = "ungrounded"          # an empty title is never grounded
-                    break
-                if context is None:
-                    context = PromptContext.from_prompt(prompt)
-                if not is_grounded(title, context):
-                    cls = "ungrounded"
-                    break
-        classes[cls] += 1
+    for j, cls in zip(unmatched, classes):
+        counts[cls] += 1
         rows.append({"pred_index": pred_positions[j], "class": cls})
     if self_loop_positions:
         rows.sort(key=lambda row: row["pred_index"])
-    return rows, classes
+    return rows, counts
 
 
-def _entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: _MatchTally,
-                   classes: Mapping[str, int], typed: bool) -> EntryMetrics:
-    """The formulas of SPEC.md section 8 for one entry (see :func:`score_entry`)."""
+def entry_metrics(n_gold: int, n_items: int, n_valid: int, unparseable: bool, tally: MatchTally,
+                  classes: Mapping[str, int], typed: bool) -> EntryMetrics:
+    """Stage 6 for one entry: the formulas of SPEC.md section 8 (see :func:`score_entry`).
+
+    Args: ``n_gold`` valid gold triplets, ``n_items`` predicted items, ``n_valid``
+    schema-valid predictions, ``unparseable`` (schema score 0.0), the accepted pairs'
+    ``tally`` (:func:`_tally_pairs`), the unmatched predictions' class counts
+    (``self_loop``, ``hallucinated_relation``, ``novel_grounded``, ``ungrounded``), and
+    ``typed`` (the "hgr" profile: type and weight axes; else None).
+    """
     entity_tp, full_tp = tally.entity_tp, tally.full_tp
     hard = classes["self_loop"] + classes["hallucinated_relation"] + classes["ungrounded"]
     entity_p, entity_r = safe_ratio(entity_tp, n_items), safe_ratio(entity_tp, n_gold)
@@ -2806,35 +2885,43 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         :func:`composite_score` with schema and grounding N/A when n_items = 0, and
         composite = 1.0 if n_gold = n_items = 0, 0.0 if n_gold = 0 < n_items.
     """
-    if profile not in SCHEMA_PROFILES:
-        raise ValueError(f"unknown schema profile {profile!r}; expected one of {SCHEMA_PROFILES}")
-    gold, gold_positions, gold_invalid = _valid_triplets(gold_items, profile)
     unparseable = pred_items is None
     pred_items = pred_items or []
-    valid_preds, valid_positions, pred_invalid = _valid_triplets(pred_items, profile)
-    n_items = len(pred_items)
-    preds: list[Triplet] = []
-    pred_positions: list[int] = []
-    self_loop_positions: list[int] = []
-    for t, position in zip(valid_preds, valid_positions):
-        if t.source and t.source == t.target:      # is_self_loop, inlined
-            self_loop_positions.append(position)
-        else:
-            preds.append(t)
-            pred_positions.append(position)
-
-    result = match_triplets(gold, preds, similarity, align_accept)
-    typed = profile == "hgr"
-    tally = _tally_pairs(result, gold, preds, gold_positions, pred_positions, typed)
-    unmatched, classes = _classify_unmatched(gold, result.unmatched_pred, preds, pred_positions,
-                                             self_loop_positions, prompt, vocabulary)
+    gold_schema = validate_schema(gold_items, profile)                          # Stage 1
+    pred_schema = validate_schema(pred_items, profile)
+    gold = normalize_triplets(gold_schema.items, profile)                       # Stage 2
+    valid_preds = normalize_triplets(pred_schema.items, profile)
+    preds, pred_positions, self_loop_positions = _split_self_loops(valid_preds, pred_schema.positions)
+    similarities = field_similarities(gold, preds, similarity)                  # Stage 3
+    result = match_from_similarities(gold, preds, *similarities, align_accept)  # Stage 4
+    gold_titles = {t for g in gold for t in (g.source, g.target)} if result.unmatched_pred else ()
+    classes = final_hallucination_check([preds[j] for j in result.unmatched_pred], gold_titles, prompt,
+                                        vocabulary)                             # Stage 5
+    typed = profile == "hgr"                                                    # Stage 6
+    tally = _tally_pairs(result, gold, preds, gold_schema.positions, pred_positions, typed)
+    unmatched, counts = _unmatched_rows(result.unmatched_pred, classes, pred_positions, self_loop_positions)
     return EntryScore(
-        values=_entry_metrics(len(gold), n_items, len(valid_preds), unparseable, tally, classes, typed),
+        values=entry_metrics(len(gold), len(pred_items), len(valid_preds), unparseable, tally, counts, typed),
         pairs=tally.pairs, unmatched_predictions=unmatched,
-        invalid_items=[reason for _, reason in pred_invalid],
-        invalid_gold_items=[reason for _, reason in gold_invalid],
+        invalid_items=[reason for _, reason in pred_schema.invalid],
+        invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
-        gold=gold, preds=valid_preds, n_items=n_items)
+        gold=gold, preds=valid_preds, n_items=len(pred_items))
+
+
+def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
+    """(the triplets that are no self-loop, their item indices, the self-loops' item
+    indices): :func:`is_self_loop`, inlined."""
+    kept: list[Triplet] = []
+    kept_positions: list[int] = []
+    loops: list[int] = []
+    for t, position in zip(triplets, positions):
+        if t.source and t.source == t.target:
+            loops.append(position)
+        else:
+            kept.append(t)
+            kept_positions.append(position)
+    return kept, kept_positions, loops
 
 
 # ======================================================================================
@@ -4703,23 +4790,7 @@ def t2kg_sentence_metrics(
     else:
         precision = recall = f1 = 0
 
-    if pred:
-        onto_rels = {r.replace(" ", "_") for r in relations}
-        n_conf = sum(1 for t in pred if t[1] in onto_rels)
-        onto_conf = n_conf / len(pred)
-        rel_halluc = 1 - onto_conf
-        context = Text2KGBench.stem_squash(sentence + " ".join(concepts))
-        n_sub = n_obj = 0
-        for s, _, o in pred:
-            if Text2KGBench.stem_squash(s).replace("01januari", "") not in context:
-                n_sub += 1
-            if Text2KGBench.stem_squash(o).replace("01januari", "") not in context:
-                n_obj += 1
-        sub_halluc = n_sub / len(pred)
-        obj_halluc = n_obj / len(pred)
-    else:
-        onto_conf, rel_halluc, sub_halluc, obj_halluc = 1, 0, 0, 0
-
+    onto_conf, rel_halluc, sub_halluc, obj_halluc = _t2kg_hallucination(pred, sentence, concepts, relations)
     return {
         "precision": precision,
         "recall": recall,
@@ -4732,6 +4803,26 @@ def t2kg_sentence_metrics(
         "filtered_llm_triples": len(filtered),
         "gt_triples": len(gold),
     }
+
+
+def _t2kg_hallucination(pred: Sequence[tuple[str, str, str]], sentence: str, concepts: Sequence[str],
+                        relations: Sequence[str]) -> tuple[float, float, float, float]:
+    """(onto_conf, rel_halluc, sub_halluc, obj_halluc) of one sentence's predicted triples
+    as run_eval.py computes them (the formulas: :func:`t2kg_sentence_metrics`); the ints
+    ``(1, 0, 0, 0)`` for an empty prediction, whose context is not tokenised."""
+    if not pred:
+        return 1, 0, 0, 0
+    onto_rels = {r.replace(" ", "_") for r in relations}
+    n_conf = sum(1 for t in pred if t[1] in onto_rels)
+    onto_conf = n_conf / len(pred)
+    context = Text2KGBench.stem_squash(sentence + " ".join(concepts))
+    n_sub = n_obj = 0
+    for s, _, o in pred:
+        if Text2KGBench.stem_squash(s).replace("01januari", "") not in context:
+            n_sub += 1
+        if Text2KGBench.stem_squash(o).replace("01januari", "") not in context:
+            n_obj += 1
+    return onto_conf, 1 - onto_conf, n_sub / len(pred), n_obj / len(pred)
 
 
 # --- text2kgbench: per ontology ---
@@ -7660,7 +7751,7 @@ def _prepare_similarity(entries: Sequence[Entry], similarity: Similarity, profil
     for entry in entries:
         for items in (entry.gold.items, entry.pred.items or []):
             schema = validate_schema(items, profile)
-            for t in normalize_triplets((item for _, item in schema.valid), profile):
+            for t in normalize_triplets(schema.items, profile):
                 strings.update((t.source, t.target, relation_text(t.relation)))
     similarity.prepare(sorted(strings))
 

@@ -63,7 +63,20 @@ def test_prompt_normalisation_applies_to_grounding():
 ])
 def test_final_hallucination_check(ctx, item, vocab, expected):
     gold_titles = frozenset({"bert", "gpt"})
-    assert ev.final_hallucination_check(norm(item), gold_titles, ctx, vocab) == expected
+    assert ev.final_hallucination_check([norm(item)], gold_titles, ctx, vocab) == [expected]
+    # the prompt itself (normalised in the check) classifies as its PromptContext does
+    assert ev.final_hallucination_check([norm(item)], gold_titles, PROMPT, vocab) == [expected]
+
+
+def test_final_hallucination_check_classifies_each_prediction_in_order(ctx):
+    preds = [norm(trip("BERT", "extends", "GPT")), norm(trip("Quantum Widget", "extends", "Transformer")),
+             norm(trip("Transformer", "based on", "BERT")), norm(trip("Self-Attention", "extends", "Transformer"))]
+    expected = ["novel_grounded", "ungrounded", "hallucinated_relation", "novel_grounded"]
+    assert ev.final_hallucination_check(preds, {"bert", "gpt"}, ctx, VOCAB) == expected
+    assert ev.final_hallucination_check(preds, {"bert", "gpt"}, PROMPT, VOCAB) == expected
+    assert ev.final_hallucination_check([], {"bert"}, PROMPT, VOCAB) == []
+    # no prompt (not a string): only gold titles are known
+    assert ev.final_hallucination_check(preds, {"bert", "gpt"}, None, VOCAB)[3] == "ungrounded"
 
 
 def test_is_self_loop():
@@ -78,8 +91,8 @@ def test_empty_title_known_only_through_an_empty_gold_title(ctx):
     # An empty title is never grounded, but a valid gold triplet may have an empty title
     # (empty strings pass the schema), and then "" equals a gold title.
     pred = norm(trip("", "extends", "Transformer"))
-    assert ev.final_hallucination_check(pred, frozenset({"bert"}), ctx, VOCAB) == "ungrounded"
-    assert ev.final_hallucination_check(pred, frozenset({"", "bert"}), ctx, VOCAB) == "novel_grounded"
+    assert ev.final_hallucination_check([pred], frozenset({"bert"}), ctx, VOCAB) == ["ungrounded"]
+    assert ev.final_hallucination_check([pred], frozenset({"", "bert"}), ctx, VOCAB) == ["novel_grounded"]
 
 
 def test_prompt_context_is_normalised_like_a_title_without_the_title_memo():

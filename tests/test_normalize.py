@@ -140,7 +140,8 @@ def test_character_classes_of_the_shortcuts_hold_for_every_code_point():
 
 
 # --------------------------------------------------------------------------------------
-# _valid_triplets: validate_schema and normalize_triplets in one pass
+# normalize_triplets of what validate_schema keeps: the plain-string shortcut is the
+# field-by-field normalisation
 # --------------------------------------------------------------------------------------
 
 odd_values = st.one_of(st.sampled_from(["Foo Inc", " Entity ", "", "based_on", "Ｘ"]), st.none(), st.booleans(),
@@ -177,10 +178,34 @@ def answer_item(draw):
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(answer_item(), max_size=6), st.sampled_from(ev.SCHEMA_PROFILES))
-def test_valid_triplets_equal_validate_then_normalize(items, profile):
+def test_normalize_triplets_of_the_valid_items_field_by_field(items, profile):
     schema = ev.validate_schema(items, profile)
-    expected = ev.normalize_triplets((item for _, item in schema.valid), profile)
-    triplets, positions, invalid = ev._valid_triplets(items, profile)
+    assert schema.valid == tuple(zip(schema.positions, schema.items))
+    assert all(items[k] is item for k, item in schema.valid)
+    assert sorted([*schema.positions, *(k for k, _ in schema.invalid)]) == list(range(len(items)))
+    triplets = ev.normalize_triplets(schema.items, profile)
+    expected = []
+    for item in schema.items:
+        if profile == "hgr":
+            s, r, o = item["source"], item["relation"], item["target"]
+            fields = (s["title"], r["type"], o["title"], s["type"], o["type"], float(r["weight"]))
+            types = (ev.normalize_label(s["type"]), ev.normalize_label(o["type"]))
+        else:
+            fields, types = (*ev.flat_fields(item), None, None, None), (None, None)
+        expected.append(ev.Triplet(*fields, ev.normalize_title(fields[0]), ev.normalize_label(fields[1]),
+                                   ev.normalize_title(fields[2]), *types))
     assert triplets == expected
-    assert [t.weight for t in triplets] == [t.weight for t in expected]   # float(weight), as there
-    assert positions == [k for k, _ in schema.valid] and invalid == list(schema.invalid)
+    assert [type(t.weight) for t in triplets] == [type(t.weight) for t in expected]   # float(weight)
+
+
+def test_normalize_triplets_of_str_subclasses_and_mappings():
+    class Name(str):
+        pass
+
+    item = OrderedDict(source={"title": Name(" Foo_Bar Inc. "), "type": Name(" Org ")},
+                       relation=OrderedDict(type=Name(" Based_On "), weight=1),
+                       target={"title": "Baz", "type": "Thing"})
+    [t] = ev.normalize_triplets([item])
+    assert (t.source, t.relation, t.target, t.source_type, t.target_type) == ("foo bar", "based_on", "baz", "org",
+                                                                               "thing")
+    assert t.weight == 1.0 and type(t.weight) is float and t.source_raw == " Foo_Bar Inc. "

@@ -186,3 +186,26 @@ def test_safe_ratio_and_f1():
     assert ev.safe_ratio(1, 0) == 0.0
     assert ev.f1_score(0.0, 0.0) == 0.0
     assert ev.f1_score(0.5, 1.0) == pytest.approx(2 / 3, abs=1e-15)
+
+
+def test_entry_metrics_formulas():
+    # 4 gold, 5 items (4 valid): 2 entity matches, 1 of them full (weight score 0.5, types
+    # agree on 1 of 2); unmatched: a self-loop, a hallucinated relation, a novel grounded one
+    tally = ev.MatchTally(entity_tp=2, full_tp=1, type_ok=1, weight_scores=[0.5])
+    classes = {"self_loop": 1, "hallucinated_relation": 1, "novel_grounded": 1, "ungrounded": 0}
+    m = ev.entry_metrics(4, 5, 4, False, tally, classes, True)
+    assert (m.schema_score, m.entity_precision, m.entity_recall) == (0.8, 0.4, 0.5)
+    assert (m.triplet_precision, m.triplet_recall) == (0.2, 0.25)
+    assert m.entity_f1 == pytest.approx(4 / 9, abs=1e-15) and m.triplet_f1 == pytest.approx(2 / 9, abs=1e-15)
+    assert (m.relation_accuracy, m.weight_score, m.type_agreement) == (0.5, 0.5, 0.5)
+    assert (m.hard_hallucinations, m.hallucination_rate, m.grounding) == (2, 0.4, 0.6)
+    assert (m.novel_grounded, m.hallucinated_relations, m.ungrounded, m.self_loops_removed) == (1, 1, 0, 1)
+    composite = 0.30 * 0.8 + 0.25 * (4 / 9) + 0.20 * 0.5 + 0.10 * 0.5 + 0.15 * 0.6
+    assert m.composite == pytest.approx(composite, abs=1e-15)
+    # unparseable: schema 0; "triples" profile: no type axis; no entity match: N/A ratios
+    none = {"self_loop": 0, "hallucinated_relation": 0, "novel_grounded": 0, "ungrounded": 0}
+    m = ev.entry_metrics(2, 0, 0, True, ev.MatchTally(), none, False)
+    assert (m.schema_score, m.relation_accuracy, m.weight_score, m.type_agreement) == (0.0, None, None, None)
+    assert m.composite == 0.0 and m.grounding == 1.0 and m.hallucination_rate == 0.0
+    assert ev.entry_metrics(0, 0, 0, False, ev.MatchTally(), none, True).composite == 1.0
+    assert ev.entry_metrics(0, 1, 1, False, ev.MatchTally(), none, True).composite == 0.0

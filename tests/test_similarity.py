@@ -236,3 +236,50 @@ def test_matrix_empty_shapes(matrix_path):
     assert sim.matrix(["a"], []).shape == (1, 0)
     assert sim.matrix(["", ""], ["", "a"]).tolist() == [[1.0, 0.0], [1.0, 0.0]]
     assert np.asarray(sim.matrix(["a"], ["a"])).dtype == np.float64
+
+
+# --------------------------------------------------------------------------------------
+# field_similarities: Stage 3 as score_entry calls it (the values of embedding_matching)
+# --------------------------------------------------------------------------------------
+
+def _triplets(*rows):
+    return ev.normalize_triplets([{"source": {"title": s, "type": "e"}, "relation": {"type": r, "weight": 1},
+                                   "target": {"title": t, "type": "e"}} for s, r, t in rows])
+
+
+def test_field_similarities_are_embedding_matching_as_rows_or_arrays():
+    gold = _triplets(("Acme Inc", "based_on", "Paris"), ("Zeta", "part_of", "Bob"))
+    preds = _triplets(("acme", "based on", "Pariss"), ("Zeta Labs", "extends", "Bob"), ("", "part_of", "x"))
+    rows = ev.field_similarities(gold, preds, ev.Similarity())
+    arrays = ev.embedding_matching(gold, preds, ev.Similarity())
+    assert all(type(r) is list for r in rows)                         # a small lexical entry: rows
+    assert list(rows) == [a.tolist() for a in arrays]
+    assert rows[0] == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]   # "acme inc" -> "acme"; "zeta" vs "zeta labs" < 0.8
+    assert rows[1] == [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]   # "pariss": no shared token, < 0.8
+    assert rows[2][0] == [1.0, 0.0, 0.0] and rows[2][1][2] == 1.0     # "based on" is based_on's form
+    # max(n_gold, n_pred) >= 48: the same values as float64 arrays (the numpy solver's input)
+    wide = _triplets(*[("Acme Inc", "based_on", f"Paris {k}") for k in range(50)])
+    for found, expected in zip(ev.field_similarities(gold[:1], wide, ev.Similarity()),
+                               ev.embedding_matching(gold[:1], wide, ev.Similarity())):
+        assert isinstance(found, np.ndarray) and found.dtype == np.float64 and found.shape == (1, 50)
+        assert np.array_equal(found, expected)
+
+
+def test_field_similarities_of_other_backends_and_empty_entries():
+    class Other(ev.Similarity):                    # another gate: embedding_matching's arrays
+        def _gated(self, a, b):
+            return 0.5
+
+    gold, preds = _triplets(("a", "based_on", "b")), _triplets(("c", "part_of", "d"), ("a", "based_on", "b"))
+    found = ev.field_similarities(gold, preds, Other())
+    assert all(isinstance(x, np.ndarray) for x in found)
+    assert [x.tolist() for x in found] == [[[0.5, 1.0]], [[0.5, 1.0]], [[0.5, 1.0]]]
+
+    class Refuses(ev.Similarity):                  # an entry without pairs asks nothing
+        def matrix(self, *args, **kwargs):
+            raise AssertionError("asked")
+
+    assert ev.field_similarities([], preds, Refuses()) == ([], [], [])
+    assert ev.field_similarities(gold, [], Refuses()) == ([[]], [[]], [[]])
+    result = ev.match_from_similarities(gold, [], *ev.field_similarities(gold, [], Refuses()))
+    assert result == ev.MatchResult((), (0,), ())
