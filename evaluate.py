@@ -168,31 +168,26 @@ if _AS_PROGRAM:
 
 __version__ = "0.1.0"
 
-#: The library API, in section order: what README's "Library use" documents, nothing else
+#: The library API, in chapter order: what README's "Library use" documents, nothing else
 #: (tests/test_packaging.py checks the two agree). A name belongs here when a user of the
 #: library needs it: a stage function, a family or the registry, an entry point to load,
 #: score or report, an exception one of those raises, or what generate_predictions.py uses.
 #: Everything else (helpers of the command line, tuning constants) stays out.
 __all__ = [
     "__version__", "SPEC_RELATIONS", "DEFAULT_SIM_THRESHOLD", "DEFAULT_ALIGN_ACCEPT", "DEFAULT_EMBEDDING_MODEL",
-    "parse_model_output", "ParseResult", "InputError", "GoldRecord", "Prediction", "Entry",
-    "validate_schema", "normalize_title", "normalize_triplets", "Similarity", "embedding_matching",
-    "field_similarities", "hungarian", "match_triplets", "match_from_similarities", "final_hallucination_check",
-    "entry_metrics", "score_entry", "EntryScore", "EntryMetrics",
-    "PunktTablesMissing",
-    "Record", "merge_additive", "exact_mean", "ExactSum", "HeadlineSums", "headline_ratio", "headline_slices",
+    "parse_model_output", "ParseResult", "validate_schema", "normalize_title", "normalize_triplets", "Similarity",
+    "embedding_matching", "field_similarities", "hungarian", "match_triplets", "match_from_similarities",
+    "final_hallucination_check", "entry_metrics", "score_entry", "EntryScore", "EntryMetrics", "InputError",
+    "GoldRecord", "Prediction", "Entry", "read_jsonl", "RecordReader", "INPUT_READERS", "WebNLGReader",
+    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "load_inputs", "LoadedInputs", "PunktTablesMissing", "Record",
+    "merge_additive", "exact_mean", "ExactSum", "HeadlineSums", "headline_ratio", "headline_slices",
     "ScoringContext", "FamilyUnavailable", "MetricFamily", "HgrFamily", "StrictFamily", "PerRelationFamily",
-    "CalibrationFamily", "SweepFamily",
-    "read_jsonl", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
-    "WebNLGReader", "webnlg2020_score", "WebNLG2020Family",
-    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "RecordReader", "INPUT_READERS", "load_inputs", "LoadedInputs",
-    "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for", "score_entries", "ScoredFile",
-    "ReportSource", "build_report", "evaluate_entries", "format_summary", "write_json_atomic",
-    "score_entries_parallel", "WorkerLost",
-    "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction", "CORRECTIONS",
-    "OUTPUT_FORMATS", "format_output", "write_plots",
-    "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity",
-    "RunConfig", "main",
+    "CalibrationFamily", "SweepFamily", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
+    "webnlg2020_score", "WebNLG2020Family", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
+    "score_entries", "ScoredFile", "ReportSource", "build_report", "evaluate_entries", "score_entries_parallel",
+    "WorkerLost", "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction", "CORRECTIONS", "format_summary",
+    "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots", "EmbeddingUnavailable", "load_embedder",
+    "Embedder", "EmbeddingSimilarity", "RunConfig", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).
@@ -5775,7 +5770,7 @@ def _descend(node: Any, parts: Iterable[str]) -> Any:
 
 
 class MetricFamily:
-    """One metric family (``--metrics NAME``): see the section comment above.
+    """One metric family (``--metrics NAME``): see the comment that opens this part of chapter 3.
 
     Class attributes: ``name`` (the ``--metrics`` name and the key under
     ``per_entry[i].stats``), ``key`` (its report section; "summary" = merged into the
@@ -10422,7 +10417,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
                     families: Sequence[MetricFamily], test: str = DEFAULT_TEST) -> dict[str, Any]:
     """Confidence intervals for every headline metric of every system, and paired tests of
     each system against the baseline, from single-run reports (pure; deterministic: the
-    same inputs and seed give the same JSON bytes). The methods: this section's opening.
+    same inputs and seed give the same JSON bytes). The methods: the comment that opens this part of chapter 5.
 
     Args:
         reports: system name -> its single-run report (``summary``, family sections,
@@ -11988,7 +11983,7 @@ def sign_report(report: dict[str, Any], options: ComparisonOptions | None = None
 # --------------------------------------------------------------------------------------
 # Embedding similarity backends for the evaluator.
 #
-# Pipeline position: exact match -> embeddings (this section) -> lexical fallback (lead).
+# Pipeline position: exact match -> embeddings (this chapter) -> lexical fallback (lead).
 #
 # * ``load_embedder(model, ...)`` loads a model OFFLINE ONLY: fastembed first (a fastembed
 #   model name resolved from the local model cache, or a local directory holding an ONNX model
