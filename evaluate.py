@@ -130,6 +130,7 @@ import copy
 import csv
 import dataclasses
 import difflib
+import errno
 import functools
 import gc
 import hashlib
@@ -13252,11 +13253,21 @@ def _choice_words(words: Sequence[str]) -> str:
     return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else list(words))
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, except that a message (``--help``, ``--version``, a usage error)
+    that cannot be written raises OSError instead of being dropped in silence (argparse
+    ignores the error, so ``--help > /dev/full`` exited 0 with nothing written)."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (see README). Abbreviated options are refused
     (``allow_abbrev=False``), so a new option never changes what an old command means;
     a single-valued option given twice is refused (:class:`_StoreOnce`)."""
-    p = argparse.ArgumentParser(
+    p = _ArgumentParser(
         prog=PRODUCT if INSTALLED else "evaluate.py",
         description="Score predicted knowledge-graph triplets against gold triplets (the method defined in the README, 'The method').",
         epilog="Exit status: 0 ok, 2 bad usage or input, 1 internal error (a bug: please report it) or a worker "
@@ -14424,9 +14435,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+class _ClosedStream(io.TextIOBase):
+    """What stands for a standard stream that was closed when the process started
+    (``>&-``: Python sets ``sys.stdout`` to None): every write fails as a closed
+    descriptor does, so the run ends as with ``> /dev/full`` (one line, exit 2)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "the stream is closed (>&-)")
+
+    def flush(self) -> None:
+        return None
+
+
+def _open_standard_streams() -> None:
+    """A closed stdout becomes a :class:`_ClosedStream` (what is written to it is an error);
+    a closed stderr becomes the null device (the messages are lost, the exit status says
+    how the run ended)."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process's life
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at the null device, so that the interpreter's flush at exit
+    raises no second error after the one already reported (nothing to do when stdout has no
+    descriptor)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """``build_parser().parse_args``; the text of ``--help`` / ``--version`` that cannot be
+    written to stdout is an error (exit 2), not a silent success."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+        try:
+            sys.stdout.flush()
+        except OSError as err:
+            print(f"error: cannot write to stdout: {err.strerror or err}", file=sys.stderr)
+            _silence_stdout()
+            raise SystemExit(2) from None
+        raise
+    except BrokenPipeError:  # `--help | head`: the reader went away
+        _silence_stdout()
+        raise SystemExit(0) from None
+    except OSError as err:  # the text did not fit the stream's buffer
+        print(f"error: cannot write to stdout: {err.strerror or err}", file=sys.stderr)
+        _silence_stdout()
+        raise SystemExit(2) from None
+    return args
+
+
 def _main(argv: Sequence[str] | None) -> int:
     global _RUN_ENDED
-    args = build_parser().parse_args(argv)
+    _open_standard_streams()
+    args = _parse_args(argv)
     outcome = RunOutcome()
     with _cli_logging(args.quiet), _sigterm_as_interrupt():
         try:
@@ -14446,10 +14516,10 @@ def _main(argv: Sequence[str] | None) -> int:
             return 1
         except StdoutUnwritable as exc:
             print(f"error: {exc}", file=sys.stderr)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            _silence_stdout()
             return 2
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            _silence_stdout()
             return 0
         except OSError as exc:
             if outcome.written is None and exc.filename is not None:  # a file that cannot be read or written

@@ -452,6 +452,54 @@ def test_stdout_that_cannot_be_written_after_the_report_names_what_was_lost(tmp_
     assert json.loads(report.read_text())["summary"]["n_entries"] == 25
 
 
+def _closing(fd: int):
+    """A preexec_fn that closes ``fd`` in the child, as the shell's ``>&-`` / ``2>&-`` do."""
+    return lambda: os.close(fd)
+
+
+@pytest.mark.parametrize("args", [["--no-report"], ["--report", "-"], ["--format", "json"]])
+def test_a_closed_stdout_is_an_error_not_a_bug(tmp_path, args):
+    # `>&-`: Python starts with sys.stdout None. Before: AttributeError ('NoneType' object
+    # has no attribute 'write'), "internal error", exit 1. Now as > /dev/full: one line, 2.
+    report = tmp_path / "r.json"
+    extra = [] if args[0] != "--format" else ["--report", str(report)]
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
+                           str(ROOT / GOLD), "--no-embeddings", "--quiet", *args, *extra],
+                          stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=_closing(1))
+    assert done.returncode == 2, done.stderr
+    closed = "the stream is closed (>&-)"
+    expected = {"--no-report": f"error: cannot write the summary to stdout: {closed} (no report written: --no-report)",
+                "--report": f"error: cannot write the report to stdout (--report -): {closed}; the report was not "
+                            "written",
+                "--format": f"error: cannot write the --format json output to stdout: {closed}; the report was "
+                            f"written to {report}"}[args[0]]
+    assert done.stderr.splitlines() == [expected]
+
+
+def test_a_closed_stderr_changes_nothing_but_the_messages(tmp_path):
+    # `2>&-`: the notes have nowhere to go; the run itself (report, summary, status) is as always.
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
+                           str(ROOT / GOLD), "--no-embeddings", "--report", str(report)],
+                          stdout=subprocess.PIPE, text=True, timeout=120, preexec_fn=_closing(2))
+    assert done.returncode == 0
+    assert "Traceback" not in done.stdout and done.stdout.splitlines()[0].startswith("kg-triplet-eval ")
+    assert json.loads(report.read_text())["summary"]["n_entries"] == 25
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_that_cannot_be_written_is_an_error(flag):
+    # argparse drops a failed write in silence: `--help > /dev/full` exited 0 with nothing written.
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), flag], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["error: cannot write to stdout: No space left on device"]
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), flag], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout and done.stderr == ""
+
+
 def _hundred_entries(tmp_path: Path) -> tuple[Path, Path]:
     """gold.jsonl and finetuned.jsonl four times (ids suffixed -0..-3): 100 entries, enough
     for forked workers (WORKER_MIN_ENTRIES is 64); the predictions file is 74,044 bytes."""
