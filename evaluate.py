@@ -176,19 +176,20 @@ __version__ = "0.1.0"
 #: Everything else (helpers of the command line, tuning constants) stays out.
 __all__ = [
     "__version__", "SPEC_RELATIONS", "DEFAULT_SIM_THRESHOLD", "DEFAULT_ALIGN_ACCEPT", "DEFAULT_EMBEDDING_MODEL",
-    "parse_model_output", "ParseResult", "validate_schema", "normalize_title", "normalize_triplets", "Similarity",
-    "embedding_matching", "field_similarities", "hungarian", "match_triplets", "match_from_similarities",
-    "final_hallucination_check", "entry_metrics", "score_entry", "EntryScore", "EntryMetrics", "InputError",
-    "GoldRecord", "Prediction", "Entry", "read_jsonl", "RecordReader", "INPUT_READERS", "WebNLGReader",
-    "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS", "load_inputs", "LoadedInputs", "PunktTablesMissing", "Record",
+    "parse_model_output", "ParseResult", "validate_schema", "SchemaResult", "normalize_title", "normalize_triplets",
+    "Triplet", "Similarity", "embedding_matching", "field_similarities", "hungarian", "match_triplets",
+    "match_from_similarities", "MatchResult", "final_hallucination_check", "entry_metrics", "score_entry",
+    "EntryScore", "EntryMetrics", "InputError", "GoldRecord", "Prediction", "Entry", "read_jsonl", "JsonlLine",
+    "RecordReader", "INPUT_READERS", "WebNLGReader", "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS",
+    "gold_from_record", "prediction_from_record", "load_inputs", "LoadedInputs", "PunktTablesMissing", "Record",
     "merge_additive", "exact_mean", "ExactSum", "HeadlineSums", "headline_ratio", "headline_slices",
     "ScoringContext", "FamilyUnavailable", "MetricFamily", "HgrFamily", "StrictFamily", "PerRelationFamily",
     "CalibrationFamily", "SweepFamily", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
     "webnlg2020_score", "WebNLG2020Family", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "score_entries", "ScoredFile", "ReportSource", "build_report", "evaluate_entries", "score_entries_parallel",
-    "WorkerLost", "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction", "CORRECTIONS", "format_summary",
-    "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots", "EmbeddingUnavailable", "load_embedder",
-    "Embedder", "EmbeddingSimilarity", "RunConfig", "main",
+    "WorkerLost", "TempFilesUnwritable", "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction",
+    "CORRECTIONS", "format_summary", "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots",
+    "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity", "RunConfig", "main",
 ]
 
 #: The product name (report evaluator name, cache folder, messages).
@@ -7878,11 +7879,25 @@ DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() 
 
 
 def register_family(cls: type[MetricFamily]) -> type[MetricFamily]:
-    """Add a family to :data:`FAMILIES` (usable as a class decorator); returns it."""
+    """Add a family to :data:`FAMILIES` (usable as a class decorator); returns it. Raises
+    ValueError when it has no name or report key, or when another family already has its
+    name or its report key (two sections cannot share one key of the report)."""
     if not cls.name or not cls.key:
         raise ValueError("a metric family needs a name and a report key")
+    _check_family_keys([*(c for n, c in FAMILIES.items() if n != cls.name or c is cls), cls])
+    if FAMILIES.get(cls.name, cls) is not cls:
+        raise ValueError(f"metric family {cls.name!r} is already registered ({FAMILIES[cls.name].__name__})")
     FAMILIES[cls.name] = cls
     return cls
+
+
+def _check_family_keys(classes: Iterable[type[MetricFamily]]) -> None:
+    """ValueError when two of the families would write the same report section."""
+    seen: dict[str, str] = {}
+    for cls in classes:
+        if seen.setdefault(cls.key, cls.name) != cls.name:
+            raise ValueError(f"metric families {seen[cls.key]!r} and {cls.name!r} share the report key "
+                             f"{cls.key!r}: each family needs its own")
 
 
 # ======================================================================================
@@ -7926,7 +7941,9 @@ def families_for(names: Iterable[str]) -> list[MetricFamily]:
     unknown = wanted - set(FAMILIES)
     if unknown:
         raise KeyError(f"unknown metric family {', '.join(sorted(unknown))}")
-    return [cls() for name, cls in FAMILIES.items() if name in wanted or cls.always]
+    chosen = [cls for name, cls in FAMILIES.items() if name in wanted or cls.always]
+    _check_family_keys(chosen)  # a family added to FAMILIES directly, not through register_family
+    return [cls() for cls in chosen]
 
 
 @dataclass
@@ -12149,7 +12166,11 @@ class ModelStore:
         cands.append(Path(tempfile.gettempdir()) / "fastembed_cache")
         out: list[Path] = []
         for c in cands:
-            if c.is_dir() and c not in out:
+            try:
+                found = c.is_dir()
+            except OSError:  # a folder this user may not look into (another user's home): not a cache here
+                found = False
+            if found and c not in out:
                 out.append(c)
         return out
 
@@ -13886,11 +13907,13 @@ def _recorded_pred_paths(path: Path) -> list[str | None] | None:
 STDOUT_REPORT = Path("-")
 
 
-def _refuse_unnamed_default(preds: Sequence[Path]) -> str:
+def _refuse_unnamed_default(preds: Sequence[Path], shard: bool = False) -> str:
     """The default report path is named after ``--pred``: refused (InputError) when one is not
     a regular file or directory (a pipe has no meaningful name). Returns the options the
-    user has instead, for the messages of the default path."""
-    options = "give --report PATH, --report - (the report on stdout) or --no-report"
+    user has instead, for the messages of the default path (with ``--shard``, whose partial
+    report must be kept, not ``--no-report``)."""
+    options = ("give --report PATH or --report - (the report on stdout)" if shard
+               else "give --report PATH, --report - (the report on stdout) or --no-report")
     for pred in preds:
         if pred.exists() and not (pred.is_file() or pred.is_dir()):
             raise InputError(f"--pred {pred}: not a regular file (a pipe or stream?), so it has no name for the "
@@ -13944,7 +13967,7 @@ def _single_report_default(config: RunConfig) -> _ReportDefault:
     ``--pred``, so that runs of different prediction files with the same name never
     overwrite each other by accident."""
     assert config.pred is not None
-    options = _refuse_unnamed_default(config.preds or (config.pred,))
+    options = _refuse_unnamed_default(config.preds or (config.pred,), shard=config.shard is not None)
     suffix = shard_suffix(*config.shard) if config.shard is not None else ""
     return _ReportDefault(Path("reports") / f"{config.pred.stem}{suffix}.json", (str(config.pred.resolve()),),
                          options)
@@ -14039,7 +14062,8 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
         return
     preds = ", ".join(str(r[0]) for r in held)
     gold = held[0][1]
-    what = "other inputs" if inputs is not None else "other options"
+    other_inputs = inputs is not None or new is None or [r[:2] for r in held] != [r[:2] for r in new]
+    what = "other inputs" if other_inputs else "other options"
     raise InputError(f"--report {path}: exists and is the report of another run ({preds}"
                      + (f" vs {gold}" if gold else "") + f"; {what} than this run); refusing to overwrite it: "
                      "pass --overwrite to replace it, or give another path")

@@ -637,6 +637,14 @@ def test_explicit_report_of_another_run_is_refused_unless_overwrite(tmp_path):
     assert run_main(*two, "--trials", "10")[0] == 0  # the same command again
     rc, out, err = run_main(*two, "--trials", "20")
     assert rc == 2 and "other options than this run); refusing to overwrite it" in err
+    # --merge of another run's parts onto this report: other inputs (before: "other options")
+    parts = [tmp_path / f"other.shard-{k}-of-2.json" for k in (1, 2)]
+    for k, part in enumerate(parts, 1):
+        assert run_main("--pred", other, "--gold", gold, "--no-embeddings", "--shard", f"{k}/2",
+                        "--report", part)[0] == 0
+    rc, out, err = run_main("--merge", *parts, "--report", old)
+    assert rc == 2 and old.read_bytes() == held
+    assert f"({pred} vs {gold}; other inputs than this run); refusing to overwrite it" in err
     # --overwrite replaces it: other's entity F1 is 0.0 (no prediction)
     assert run_main("--pred", other, *base, "--overwrite")[0] == 0
     assert json.loads(old.read_text())["summary"]["micro"]["entity_f1"] == 0.0
@@ -673,6 +681,15 @@ def test_pred_dash_reads_stdin_like_a_file(tmp_path):
     twice = subprocess.run([*command, "--pred", "-", "--pred", "-"], input=b"", capture_output=True, check=False)
     assert twice.returncode == 2
     assert b"stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files" in twice.stderr
+    # no default report path for a stream: the message offers what works (with --shard, not --no-report)
+    for shard, options in (([], "give --report PATH, --report - (the report on stdout) or --no-report"),
+                           (["--shard", "1/2"], "give --report PATH or --report - (the report on stdout)")):
+        unnamed = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings",
+                                  "--pred", "-", *shard], input=pred.read_bytes(), capture_output=True, text=False)
+        assert unnamed.returncode == 2
+        assert unnamed.stderr.decode().splitlines() == [
+            "error: --pred <stdin>: not a regular file (a pipe or stream?), so it has no name for the default "
+            f"report path; {options}"]
 
 
 # --------------------------------------------------------------------------------------

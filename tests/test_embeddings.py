@@ -816,3 +816,24 @@ def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path,
         load_embedder("m", cache_dir=None, progress=False)
     assert str(failed.value).startswith("embedding model 'm' is not available offline (fastembed: not here). ")
     assert failed.value.reasons == {"fastembed": "not here"}
+
+
+def test_a_cache_folder_that_cannot_be_looked_into_is_no_candidate(monkeypatch, tmp_path):
+    # Another user's home (mode 700) as the default cache: Path.is_dir raised PermissionError
+    # and the run stopped ("error: /root/.cache/...: Permission denied") instead of falling
+    # back. Root reads every folder, so the refusal is simulated for one path.
+    locked, open_one = tmp_path / "locked", tmp_path / "open"
+    locked.mkdir()
+    open_one.mkdir()
+    real_is_dir = Path.is_dir
+
+    def is_dir(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(locked))
+    monkeypatch.setenv("HF_HUB_CACHE", str(open_one))
+    candidates = ev.ModelStore.cache_candidates()
+    assert locked not in candidates and open_one in candidates

@@ -435,3 +435,24 @@ def test_quiet_silences_diagnostics_and_errors_still_reach_stderr(tmp_path, caps
     assert capsys.readouterr().err == ""
     assert ev.main(args[:4] + ["--duplicate-ids", "error", "--quiet", "--report", str(tmp_path / "r.json")]) == 2
     assert "error: " in capsys.readouterr().err
+
+
+def test_the_registry_refuses_a_family_that_would_take_another_ones_name_or_section(monkeypatch):
+    # A family with key "strict" silently replaced strict's report section, and the summary
+    # then failed (KeyError 'micro', internal error) after the report was written.
+    class Shadow(ev.MetricFamily):
+        name, key = "shadow", "strict"
+
+    class Strict2(ev.MetricFamily):
+        name, key = "strict", "strict2"
+
+    with pytest.raises(ValueError, match="metric families 'strict' and 'shadow' share the report key 'strict'"):
+        ev.register_family(Shadow)
+    with pytest.raises(ValueError, match="metric family 'strict' is already registered \\(StrictFamily\\)"):
+        ev.register_family(Strict2)
+    assert "shadow" not in ev.FAMILIES and ev.FAMILIES["strict"] is ev.StrictFamily
+    ev.register_family(ev.StrictFamily)  # the same class again: nothing changes
+    monkeypatch.setitem(ev.FAMILIES, "shadow", Shadow)  # added to FAMILIES directly: refused when used
+    with pytest.raises(ValueError, match="share the report key 'strict'"):
+        ev.families_for(["strict", "shadow"])
+    assert [f.name for f in ev.families_for(["shadow"])] == ["hgr", "shadow"]  # hgr: always
