@@ -11152,11 +11152,49 @@ def format_text(report: Mapping[str, Any], titles: Mapping[str, str]) -> str:
     if "systems" in report:
         parts = [format_summary(sub, title=titles[name]) + f"\nsignature: {sub['summary']['signature']}"
                  for name, sub in report["systems"].items()]
-        return "\n\n".join([*parts, format_comparison(report["comparison"])])
+        return "\n\n".join([*parts, format_comparison(report["comparison"])]) + _slices_text(report)
     text = format_summary(report, title=next(iter(titles.values()), ""))
     if "comparison" in report:
-        return text + "\n\n" + format_comparison(report["comparison"])
-    return text + f"\n\nsignature: {report['summary']['signature']}"
+        return text + "\n\n" + format_comparison(report["comparison"]) + _slices_text(report)
+    return text + _slices_text(report) + f"\n\nsignature: {report['summary']['signature']}"
+
+
+#: The headline numbers of the slice tables (text summary, Markdown, LaTeX, CSV): (path, label).
+SLICE_COLUMNS = (("hgr.macro.composite", "composite"), ("hgr.micro.entity_f1", "entity F1"),
+                 ("hgr.micro.triplet_f1", "triplet F1"))
+
+
+def format_slices(section: Mapping[str, Any]) -> str:
+    """The ``slices`` section as plain text: per key a short table, one line per slice (and
+    system): its label, entry count and :data:`SLICE_COLUMNS` (estimate [95% interval]; a
+    comparison adds each other system's difference to the baseline, ``*`` when significant).
+    Every family's headline numbers per slice are in the report's ``slices`` section."""
+    lines: list[str] = []
+    for key, slices in section["keys"].items():
+        names = list(slices[0]["metrics"]) if slices else []
+        lines += ["", f"slices by {key}: hgr {', '.join(label for _, label in SLICE_COLUMNS)} "
+                      "(micro F1; the report's slices section has every headline metric)"]
+        width = max([len(s["label"]) for s in slices] + [5])
+        sw = max(len(n) for n in names) if len(names) > 1 else 0
+        head = f"  {'slice':<{width}}  {'n':>6}" + (f"  {'system':<{sw}}" if sw else "")
+        lines.append(head + "".join(f"  {label}" for _, label in SLICE_COLUMNS))
+        for s in slices:
+            for k, name in enumerate(names):
+                rows = s["metrics"][name]
+                cells = [_format_cell(rows[p]["estimate"], rows[p]["ci"]) if p in rows else "n/a"
+                         for p, _ in SLICE_COLUMNS]
+                if k:
+                    cells = [c + (f" ({_format_cell(rows[p]['delta'], signed=True)}"
+                                  f"{'*' if rows[p].get('significant') else ''})" if p in rows else "")
+                             for c, (p, _) in zip(cells, SLICE_COLUMNS)]
+                first = f"  {s['label'] if not k else '':<{width}}  {s['n_entries'] if not k else '':>6}"
+                lines.append(first + (f"  {name:<{sw}}" if sw else "") + "".join(f"  {c}" for c in cells))
+    return "\n".join(lines)
+
+
+def _slices_text(report: Mapping[str, Any]) -> str:
+    """The text of the report's ``slices`` section after a blank line ("" without one)."""
+    return "\n" + format_slices(report["slices"]) if "slices" in report else ""
 
 
 # --------------------------------------------------------------------------------------
@@ -11475,6 +11513,8 @@ class MetricTable:
     rows: dict[str, dict[str, MetricCell]]
     #: Why every value is N/A (the family section's ``not_applicable``), else None.
     note: str | None = None
+    #: The header of the rows' column: "system", or a slice table's key.
+    row_label: str = "system"
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -11485,7 +11525,11 @@ def _pair(value: Any) -> tuple[float, float] | None:
 
 def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
           correction: str | None) -> MetricCell:
-    cell = MetricCell(metric_value(report, path))
+    return _with_stats(MetricCell(metric_value(report, path)), stats, correction)
+
+
+def _with_stats(cell: MetricCell, stats: Mapping[str, Any] | None, correction: str | None) -> MetricCell:
+    """``cell`` with the interval, difference and test of its comparison row ``stats``."""
     if not stats:
         return cell
     cell.ci = _pair(stats.get("ci"))
@@ -11540,6 +11584,27 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
         tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
+    return tables
+
+
+def slice_tables(report: Mapping[str, Any]) -> list[MetricTable]:
+    """The tables of the report's ``slices`` section (none without one): per key, one row
+    per slice (``label (n=N)``; with several systems one per slice and system,
+    ``label (n=N): system``), the columns :data:`SLICE_COLUMNS` with intervals and, for a
+    system other than the baseline, its difference and test; ``best`` is left unmarked."""
+    section = report.get("slices")
+    if not isinstance(section, Mapping):
+        return []
+    correction = (report.get("comparison") or {}).get("correction")
+    tables = []
+    for key, slices in section["keys"].items():
+        rows: dict[str, dict[str, MetricCell]] = {}
+        for s in slices:
+            for name, stats in s["metrics"].items():
+                row = f"{s['label']} (n={s['n_entries']})" + (f": {name}" if len(s["metrics"]) > 1 else "")
+                rows[row] = {path: _with_stats(MetricCell((stats.get(path) or {}).get("estimate")),
+                                               stats.get(path), correction) for path, _ in SLICE_COLUMNS}
+        tables.append(MetricTable(f"slices by {key}", list(SLICE_COLUMNS), rows, row_label=key))
     return tables
 
 
@@ -11634,9 +11699,9 @@ def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
     value of a column in bold, a dagger after a value that differs significantly from the
     baseline's; then the legend (:func:`legend_lines`) with the signature last."""
     out = []
-    for table in metric_tables(report):
-        out += [f"**{table.title}**", "",
-                "| system | " + " | ".join(label for _, label in table.columns) + " |",
+    for table in metric_tables(report) + slice_tables(report):
+        out += [f"**{_markdown_escape(table.title)}**" if table.row_label != "system" else f"**{table.title}**", "",
+                f"| {_markdown_escape(table.row_label)} | " + " | ".join(label for _, label in table.columns) + " |",
                 "|---|" + "---:|" * len(table.columns)]
         for name, cells in table.rows.items():
             shown = []
@@ -11700,11 +11765,11 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
     braces, so that one starting with ``[`` is not an optional argument of ``\\\\``);
     option names and the signature are in ``\\texttt``."""
     out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
-    tables = metric_tables(report)
+    tables = metric_tables(report) + slice_tables(report)
     for k, table in enumerate(tables):
         out += [r"\begin{table}[ht]", r"\centering", rf"\caption{{{_latex_escape(table.title)}}}",
                 r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
-                "System & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
+                ("System" if table.row_label == "system" else _latex_escape(table.row_label)) + " & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
         for name, cells in table.rows.items():
             shown = []
             for path, _ in table.columns:
@@ -11752,7 +11817,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
         notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
     comparison_notes = " | ".join(notices.pop(None, []))
     lower = lower_is_better_paths()
-    for table in metric_tables(report):
+    for table in metric_tables(report) + slice_tables(report):
         for name, cells in table.rows.items():
             for path, _ in table.columns:
                 c = cells[path]
