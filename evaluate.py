@@ -14438,6 +14438,8 @@ def _with_slices(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
         return {**report, "slices": section}
     out = {}
     for key, value in report.items():
+        if key == "slices":  # a saved report's own section (--compare): made again
+            continue
         if key in ("per_entry", "per_entry_jsonl") and "slices" not in out:
             out["slices"] = section
         out[key] = value
