@@ -34,16 +34,19 @@ later chapter. tests/test_structure.py checks that rule and this table:
     4. Engine and large runs    score_entries -> ScoredFile, build_report, RowSpool;
                                 ForkPool, score_entries_parallel, combine_scored;
                                 shard_range, check_shard_parts, evaluate_files,
-                                run_directory, partial_report, merge_partial_reports
+                                run_directory, partial_report, merge_partial_reports;
+                                SLICE_BUILTINS, slice_values (--slice-by)
     5. Statistics               compare_systems, bootstrap_replicates,
                                 randomization_test; PAIRED_TESTS (PairedTest),
-                                CORRECTIONS (Correction); check_comparable,
+                                CORRECTIONS (Correction); compare_slices
+                                (slice_groups, slice_report); check_comparable,
                                 build_comparison
     6. Output                   OUTPUT_FORMATS (format_output), format_summary,
                                 format_comparison, format_text, metric_tables,
                                 format_markdown, format_latex, format_csv,
-                                write_json_atomic, write_plots; config_signature,
-                                report_signature, sign_report
+                                format_slices, slice_tables, write_json_atomic,
+                                write_plots; config_signature, report_signature,
+                                sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
                                 SentenceTransformersBackend), EmbeddingCache,
                                 ModelStore, Embedder, load_embedder,
@@ -12079,7 +12082,7 @@ def _compact(value: Any) -> str:
 _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
                     "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
                     "pred_field": "pred-field", "gold_field": "gold-field",
-                    "ignore_extra_predictions": "ignore-extra-preds"}
+                    "ignore_extra_predictions": "ignore-extra-preds", "max_slices": "max-slices"}
 
 
 #: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
@@ -12112,6 +12115,8 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             for known in ("model", "model_files_hash", "fallback_reason"):
                 sim.pop(known, None)
             items += [f"sim.{k}:{_compact(v)}" for k, v in sim.items()]
+        elif key == "slice_by":
+            items.append(f"slice-by:{'+'.join(value)}")
         elif key == "relation_vocabulary":
             sha = value.get("sha256")
             items.append("vocab:" + (f"{value.get('source') or 'default'}#{sha[:8]}" if sha else "none"))

@@ -736,7 +736,7 @@ def test_slice_by_merge_and_compare_rebuild_the_slices(tmp_path):
     whole = load_report(tmp_path / "whole.json")
     assert list(whole)[-2:] == ["slices", "per_entry"]
     assert whole["summary"]["config"]["slice_by"] == ["topic", "n_gold"]
-    assert "slice_by:" in whole["summary"]["signature"]
+    assert "|slice-by:topic+n_gold|" in whole["summary"]["signature"]
     assert [(s["label"], s["n_entries"]) for s in whole["slices"]["keys"]["topic"]] == \
         [("a", 10), ("b", 10), ("(missing)", 5)]
     assert whole["per_entry"][0]["slices"] == {"topic": "a", "n_gold": whole["per_entry"][0]["slices"]["n_gold"]}
