@@ -11170,17 +11170,13 @@ SLICE_COLUMNS = (("hgr.macro.composite", "composite"), ("hgr.micro.entity_f1", "
 def format_slices(section: Mapping[str, Any]) -> str:
     """The ``slices`` section as plain text: per key a short table, one line per slice (and
     system): its label, entry count and :data:`SLICE_COLUMNS` (estimate [95% interval]; a
-    comparison adds each other system's difference to the baseline, ``*`` when significant).
-    Every family's headline numbers per slice are in the report's ``slices`` section."""
+    comparison adds each other system's difference to the baseline, ``*`` when significant),
+    columns padded to their widest cell. Every family's headline numbers per slice are in
+    the report's ``slices`` section."""
     lines: list[str] = []
     for key, slices in section["keys"].items():
         names = list(slices[0]["metrics"]) if slices else []
-        lines += ["", f"slices by {key}: hgr {', '.join(label for _, label in SLICE_COLUMNS)} "
-                      "(micro F1; the report's slices section has every headline metric)"]
-        width = max([len(s["label"]) for s in slices] + [5])
-        sw = max(len(n) for n in names) if len(names) > 1 else 0
-        head = f"  {'slice':<{width}}  {'n':>6}" + (f"  {'system':<{sw}}" if sw else "")
-        lines.append(head + "".join(f"  {label}" for _, label in SLICE_COLUMNS))
+        table = [["slice", "n", *(["system"] if len(names) > 1 else []), *(label for _, label in SLICE_COLUMNS)]]
         for s in slices:
             for k, name in enumerate(names):
                 rows = s["metrics"][name]
@@ -11190,8 +11186,13 @@ def format_slices(section: Mapping[str, Any]) -> str:
                     cells = [c + (f" ({_format_cell(rows[p]['delta'], signed=True)}"
                                   f"{'*' if rows[p].get('significant') else ''})" if p in rows else "")
                              for c, (p, _) in zip(cells, SLICE_COLUMNS)]
-                first = f"  {s['label'] if not k else '':<{width}}  {s['n_entries'] if not k else '':>6}"
-                lines.append(first + (f"  {name:<{sw}}" if sw else "") + "".join(f"  {c}" for c in cells))
+                table.append([s["label"] if not k else "", str(s["n_entries"]) if not k else "",
+                              *([name] if len(names) > 1 else []), *cells])
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        lines += ["", f"slices by {key}: hgr {', '.join(label for _, label in SLICE_COLUMNS)} "
+                      "(micro F1; the report's slices section has every headline metric)"]
+        lines += ["  " + "  ".join(c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                  .rstrip() for row in table]
     return "\n".join(lines)
 
 

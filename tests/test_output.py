@@ -503,9 +503,10 @@ def test_slice_tables_in_text_markdown_latex_csv(reports):
     report = sliced_report(reports)
     text = ev.format_text(report, {"": "t"})
     assert ("slices by topic: hgr composite, entity F1, triplet F1 (micro F1; the report's slices section has "
-            "every headline metric)\n  slice           n  composite  entity F1  triplet F1\n"
-            "  a|b             3  0.5000 [0.4000, 0.5500]  0.2500 [0.1500, 0.3000]  0.1250 [0.0250, 0.1750]\n"
-            "  (missing)      22  0.7500  n/a  1.0000\n\nsignature: ") in text
+            "every headline metric)\n"
+            "  slice       n  composite                entity F1                triplet F1\n"
+            "  a|b         3  0.5000 [0.4000, 0.5500]  0.2500 [0.1500, 0.3000]  0.1250 [0.0250, 0.1750]\n"
+            "  (missing)  22  0.7500                   n/a                      1.0000\n\nsignature: ") in text
     md = ev.format_markdown(report)
     # the slice label is escaped like a system name; n/a where the slice has no value
     assert ("**slices by topic**\n\n| topic | composite | entity F1 | triplet F1 |\n|---|---:|---:|---:|\n"
