@@ -34,16 +34,19 @@ later chapter. tests/test_structure.py checks that rule and this table:
     4. Engine and large runs    score_entries -> ScoredFile, build_report, RowSpool;
                                 ForkPool, score_entries_parallel, combine_scored;
                                 shard_range, check_shard_parts, evaluate_files,
-                                run_directory, partial_report, merge_partial_reports
+                                run_directory, partial_report, merge_partial_reports;
+                                SLICE_BUILTINS, slice_values (--slice-by)
     5. Statistics               compare_systems, bootstrap_replicates,
                                 randomization_test; PAIRED_TESTS (PairedTest),
-                                CORRECTIONS (Correction); check_comparable,
+                                CORRECTIONS (Correction); compare_slices
+                                (slice_groups, slice_report); check_comparable,
                                 build_comparison
     6. Output                   OUTPUT_FORMATS (format_output), format_summary,
                                 format_comparison, format_text, metric_tables,
                                 format_markdown, format_latex, format_csv,
-                                write_json_atomic, write_plots; config_signature,
-                                report_signature, sign_report
+                                format_slices, slice_tables, write_json_atomic,
+                                write_plots; config_signature, report_signature,
+                                sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
                                 SentenceTransformersBackend), EmbeddingCache,
                                 ModelStore, Embedder, load_embedder,
@@ -2903,6 +2906,8 @@ class GoldRecord:
     prompt: str
     items: list[Any]
     line: int
+    #: The gold line's own object (its other fields: ``--slice-by KEY`` reads them); not compared.
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -3612,7 +3617,7 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
         raise InputError(f"{where}: gold triplets: expected a JSON array, found {_describe(items)}")
     if not isinstance(prompt, str):
         raise InputError(f"{where}: prompt: expected a string, found {_describe(prompt)}")
-    return GoldRecord(_record_id(obj), prompt, items, line)
+    return GoldRecord(_record_id(obj), prompt, items, line, obj)
 
 
 def _is_empty_json(value: Any) -> bool:
@@ -5749,6 +5754,8 @@ class ScoringContext:
     ontology: Mapping[str, Any] | None = None
     group: str = ""
     skip_unavailable: bool = False
+    #: ``--slice-by`` keys: each per-entry row stores its values (:func:`slice_values`).
+    slice_by: tuple[str, ...] = ()
 
 
 class FamilyUnavailable(InputError):
@@ -8236,6 +8243,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             "invalid_items": score.invalid_items,
             "invalid_gold_items": score.invalid_gold_items,
         }
+        if ctx.slice_by:
+            row["slices"] = slice_values(entry, score.metrics["n_gold"], ctx.slice_by)
         for family in list(active):
             try:
                 with family.guard():
@@ -8260,6 +8269,44 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         rows.append(row)
         scored.tally.add(row)
     return scored
+
+
+#: The built-in ``--slice-by`` keys and their fixed bins (label, lowest value; the last bin is
+#: open): fixed, so that shards and ``--merge`` put an entry in the same slice. ``n_gold``:
+#: the entry's valid gold triplets; ``prompt_chars``: the prompt's length in characters
+#: (code points). A gold line's own field of that name is not read.
+SLICE_BUILTINS: dict[str, tuple[tuple[str, int], ...]] = {
+    "n_gold": (("0", 0), ("1-2", 1), ("3-5", 3), ("6-10", 6), ("11+", 11)),
+    "prompt_chars": (("<250", 0), ("250-499", 250), ("500-999", 500), ("1000-1999", 1000), ("2000+", 2000)),
+}
+
+
+def _slice_bin(key: str, value: int) -> str:
+    """The label of the built-in bin of ``key`` that holds ``value`` (>= 0)."""
+    return [label for label, low in SLICE_BUILTINS[key] if value >= low][-1]
+
+
+def slice_values(entry: Entry, n_gold: int, keys: Sequence[str]) -> dict[str, str | int | None]:
+    """The ``--slice-by`` values of one entry (the per-entry row's ``slices``), key by key:
+    a built-in (:data:`SLICE_BUILTINS`) gives its bin's label; any other key, the gold
+    line's field of that name: a string (a category) or an integer as given, None where
+    the line has no such field (or null): the ``(missing)`` slice.
+
+    Raises:
+        InputError: a field that is neither a string nor an integer (a float, a boolean,
+            a list, an object), naming the gold line, the key and the value's kind.
+    """
+    out: dict[str, str | int | None] = {}
+    for key in keys:
+        if key in SLICE_BUILTINS:
+            out[key] = _slice_bin(key, n_gold if key == "n_gold" else len(entry.gold.prompt))
+            continue
+        value = entry.gold.fields.get(key) if isinstance(entry.gold.fields, Mapping) else None
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+            raise InputError(f"--slice-by {key}: gold line {entry.gold.line} has {_describe(value)}; a slice key's "
+                             "values are strings (categories) or integers")
+        out[key] = value
+    return out
 
 
 def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str, Record]]) -> dict[str, Record]:
@@ -9129,7 +9176,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
-                         skip_unavailable=config.skip_unavailable)
+                         skip_unavailable=config.skip_unavailable, slice_by=config.slice_by)
     entries, span = loaded.entries, None
     if config.shard is not None:  # after --limit (load_inputs); the run's description stays the whole input's
         start, stop = shard_range(*config.shard, len(entries))
@@ -10507,6 +10554,113 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
 
 
 # --------------------------------------------------------------------------------------
+# Slices (--slice-by): every headline number on each slice's entries alone
+# --------------------------------------------------------------------------------------
+
+#: More distinct values than this under one ``--slice-by`` key is an error (``--max-slices N``).
+MAX_SLICES = 50
+#: The label of the entries whose gold line has no value for a ``--slice-by`` key.
+MISSING_SLICE = "(missing)"
+
+
+def slice_label(value: str | int | None) -> str:
+    """How a slice value is shown: the string, the integer's digits, :data:`MISSING_SLICE` for None."""
+    return MISSING_SLICE if value is None else str(value)
+
+
+def _slice_order(key: str, value: str | int | None) -> tuple:
+    """Sort key of the slices of ``key``: a built-in's bins in their order; else integers
+    (ascending), then strings (code-point order), then :data:`MISSING_SLICE`."""
+    if key in SLICE_BUILTINS:
+        return (0, [label for label, _ in SLICE_BUILTINS[key]].index(value), "")
+    if value is None:
+        return (3, 0, "")
+    return (1, value, "") if isinstance(value, int) else (2, 0, value)
+
+
+def slice_groups(name: str, rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
+                 max_slices: int = MAX_SLICES) -> dict[str, dict[Any, list[int]]]:
+    """key -> slice value -> the indices of its entries (rows in order), the slices in
+    :func:`_slice_order`, from the rows' ``slices`` (:func:`slice_values`).
+
+    Raises:
+        InputError: naming the system (``name``) and key: a row without slice values for a
+            key (scored without ``--slice-by KEY``), a key that no gold line has and that is
+            not a built-in, or more than ``max_slices`` distinct values (naming the count).
+    """
+    groups: dict[str, dict[Any, list[int]]] = {key: {} for key in keys}
+    for i, row in enumerate(rows):
+        values = row.get("slices") if isinstance(row, Mapping) else None
+        for key in keys:
+            if not isinstance(values, Mapping) or key not in values:
+                raise InputError(f"--slice-by {key}: {('system ' + name + ': ') if name else ''}the report's "
+                                 f"per-entry rows have no slice values for {key} (entry {i + 1} has none): score it "
+                                 f"again with --slice-by {key}")
+            groups[key].setdefault(values[key], []).append(i)
+    for key, found in groups.items():
+        if key not in SLICE_BUILTINS and list(found) == [None]:
+            raise InputError(f"--slice-by {key}: no gold line has a field {key!r}, and it is not a built-in "
+                             f"({', '.join(SLICE_BUILTINS)})")
+        if len(found) > max_slices:
+            raise InputError(f"--slice-by {key}: {len(found)} distinct values, more than the {max_slices} slices "
+                             f"allowed: choose a coarser key, or raise the limit with --max-slices {len(found)}")
+        groups[key] = dict(sorted(found.items(), key=lambda kv: _slice_order(key, kv[0])))
+    return groups
+
+
+def slice_report(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+                 families: Sequence[MetricFamily]) -> dict[str, Any]:
+    """The report that a run on ``rows`` alone (entries of ``report``) has, as far as
+    :func:`compare_systems` reads it: the summary families' sections in ``summary``, every
+    other family's section, and ``per_entry``; every number finished from the rows'
+    merged statistics (exact: the same as scoring those entries on their own)."""
+    parts = (records_from_json({f.name: row["stats"][f.name] for f in families if f.name in row["stats"]})
+             for row in rows)
+    sections = _sections(families, merge_records(families, parts))
+    out: dict[str, Any] = {"summary": {}}
+    for family in families:
+        if family.key == "summary":
+            out["summary"].update(sections[family.name])
+        else:
+            out[family.key] = sections[family.name]
+    out["per_entry"] = list(rows)
+    out["summary"]["n_entries"] = len(rows)
+    return out
+
+
+def compare_slices(reports: Mapping[str, Mapping[str, Any]], keys: Sequence[str], *, baseline: str,
+                   options: ComparisonOptions | None, families: Sequence[MetricFamily],
+                   max_slices: int = MAX_SLICES) -> dict[str, Any]:
+    """The ``slices`` section: for each key of ``keys`` and each of its slices (the
+    baseline's rows, :func:`slice_groups`), ``{"value", "label", "n_entries", "metrics",
+    "notes"}`` where ``metrics`` and ``notes`` are those of :func:`compare_systems` on the
+    slice's entries alone (:func:`slice_report` of every system: estimates, intervals with
+    the entries resampled within the slice, and against the baseline the paired
+    differences and tests; ``options`` None: estimates only, bootstrap and trials 0). So
+    every number of a slice equals that of a run on the slice's entries alone, with the
+    same options. Returns ``{"by": keys, "max_slices", "keys": {key: [slice, ...]}}``.
+
+    Raises:
+        InputError: as :func:`slice_groups` (for every system), and as :func:`compare_systems`.
+    """
+    rows = {name: list(report["per_entry"]) for name, report in reports.items()}
+    groups = {name: slice_groups(name if len(reports) > 1 else "", rows[name], keys, max_slices) for name in reports}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key in keys:
+        out[key] = []
+        for value, indices in groups[baseline][key].items():
+            subs = {name: slice_report(report, [rows[name][i] for i in indices], families)
+                    for name, report in reports.items()}
+            block = compare_systems(subs, baseline=baseline, bootstrap=options.bootstrap if options else 0,
+                                    trials=options.trials if options else 0, seed=options.seed if options else 0,
+                                    correction=options.correction if options else None, families=families,
+                                    test=options.test if options else DEFAULT_TEST)
+            out[key].append({"value": value, "label": slice_label(value), "n_entries": len(indices),
+                             "metrics": block["metrics"], "notes": block["notes"]})
+    return {"by": list(keys), "max_slices": max_slices, "keys": out}
+
+
+# --------------------------------------------------------------------------------------
 # Comparing systems: comparability, pairing, the comparison block
 # --------------------------------------------------------------------------------------
 
@@ -10630,6 +10784,8 @@ def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
     value as it was written."""
     flat = _flat(summary["config"])
     flat.pop("similarity.fallback_reason", None)
+    flat.pop("slice_by", None)  # the slices of a report move none of its numbers
+    flat.pop("max_slices", None)
     if flat.get("similarity.model_files_hash"):
         flat.pop("similarity.model", None)
         flat.pop("similarity.model_id", None)
@@ -11017,11 +11173,50 @@ def format_text(report: Mapping[str, Any], titles: Mapping[str, str]) -> str:
     if "systems" in report:
         parts = [format_summary(sub, title=titles[name]) + f"\nsignature: {sub['summary']['signature']}"
                  for name, sub in report["systems"].items()]
-        return "\n\n".join([*parts, format_comparison(report["comparison"])])
+        return "\n\n".join([*parts, format_comparison(report["comparison"])]) + _slices_text(report)
     text = format_summary(report, title=next(iter(titles.values()), ""))
     if "comparison" in report:
-        return text + "\n\n" + format_comparison(report["comparison"])
-    return text + f"\n\nsignature: {report['summary']['signature']}"
+        return text + "\n\n" + format_comparison(report["comparison"]) + _slices_text(report)
+    return text + _slices_text(report) + f"\n\nsignature: {report['summary']['signature']}"
+
+
+#: The headline numbers of the slice tables (text summary, Markdown, LaTeX, CSV): (path, label).
+SLICE_COLUMNS = (("hgr.macro.composite", "composite"), ("hgr.micro.entity_f1", "entity F1"),
+                 ("hgr.micro.triplet_f1", "triplet F1"))
+
+
+def format_slices(section: Mapping[str, Any]) -> str:
+    """The ``slices`` section as plain text: per key a short table, one line per slice (and
+    system): its label, entry count and :data:`SLICE_COLUMNS` (estimate [95% interval]; a
+    comparison adds each other system's difference to the baseline, ``*`` when significant),
+    columns padded to their widest cell. Every family's headline numbers per slice are in
+    the report's ``slices`` section."""
+    lines: list[str] = []
+    for key, slices in section["keys"].items():
+        names = list(slices[0]["metrics"]) if slices else []
+        table = [["slice", "n", *(["system"] if len(names) > 1 else []), *(label for _, label in SLICE_COLUMNS)]]
+        for s in slices:
+            for k, name in enumerate(names):
+                rows = s["metrics"][name]
+                cells = [_format_cell(rows[p]["estimate"], rows[p]["ci"]) if p in rows else "n/a"
+                         for p, _ in SLICE_COLUMNS]
+                if k:
+                    cells = [c + (f" ({_format_cell(rows[p]['delta'], signed=True)}"
+                                  f"{'*' if rows[p].get('significant') else ''})" if p in rows else "")
+                             for c, (p, _) in zip(cells, SLICE_COLUMNS)]
+                table.append([s["label"] if not k else "", str(s["n_entries"]) if not k else "",
+                              *([name] if len(names) > 1 else []), *cells])
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        lines += ["", f"slices by {key}: hgr {', '.join(label for _, label in SLICE_COLUMNS)} "
+                      "(micro F1; the report's slices section has every headline metric)"]
+        lines += ["  " + "  ".join(c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+                  .rstrip() for row in table]
+    return "\n".join(lines)
+
+
+def _slices_text(report: Mapping[str, Any]) -> str:
+    """The text of the report's ``slices`` section after a blank line ("" without one)."""
+    return "\n" + format_slices(report["slices"]) if "slices" in report else ""
 
 
 # --------------------------------------------------------------------------------------
@@ -11340,6 +11535,8 @@ class MetricTable:
     rows: dict[str, dict[str, MetricCell]]
     #: Why every value is N/A (the family section's ``not_applicable``), else None.
     note: str | None = None
+    #: The header of the rows' column: "system", or a slice table's key.
+    row_label: str = "system"
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -11350,7 +11547,11 @@ def _pair(value: Any) -> tuple[float, float] | None:
 
 def _cell(report: Mapping[str, Any], path: str, stats: Mapping[str, Any] | None,
           correction: str | None) -> MetricCell:
-    cell = MetricCell(metric_value(report, path))
+    return _with_stats(MetricCell(metric_value(report, path)), stats, correction)
+
+
+def _with_stats(cell: MetricCell, stats: Mapping[str, Any] | None, correction: str | None) -> MetricCell:
+    """``cell`` with the interval, difference and test of its comparison row ``stats``."""
     if not stats:
         return cell
     cell.ci = _pair(stats.get("ci"))
@@ -11405,6 +11606,27 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
         tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
+    return tables
+
+
+def slice_tables(report: Mapping[str, Any]) -> list[MetricTable]:
+    """The tables of the report's ``slices`` section (none without one): per key, one row
+    per slice (``label (n=N)``; with several systems one per slice and system,
+    ``label (n=N): system``), the columns :data:`SLICE_COLUMNS` with intervals and, for a
+    system other than the baseline, its difference and test; ``best`` is left unmarked."""
+    section = report.get("slices")
+    if not isinstance(section, Mapping):
+        return []
+    correction = (report.get("comparison") or {}).get("correction")
+    tables = []
+    for key, slices in section["keys"].items():
+        rows: dict[str, dict[str, MetricCell]] = {}
+        for s in slices:
+            for name, stats in s["metrics"].items():
+                row = f"{s['label']} (n={s['n_entries']})" + (f": {name}" if len(s["metrics"]) > 1 else "")
+                rows[row] = {path: _with_stats(MetricCell((stats.get(path) or {}).get("estimate")),
+                                               stats.get(path), correction) for path, _ in SLICE_COLUMNS}
+        tables.append(MetricTable(f"slices by {key}", list(SLICE_COLUMNS), rows, row_label=key))
     return tables
 
 
@@ -11499,9 +11721,9 @@ def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
     value of a column in bold, a dagger after a value that differs significantly from the
     baseline's; then the legend (:func:`legend_lines`) with the signature last."""
     out = []
-    for table in metric_tables(report):
-        out += [f"**{table.title}**", "",
-                "| system | " + " | ".join(label for _, label in table.columns) + " |",
+    for table in metric_tables(report) + slice_tables(report):
+        out += [f"**{_markdown_escape(table.title)}**" if table.row_label != "system" else f"**{table.title}**", "",
+                f"| {_markdown_escape(table.row_label)} | " + " | ".join(label for _, label in table.columns) + " |",
                 "|---|" + "---:|" * len(table.columns)]
         for name, cells in table.rows.items():
             shown = []
@@ -11565,11 +11787,11 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
     braces, so that one starting with ``[`` is not an optional argument of ``\\\\``);
     option names and the signature are in ``\\texttt``."""
     out = ["% kg-triplet-eval tables; needs \\usepackage{booktabs}"]
-    tables = metric_tables(report)
+    tables = metric_tables(report) + slice_tables(report)
     for k, table in enumerate(tables):
         out += [r"\begin{table}[ht]", r"\centering", rf"\caption{{{_latex_escape(table.title)}}}",
                 r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
-                "System & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
+                ("System" if table.row_label == "system" else _latex_escape(table.row_label)) + " & " + " & ".join(_latex_escape(label) for _, label in table.columns) + r" \\", r"\midrule"]
         for name, cells in table.rows.items():
             shown = []
             for path, _ in table.columns:
@@ -11617,7 +11839,7 @@ def format_csv(report: Mapping[str, Any]) -> str:
         notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
     comparison_notes = " | ".join(notices.pop(None, []))
     lower = lower_is_better_paths()
-    for table in metric_tables(report):
+    for table in metric_tables(report) + slice_tables(report):
         for name, cells in table.rows.items():
             for path, _ in table.columns:
                 c = cells[path]
@@ -11879,7 +12101,7 @@ def _compact(value: Any) -> str:
 _SIGNATURE_NAMES = {"metric_families": "fam", "schema_profile": "schema", "sim_threshold": "thr",
                     "align_accept": "accept", "duplicate_ids": "dup", "skip_bad_gold": "skip-bad-gold",
                     "pred_field": "pred-field", "gold_field": "gold-field",
-                    "ignore_extra_predictions": "ignore-extra-preds"}
+                    "ignore_extra_predictions": "ignore-extra-preds", "max_slices": "max-slices"}
 
 
 #: ``summary.config`` keys that say how one predictions file is read, not how it is scored:
@@ -11912,6 +12134,8 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             for known in ("model", "model_files_hash", "fallback_reason"):
                 sim.pop(known, None)
             items += [f"sim.{k}:{_compact(v)}" for k, v in sim.items()]
+        elif key == "slice_by":
+            items.append(f"slice-by:{'+'.join(value)}")
         elif key == "relation_vocabulary":
             sha = value.get("sha256")
             items.append("vocab:" + (f"{value.get('source') or 'default'}#{sha[:8]}" if sha else "none"))
@@ -13302,6 +13526,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_comparison_options(p)
     _add_format_options(p)
     _add_large_run_options(p)
+    _add_slice_options(p)
     _add_display_options(p)
     return p
 
@@ -13449,6 +13674,17 @@ def _add_large_run_options(p: argparse.ArgumentParser) -> None:
                        help="leave the per-entry rows out (a report of the summary and the family sections)")
 
 
+def _add_slice_options(p: argparse.ArgumentParser) -> None:
+    """The "error analysis" options: --slice-by and --max-slices."""
+    group = p.add_argument_group("error analysis (README \"Error analysis\")")
+    group.add_argument("--slice-by", action="append", metavar="KEY", dest="slice_by",
+                       help="report every headline metric per slice of the entries (repeatable): KEY is a field "
+                            "of the gold lines (strings as categories, integers as given, lines without it: "
+                            f"(missing)) or a built-in with fixed bins: {', '.join(SLICE_BUILTINS)}")
+    group.add_argument("--max-slices", type=_positive_int, metavar="N",
+                       help=f"allow more than {MAX_SLICES} distinct values of a --slice-by key")
+
+
 def _add_display_options(p: argparse.ArgumentParser) -> None:
     """The "display" options: --quiet and --version."""
     out = p.add_argument_group("display")
@@ -13544,6 +13780,14 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
                          "change nothing: leave it out (or give the gold file with --gold)")
     if args.per_entry_jsonl is not None and args.summary_only:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
+    if args.max_slices is not None and not args.slice_by:
+        raise InputError(f"--max-slices {args.max_slices} sets the limit of --slice-by: give --slice-by KEY too")
+    if args.slice_by and args.summary_only:
+        raise InputError("--slice-by needs the per-entry rows (each holds its entry's slice values): "
+                         "--summary-only leaves them out; give one of them")
+    if args.slice_by and len(set(args.slice_by)) < len(args.slice_by):
+        twice = next(k for k in args.slice_by if args.slice_by.count(k) > 1)
+        raise InputError(f"--slice-by {twice} is given twice: give each key once")
     rows_options = [flag for flag, value in (("--per-entry-jsonl", args.per_entry_jsonl),
                                              ("--summary-only", args.summary_only)) if value]
     if rows_options and (args.shard or args.merge):
@@ -13655,6 +13899,9 @@ class RunConfig:
     skip_unavailable: bool = False
     #: Notices of the configuration itself (families that ``--metrics all`` left out).
     notices: tuple[dict[str, str], ...] = ()
+    #: ``--slice-by KEY`` (in order) and ``--max-slices N`` (None: :data:`MAX_SLICES`).
+    slice_by: tuple[str, ...] = ()
+    max_slices: int | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
@@ -13671,6 +13918,7 @@ class RunConfig:
         values["names"] = tuple(args.names or ())
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())
+        values["slice_by"] = tuple(args.slice_by or ())
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
@@ -13791,6 +14039,8 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
         "gold_field": config.gold_field,
         "join": config.join,
         **({"ignore_extra_predictions": True} if config.ignore_extra_predictions else {}),
+        **({"slice_by": list(config.slice_by)} if config.slice_by else {}),
+        **({"max_slices": config.max_slices} if config.max_slices is not None else {}),
         "versions": {
             PRODUCT: __version__,
             "python": platform.python_version(),
@@ -14148,6 +14398,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
     the text summary then going to stderr. The plots come last, so that a plot that
     cannot be written (an InputError naming the file, exit 2) loses neither the report nor
     the summary."""
+    report = _with_slices(config, report)
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         try:
@@ -14188,6 +14439,52 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                   else " (no report written: --no-report)")) from None
     _write_run_plots(config, report)
     return 0
+
+
+def _slice_options(report: Mapping[str, Any]) -> ComparisonOptions | None:
+    """The resampling options of a report's comparison block (None: no block, no intervals)."""
+    block = report.get("comparison")
+    if not isinstance(block, Mapping):
+        return None
+    return ComparisonOptions(block["bootstrap"], block["trials"], block["seed"], block.get("correction") or NO_CORRECTION,
+                             block.get("test", DEFAULT_TEST))
+
+
+def _with_slices(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
+    """The report with its ``slices`` section (:func:`compare_slices`) when slices are asked
+    for: ``--slice-by`` keys, else the keys every system's ``summary.config.slice_by``
+    records (a ``--merge`` or ``--compare`` of sliced reports rebuilds them); with the
+    resampling of the report's comparison block. A shard's partial report has none (its
+    rows carry their values to the merge). The section goes before ``per_entry`` (a single
+    run) or after ``comparison``. Without slices the report is returned as it is."""
+    if "shard" in report:
+        return report
+    systems = dict(report["systems"]) if "systems" in report else {
+        next(iter((report.get("comparison") or {}).get("metrics") or {"": None})): report}
+    configs = [(sub.get("summary") or {}).get("config") or {} for sub in systems.values()]
+    recorded = {tuple(c.get("slice_by") or ()) for c in configs}
+    keys = config.slice_by or (next(iter(recorded)) if len(recorded) == 1 else ())
+    if not keys:
+        return report
+    for name, sub in systems.items():
+        if not isinstance(sub.get("per_entry"), (list, RowSpool)) and "per_entry_jsonl" in sub:
+            systems[name] = {**sub, "per_entry": read_rows_file(Path("."), sub["per_entry_jsonl"])}
+    limit = config.max_slices or next((c["max_slices"] for c in configs if c.get("max_slices")), MAX_SLICES)
+    paired, _ = _paired_by_id(systems)
+    families = [f for f in families_for(configs[0]["metric_families"])
+                if type(f).headlines is not MetricFamily.headlines]
+    section = compare_slices(paired, keys, baseline=next(iter(systems)), options=_slice_options(report),
+                             families=families, max_slices=limit)
+    if "systems" in report:
+        return {**report, "slices": section}
+    out = {}
+    for key, value in report.items():
+        if key == "slices":  # a saved report's own section (--compare): made again
+            continue
+        if key in ("per_entry", "per_entry_jsonl") and "slices" not in out:
+            out["slices"] = section
+        out[key] = value
+    return out if "slices" in out else {**out, "slices": section}
 
 
 class StdoutUnwritable(Exception):

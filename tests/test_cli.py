@@ -774,3 +774,91 @@ def test_merge_default_report_path_is_refused_like_the_others(tmp_path, monkeypa
     assert ev.main(["--merge", "a.shard-1-of-2.json", "a.shard-2-of-2.json", "--quiet"]) == 0
     assert json.loads(Path("a.json").read_text())["summary"]["n_entries"] == 25
     assert ev.main(["--merge", "a.shard-1-of-2.json", "a.shard-2-of-2.json", "--quiet"]) == 0  # its own: replaced
+
+
+# ---------------------------------------------------------------- --slice-by / --max-slices
+
+SAMPLE_GOLD, SAMPLE_PRED, SAMPLE_BASE = ROOT / "gold" / "gold.jsonl", ROOT / "predictions" / "finetuned.jsonl", \
+    ROOT / "predictions" / "base.jsonl"
+
+
+def _sliced_gold(tmp_path: Path) -> Path:
+    """The sample's gold with a "topic" field: entries 1-10 "a", 11-20 "b", the rest none."""
+    rows = [json.loads(x) for x in SAMPLE_GOLD.read_text(encoding="utf-8").splitlines()]
+    for i, row in enumerate(rows):
+        if i < 20:
+            row["topic"] = "a" if i < 10 else "b"
+    path = tmp_path / "gold.jsonl"
+    write_jsonl(path, rows)
+    return path
+
+
+def test_slice_by_merge_and_compare_rebuild_the_slices(tmp_path):
+    gold = _sliced_gold(tmp_path)
+    common = ("--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "topic", "--slice-by", "n_gold")
+    rc, _, err = run_main("--pred", SAMPLE_PRED, *common, "--report", tmp_path / "whole.json")
+    assert rc == 0, err
+    whole = load_report(tmp_path / "whole.json")
+    assert list(whole)[-2:] == ["slices", "per_entry"]
+    assert whole["summary"]["config"]["slice_by"] == ["topic", "n_gold"]
+    assert "|slice-by:topic+n_gold|" in whole["summary"]["signature"]
+    assert [(s["label"], s["n_entries"]) for s in whole["slices"]["keys"]["topic"]] == \
+        [("a", 10), ("b", 10), ("(missing)", 5)]
+    assert whole["per_entry"][0]["slices"] == {"topic": "a", "n_gold": whole["per_entry"][0]["slices"]["n_gold"]}
+    for k in (1, 2):
+        rc, _, err = run_main("--pred", SAMPLE_PRED, *common, "--shard", f"{k}/2",
+                              "--report", tmp_path / f"part{k}.json")
+        assert rc == 0, err
+        assert "slices" not in load_report(tmp_path / f"part{k}.json")
+    rc, _, err = run_main("--merge", tmp_path / "part1.json", tmp_path / "part2.json", "--quiet",
+                          "--report", tmp_path / "merged.json")
+    assert rc == 0, err
+    assert (tmp_path / "merged.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    # --compare of saved reports: the recorded keys, or a subset of them with --slice-by
+    rc, out, err = run_main("--compare", tmp_path / "whole.json", "--bootstrap", "100", "--quiet",
+                            "--slice-by", "topic", "--report", tmp_path / "cmp.json")
+    assert rc == 0, err
+    cmp = load_report(tmp_path / "cmp.json")
+    assert list(cmp["slices"]["keys"]) == ["topic"]
+    assert "slices by topic: hgr composite, entity F1, triplet F1" in out
+
+
+def test_slice_by_refusals(tmp_path):
+    gold = _sliced_gold(tmp_path)
+    base = ("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--no-report")
+    rc, _, err = run_main(*base, "--slice-by", "colour")
+    assert rc == 2 and "--slice-by colour: no gold line has a field 'colour', and it is not a built-in " \
+                       "(n_gold, prompt_chars)" in err
+    rc, _, err = run_main(*base, "--slice-by", "topic", "--max-slices", "2")
+    assert rc == 2 and "--slice-by topic: 3 distinct values, more than the 2 slices allowed" in err
+    rc, _, err = run_main(*base, "--max-slices", "60")
+    assert rc == 2 and "--max-slices 60 sets the limit of --slice-by: give --slice-by KEY too" in err
+    rc, _, err = run_main(*base, "--slice-by", "topic", "--summary-only")
+    assert rc == 2 and "--slice-by needs the per-entry rows" in err
+    rc, _, err = run_main(*base, "--slice-by", "topic", "--slice-by", "topic")
+    assert rc == 2 and "--slice-by topic is given twice" in err
+    rc, _, err = run_main("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--quiet",
+                          "--report", tmp_path / "plain.json")
+    assert rc == 0, err
+    assert "slice_by" not in load_report(tmp_path / "plain.json")["summary"]["config"]
+    rc, _, err = run_main("--compare", tmp_path / "plain.json", "--bootstrap", "100", "--slice-by", "topic",
+                          "--no-report")
+    assert rc == 2 and "--slice-by topic: the report's per-entry rows have no slice values for topic" in err
+
+
+def test_slice_by_per_entry_jsonl_and_two_systems(tmp_path):
+    gold = _sliced_gold(tmp_path)
+    rc, _, err = run_main("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "topic",
+                          "--per-entry-jsonl", tmp_path / "rows.jsonl", "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    assert list(report)[-2:] == ["slices", "per_entry_jsonl"]
+    assert [s["n_entries"] for s in report["slices"]["keys"]["topic"]] == [10, 10, 5]
+    rc, out, err = run_main("--pred", SAMPLE_PRED, "--pred", SAMPLE_BASE, "--gold", gold, "--no-embeddings",
+                            "--quiet", "--slice-by", "topic", "--bootstrap", "100", "--trials", "100",
+                            "--report", tmp_path / "two.json")
+    assert rc == 0, err
+    two = load_report(tmp_path / "two.json")
+    assert list(two) == ["systems", "comparison", "slices"]
+    first = two["slices"]["keys"]["topic"][0]["metrics"]
+    assert list(first) == ["finetuned", "base"] and "p_value" in first["base"]["hgr.macro.composite"]

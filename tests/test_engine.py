@@ -456,3 +456,55 @@ def test_the_registry_refuses_a_family_that_would_take_another_ones_name_or_sect
     with pytest.raises(ValueError, match="share the report key 'strict'"):
         ev.families_for(["strict", "shadow"])
     assert [f.name for f in ev.families_for(["shadow"])] == ["hgr", "shadow"]  # hgr: always
+
+
+# ---------------------------------------------------------------- slice values (--slice-by)
+
+def _slice_entry(fields: dict, prompt: str = "", n_items: int = 0) -> ev.Entry:
+    gold = ev.GoldRecord("e1", prompt, [], 7, fields)
+    return ev.Entry(gold, ev.Prediction("e1", [], "ok", "", 7))
+
+
+@pytest.mark.parametrize("n_gold, label", [(0, "0"), (1, "1-2"), (2, "1-2"), (3, "3-5"), (5, "3-5"), (6, "6-10"),
+                                           (10, "6-10"), (11, "11+"), (250, "11+")])
+def test_slice_n_gold_bins(n_gold, label):
+    assert ev.slice_values(_slice_entry({}), n_gold, ["n_gold"]) == {"n_gold": label}
+
+
+@pytest.mark.parametrize("chars, label", [(0, "<250"), (249, "<250"), (250, "250-499"), (499, "250-499"),
+                                          (500, "500-999"), (999, "500-999"), (1000, "1000-1999"),
+                                          (1999, "1000-1999"), (2000, "2000+")])
+def test_slice_prompt_chars_bins(chars, label):
+    # code points, not bytes: "é" is one character (two UTF-8 bytes)
+    entry = _slice_entry({}, prompt="é" * chars)
+    assert ev.slice_values(entry, 0, ["prompt_chars"]) == {"prompt_chars": label}
+
+
+def test_slice_fields_strings_integers_missing():
+    fields = {"category": "Airport", "size": 3, "shape": None, "n_gold": "ignored"}
+    entry = _slice_entry(fields)
+    # a built-in wins over a gold field of the same name; null and absent fields: None, the (missing) slice
+    assert ev.slice_values(entry, 4, ["category", "size", "shape", "absent", "n_gold"]) == \
+        {"category": "Airport", "size": 3, "shape": None, "absent": None, "n_gold": "3-5"}
+    assert ev.slice_label(None) == "(missing)" and ev.slice_label(3) == "3"
+
+
+@pytest.mark.parametrize("value, described", [(0.5, "0.5"), (True, "true"), ([1], "a list of 1"), ({}, "an object")])
+def test_slice_field_of_another_kind_is_refused(value, described):
+    with pytest.raises(ev.InputError, match=f"--slice-by k: gold line 7 has {described}; .* strings .* integers"):
+        ev.slice_values(_slice_entry({"k": value}), 0, ["k"])
+
+
+def test_slice_groups_order_and_errors():
+    rows = [{"slices": {"k": v}} for v in ("b", 10, None, "a", 2, "b")]
+    groups = ev.slice_groups("", rows, ["k"])
+    # integers ascending, then strings, then (missing); each with its rows' indices
+    assert groups == {"k": {2: [4], 10: [1], "a": [3], "b": [0, 5], None: [2]}}
+    assert list(groups["k"]) == [2, 10, "a", "b", None]
+    with pytest.raises(ev.InputError, match=r"--slice-by k: 5 distinct values, more than the 4 slices allowed.*"
+                                            r"--max-slices 5"):
+        ev.slice_groups("", rows, ["k"], max_slices=4)
+    with pytest.raises(ev.InputError, match="no gold line has a field 'k', and it is not a built-in"):
+        ev.slice_groups("", [{"slices": {"k": None}}], ["k"])
+    with pytest.raises(ev.InputError, match="system B: the report's per-entry rows have no slice values for j"):
+        ev.slice_groups("B", rows, ["j"])

@@ -477,3 +477,52 @@ def test_a_headline_path_is_read_by_its_family():
     assert ev.metric_value(report, "elsewhere.a.b") is None and ev._explicit_na(report, "elsewhere.a.b")
     assert ev._explicit_na(report, "hgr.macro.weight_score") and not ev._explicit_na(report, "hgr.macro.grounding")
     assert not ev._explicit_na(report, "strict.micro.f1")
+
+
+# ---------------------------------------------------------------- slice tables (--slice-by)
+
+def _slice_row(estimate, ci=None, **more):
+    return {"estimate": estimate, "ci": ci, "na_resamples": 0, **more}
+
+
+def sliced_report(reports) -> dict:
+    """The finetuned single run with a hand-written ``slices`` section: two slices of
+    "topic" (3 and 22 entries), intervals on the first."""
+    report = copy.deepcopy(reports["finetuned"])
+    paths = [p for p, _ in ev.SLICE_COLUMNS]
+    first = {p: _slice_row(v, ci) for p, v, ci in zip(paths, (0.5, 0.25, 0.125),
+                                                      ([0.4, 0.55], [0.15, 0.3], [0.025, 0.175]))}
+    second = {p: _slice_row(v) for p, v in zip(paths, (0.75, None, 1.0))}
+    report["slices"] = {"by": ["topic"], "max_slices": 50, "keys": {"topic": [
+        {"value": "a|b", "label": "a|b", "n_entries": 3, "metrics": {"finetuned": first}, "notes": []},
+        {"value": None, "label": "(missing)", "n_entries": 22, "metrics": {"finetuned": second}, "notes": []}]}}
+    return report
+
+
+def test_slice_tables_in_text_markdown_latex_csv(reports):
+    report = sliced_report(reports)
+    text = ev.format_text(report, {"": "t"})
+    assert ("slices by topic: hgr composite, entity F1, triplet F1 (micro F1; the report's slices section has "
+            "every headline metric)\n"
+            "  slice       n  composite                entity F1                triplet F1\n"
+            "  a|b         3  0.5000 [0.4000, 0.5500]  0.2500 [0.1500, 0.3000]  0.1250 [0.0250, 0.1750]\n"
+            "  (missing)  22  0.7500                   n/a                      1.0000\n\nsignature: ") in text
+    md = ev.format_markdown(report)
+    # the slice label is escaped like a system name; n/a where the slice has no value
+    assert ("**slices by topic**\n\n| topic | composite | entity F1 | triplet F1 |\n|---|---:|---:|---:|\n"
+            "| a\\|b (n=3) | 0.500 [0.400, 0.550] | 0.250 [0.150, 0.300] | 0.125 [0.025, 0.175] |\n"
+            "| (missing) (n=22) | 0.750 | n/a | 1.000 |\n") in md
+    tex = ev.format_latex(report)
+    assert r"\caption{slices by topic}" in tex and r"topic & composite & entity F1 & triplet F1 \\" in tex
+    assert r"{(missing) (n=22)} & 0.750 & n/a & 1.000 \\" in tex
+    rows = [r for r in csv.DictReader(io.StringIO(ev.format_csv(report))) if r["table"] == "slices by topic"]
+    assert [(r["system"], r["metric"], r["estimate"], r["ci_low"]) for r in rows] == [
+        ("a|b (n=3)", "hgr.macro.composite", "0.5", "0.4"), ("a|b (n=3)", "hgr.micro.entity_f1", "0.25", "0.15"),
+        ("a|b (n=3)", "hgr.micro.triplet_f1", "0.125", "0.025"),
+        ("(missing) (n=22)", "hgr.macro.composite", "0.75", ""), ("(missing) (n=22)", "hgr.micro.entity_f1", "", ""),
+        ("(missing) (n=22)", "hgr.micro.triplet_f1", "1.0", "")]
+
+
+def test_no_slices_no_slice_tables(reports):
+    assert ev.slice_tables(reports["finetuned"]) == []
+    assert "slices by" not in ev.format_markdown(reports["finetuned"])

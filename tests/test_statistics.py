@@ -770,3 +770,73 @@ def test_the_default_test_and_no_correction_leave_the_block_and_signature_as_bef
     assert "--test" not in ev.build_parser().format_help()  # one test: no choice, the usage as before
     with pytest.raises(ValueError, match="test must be one of"):
         compare(sample_reports, "base", test="toy")
+
+
+# ---------------------------------------------------------------- slices (--slice-by)
+
+def _subset_files(tmp_path, name, gold_path, pred_paths, ids):
+    """Gold and prediction files holding only the lines whose id is in ``ids`` (in order)."""
+    out = []
+    for path in (gold_path, *pred_paths):
+        lines = [x for x in path.read_text(encoding="utf-8").splitlines() if json.loads(x)["id"] in ids]
+        target = tmp_path / f"{name}.{path.name}"
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        out.append(target)
+    return out
+
+
+def _slice_of(report, key, label):
+    return next(s for s in report["slices"]["keys"][key] if s["label"] == label)
+
+
+def test_slices_equal_runs_on_their_entries_webnlg(tmp_path):
+    """Every slice's numbers (estimates, intervals, deltas, p-values) equal those of a run on
+    the slice's entries alone, with the same options: WebNLG's category, size, shape_type."""
+    from helpers import cli
+    _need_shared(WEBNLG, "shared WebNLG+ 2020 data")
+    gold = WEBNLG / "refs_unseen_entities.jsonl"
+    preds = [WEBNLG / "amazon_unseen_entities.jsonl", WEBNLG / "baseline_unseen_entities.jsonl"]
+    opts = ("--metrics", "hgr,strict", "--bootstrap", "100", "--trials", "100", "--name", "amazon", "--name", "base")
+    keys = ("category", "size", "shape_type")
+    rc, _, err, whole = cli(tmp_path, "--pred", str(preds[0]), "--pred", str(preds[1]), "--gold", str(gold), *opts,
+                            *(x for k in keys for x in ("--slice-by", k)))
+    assert rc == 0, err
+    refs = [json.loads(x) for x in gold.read_text(encoding="utf-8").splitlines()]
+    for key in keys:
+        slices = whole["slices"]["keys"][key]
+        assert sum(s["n_entries"] for s in slices) == len(refs) == 457
+        counts = {s["value"]: s["n_entries"] for s in slices}
+        assert counts == dict(sorted(((v, sum(r[key] == v for r in refs)) for v in {r[key] for r in refs}),
+                                     key=lambda kv: kv[0]))  # strings: code-point order; integers: ascending
+    for key, label in (("category", "Athlete"), ("size", "1"), ("size", "7"), ("shape_type", "chain")):
+        ids = {r["id"] for r in refs if str(r[key]) == label}
+        g, p1, p2 = _subset_files(tmp_path, f"{key}-{label}", gold, preds, ids)
+        rc, _, err, alone = cli(tmp_path, "--pred", str(p1), "--pred", str(p2), "--gold", str(g), *opts)
+        assert rc == 0, err
+        mine = _slice_of(whole, key, label)
+        assert mine["n_entries"] == len(ids) == alone["systems"]["amazon"]["summary"]["n_entries"]
+        assert mine["metrics"] == alone["comparison"]["metrics"]
+        assert mine["metrics"]["amazon"]["hgr.macro.composite"]["estimate"] == \
+            alone["systems"]["amazon"]["summary"]["macro"]["composite"]
+
+
+def test_slices_equal_runs_on_their_entries_sample(tmp_path):
+    """The sample (25 entries), by n_gold: hand-counted bins 0 (1 entry), 1-2 (1), 3-5 (23);
+    each equals the run on its entries alone (one system, intervals)."""
+    from helpers import cli
+    gold, pred = ROOT / "gold" / "gold.jsonl", ROOT / "predictions" / "finetuned.jsonl"
+    rc, _, err, whole = cli(tmp_path, "--pred", str(pred), "--gold", str(gold), "--bootstrap", "100",
+                            "--slice-by", "n_gold", "--slice-by", "prompt_chars")
+    assert rc == 0, err
+    assert [(s["label"], s["n_entries"]) for s in whole["slices"]["keys"]["n_gold"]] == \
+        [("0", 1), ("1-2", 1), ("3-5", 23)]
+    rows = {r["id"]: r for r in whole["per_entry"]}
+    for label in ("0", "3-5"):
+        ids = {i for i, r in rows.items() if r["slices"]["n_gold"] == label}
+        g, p = _subset_files(tmp_path, label, gold, [pred], ids)
+        rc, _, err, alone = cli(tmp_path, "--pred", str(p), "--gold", str(g), "--bootstrap", "100", "--name",
+                                "finetuned")
+        assert rc == 0, err
+        assert _slice_of(whole, "n_gold", label)["metrics"] == alone["comparison"]["metrics"]
+    # the one entry without gold triplets: the method scores an empty answer to it as perfect
+    assert _slice_of(whole, "n_gold", "0")["metrics"]["finetuned"]["hgr.macro.composite"]["estimate"] == 1.0
