@@ -13545,8 +13545,9 @@ def _add_input_output_options(p: argparse.ArgumentParser) -> None:
                     "an existing file is replaced only when it is empty or a report of the same run (inputs and "
                     "options; see --overwrite)")
     io.add_argument("--overwrite", action="store_true",
-                    help="let --report replace the report of another run (other inputs or options); a file that "
-                         "is not a report is never replaced")
+                    help="let --report replace the report of another run (other inputs or options), and "
+                         "--per-entry-jsonl the rows file of another run; a file that is not a report (or rows "
+                         "file) is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -14139,6 +14140,24 @@ def _check_rows_path(config: RunConfig, report_path: Path | None) -> None:
     if path.is_file() and not _is_rows_file(path):
         raise InputError(f"--per-entry-jsonl {path}: exists and is not a per-entry rows file (its first line is not "
                          "a per-entry row); refusing to overwrite it: give a new path, or remove the file")
+    if path.is_file() and path.stat().st_size and not config.overwrite and not _rows_of_report(path, report_path):
+        raise InputError(f"--per-entry-jsonl {path}: exists and holds the per-entry rows of another run (the report "
+                         f"{'--report ' + str(report_path) if report_path not in (None, STDOUT_REPORT) else 'of this run'}"
+                         " does not name it); refusing to overwrite it: pass --overwrite to replace it, or give "
+                         "another path")
+
+
+def _rows_of_report(path: Path, report_path: Path | None) -> bool:
+    """Whether the report at ``report_path`` (a report of ours) names ``path`` as its rows
+    file (``per_entry_jsonl.path``): rerunning the command that wrote the two replaces both."""
+    if report_path is None or report_path == STDOUT_REPORT or not report_path.is_file():
+        return False
+    try:
+        with open(report_path, encoding="utf-8") as handle:
+            named = (json.load(handle).get("per_entry_jsonl") or {}).get("path")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return named == str(path.resolve())
 
 
 def _recorded_pred_paths(path: Path) -> list[str | None] | None:

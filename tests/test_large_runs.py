@@ -656,7 +656,8 @@ def test_large_run_options_exclude_the_statistics_options(tmp_path, capsys):
 def test_per_entry_jsonl_never_overwrites_inputs_reports_or_other_files(tmp_path, capsys):
     """--per-entry-jsonl is checked before scoring (exit 2, nothing written): an input file,
     the report's own path (also spelt differently), '-', a directory, and an existing file
-    that is not a rows file are refused; a rows file written before is overwritten."""
+    that is not a rows file are refused; the rows file of the same command run before is
+    overwritten, the rows file of another run only with --overwrite."""
     gold, pred, onto = _corpus(tmp_path / "c", n=10)
     pred_bytes = pred.read_bytes()
     base = ["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet"]
@@ -683,9 +684,22 @@ def test_per_entry_jsonl_never_overwrites_inputs_reports_or_other_files(tmp_path
     assert pred.read_bytes() == pred_bytes and other.read_bytes() == other_bytes
     assert notes.read_text() == "my notes\n" and not report.exists()
     rows = tmp_path / "rows.jsonl"
-    for _ in range(2):   # a rows file of a previous run is overwritten
+    for _ in range(2):   # the rows file of the same command run before is overwritten
         assert ev.main([*base, "--report", str(report), "--per-entry-jsonl", str(rows)]) == 0
         assert len(rows.read_text().splitlines()) == 10
+    # another run's rows (its report elsewhere: the review's case, a --compare broken after):
+    # refused before scoring, unless --overwrite
+    held = rows.read_bytes()
+    second = tmp_path / "r2.json"
+    capsys.readouterr()
+    assert ev.main([*base, "--limit", "4", "--report", str(second), "--per-entry-jsonl", str(rows)]) == 2
+    assert (f"--per-entry-jsonl {rows}: exists and holds the per-entry rows of another run (the report --report "
+            f"{second} does not name it); refusing to overwrite it: pass --overwrite to replace it, or give another "
+            "path") in capsys.readouterr().err
+    assert rows.read_bytes() == held and not second.exists()
+    assert ev.main([*base, "--limit", "4", "--report", str(second), "--per-entry-jsonl", str(rows),
+                    "--overwrite"]) == 0
+    assert len(rows.read_text().splitlines()) == 4
 
 
 class KillsItsWorker(FailsOnMarkedEntries):
