@@ -2673,6 +2673,15 @@ class EntryScore:
     gold: list[Triplet] = field(default_factory=list)
     preds: list[Triplet] = field(default_factory=list)
     n_items: int = 0
+    #: The item index of each of ``gold`` / ``preds`` (Stage 1's ``SchemaResult.positions``).
+    gold_positions: tuple[int, ...] = ()
+    pred_positions: tuple[int, ...] = ()
+    #: Stage 3's field similarities (source, target, relation; rows: ``gold``, columns: the
+    #: predictions of ``preds`` that are no self-loop, in order), as Stage 4 read them.
+    similarities: FieldSimilarities = ((), (), ())
+    #: :meth:`PerRelationFamily.swapped` of this entry once computed (index into ``preds``
+    #: -> the first gold triplet it matches with source and target swapped), else None.
+    swapped: dict[int, Triplet] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -2849,7 +2858,8 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         invalid_items=[reason for _, reason in pred_schema.invalid],
         invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
-        gold=gold, preds=valid_preds, n_items=len(pred_items))
+        gold=gold, preds=valid_preds, n_items=len(pred_items), gold_positions=gold_schema.positions,
+        pred_positions=pred_schema.positions, similarities=similarities)
 
 
 def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
@@ -6218,19 +6228,35 @@ class PerRelationFamily(MetricFamily):
             _count_pair(confusion_matched, gr, pr)
         for g, p in score.entity_matches:
             _count_pair(confusion, g.relation, p.relation)
-        swapped = same_relation = 0
+        reversed_against = self.swapped(score, ctx.similarity)
+        relation = ctx.similarity.relation
+        same_relation = sum(relation(g.relation, score.preds[k].relation) > 0 for k, g in reversed_against.items())
+        return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
+                "confusion_matched": confusion_matched, "swapped": len(reversed_against),
+                "swapped_same_relation": same_relation}
+
+    @staticmethod
+    def swapped(score: EntryScore, similarity: Similarity) -> dict[int, Triplet]:
+        """The swapped-direction test of one entry: each valid prediction that is neither
+        entity-matched nor a self-loop and whose source and target match some valid gold
+        triplet's target and source (field similarities ``field(gold.source, pred.target)
+        > 0`` and ``field(gold.target, pred.source) > 0``), as {index into ``score.preds``:
+        the first such gold triplet, in gold order}. Computed once per entry (kept in
+        ``score.swapped``): the errors family's ``reversed`` flag reads the same."""
+        if score.swapped is not None:
+            return score.swapped
+        found: dict[int, Triplet] = {}
         matched = {id(p) for _, p in score.entity_matches}
-        field = ctx.similarity.field
-        for p in score.preds:
+        field = similarity.field
+        for k, p in enumerate(score.preds):
             if id(p) in matched or is_self_loop(p):
                 continue
             for g in score.gold:
                 if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
-                    swapped += 1
-                    same_relation += ctx.similarity.relation(g.relation, p.relation) > 0
+                    found[k] = g
                     break
-        return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
-                "confusion_matched": confusion_matched, "swapped": swapped, "swapped_same_relation": same_relation}
+        score.swapped = found
+        return found
 
     def finish(self, record: Record) -> dict[str, Any]:
         gold, predicted = record.get("gold", {}), record.get("predicted", {})
@@ -7863,6 +7889,174 @@ class WebNLG2020Family(MetricFamily):
 
 
 # --------------------------------------------------------------------------------------
+# Metric family: errors (the error taxonomy)
+# --------------------------------------------------------------------------------------
+
+#: The classes of the errors family, in the order they are tried (the first that applies):
+#: every predicted item and every valid gold triplet gets exactly one (README, Error analysis).
+ERROR_PRED_CLASSES = ("invalid", "self_loop", "match", "wrong_relation", "wrong_source", "wrong_target",
+                      "hallucinated_relation", "novel_grounded", "ungrounded")
+ERROR_GOLD_CLASSES = ("found", "wrong_relation", "wrong_source", "wrong_target", "entities_predicted",
+                      "one_entity_predicted", "entities_absent")
+#: Flags on top of the classes (not a partition): predicted items, then gold triplets.
+ERROR_PRED_FLAGS = ("reversed", "duplicate")
+ERROR_GOLD_FLAGS = ("in_prompt",)
+
+
+class ErrorsFamily(MetricFamily):
+    """The error taxonomy (``--metrics errors``, default): one class per item, defined on the
+    quantities of the method (README "The method"), so the classes partition what the hgr
+    totals count.
+
+    Predicted items (all ``n_items``), the first class that applies: ``invalid``
+    (schema-invalid), ``self_loop``, then for an accepted pair (Stage 4) ``match`` (full
+    match), ``wrong_relation`` (entity match, relation not matched), ``wrong_source``
+    (source field similarity 0, also when both endpoints are 0), ``wrong_target`` (target
+    field similarity 0); an unmatched prediction has its Stage-5 class
+    (``hallucinated_relation``, ``novel_grounded``, ``ungrounded``). Flags: ``reversed`` (an
+    unmatched prediction that :meth:`PerRelationFamily.swapped` finds swapped against a
+    valid gold triplet), ``duplicate`` (a valid item whose normalised source, relation and
+    target equal those of an earlier valid item of the answer).
+
+    Valid gold triplets: ``found``, ``wrong_relation``, ``wrong_source``, ``wrong_target``
+    (the gold side of the accepted pairs), and for an unmatched one: ``entities_predicted``
+    (each endpoint title has field similarity > 0, i.e. reaches the threshold, against the
+    source or target title of some valid, non-self-loop prediction of the entry: Stage 3's
+    rows for the same side, ``field(gold title, other side's title)`` for the other),
+    ``one_entity_predicted`` (one of them), ``entities_absent``. Flag ``in_prompt``: both
+    endpoint titles grounded in the prompt (:func:`is_grounded`).
+
+    Hence match = full tp, match + wrong_relation = entity tp, self_loop +
+    hallucinated_relation + ungrounded = hard hallucinations, found = full tp.
+    Record: ``gold_triplets``, ``pred_items``, ``gold`` / ``pred`` / ``flags`` (class ->
+    count, zero counts left out) and ``items`` (the entry's own item classes, not merged:
+    ``pred`` and ``gold`` one class per item index, null for an invalid gold item; the
+    item indices of each flag). Section: ``totals``, ``counts`` and the micro shares
+    ``gold`` (count / valid gold triplets) and ``pred`` (count / predicted items), 0.0 on a
+    zero denominator, and ``flags`` (counts).
+    """
+
+    name = key = "errors"
+    default = True
+    tables = (
+        ("errors: gold triplets (share of the valid gold)", (
+            ("errors.gold.found", "found"), ("errors.gold.wrong_relation", "wrong relation"),
+            ("errors.gold.entities_predicted", "entities predicted"),
+            ("errors.gold.entities_absent", "entities absent"))),
+        ("errors: predicted items (share of the items)", (
+            ("errors.pred.wrong_relation", "wrong relation"), ("errors.pred.novel_grounded", "novel grounded"),
+            ("errors.pred.ungrounded", "ungrounded"), ("errors.pred.hallucinated_relation", "halluc. relation"))))
+    lower_is_better = frozenset(path for _, columns in tables for path, _ in columns) - {"errors.gold.found"}
+    lower_is_better_legend = ("the error shares", "errors: all but gold found")
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        pred: list[str] = ["invalid"] * score.n_items
+        gold: list[str | None] = [None] * (len(score.gold_positions) + len(score.invalid_gold_items))
+        for row in score.pairs:
+            cls = ("match" if row["full_match"] else "wrong_relation" if row["entity_match"]
+                   else "wrong_source" if not row["source_sim"] else "wrong_target")
+            pred[row["pred_index"]] = cls
+            gold[row["gold_index"]] = "found" if cls == "match" else cls
+        unmatched = set()
+        for row in score.unmatched_predictions:
+            pred[row["pred_index"]] = row["class"]
+            unmatched.add(row["pred_index"])
+        positions = score.pred_positions
+        reversed_at = sorted(positions[k] for k in PerRelationFamily.swapped(score, ctx.similarity)
+                             if positions[k] in unmatched)
+        seen: set[tuple[str, str, str]] = set()
+        duplicate = []
+        for p, position in zip(score.preds, positions):
+            key = (p.source, p.relation, p.target)
+            if key in seen:
+                duplicate.append(position)
+            seen.add(key)
+        in_prompt = self._gold_classes(entry, score, ctx.similarity, gold)
+        items = {"pred": pred, "gold": gold, "reversed": reversed_at, "duplicate": duplicate, "in_prompt": in_prompt}
+        flags = {name: len(items[name]) for name in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS) if items[name]}
+        return {"gold_triplets": len(score.gold), "pred_items": score.n_items, "gold": dict(Counter(filter(None, gold))),
+                "pred": dict(Counter(pred)), "flags": flags, "items": items}
+
+    @staticmethod
+    def _gold_classes(entry: Entry, score: EntryScore, similarity: Similarity, gold: list[str | None]) -> list[int]:
+        """Fill in the classes of the unmatched valid gold triplets (``gold``: per gold item
+        index, None where still open); return the item indices of the ``in_prompt`` ones."""
+        if not score.gold:
+            return []
+        kept = [p for p in score.preds if not is_self_loop(p)]   # the columns of Stage 3's rows
+        sources, targets = {p.source for p in kept}, {p.target for p in kept}
+        src_rows, tgt_rows = score.similarities[0], score.similarities[1]
+        field = similarity.field
+
+        def predicted(title: str, row: Any, other_side: set[str]) -> bool:
+            same_side = bool(row.any()) if isinstance(row, np.ndarray) else any(row)
+            return same_side or title in other_side or any(field(title, t) > 0 for t in other_side)
+
+        prompt = PromptContext.from_prompt(entry.gold.prompt)
+        in_prompt = []
+        for i, (g, position) in enumerate(zip(score.gold, score.gold_positions)):
+            if gold[position] is None:
+                found = (predicted(g.source, src_rows[i], targets) if kept else False,
+                         predicted(g.target, tgt_rows[i], sources) if kept else False)
+                gold[position] = ("entities_predicted" if all(found) else "one_entity_predicted" if any(found)
+                                  else "entities_absent")
+            if is_grounded(g.source, prompt) and is_grounded(g.target, prompt):
+                in_prompt.append(position)
+        return in_prompt
+
+    def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
+        """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged."""
+        if "items" in b:
+            b = {k: v for k, v in b.items() if k != "items"}
+        if "items" in a:
+            if in_place:
+                del a["items"]
+            else:
+                a = {k: v for k, v in a.items() if k != "items"}
+        return merge_additive(a, b, in_place=in_place)
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n_gold, n_items = record.get("gold_triplets", 0), record.get("pred_items", 0)
+        gold = {c: record.get("gold", {}).get(c, 0) for c in ERROR_GOLD_CLASSES}
+        pred = {c: record.get("pred", {}).get(c, 0) for c in ERROR_PRED_CLASSES}
+        flags = {f: record.get("flags", {}).get(f, 0) for f in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}
+        return {"totals": {"gold_triplets": n_gold, "pred_items": n_items},
+                "counts": {"gold": gold, "pred": pred},
+                "gold": {c: safe_ratio(n, n_gold) for c, n in gold.items()},
+                "pred": {c: safe_ratio(n, n_items) for c, n in pred.items()},
+                "flags": flags}
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """``gold_triplets``, ``pred_items`` and ``SIDE/CLASS`` (counts) of the headline classes."""
+        cols = {"gold_triplets": record.get("gold_triplets", 0), "pred_items": record.get("pred_items", 0)}
+        for path in self.headline_paths():
+            side, cls = path.split(".")[1:]
+            cols[f"{side}/{cls}"] = record.get(side, {}).get(cls, 0)
+        return cols
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``errors.gold.CLASS`` = count / gold triplets and ``errors.pred.CLASS`` = count /
+        predicted items (0.0 on a zero denominator, as :meth:`finish`)."""
+        out: dict[str, dict[str, np.ndarray]] = {"gold": {}, "pred": {}}
+        for path in self.headline_paths():
+            side, cls = path.split(".")[1:]
+            out[side][cls] = headline_ratio(sums, f"{side}/{cls}", "gold_triplets" if side == "gold" else "pred_items",
+                                            0.0)
+        return self.pick_headlines(out)
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        t, counts, flags = section["totals"], section["counts"], section["flags"]
+        lines = ["errors (one class per item, the first that applies: README, Error analysis)"]
+        for side, total, label, flag_names in (("gold", t["gold_triplets"], "valid gold triplets", ERROR_GOLD_FLAGS),
+                                              ("pred", t["pred_items"], "predicted items", ERROR_PRED_FLAGS)):
+            lines.append(f"  {label + f' ({total})':<34}{'count':>8}{'share':>9}")
+            for cls, n in counts[side].items():
+                lines.append(f"    {cls:<32}{n:>8}{_fmt(section[side][cls]):>9}")
+            lines.append("    flags: " + ", ".join(f"{f.replace('_', ' ')} {flags[f]}" for f in flag_names))
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
 # Metric family registry
 # --------------------------------------------------------------------------------------
 
@@ -7870,7 +8064,7 @@ class WebNLG2020Family(MetricFamily):
 #: MetricFamily subclass and one entry here (or :func:`register_family`).
 FAMILIES: dict[str, type[MetricFamily]] = {cls.name: cls for cls in (
     HgrFamily, StrictFamily, PerRelationFamily, CalibrationFamily, SweepFamily, WebNLG2020Family,
-    Text2KGBenchFamily)}
+    Text2KGBenchFamily, ErrorsFamily)}
 
 #: The families of the default ``--metrics``.
 DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() if cls.default)
