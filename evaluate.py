@@ -30,7 +30,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 HeadlineSums; HgrFamily, StrictFamily,
                                 PerRelationFamily, CalibrationFamily, SweepFamily,
                                 Text2KGBenchFamily (Text2KGBench), WebNLG2020Family
-                                (WebNLGScorer); FAMILIES, register_family
+                                (WebNLGScorer), ErrorsFamily (the error
+                                taxonomy); FAMILIES, register_family
     4. Engine and large runs    score_entries -> ScoredFile, build_report, RowSpool;
                                 ForkPool, score_entries_parallel, combine_scored;
                                 shard_range, check_shard_parts, evaluate_files,
@@ -2514,10 +2515,21 @@ class PromptContext:
 
     @classmethod
     def from_prompt(cls, prompt: Any) -> "PromptContext":
-        # normalize_title without its memo: each prompt is normalised once, and memoising
-        # them would push the (often repeated) titles out of the memo
+        """The context of ``prompt`` (a str; anything else is the empty prompt). The last
+        prompt's context is kept (the same prompt object: Stage 5 and the errors family
+        of one entry ask for it in turn), no other: normalize_title's memo is not used,
+        since memoising the prompts would push the (often repeated) titles out of it."""
+        last = _LAST_PROMPT[0]
+        if last is not None and last[0] is prompt:
+            return last[1]
         text = _normalize_text(prompt) if isinstance(prompt, str) else ""
-        return cls(text, token_set(text))
+        context = cls(text, token_set(text))
+        _LAST_PROMPT[0] = (prompt, context)
+        return context
+
+
+#: The last prompt given to :meth:`PromptContext.from_prompt` and its context (one slot).
+_LAST_PROMPT: list[tuple[Any, PromptContext] | None] = [None]
 
 
 def is_grounded(title: str, prompt: PromptContext) -> bool:
@@ -7903,6 +7915,36 @@ ERROR_PRED_FLAGS = ("reversed", "duplicate")
 ERROR_GOLD_FLAGS = ("in_prompt",)
 
 
+#: The predicted classes of the unmatched predictions (Stage 5's).
+_UNMATCHED_CLASSES = frozenset({"hallucinated_relation", "novel_grounded", "ungrounded"})
+
+
+def _any(row: Any) -> bool:
+    """Whether a row of field similarities (Python floats or a float64 array) has a value > 0."""
+    return bool(row.any()) if isinstance(row, np.ndarray) else any(row)
+
+
+def _reaches(similarity: Similarity, titles: Sequence[str], others: Sequence[str], hits: Sequence[bool]) -> list[bool]:
+    """For each title: ``hits`` (already found), else whether ``similarity.field(title,
+    other) > 0`` for some of ``others`` (each distinct one compared once; the lexical
+    backend's rows for a small block, else :meth:`Similarity.matrix`, the same values)."""
+    known = set(others)
+    out = [hit or title in known for hit, title in zip(hits, titles)]   # field(a, a) = 1.0
+    ask = [k for k, hit in enumerate(out) if not hit]
+    if not ask or not others:
+        return out
+    others = list(dict.fromkeys(others))
+    wanted = [titles[k] for k in ask]
+    if similarity._plain() and len(wanted) * len(others) < _LEXICAL_VECTOR_MIN_PAIRS:
+        rows: Any = similarity._field_rows(wanted, others)
+        reached = [any(row) for row in rows]
+    else:
+        reached = similarity.matrix(wanted, others).any(axis=1).tolist()
+    for k, value in zip(ask, reached):
+        out[k] = bool(value)
+    return out
+
+
 class ErrorsFamily(MetricFamily):
     """The error taxonomy (``--metrics errors``, default): one class per item, defined on the
     quantities of the method (README "The method"), so the classes partition what the hgr
@@ -7957,25 +7999,44 @@ class ErrorsFamily(MetricFamily):
                    else "wrong_source" if not row["source_sim"] else "wrong_target")
             pred[row["pred_index"]] = cls
             gold[row["gold_index"]] = "found" if cls == "match" else cls
-        unmatched = set()
         for row in score.unmatched_predictions:
             pred[row["pred_index"]] = row["class"]
-            unmatched.add(row["pred_index"])
+        record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
+        for cls in pred:
+            key = "pred/" + cls
+            record[key] = record.get(key, 0) + 1
+        flagged = self._pred_flags(score, ctx.similarity, pred)
+        flagged["in_prompt"] = self._gold_classes(entry, score, ctx.similarity, gold)
+        for cls in gold:
+            if cls is not None:
+                key = "gold/" + cls
+                record[key] = record.get(key, 0) + 1
+        # tuples (written as JSON arrays): of strings and ints only, so that Python's cyclic
+        # garbage collector stops tracking them, and the record, which a report keeps per entry
+        items: dict[str, tuple[Any, ...]] = {"pred": tuple(pred), "gold": tuple(gold)}
+        for name, at in flagged.items():
+            if at:
+                items[name] = tuple(at)
+                record["flag/" + name] = len(at)
+        record["items"] = items
+        return record
+
+    @staticmethod
+    def _pred_flags(score: EntryScore, similarity: Similarity, pred: list[str]) -> dict[str, list[int]]:
+        """The item indices of the ``reversed`` and ``duplicate`` predictions (``pred``: the
+        classes by item index, to tell the unmatched ones)."""
         positions = score.pred_positions
-        reversed_at = sorted(positions[k] for k in PerRelationFamily.swapped(score, ctx.similarity)
-                             if positions[k] in unmatched)
-        seen: set[tuple[str, str, str]] = set()
+        swapped = PerRelationFamily.swapped(score, similarity)
+        reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES)
         duplicate = []
-        for p, position in zip(score.preds, positions):
-            key = (p.source, p.relation, p.target)
-            if key in seen:
-                duplicate.append(position)
-            seen.add(key)
-        in_prompt = self._gold_classes(entry, score, ctx.similarity, gold)
-        items = {"pred": pred, "gold": gold, "reversed": reversed_at, "duplicate": duplicate, "in_prompt": in_prompt}
-        flags = {name: len(items[name]) for name in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS) if items[name]}
-        return {"gold_triplets": len(score.gold), "pred_items": score.n_items, "gold": dict(Counter(filter(None, gold))),
-                "pred": dict(Counter(pred)), "flags": flags, "items": items}
+        if len(score.preds) > 1:
+            seen: set[tuple[str, str, str]] = set()
+            for p, position in zip(score.preds, positions):
+                key = (p.source, p.relation, p.target)
+                if key in seen:
+                    duplicate.append(position)
+                seen.add(key)
+        return {"reversed": reversed_at, "duplicate": duplicate}
 
     @staticmethod
     def _gold_classes(entry: Entry, score: EntryScore, similarity: Similarity, gold: list[str | None]) -> list[int]:
@@ -7983,55 +8044,51 @@ class ErrorsFamily(MetricFamily):
         index, None where still open); return the item indices of the ``in_prompt`` ones."""
         if not score.gold:
             return []
-        kept = [p for p in score.preds if not is_self_loop(p)]   # the columns of Stage 3's rows
-        sources, targets = {p.source for p in kept}, {p.target for p in kept}
-        src_rows, tgt_rows = score.similarities[0], score.similarities[1]
-        field = similarity.field
-
-        def predicted(title: str, row: Any, other_side: set[str]) -> bool:
-            same_side = bool(row.any()) if isinstance(row, np.ndarray) else any(row)
-            return same_side or title in other_side or any(field(title, t) > 0 for t in other_side)
-
+        positions = score.gold_positions
+        unmatched = [i for i, position in enumerate(positions) if gold[position] is None]
+        if unmatched:
+            kept = [p for p in score.preds if not (p.source and p.source == p.target)]  # Stage 3's columns
+            # a title is predicted when Stage 3's row for its side has a hit, else when it reaches
+            # a title of the other side (the source: some prediction's target; the target: a source)
+            src_rows, tgt_rows = score.similarities[0], score.similarities[1]
+            source_found = _reaches(similarity, [score.gold[i].source for i in unmatched],
+                                    [p.target for p in kept], [_any(src_rows[i]) for i in unmatched])
+            target_found = _reaches(similarity, [score.gold[i].target for i in unmatched],
+                                    [p.source for p in kept], [_any(tgt_rows[i]) for i in unmatched])
+            for i, src_ok, tgt_ok in zip(unmatched, source_found, target_found):
+                gold[positions[i]] = ("entities_predicted" if src_ok and tgt_ok
+                                      else "one_entity_predicted" if src_ok or tgt_ok else "entities_absent")
         prompt = PromptContext.from_prompt(entry.gold.prompt)
-        in_prompt = []
-        for i, (g, position) in enumerate(zip(score.gold, score.gold_positions)):
-            if gold[position] is None:
-                found = (predicted(g.source, src_rows[i], targets) if kept else False,
-                         predicted(g.target, tgt_rows[i], sources) if kept else False)
-                gold[position] = ("entities_predicted" if all(found) else "one_entity_predicted" if any(found)
-                                  else "entities_absent")
-            if is_grounded(g.source, prompt) and is_grounded(g.target, prompt):
-                in_prompt.append(position)
-        return in_prompt
+        return [position for g, position in zip(score.gold, positions)
+                if is_grounded(g.source, prompt) and is_grounded(g.target, prompt)]
 
     def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
         """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged."""
         if "items" in b:
-            b = {k: v for k, v in b.items() if k != "items"}
+            b = dict(b)
+            del b["items"]
         if "items" in a:
-            if in_place:
-                del a["items"]
-            else:
-                a = {k: v for k, v in a.items() if k != "items"}
+            if not in_place:
+                a = dict(a)
+            del a["items"]
         return merge_additive(a, b, in_place=in_place)
 
     def finish(self, record: Record) -> dict[str, Any]:
         n_gold, n_items = record.get("gold_triplets", 0), record.get("pred_items", 0)
-        gold = {c: record.get("gold", {}).get(c, 0) for c in ERROR_GOLD_CLASSES}
-        pred = {c: record.get("pred", {}).get(c, 0) for c in ERROR_PRED_CLASSES}
-        flags = {f: record.get("flags", {}).get(f, 0) for f in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}
+        gold = {c: record.get(f"gold/{c}", 0) for c in ERROR_GOLD_CLASSES}
+        pred = {c: record.get(f"pred/{c}", 0) for c in ERROR_PRED_CLASSES}
         return {"totals": {"gold_triplets": n_gold, "pred_items": n_items},
                 "counts": {"gold": gold, "pred": pred},
                 "gold": {c: safe_ratio(n, n_gold) for c, n in gold.items()},
                 "pred": {c: safe_ratio(n, n_items) for c, n in pred.items()},
-                "flags": flags}
+                "flags": {f: record.get(f"flag/{f}", 0) for f in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}}
 
     def headline_columns(self, record: Record) -> dict[str, float]:
         """``gold_triplets``, ``pred_items`` and ``SIDE/CLASS`` (counts) of the headline classes."""
         cols = {"gold_triplets": record.get("gold_triplets", 0), "pred_items": record.get("pred_items", 0)}
         for path in self.headline_paths():
-            side, cls = path.split(".")[1:]
-            cols[f"{side}/{cls}"] = record.get(side, {}).get(cls, 0)
+            column = path.partition(".")[2].replace(".", "/")
+            cols[column] = record.get(column, 0)
         return cols
 
     def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -10943,8 +11000,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                                  f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
                                  "systems are compared on the same gold entries")
         tool = f"versions.{PRODUCT}"
-        differ = [k for k in dict.fromkeys([*flat_base, *flat])
-                  if k != tool and k not in _PER_SYSTEM_CONFIG and flat_base.get(k) != flat.get(k)]
+        differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and k not in _PER_SYSTEM_CONFIG
+                  and k != "metric_families" and flat_base.get(k) != flat.get(k)]
         if differ:
             shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
                               for k in differ[:5])
@@ -10963,6 +11020,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             notices.append(notice("instruction", f"{name} was generated with instruction {_instructions_text(mine)}, "
                                   f"the baseline {base} with {_instructions_text(theirs)}: the models were prompted "
                                   "differently (generate_predictions.ipynb's instruction parameter)"))
+    notices += _families_left_out(systems)
     by_hash: dict[str, str] = {}
     for name in names:
         sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")
@@ -10978,6 +11036,31 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             notices.append(notice("missing_predictions", f"{name}: {missing} gold entries have no prediction "
                                   "(scored as empty predictions, as its own run scores them)"))
     return notices
+
+
+def comparison_families(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The metric families a comparison covers: those of the baseline's (the first system's)
+    ``summary.config.metric_families`` that every system was scored with, in that order (a
+    report written before a family existed, e.g. errors, is compared on the others)."""
+    lists = [s["summary"]["config"]["metric_families"] for s in systems.values()]
+    return [name for name in lists[0] if all(name in other for other in lists[1:])]
+
+
+def _families_left_out(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One notice (kind ``families_left_out``) per metric family that some system was scored
+    with and another not: it is left out of the comparison (:func:`comparison_families`);
+    the other families' numbers do not change."""
+    kept = set(comparison_families(systems))
+    out = []
+    held = {name: s["summary"]["config"]["metric_families"] for name, s in systems.items()}
+    for family in dict.fromkeys(f for fams in held.values() for f in fams):
+        if family in kept:
+            continue
+        lacking = [name for name, fams in held.items() if family not in fams]
+        out.append(notice("families_left_out", f"the {family} family is left out of the comparison: "
+                          f"{', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} scored without it "
+                          "(e.g. a report written before it existed); the other families are compared"))
+    return out
 
 
 def _paired_by_id(systems: Mapping[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -11051,7 +11134,7 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
         notices.append(item)
     block = compare_systems(paired, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
                             seed=options.seed, correction=options.correction, test=options.test,
-                            families=families_for(base["summary"]["config"]["metric_families"]))
+                            families=families_for(comparison_families(systems)))
     block["notes"] = [*block["notes"], *(item["message"] for item in notices)]
     block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
     if len(names) == 1:
