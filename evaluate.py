@@ -7915,6 +7915,9 @@ ERROR_PRED_FLAGS = ("reversed", "duplicate")
 ERROR_GOLD_FLAGS = ("in_prompt",)
 
 
+#: The record keys of the classes (``pred/CLASS``, ``gold/CLASS``).
+_PRED_KEYS = {cls: f"pred/{cls}" for cls in ERROR_PRED_CLASSES}
+_GOLD_KEYS = {cls: f"gold/{cls}" for cls in ERROR_GOLD_CLASSES}
 #: The predicted classes of the unmatched predictions (Stage 5's).
 _UNMATCHED_CLASSES = frozenset({"hallucinated_relation", "novel_grounded", "ungrounded"})
 
@@ -7934,6 +7937,14 @@ def _reaches(similarity: Similarity, titles: Sequence[str], others: Sequence[str
     if not ask or not others:
         return out
     others = list(dict.fromkeys(others))
+    if similarity._plain() and similarity.threshold > 0.5:
+        # lexical: a pair without a shared token is 0.0 at a gate above 0.5 (_gated's first
+        # bound is then at most 0.5): a title sharing no token with any of ``others`` reaches none
+        tokens = similarity._token_set
+        shared = frozenset().union(*map(tokens, others))
+        ask = [k for k in ask if not tokens(titles[k]).isdisjoint(shared)]
+        if not ask:
+            return out
     wanted = [titles[k] for k in ask]
     if similarity._plain() and len(wanted) * len(others) < _LEXICAL_VECTOR_MIN_PAIRS:
         rows: Any = similarity._field_rows(wanted, others)
@@ -8003,20 +8014,18 @@ class ErrorsFamily(MetricFamily):
             pred[row["pred_index"]] = row["class"]
         record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
         for cls in pred:
-            key = "pred/" + cls
+            key = _PRED_KEYS[cls]
             record[key] = record.get(key, 0) + 1
         flagged = self._pred_flags(score, ctx.similarity, pred)
         flagged["in_prompt"] = self._gold_classes(entry, score, ctx.similarity, gold)
         for cls in gold:
             if cls is not None:
-                key = "gold/" + cls
+                key = _GOLD_KEYS[cls]
                 record[key] = record.get(key, 0) + 1
-        # tuples (written as JSON arrays): of strings and ints only, so that Python's cyclic
-        # garbage collector stops tracking them, and the record, which a report keeps per entry
-        items: dict[str, tuple[Any, ...]] = {"pred": tuple(pred), "gold": tuple(gold)}
+        items: dict[str, list[Any]] = {"pred": pred, "gold": gold}
         for name, at in flagged.items():
             if at:
-                items[name] = tuple(at)
+                items[name] = at
                 record["flag/" + name] = len(at)
         record["items"] = items
         return record
@@ -8047,15 +8056,18 @@ class ErrorsFamily(MetricFamily):
         positions = score.gold_positions
         unmatched = [i for i, position in enumerate(positions) if gold[position] is None]
         if unmatched:
-            kept = [p for p in score.preds if not (p.source and p.source == p.target)]  # Stage 3's columns
             # a title is predicted when Stage 3's row for its side has a hit, else when it reaches
-            # a title of the other side (the source: some prediction's target; the target: a source)
+            # a title of the other side; it is compared with every title of the predictions that
+            # are no self-loop (Stage 3's columns), both sides: one without a Stage-3 hit has
+            # field similarity 0 with each title of its own side, so those change nothing
+            others = [t for p in score.preds if not (p.source and p.source == p.target) for t in (p.source, p.target)]
             src_rows, tgt_rows = score.similarities[0], score.similarities[1]
-            source_found = _reaches(similarity, [score.gold[i].source for i in unmatched],
-                                    [p.target for p in kept], [_any(src_rows[i]) for i in unmatched])
-            target_found = _reaches(similarity, [score.gold[i].target for i in unmatched],
-                                    [p.source for p in kept], [_any(tgt_rows[i]) for i in unmatched])
-            for i, src_ok, tgt_ok in zip(unmatched, source_found, target_found):
+            gold_of = score.gold
+            found = _reaches(similarity, [gold_of[i].source for i in unmatched] + [gold_of[i].target for i in unmatched],
+                             others, [_any(src_rows[i]) for i in unmatched] + [_any(tgt_rows[i]) for i in unmatched])
+            n = len(unmatched)
+            for k, i in enumerate(unmatched):
+                src_ok, tgt_ok = found[k], found[n + k]
                 gold[positions[i]] = ("entities_predicted" if src_ok and tgt_ok
                                       else "one_entity_predicted" if src_ok or tgt_ok else "entities_absent")
         prompt = PromptContext.from_prompt(entry.gold.prompt)
@@ -8063,7 +8075,14 @@ class ErrorsFamily(MetricFamily):
                 if is_grounded(g.source, prompt) and is_grounded(g.target, prompt)]
 
     def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
-        """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged."""
+        """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged.
+        In place into a merged record (ints only), the counts are added here directly."""
+        if in_place and "items" not in a:
+            get = a.get
+            for key, value in b.items():
+                if key != "items":
+                    a[key] = get(key, 0) + value
+            return a
         if "items" in b:
             b = dict(b)
             del b["items"]

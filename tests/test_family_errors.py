@@ -91,7 +91,7 @@ def test_wrong_relation_wrong_target_and_an_invalid_gold_item_by_hand():
     assert rec["items"]["gold"] == ["wrong_relation", None, "wrong_target"]
     assert rec["items"]["pred"] == ["wrong_relation", "wrong_target"]
     # an empty prompt grounds nothing: no in_prompt; entity tp 1 = match 0 + wrong_relation 1
-    assert rec["items"]["in_prompt"] == [] and report["summary"]["totals"]["entity_true_positives"] == 1
+    assert "in_prompt" not in rec["items"] and report["summary"]["totals"]["entity_true_positives"] == 1
     assert report["errors"]["totals"] == {"gold_triplets": 2, "pred_items": 2}
     assert report["errors"]["gold"]["wrong_relation"] == 0.5 and report["errors"]["pred"]["wrong_target"] == 0.5
 
@@ -120,8 +120,9 @@ def test_every_unmatched_gold_class_and_in_prompt_by_hand():
     assert rec["items"]["gold"] == ["entities_predicted", "one_entity_predicted", "entities_absent"]
     assert rec["items"]["in_prompt"] == [0]
     # the predictions: kappa, lambda, mu are neither gold titles nor in the prompt -> ungrounded; none reversed
-    assert rec["items"]["pred"] == ["ungrounded"] * 3 and rec["items"]["reversed"] == []
-    assert rec["gold"] == {"entities_predicted": 1, "one_entity_predicted": 1, "entities_absent": 1}
+    assert rec["items"]["pred"] == ["ungrounded"] * 3 and "reversed" not in rec["items"]
+    assert {k: v for k, v in rec.items() if k.startswith("gold/")} == {
+        "gold/entities_predicted": 1, "gold/one_entity_predicted": 1, "gold/entities_absent": 1}
 
 
 def test_a_near_title_counts_as_predicted_and_self_loops_never_do():
@@ -138,8 +139,7 @@ def test_a_near_title_counts_as_predicted_and_self_loops_never_do():
 def test_unparseable_and_empty_answers():
     # unparseable: 0 items; the gold triplet reaches no prediction -> entities_absent; empty gold and answer: nothing
     report, recs = _errors([entry([G1], None, PROMPT, 0), entry([], [], "", 1)])
-    assert recs[0]["items"] == {"pred": [], "gold": ["entities_absent"], "reversed": [], "duplicate": [],
-                                "in_prompt": [0]}
+    assert recs[0]["items"] == {"pred": [], "gold": ["entities_absent"], "in_prompt": [0]}  # empty flags left out
     assert recs[1]["gold_triplets"] == 0 and recs[1]["items"]["pred"] == []
     assert report["errors"]["gold"]["entities_absent"] == 1.0 and report["errors"]["pred"]["match"] == 0.0
 
@@ -150,9 +150,11 @@ def test_records_merge_exactly_and_items_stay_with_their_entry():
                        entry([G1], [T("Unicorn", "evaluates", "Transformer")], PROMPT, 1)])
     merged = family.merge(recs[0], recs[1])
     assert "items" not in merged and "items" in recs[0]   # the inputs are not changed
-    assert merged == {"gold_triplets": 3, "pred_items": 3, "gold": {"found": 1, "wrong_source": 1,
-                                                                     "one_entity_predicted": 1},
-                      "pred": {"match": 1, "wrong_source": 1, "ungrounded": 1}, "flags": {"in_prompt": 3}}
+    # entry 0: G1 found, G2 wrong_source; entry 1: G1 unmatched, transformer reaches the prediction's
+    # target -> one_entity_predicted; the three gold triplets are in the prompt
+    assert merged == {"gold_triplets": 3, "pred_items": 3, "gold/found": 1, "gold/wrong_source": 1,
+                      "gold/one_entity_predicted": 1, "pred/match": 1, "pred/wrong_source": 1, "pred/ungrounded": 1,
+                      "flag/in_prompt": 3}
     assert family.merge(recs[1], recs[0]) == merged
     assert family.finish(merged) == family.finish(family.merge(dict(merged), {"items": {}}))
 
@@ -179,7 +181,13 @@ def assert_identities(report):
     assert Counter(c for i in items for c in i["pred"]) == Counter({k: v for k, v in pred.items() if v})
     assert Counter(c for i in items for c in i["gold"] if c) == Counter({k: v for k, v in gold.items() if v})
     assert all(len(i["pred"]) == r["metrics"]["n_pred_raw_items"] for i, r in zip(items, rows))
-    reversed_items = sum(len(i["reversed"]) for i in items)
+    # in place into a merged record (the engine's way) and as new records: the same counts
+    family, records = ev.ErrorsFamily(), [ev.records_from_json(r["stats"])["errors"] for r in rows]
+    total = ev._copy_stats(records[0])
+    for record in records[1:]:
+        family.merge(total, record, in_place=True)
+    assert family.finish(total) == section
+    reversed_items = sum(len(i.get("reversed", ())) for i in items)
     if "per_relation" in report:  # the same test, on the unmatched predictions only
         assert reversed_items <= report["per_relation"]["swapped_direction"]
     assert section["flags"]["reversed"] == reversed_items
