@@ -7929,26 +7929,29 @@ def _any(row: Any) -> bool:
 
 def _reaches(similarity: Similarity, titles: Sequence[str], others: Sequence[str], hits: Sequence[bool]) -> list[bool]:
     """For each title: ``hits`` (already found), else whether ``similarity.field(title,
-    other) > 0`` for some of ``others`` (each distinct one compared once: an equal one
-    first; the lexical backend asks ``field`` only for the pairs that share a token, any
-    other backend :meth:`Similarity.matrix`, the same values)."""
+    other) > 0`` for some of ``others`` (each distinct one compared once, an equal one
+    first; the lexical backend's rows (:meth:`Similarity._field_rows`) for the titles that
+    share a token with one of them, else :meth:`Similarity.matrix`: the same values)."""
     known = dict.fromkeys(others)   # each distinct title once, in order
     out = [hit or title in known for hit, title in zip(hits, titles)]   # field(a, a) = 1.0
     ask = [k for k, hit in enumerate(out) if not hit]
     if not ask or not others:
         return out
+    others = list(known)
     if similarity._plain() and similarity.threshold > 0.5:
         # lexical: a pair without a shared token is 0.0 at a gate above 0.5 (_gated's first
-        # bound is then at most 0.5); only the pairs that share one are asked
-        tokens, field = similarity._token_set, similarity.field
-        other_tokens = [(b, tokens(b)) for b in known]
-        for k in ask:
-            a = titles[k]
-            ta = tokens(a)
-            out[k] = any(field(a, b) > 0 for b, tb in other_tokens if not ta.isdisjoint(tb))
-        return out
+        # bound is then at most 0.5): a title sharing no token with any of ``others`` reaches none
+        tokens = similarity._token_set
+        shared = frozenset().union(*map(tokens, others))
+        ask = [k for k in ask if not tokens(titles[k]).isdisjoint(shared)]
+        if not ask:
+            return out
     wanted = [titles[k] for k in ask]
-    reached = similarity.matrix(wanted, list(known)).any(axis=1).tolist()
+    if similarity._plain() and len(wanted) * len(others) < _LEXICAL_VECTOR_MIN_PAIRS:
+        # the rows of Stage 3 (no memo entry for a pair the first bound rules out)
+        reached = [any(row) for row in similarity._field_rows(wanted, others)]
+    else:
+        reached = similarity.matrix(wanted, others).any(axis=1).tolist()
     for k, value in zip(ask, reached):
         out[k] = bool(value)
     return out
@@ -8020,10 +8023,12 @@ class ErrorsFamily(MetricFamily):
             if cls is not None:
                 key = _GOLD_KEYS[cls]
                 record[key] = record.get(key, 0) + 1
-        items: dict[str, list[Any]] = {"pred": pred, "gold": gold}
+        # tuples (JSON arrays in the report) of strings and ints: Python's cyclic garbage
+        # collector stops tracking them, and the record, which the report keeps per entry
+        items: dict[str, tuple[Any, ...]] = {"pred": tuple(pred), "gold": tuple(gold)}
         for name, at in flagged.items():
             if at:
-                items[name] = at
+                items[name] = tuple(at)
                 record["flag/" + name] = len(at)
         record["items"] = items
         return record

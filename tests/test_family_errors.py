@@ -31,7 +31,8 @@ INVALID = {"source": {"title": "x"}}  # no type, no relation, no target: schema-
 def _errors(entries, **kw):
     """(report, the errors records of each entry) of the lexical run."""
     report = ev.evaluate_entries(entries, similarity=ev.Similarity(), families=("hgr", "per-relation", "errors"), **kw)
-    return report, [ev.records_from_json(row["stats"])["errors"] for row in report["per_entry"]]
+    # as the report file holds them (the item classes are tuples in memory, JSON arrays there)
+    return report, [json.loads(json.dumps(row["stats"]["errors"])) for row in report["per_entry"]]
 
 
 # ------------------------------------------------------------------ hand-computed cases
