@@ -30,7 +30,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 HeadlineSums; HgrFamily, StrictFamily,
                                 PerRelationFamily, CalibrationFamily, SweepFamily,
                                 Text2KGBenchFamily (Text2KGBench), WebNLG2020Family
-                                (WebNLGScorer); FAMILIES, register_family
+                                (WebNLGScorer), ErrorsFamily (the error
+                                taxonomy); FAMILIES, register_family
     4. Engine and large runs    score_entries -> ScoredFile, build_report, RowSpool;
                                 ForkPool, score_entries_parallel, combine_scored;
                                 shard_range, check_shard_parts, evaluate_files,
@@ -2519,10 +2520,21 @@ class PromptContext:
 
     @classmethod
     def from_prompt(cls, prompt: Any) -> "PromptContext":
-        # normalize_title without its memo: each prompt is normalised once, and memoising
-        # them would push the (often repeated) titles out of the memo
+        """The context of ``prompt`` (a str; anything else is the empty prompt). The last
+        prompt's context is kept (the same prompt object: Stage 5 and the errors family
+        of one entry ask for it in turn), no other: normalize_title's memo is not used,
+        since memoising the prompts would push the (often repeated) titles out of it."""
+        last = _LAST_PROMPT[0]
+        if last is not None and last[0] is prompt:
+            return last[1]
         text = _normalize_text(prompt) if isinstance(prompt, str) else ""
-        return cls(text, token_set(text))
+        context = cls(text, token_set(text))
+        _LAST_PROMPT[0] = (prompt, context)
+        return context
+
+
+#: The last prompt given to :meth:`PromptContext.from_prompt` and its context (one slot).
+_LAST_PROMPT: list[tuple[Any, PromptContext] | None] = [None]
 
 
 def is_grounded(title: str, prompt: PromptContext) -> bool:
@@ -2678,6 +2690,15 @@ class EntryScore:
     gold: list[Triplet] = field(default_factory=list)
     preds: list[Triplet] = field(default_factory=list)
     n_items: int = 0
+    #: The item index of each of ``gold`` / ``preds`` (Stage 1's ``SchemaResult.positions``).
+    gold_positions: tuple[int, ...] = ()
+    pred_positions: tuple[int, ...] = ()
+    #: Stage 3's field similarities (source, target, relation; rows: ``gold``, columns: the
+    #: predictions of ``preds`` that are no self-loop, in order), as Stage 4 read them.
+    similarities: FieldSimilarities = ((), (), ())
+    #: :meth:`PerRelationFamily.swapped` of this entry once computed (index into ``preds``
+    #: -> the first gold triplet it matches with source and target swapped), else None.
+    swapped: dict[int, Triplet] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -2854,7 +2875,8 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         invalid_items=[reason for _, reason in pred_schema.invalid],
         invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
-        gold=gold, preds=valid_preds, n_items=len(pred_items))
+        gold=gold, preds=valid_preds, n_items=len(pred_items), gold_positions=gold_schema.positions,
+        pred_positions=pred_schema.positions, similarities=similarities)
 
 
 def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
@@ -6227,19 +6249,35 @@ class PerRelationFamily(MetricFamily):
             _count_pair(confusion_matched, gr, pr)
         for g, p in score.entity_matches:
             _count_pair(confusion, g.relation, p.relation)
-        swapped = same_relation = 0
+        reversed_against = self.swapped(score, ctx.similarity)
+        relation = ctx.similarity.relation
+        same_relation = sum(relation(g.relation, score.preds[k].relation) > 0 for k, g in reversed_against.items())
+        return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
+                "confusion_matched": confusion_matched, "swapped": len(reversed_against),
+                "swapped_same_relation": same_relation}
+
+    @staticmethod
+    def swapped(score: EntryScore, similarity: Similarity) -> dict[int, Triplet]:
+        """The swapped-direction test of one entry: each valid prediction that is neither
+        entity-matched nor a self-loop and whose source and target match some valid gold
+        triplet's target and source (field similarities ``field(gold.source, pred.target)
+        > 0`` and ``field(gold.target, pred.source) > 0``), as {index into ``score.preds``:
+        the first such gold triplet, in gold order}. Computed once per entry (kept in
+        ``score.swapped``): the errors family's ``reversed`` flag reads the same."""
+        if score.swapped is not None:
+            return score.swapped
+        found: dict[int, Triplet] = {}
         matched = {id(p) for _, p in score.entity_matches}
-        field = ctx.similarity.field
-        for p in score.preds:
+        field = similarity.field
+        for k, p in enumerate(score.preds):
             if id(p) in matched or is_self_loop(p):
                 continue
             for g in score.gold:
                 if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
-                    swapped += 1
-                    same_relation += ctx.similarity.relation(g.relation, p.relation) > 0
+                    found[k] = g
                     break
-        return {"gold": gold, "predicted": predicted, "tp_gold": tp_gold, "tp_pred": tp_pred, "confusion": confusion,
-                "confusion_matched": confusion_matched, "swapped": swapped, "swapped_same_relation": same_relation}
+        score.swapped = found
+        return found
 
     def finish(self, record: Record) -> dict[str, Any]:
         gold, predicted = record.get("gold", {}), record.get("predicted", {})
@@ -7872,6 +7910,241 @@ class WebNLG2020Family(MetricFamily):
 
 
 # --------------------------------------------------------------------------------------
+# Metric family: errors (the error taxonomy)
+# --------------------------------------------------------------------------------------
+
+#: The classes of the errors family, in the order they are tried (the first that applies):
+#: every predicted item and every valid gold triplet gets exactly one (README, Error analysis).
+ERROR_PRED_CLASSES = ("invalid", "self_loop", "match", "wrong_relation", "wrong_source", "wrong_target",
+                      "hallucinated_relation", "novel_grounded", "ungrounded")
+ERROR_GOLD_CLASSES = ("found", "wrong_relation", "wrong_source", "wrong_target", "entities_predicted",
+                      "one_entity_predicted", "entities_absent")
+#: Flags on top of the classes (not a partition): predicted items, then gold triplets.
+ERROR_PRED_FLAGS = ("reversed", "duplicate")
+ERROR_GOLD_FLAGS = ("in_prompt",)
+
+
+#: The record keys of the classes (``pred/CLASS``, ``gold/CLASS``).
+_PRED_KEYS = {cls: f"pred/{cls}" for cls in ERROR_PRED_CLASSES}
+_GOLD_KEYS = {cls: f"gold/{cls}" for cls in ERROR_GOLD_CLASSES}
+#: The predicted classes of the unmatched predictions (Stage 5's).
+_UNMATCHED_CLASSES = frozenset({"hallucinated_relation", "novel_grounded", "ungrounded"})
+
+
+def _any(row: Any) -> bool:
+    """Whether a row of field similarities (Python floats or a float64 array) has a value > 0."""
+    return bool(row.any()) if isinstance(row, np.ndarray) else any(row)
+
+
+def _reaches(similarity: Similarity, titles: Sequence[str], others: Sequence[str], hits: Sequence[bool]) -> list[bool]:
+    """For each title: ``hits`` (already found), else whether ``similarity.field(title,
+    other) > 0`` for some of ``others`` (each distinct one compared once, an equal one
+    first; the lexical backend's rows (:meth:`Similarity._field_rows`) for the titles that
+    share a token with one of them, else :meth:`Similarity.matrix`: the same values)."""
+    known = dict.fromkeys(others)   # each distinct title once, in order
+    out = [hit or title in known for hit, title in zip(hits, titles)]   # field(a, a) = 1.0
+    ask = [k for k, hit in enumerate(out) if not hit]
+    if not ask or not others:
+        return out
+    others = list(known)
+    if similarity._plain() and similarity.threshold > 0.5:
+        # lexical: a pair without a shared token is 0.0 at a gate above 0.5 (_gated's first
+        # bound is then at most 0.5): a title sharing no token with any of ``others`` reaches none
+        tokens = similarity._token_set
+        shared = frozenset().union(*map(tokens, others))
+        ask = [k for k in ask if not tokens(titles[k]).isdisjoint(shared)]
+        if not ask:
+            return out
+    wanted = [titles[k] for k in ask]
+    if similarity._plain() and len(wanted) * len(others) < _LEXICAL_VECTOR_MIN_PAIRS:
+        # the rows of Stage 3 (no memo entry for a pair the first bound rules out)
+        reached = [any(row) for row in similarity._field_rows(wanted, others)]
+    else:
+        reached = similarity.matrix(wanted, others).any(axis=1).tolist()
+    for k, value in zip(ask, reached):
+        out[k] = bool(value)
+    return out
+
+
+class ErrorsFamily(MetricFamily):
+    """The error taxonomy (``--metrics errors``, default): one class per item, defined on the
+    quantities of the method (README "The method"), so the classes partition what the hgr
+    totals count.
+
+    Predicted items (all ``n_items``), the first class that applies: ``invalid``
+    (schema-invalid), ``self_loop``, then for an accepted pair (Stage 4) ``match`` (full
+    match), ``wrong_relation`` (entity match, relation not matched), ``wrong_source``
+    (source field similarity 0, also when both endpoints are 0), ``wrong_target`` (target
+    field similarity 0); an unmatched prediction has its Stage-5 class
+    (``hallucinated_relation``, ``novel_grounded``, ``ungrounded``). Flags: ``reversed`` (an
+    unmatched prediction that :meth:`PerRelationFamily.swapped` finds swapped against a
+    valid gold triplet), ``duplicate`` (a valid item whose normalised source, relation and
+    target equal those of an earlier valid item of the answer).
+
+    Valid gold triplets: ``found``, ``wrong_relation``, ``wrong_source``, ``wrong_target``
+    (the gold side of the accepted pairs), and for an unmatched one: ``entities_predicted``
+    (each endpoint title has field similarity > 0, i.e. reaches the threshold, against the
+    source or target title of some valid, non-self-loop prediction of the entry: Stage 3's
+    rows for the same side, ``field(gold title, other side's title)`` for the other),
+    ``one_entity_predicted`` (one of them), ``entities_absent``. Flag ``in_prompt``: both
+    endpoint titles grounded in the prompt (:func:`is_grounded`).
+
+    Hence match = full tp, match + wrong_relation = entity tp, self_loop +
+    hallucinated_relation + ungrounded = hard hallucinations, found = full tp.
+    Record: ``gold_triplets``, ``pred_items``, ``gold`` / ``pred`` / ``flags`` (class ->
+    count, zero counts left out) and ``items`` (the entry's own item classes, not merged:
+    ``pred`` and ``gold`` one class per item index, null for an invalid gold item; the
+    item indices of each flag). Section: ``totals``, ``counts`` and the micro shares
+    ``gold`` (count / valid gold triplets) and ``pred`` (count / predicted items), 0.0 on a
+    zero denominator, and ``flags`` (counts).
+    """
+
+    name = key = "errors"
+    default = True
+    tables = (
+        ("errors: gold triplets (share of the valid gold)", (
+            ("errors.gold.found", "found"), ("errors.gold.wrong_relation", "wrong relation"),
+            ("errors.gold.entities_predicted", "entities predicted"),
+            ("errors.gold.entities_absent", "entities absent"))),
+        ("errors: predicted items (share of the items)", (
+            ("errors.pred.wrong_relation", "wrong relation"), ("errors.pred.novel_grounded", "novel grounded"),
+            ("errors.pred.ungrounded", "ungrounded"), ("errors.pred.hallucinated_relation", "halluc. relation"))))
+    lower_is_better = frozenset(path for _, columns in tables for path, _ in columns) - {"errors.gold.found"}
+    lower_is_better_legend = ("the error shares", "errors: all but gold found")
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        pred: list[str] = ["invalid"] * score.n_items
+        gold: list[str | None] = [None] * (len(score.gold_positions) + len(score.invalid_gold_items))
+        for row in score.pairs:
+            cls = ("match" if row["full_match"] else "wrong_relation" if row["entity_match"]
+                   else "wrong_source" if not row["source_sim"] else "wrong_target")
+            pred[row["pred_index"]] = cls
+            gold[row["gold_index"]] = "found" if cls == "match" else cls
+        for row in score.unmatched_predictions:
+            pred[row["pred_index"]] = row["class"]
+        record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
+        for cls in pred:
+            key = _PRED_KEYS[cls]
+            record[key] = record.get(key, 0) + 1
+        flagged = self._pred_flags(score, ctx.similarity, pred)
+        flagged["in_prompt"] = self._gold_classes(entry, score, ctx.similarity, gold)
+        for cls in gold:
+            if cls is not None:
+                key = _GOLD_KEYS[cls]
+                record[key] = record.get(key, 0) + 1
+        # tuples (JSON arrays in the report) of strings and ints: Python's cyclic garbage
+        # collector stops tracking them, and the record, which the report keeps per entry
+        items: dict[str, tuple[Any, ...]] = {"pred": tuple(pred), "gold": tuple(gold)}
+        for name, at in flagged.items():
+            if at:
+                items[name] = tuple(at)
+                record["flag/" + name] = len(at)
+        record["items"] = items
+        return record
+
+    @staticmethod
+    def _pred_flags(score: EntryScore, similarity: Similarity, pred: list[str]) -> dict[str, list[int]]:
+        """The item indices of the ``reversed`` and ``duplicate`` predictions (``pred``: the
+        classes by item index, to tell the unmatched ones)."""
+        positions = score.pred_positions
+        swapped = PerRelationFamily.swapped(score, similarity)
+        reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES)
+        duplicate = []
+        if len(score.preds) > 1:
+            seen: set[tuple[str, str, str]] = set()
+            for p, position in zip(score.preds, positions):
+                key = (p.source, p.relation, p.target)
+                if key in seen:
+                    duplicate.append(position)
+                seen.add(key)
+        return {"reversed": reversed_at, "duplicate": duplicate}
+
+    @staticmethod
+    def _gold_classes(entry: Entry, score: EntryScore, similarity: Similarity, gold: list[str | None]) -> list[int]:
+        """Fill in the classes of the unmatched valid gold triplets (``gold``: per gold item
+        index, None where still open); return the item indices of the ``in_prompt`` ones."""
+        if not score.gold:
+            return []
+        positions = score.gold_positions
+        unmatched = [i for i, position in enumerate(positions) if gold[position] is None]
+        if unmatched:
+            # a title is predicted when Stage 3's row for its side has a hit, else when it reaches
+            # a title of the other side; it is compared with every title of the predictions that
+            # are no self-loop (Stage 3's columns), both sides: one without a Stage-3 hit has
+            # field similarity 0 with each title of its own side, so those change nothing
+            others = [t for p in score.preds if not (p.source and p.source == p.target) for t in (p.source, p.target)]
+            src_rows, tgt_rows = score.similarities[0], score.similarities[1]
+            gold_of = score.gold
+            found = _reaches(similarity, [gold_of[i].source for i in unmatched] + [gold_of[i].target for i in unmatched],
+                             others, [_any(src_rows[i]) for i in unmatched] + [_any(tgt_rows[i]) for i in unmatched])
+            n = len(unmatched)
+            for k, i in enumerate(unmatched):
+                src_ok, tgt_ok = found[k], found[n + k]
+                gold[positions[i]] = ("entities_predicted" if src_ok and tgt_ok
+                                      else "one_entity_predicted" if src_ok or tgt_ok else "entities_absent")
+        prompt = PromptContext.from_prompt(entry.gold.prompt)
+        return [position for g, position in zip(score.gold, positions)
+                if is_grounded(g.source, prompt) and is_grounded(g.target, prompt)]
+
+    def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
+        """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged.
+        In place into a merged record (ints only), the counts are added here directly."""
+        if in_place and "items" not in a:
+            get = a.get
+            for key, value in b.items():
+                if key != "items":
+                    a[key] = get(key, 0) + value
+            return a
+        if "items" in b:
+            b = dict(b)
+            del b["items"]
+        if "items" in a:
+            if not in_place:
+                a = dict(a)
+            del a["items"]
+        return merge_additive(a, b, in_place=in_place)
+
+    def finish(self, record: Record) -> dict[str, Any]:
+        n_gold, n_items = record.get("gold_triplets", 0), record.get("pred_items", 0)
+        gold = {c: record.get(f"gold/{c}", 0) for c in ERROR_GOLD_CLASSES}
+        pred = {c: record.get(f"pred/{c}", 0) for c in ERROR_PRED_CLASSES}
+        return {"totals": {"gold_triplets": n_gold, "pred_items": n_items},
+                "counts": {"gold": gold, "pred": pred},
+                "gold": {c: safe_ratio(n, n_gold) for c, n in gold.items()},
+                "pred": {c: safe_ratio(n, n_items) for c, n in pred.items()},
+                "flags": {f: record.get(f"flag/{f}", 0) for f in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}}
+
+    def headline_columns(self, record: Record) -> dict[str, float]:
+        """``gold_triplets``, ``pred_items`` and ``SIDE/CLASS`` (counts) of the headline classes."""
+        cols = {"gold_triplets": record.get("gold_triplets", 0), "pred_items": record.get("pred_items", 0)}
+        for path in self.headline_paths():
+            column = path.partition(".")[2].replace(".", "/")
+            cols[column] = record.get(column, 0)
+        return cols
+
+    def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``errors.gold.CLASS`` = count / gold triplets and ``errors.pred.CLASS`` = count /
+        predicted items (0.0 on a zero denominator, as :meth:`finish`)."""
+        out: dict[str, dict[str, np.ndarray]] = {"gold": {}, "pred": {}}
+        for path in self.headline_paths():
+            side, cls = path.split(".")[1:]
+            out[side][cls] = headline_ratio(sums, f"{side}/{cls}", "gold_triplets" if side == "gold" else "pred_items",
+                                            0.0)
+        return self.pick_headlines(out)
+
+    def format(self, section: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+        t, counts, flags = section["totals"], section["counts"], section["flags"]
+        lines = ["errors (one class per item, the first that applies: README, Error analysis)"]
+        for side, total, label, flag_names in (("gold", t["gold_triplets"], "valid gold triplets", ERROR_GOLD_FLAGS),
+                                              ("pred", t["pred_items"], "predicted items", ERROR_PRED_FLAGS)):
+            lines.append(f"  {label + f' ({total})':<34}{'count':>8}{'share':>9}")
+            for cls, n in counts[side].items():
+                lines.append(f"    {cls:<32}{n:>8}{_fmt(section[side][cls]):>9}")
+            lines.append("    flags: " + ", ".join(f"{f.replace('_', ' ')} {flags[f]}" for f in flag_names))
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
 # Metric family registry
 # --------------------------------------------------------------------------------------
 
@@ -7879,7 +8152,7 @@ class WebNLG2020Family(MetricFamily):
 #: MetricFamily subclass and one entry here (or :func:`register_family`).
 FAMILIES: dict[str, type[MetricFamily]] = {cls.name: cls for cls in (
     HgrFamily, StrictFamily, PerRelationFamily, CalibrationFamily, SweepFamily, WebNLG2020Family,
-    Text2KGBenchFamily)}
+    Text2KGBenchFamily, ErrorsFamily)}
 
 #: The families of the default ``--metrics``.
 DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, cls in FAMILIES.items() if cls.default)
@@ -10923,8 +11196,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                                  f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
                                  "systems are compared on the same gold entries")
         tool = f"versions.{PRODUCT}"
-        differ = [k for k in dict.fromkeys([*flat_base, *flat])
-                  if k != tool and k not in _PER_SYSTEM_CONFIG and flat_base.get(k) != flat.get(k)]
+        differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and k not in _PER_SYSTEM_CONFIG
+                  and k != "metric_families" and flat_base.get(k) != flat.get(k)]
         if differ:
             shown = "; ".join(f"{k}: {_compact(flat.get(k))} (baseline {base}: {_compact(flat_base.get(k))})"
                               for k in differ[:5])
@@ -10943,6 +11216,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             notices.append(notice("instruction", f"{name} was generated with instruction {_instructions_text(mine)}, "
                                   f"the baseline {base} with {_instructions_text(theirs)}: the models were prompted "
                                   "differently (generate_predictions.ipynb's instruction parameter)"))
+    notices += _families_left_out(systems)
     by_hash: dict[str, str] = {}
     for name in names:
         sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")
@@ -10958,6 +11232,31 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             notices.append(notice("missing_predictions", f"{name}: {missing} gold entries have no prediction "
                                   "(scored as empty predictions, as its own run scores them)"))
     return notices
+
+
+def comparison_families(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The metric families a comparison covers: those of the baseline's (the first system's)
+    ``summary.config.metric_families`` that every system was scored with, in that order (a
+    report written before a family existed, e.g. errors, is compared on the others)."""
+    lists = [s["summary"]["config"]["metric_families"] for s in systems.values()]
+    return [name for name in lists[0] if all(name in other for other in lists[1:])]
+
+
+def _families_left_out(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One notice (kind ``families_left_out``) per metric family that some system was scored
+    with and another not: it is left out of the comparison (:func:`comparison_families`);
+    the other families' numbers do not change."""
+    kept = set(comparison_families(systems))
+    out = []
+    held = {name: s["summary"]["config"]["metric_families"] for name, s in systems.items()}
+    for family in dict.fromkeys(f for fams in held.values() for f in fams):
+        if family in kept:
+            continue
+        lacking = [name for name, fams in held.items() if family not in fams]
+        out.append(notice("families_left_out", f"the {family} family is left out of the comparison: "
+                          f"{', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} scored without it "
+                          "(e.g. a report written before it existed); the other families are compared"))
+    return out
 
 
 def _paired_by_id(systems: Mapping[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -11031,7 +11330,7 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
         notices.append(item)
     block = compare_systems(paired, baseline=names[0], bootstrap=options.bootstrap, trials=options.trials,
                             seed=options.seed, correction=options.correction, test=options.test,
-                            families=families_for(base["summary"]["config"]["metric_families"]))
+                            families=families_for(comparison_families(systems)))
     block["notes"] = [*block["notes"], *(item["message"] for item in notices)]
     block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
     if len(names) == 1:

@@ -231,7 +231,8 @@ def test_a_family_with_headlines_appears_in_every_table_format_comparison_and_di
     assert table[0] == "| system | mean items | empty |"  # bold: the best (empty: lower is better, a tie)
     assert table[2].startswith("| 1\\_city\\_responses | 1.000 [") and table[2].endswith("| **1.000 [0.000, 3.000]** |")
     assert table[3].startswith("| other | **1.200 [") and table[3].endswith("| **1.000 [0.000, 3.000]** |")
-    assert "ECE and Brier score, predicted-items.empty, higher for every other metric." in out  # the legend
+    assert ("ECE and Brier score, the error shares (errors: all but gold found), predicted-items.empty, higher for "
+            "every other metric.") in out  # the legend
     pred_dir, gold_dir, onto_dir = t2kg_directory(tmp_path / "run")
     out, report = _stdout(capsys, tmp_path, "--pred", str(pred_dir), "--gold", str(gold_dir), "--ontology",
                           str(onto_dir), "--metrics", "predicted-items", "--format", "csv", name="dir.json")
@@ -245,7 +246,8 @@ def test_the_output_lists_are_built_from_the_registry_when_used(extra_family):
     assert ev.headline_tables()[-1][1] == "sweep"  # table_rank 1: the sweep's tables stay last
     assert "predicted-items.empty" in ev.lower_is_better_paths()
     assert ev._lower_is_better_words() == ("the hallucination rates (hgr hallucination rate, text2kgbench "
-                                           "sub/rel/obj_halluc), ECE and Brier score, predicted-items.empty")
+                                           "sub/rel/obj_halluc), ECE and Brier score, the error shares (errors: all "
+                                           "but gold found), predicted-items.empty")
     assert PredictedItems.headline_paths() == ("predicted-items.mean_items", "predicted-items.empty")
     assert [stem for stem, _, _ in ev.family_plots()] == ["per_relation_f1", "reliability_diagram",
                                                          "composite_distribution", "threshold_sweep"]

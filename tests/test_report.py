@@ -57,7 +57,8 @@ def test_metrics_all_without_nltk_records_the_skipped_families(tmp_path, monkeyp
     summary = json.loads(report.read_text())["summary"]
     skipped = [n["message"].split(" skipped")[0] for n in summary["notices"] if n["kind"] == "family_skipped"]
     assert skipped == ["--metrics all: text2kgbench", "--metrics all: webnlg2020"]
-    assert summary["config"]["metric_families"] == ["hgr", "strict", "per-relation", "calibration", "sweep"]
+    assert summary["config"]["metric_families"] == ["hgr", "strict", "per-relation", "calibration", "sweep",
+                                                 "errors"]
     assert sum(line.startswith("family_skipped: --metrics all:") for line in notices_on_stdout(out)) == 2
 
 
