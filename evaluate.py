@@ -36,7 +36,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 ForkPool, score_entries_parallel, combine_scored;
                                 shard_range, check_shard_parts, evaluate_files,
                                 run_directory, partial_report, merge_partial_reports;
-                                SLICE_BUILTINS, slice_values (--slice-by)
+                                SLICE_BUILTINS, slice_values, check_slice_keys
+                                (--slice-by)
     5. Statistics               compare_systems, bootstrap_replicates,
                                 randomization_test; PAIRED_TESTS (PairedTest),
                                 CORRECTIONS (Correction); compare_slices
@@ -8582,6 +8583,37 @@ def slice_values(entry: Entry, n_gold: int, keys: Sequence[str]) -> dict[str, st
     return out
 
 
+#: How many of the gold lines' fields an unknown ``--slice-by`` key's error lists.
+SLICE_FIELDS_SHOWN = 12
+
+
+def check_slice_keys(keys: Sequence[str], golds: Iterable[GoldRecord], where: Path | str) -> None:
+    """Refuse, before any entry is scored, a ``--slice-by`` key that is neither a built-in
+    (:data:`SLICE_BUILTINS`) nor a field with a value (not null) in some gold line of
+    ``where`` (the gold file, or the combined file): such a key would put every entry in
+    the ``(missing)`` slice. Reads the gold records only until every key has been seen.
+
+    Raises:
+        InputError: naming the key, the file, the fields its gold lines do have (the first
+            :data:`SLICE_FIELDS_SHOWN`, in order of appearance) and the built-ins.
+    """
+    missing = dict.fromkeys(k for k in keys if k not in SLICE_BUILTINS)
+    seen: dict[str, None] = {}
+    for g in golds if missing else ():
+        fields = g.fields if isinstance(g.fields, Mapping) else {}
+        seen.update((k, None) for k, v in fields.items() if v is not None)
+        for key in [k for k in missing if fields.get(k) is not None]:
+            del missing[key]
+        if not missing:
+            return
+    if missing:
+        key, shown = next(iter(missing)), list(seen)[:SLICE_FIELDS_SHOWN]
+        have = (f"its gold lines have {', '.join(shown)}" + (f" ... ({len(seen)} fields)" if len(seen) > len(shown)
+                                                             else "")) if seen else "its gold lines have no fields"
+        raise InputError(f"--slice-by {key}: no gold line of {where} has a field {key!r} ({have}), and it is not a "
+                         f"built-in ({', '.join(SLICE_BUILTINS)})")
+
+
 def merge_records(families: Sequence[MetricFamily], parts: Iterable[Mapping[str, Record]]) -> dict[str, Record]:
     """Merge several ``{family name: record}`` maps (files, shards, rows) family by family
     (into copies of the first records, in place: ``parts`` are not changed)."""
@@ -9448,6 +9480,8 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
+    if not group:  # directory mode: a key may be a field of some ontologies' gold only (slice_groups)
+        check_slice_keys(config.slice_by, _golds(loaded.entries), given[1] or gold or given[0] or pred)
     ctx = ScoringContext(similarity, profile, vocabulary, config.align_accept, ontology, group,
                          skip_unavailable=config.skip_unavailable, slice_by=config.slice_by)
     entries, span = loaded.entries, None
@@ -9504,8 +9538,10 @@ def gold_content_hash(digests: Mapping[Any, str]) -> str:
 def _row_sink(config: RunConfig, n_entries: int) -> Any:
     """Where a single-file run keeps its per-entry rows: nowhere (``--summary-only``), on
     disk (a :class:`RowSpool`: as JSON lines for ``--per-entry-jsonl``, as the report's
-    text from :data:`SPOOL_MIN_ENTRIES` entries on), else None (a list in memory)."""
-    if config.summary_only:
+    text from :data:`SPOOL_MIN_ENTRIES` entries on), else None (a list in memory).
+    ``--summary-only`` with ``--slice-by`` keeps them as a run without it does: the slices
+    are made from them before they are dropped (:func:`_place_rows`)."""
+    if config.summary_only and not config.slice_by:
         return NoRows()
     if config.per_entry_jsonl is not None:
         return RowSpool(form="lines")
@@ -9548,10 +9584,14 @@ def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: 
 
 
 def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
-    """``--summary-only``: the report without ``per_entry``; ``--per-entry-jsonl PATH``: the
-    rows written to PATH (atomically, row by row) and the report's ``per_entry_jsonl``
-    naming it (resolved path) where ``per_entry`` was."""
+    """``--summary-only``: the report without ``per_entry`` (with ``--slice-by``: its
+    ``slices`` section made from the rows first, :func:`_with_slices`, the same section as
+    without ``--summary-only``); ``--per-entry-jsonl PATH``: the rows written to PATH
+    (atomically, row by row) and the report's ``per_entry_jsonl`` naming it (resolved path)
+    where ``per_entry`` was."""
     if config.summary_only:
+        if config.slice_by:
+            report = _with_slices(config, report)
         del report["per_entry"]
     elif config.per_entry_jsonl is not None:
         try:
@@ -14082,9 +14122,6 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     if args.max_slices is not None and not args.slice_by:
         raise InputError(f"--max-slices {args.max_slices} sets the limit of --slice-by: give --slice-by KEY too")
-    if args.slice_by and args.summary_only:
-        raise InputError("--slice-by needs the per-entry rows (each holds its entry's slice values): "
-                         "--summary-only leaves them out; give one of them")
     if args.slice_by and len(set(args.slice_by)) < len(args.slice_by):
         twice = next(k for k in args.slice_by if args.slice_by.count(k) > 1)
         raise InputError(f"--slice-by {twice} is given twice: give each key once")
@@ -14768,26 +14805,47 @@ def _slice_options(report: Mapping[str, Any]) -> ComparisonOptions | None:
                              block.get("test", DEFAULT_TEST))
 
 
+def _slice_keys(config: RunConfig, systems: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, ...], int]:
+    """The ``--slice-by`` keys of a run (given, else those every system's
+    ``summary.config.slice_by`` records; none: ``()``) and the ``--max-slices`` limit (given,
+    else recorded, else :data:`MAX_SLICES`)."""
+    configs = [(sub.get("summary") or {}).get("config") or {} for sub in systems]
+    recorded = {tuple(c.get("slice_by") or ()) for c in configs}
+    keys = tuple(config.slice_by) or (next(iter(recorded)) if len(recorded) == 1 else ())
+    return keys, config.max_slices or next((c["max_slices"] for c in configs if c.get("max_slices")), MAX_SLICES)
+
+
+def _check_saved_slices(config: RunConfig, systems: Mapping[str, Mapping[str, Any]]) -> None:
+    """``--compare`` of saved reports: the slice keys (:func:`_slice_keys`) are refused before
+    any resampling when a system's rows have no values for one, when no gold line had the
+    field, or when a key has too many values (InputError of :func:`slice_groups`, naming the
+    system when there are several). A report without rows is left to :func:`build_comparison`."""
+    keys, limit = _slice_keys(config, systems.values())
+    for name, sub in systems.items() if keys else ():
+        if isinstance(sub.get("per_entry"), list):
+            slice_groups(name if len(systems) > 1 else "", sub["per_entry"], keys, limit)
+
+
 def _with_slices(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     """The report with its ``slices`` section (:func:`compare_slices`) when slices are asked
     for: ``--slice-by`` keys, else the keys every system's ``summary.config.slice_by``
     records (a ``--merge`` or ``--compare`` of sliced reports rebuilds them); with the
     resampling of the report's comparison block. A shard's partial report has none (its
     rows carry their values to the merge). The section goes before ``per_entry`` (a single
-    run) or after ``comparison``. Without slices the report is returned as it is."""
-    if "shard" in report:
+    run) or after ``comparison``. Without slices, and with a ``slices`` section made before
+    the rows were dropped (``--summary-only``, :func:`_place_rows`), the report is returned
+    as it is."""
+    if "shard" in report or ("slices" in report and not {"per_entry", "per_entry_jsonl", "systems"} & report.keys()):
         return report
     systems = dict(report["systems"]) if "systems" in report else {
         next(iter((report.get("comparison") or {}).get("metrics") or {"": None})): report}
-    configs = [(sub.get("summary") or {}).get("config") or {} for sub in systems.values()]
-    recorded = {tuple(c.get("slice_by") or ()) for c in configs}
-    keys = config.slice_by or (next(iter(recorded)) if len(recorded) == 1 else ())
+    keys, limit = _slice_keys(config, systems.values())
     if not keys:
         return report
     for name, sub in systems.items():
         if not isinstance(sub.get("per_entry"), (list, RowSpool)) and "per_entry_jsonl" in sub:
             systems[name] = {**sub, "per_entry": read_rows_file(Path("."), sub["per_entry_jsonl"])}
-    limit = config.max_slices or next((c["max_slices"] for c in configs if c.get("max_slices")), MAX_SLICES)
+    configs = [(sub.get("summary") or {}).get("config") or {} for sub in systems.values()]
     paired, _ = _paired_by_id(systems)
     families = [f for f in families_for(configs[0]["metric_families"])
                 if type(f).headlines is not MetricFamily.headlines]
@@ -14900,6 +14958,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
                                        (*config.compare, *_recorded_inputs(systems.values())))
     options = comparison_options(config, len(names))
     assert options is not None
+    _check_saved_slices(config, systems)
     report = build_comparison(systems, options, origins)
     return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
 
