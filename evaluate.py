@@ -46,7 +46,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
     6. Output                   OUTPUT_FORMATS (format_output), format_summary,
                                 format_comparison, format_text, metric_tables,
                                 format_markdown, format_latex, format_csv,
-                                format_slices, slice_tables, write_json_atomic,
+                                format_slices, slice_tables (ontology_slices:
+                                directory mode's per-ontology tables),
+                                write_json_atomic,
                                 write_plots; config_signature, report_signature,
                                 sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
@@ -7013,13 +7015,13 @@ class Text2KGBenchFamily(MetricFamily):
         def row(label: str, values: Mapping[str, float]) -> str:
             return f"  {label:<24}" + "".join(f"{values[k]:>11.4f}" for k in keys)
 
-        if "per_ontology" in section:
-            for key, onto in section["per_ontology"].items():
-                lines.append(row(key, onto["averages"]))
-            lines.append(row("global (as published)", section["global_as_script"]))
-            lines.append(row("global (each once)", section["global_unique"]))
-        else:
-            lines.append(row("average over sentences", section["averages"]))
+        if "per_ontology" in section:  # directory mode: the per-ontology table of the slice renderer
+            overall = [(label, {f"text2kgbench.averages.{k}": section[part][k] for k in keys})
+                       for label, part in (("global (as published)", "global_as_script"),
+                                           ("global (each once)", "global_unique"))]
+            return "\n".join([lines[0], *slice_table_lines("ontology", ontology_slices(report, T2KG_ONTOLOGY_COLUMNS),
+                                                           T2KG_ONTOLOGY_COLUMNS, overall)])
+        lines.append(row("average over sentences", section["averages"]))
         return "\n".join(lines)
 
 
@@ -11420,7 +11422,7 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
         if family.key in report and family.key != "summary" and not family.grouped:
             lines += ["", family.format(report[family.key], report)]
     if "per_ontology" in report:
-        lines += ["", f"per ontology: {len(report['per_ontology'])} ontologies (summaries in the report)"]
+        lines += _ontology_text(report)
     for family in families:
         if family.key in report and family.grouped:
             lines += ["", family.format(report[family.key], report)]
@@ -11524,33 +11526,100 @@ SLICE_COLUMNS = (("hgr.macro.composite", "composite"), ("hgr.micro.entity_f1", "
                  ("hgr.micro.triplet_f1", "triplet F1"))
 
 
+#: The columns of directory mode's per-ontology table of the text2kgbench family: its seven
+#: averages (each ontology's own, as a run on that ontology's files alone writes them).
+T2KG_ONTOLOGY_COLUMNS = tuple((f"text2kgbench.averages.{k}", k) for k in T2KG_METRIC_KEYS)
+
+
 def format_slices(section: Mapping[str, Any]) -> str:
     """The ``slices`` section as plain text: per key a short table, one line per slice (and
     system): its label, entry count and :data:`SLICE_COLUMNS` (estimate [95% interval]; a
     comparison adds each other system's difference to the baseline, ``*`` when significant),
-    columns padded to their widest cell. Every family's headline numbers per slice are in
-    the report's ``slices`` section."""
+    columns padded to their widest cell (:func:`slice_table_lines`). Every family's headline
+    numbers per slice are in the report's ``slices`` section."""
     lines: list[str] = []
     for key, slices in section["keys"].items():
-        names = list(slices[0]["metrics"]) if slices else []
-        table = [["slice", "n", *(["system"] if len(names) > 1 else []), *(label for _, label in SLICE_COLUMNS)]]
-        for s in slices:
-            for k, name in enumerate(names):
-                rows = s["metrics"][name]
-                cells = [_format_cell(rows[p]["estimate"], rows[p]["ci"]) if p in rows else "n/a"
-                         for p, _ in SLICE_COLUMNS]
-                if k:
-                    cells = [c + (f" ({_format_cell(rows[p]['delta'], signed=True)}"
-                                  f"{'*' if rows[p].get('significant') else ''})" if p in rows else "")
-                             for c, (p, _) in zip(cells, SLICE_COLUMNS)]
-                table.append([s["label"] if not k else "", str(s["n_entries"]) if not k else "",
-                              *([name] if len(names) > 1 else []), *cells])
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         lines += ["", f"slices by {key}: hgr {', '.join(label for _, label in SLICE_COLUMNS)} "
                       "(micro F1; the report's slices section has every headline metric)"]
-        lines += ["  " + "  ".join(c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                  .rstrip() for row in table]
+        lines += slice_table_lines("slice", slices)
     return "\n".join(lines)
+
+
+def slice_table_lines(head: str, slices: Sequence[Mapping[str, Any]],
+                      columns: Sequence[tuple[str, str]] = SLICE_COLUMNS,
+                      extra: Sequence[tuple[str, Mapping[str, float | None]]] = ()) -> list[str]:
+    """The text table of slices (the renderer of :func:`format_slices` and of directory
+    mode's per-ontology tables): a header (``head``, ``n``, ``system`` with several systems,
+    the ``columns``' labels), then one line per slice and system (``{"label", "n_entries",
+    "metrics": {system: {path: {"estimate", "ci", "delta", "significant"}}}}``; a system
+    after the first adds its difference to the first), then the ``extra`` rows (label,
+    path -> value; no count: e.g. Text2KGBench's global rows); cells 4 decimals, each
+    column padded to its widest cell, the counts right-aligned."""
+    names = list(slices[0]["metrics"]) if slices else []
+    several = len(names) > 1
+    table = [[head, "n", *(["system"] if several else []), *(label for _, label in columns)]]
+    for s in slices:
+        for k, name in enumerate(names):
+            rows = s["metrics"][name]
+            cells = [_format_cell(rows[p]["estimate"], rows[p].get("ci")) if p in rows else "n/a" for p, _ in columns]
+            if k:
+                cells = [c + (f" ({_format_cell(rows[p]['delta'], signed=True)}"
+                              f"{'*' if rows[p].get('significant') else ''})" if p in rows and "delta" in rows[p]
+                              else "") for c, (p, _) in zip(cells, columns)]
+            table.append([s["label"] if not k else "", str(s["n_entries"]) if not k else "",
+                          *([name] if several else []), *cells])
+    for label, values in extra:
+        table.append([label, "", *([""] if several else []), *(_format_cell(values.get(p)) for p, _ in columns)])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i == 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+            .rstrip() for row in table]
+
+
+def ontology_report(report: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The report of ontology ``key`` of a directory run (one system's report), as a run on
+    that ontology's files alone writes it, as far as its headline numbers go: its
+    ``per_ontology`` report, with each grouped family's own part of ``key`` (its section's
+    ``per_ontology[key]``, e.g. Text2KGBench's averages) as that family's section. ``{}``
+    when the report has no such ontology."""
+    own = dict((report.get("per_ontology") or {}).get(key) or {})
+    for cls in FAMILIES.values():
+        section = report.get(cls.key) if cls.grouped else None
+        if own and isinstance(section, Mapping) and key in (section.get("per_ontology") or {}):
+            own[cls.key] = section["per_ontology"][key]
+    return own
+
+
+def ontology_slices(report: Mapping[str, Any], columns: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Directory mode's per-ontology numbers as slices (the shape of one key's list in the
+    ``slices`` section, :func:`compare_slices`): one per ontology of the (baseline's)
+    ``per_ontology``, in the report's order, ``{"value", "label"`` (the ontology key),
+    ``"n_entries"`` (its entries), ``"metrics"`` (system, "" for a single run -> path ->
+    ``{"estimate"}``)}``, each value that of :func:`ontology_report` at the path (so it is
+    the number a run on that ontology alone reports; None: absent or N/A). Any report layout
+    (:func:`report_systems`); ``[]`` without ``per_ontology``, or when no ontology has a
+    value for any of ``columns``."""
+    systems, _ = report_systems(report)
+    first = next(iter(systems.values()), {})
+    out = []
+    for key in first.get("per_ontology") or {}:
+        owns = {name if len(systems) > 1 else "": ontology_report(rep, key) for name, rep in systems.items()}
+        out.append({"value": key, "label": key, "n_entries": first["per_ontology"][key]["summary"]["n_entries"],
+                    "metrics": {name: {p: {"estimate": metric_value(own, p)} for p, _ in columns}
+                                for name, own in owns.items()}})
+    found = any(v["estimate"] is not None for s in out for m in s["metrics"].values() for v in m.values())
+    return out if found else []
+
+
+def _ontology_text(report: Mapping[str, Any]) -> list[str]:
+    """The text summary's per-ontology part of a directory run: the count, then the hgr
+    table of :func:`ontology_slices` (:data:`SLICE_COLUMNS`) when the run has hgr."""
+    n = len(report["per_ontology"])
+    slices = ontology_slices(report, SLICE_COLUMNS)
+    if not slices:
+        return ["", f"per ontology: {n} ontologies (summaries in the report)"]
+    return ["", f"per ontology ({n} ontologies): hgr {', '.join(label for _, label in SLICE_COLUMNS)} (micro F1; "
+                "each ontology's report is in the report's per_ontology section)",
+            *slice_table_lines("ontology", slices)]
 
 
 def _slices_text(report: Mapping[str, Any]) -> str:
@@ -11949,23 +12018,31 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
 
 
 def slice_tables(report: Mapping[str, Any]) -> list[MetricTable]:
-    """The tables of the report's ``slices`` section (none without one): per key, one row
-    per slice (``label (n=N)``; with several systems one per slice and system,
-    ``label (n=N): system``), the columns :data:`SLICE_COLUMNS` with intervals and, for a
-    system other than the baseline, its difference and test; ``best`` is left unmarked."""
+    """The tables of slices: directory mode's per-ontology tables first (:func:`ontology_slices`,
+    ``per ontology: hgr`` with :data:`SLICE_COLUMNS` and ``per ontology: text2kgbench`` with
+    :data:`T2KG_ONTOLOGY_COLUMNS`, each when some ontology has a value: estimates only), then
+    those of the report's ``slices`` section (none without one): per key, one row per slice
+    (``label (n=N)``; with several systems one per slice and system, ``label (n=N): system``),
+    the columns :data:`SLICE_COLUMNS` with intervals and, for a system other than the
+    baseline, its difference and test; ``best`` is left unmarked."""
+    groups: list[tuple[str, str, list[Mapping[str, Any]], Sequence[tuple[str, str]]]] = []
+    if "per_ontology" in next(iter(report_systems(report)[0].values()), {}):
+        for family, columns in (("hgr", SLICE_COLUMNS), ("text2kgbench", T2KG_ONTOLOGY_COLUMNS)):
+            slices = ontology_slices(report, columns)
+            groups += [(f"per ontology: {family}", "ontology", slices, columns)] if slices else []
     section = report.get("slices")
-    if not isinstance(section, Mapping):
-        return []
+    if isinstance(section, Mapping):
+        groups += [(f"slices by {key}", key, slices, SLICE_COLUMNS) for key, slices in section["keys"].items()]
     correction = (report.get("comparison") or {}).get("correction")
     tables = []
-    for key, slices in section["keys"].items():
+    for title, key, slices, columns in groups:
         rows: dict[str, dict[str, MetricCell]] = {}
         for s in slices:
             for name, stats in s["metrics"].items():
                 row = f"{s['label']} (n={s['n_entries']})" + (f": {name}" if len(s["metrics"]) > 1 else "")
                 rows[row] = {path: _with_stats(MetricCell((stats.get(path) or {}).get("estimate")),
-                                               stats.get(path), correction) for path, _ in SLICE_COLUMNS}
-        tables.append(MetricTable(f"slices by {key}", list(SLICE_COLUMNS), rows, row_label=key))
+                                               stats.get(path), correction) for path, _ in columns}
+        tables.append(MetricTable(title, list(columns), rows, row_label=key))
     return tables
 
 

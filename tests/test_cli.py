@@ -827,14 +827,12 @@ def test_slice_by_refusals(tmp_path):
     gold = _sliced_gold(tmp_path)
     base = ("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--no-report")
     rc, _, err = run_main(*base, "--slice-by", "colour")
-    assert rc == 2 and "--slice-by colour: no gold line has a field 'colour', and it is not a built-in " \
-                       "(n_gold, prompt_chars)" in err
+    assert rc == 2 and f"--slice-by colour: no gold line of {gold} has a field 'colour' (its gold lines have id, " \
+                       "prompt, triplets, topic), and it is not a built-in (n_gold, prompt_chars)" in err
     rc, _, err = run_main(*base, "--slice-by", "topic", "--max-slices", "2")
     assert rc == 2 and "--slice-by topic: 3 distinct values, more than the 2 slices allowed" in err
     rc, _, err = run_main(*base, "--max-slices", "60")
     assert rc == 2 and "--max-slices 60 sets the limit of --slice-by: give --slice-by KEY too" in err
-    rc, _, err = run_main(*base, "--slice-by", "topic", "--summary-only")
-    assert rc == 2 and "--slice-by needs the per-entry rows" in err
     rc, _, err = run_main(*base, "--slice-by", "topic", "--slice-by", "topic")
     assert rc == 2 and "--slice-by topic is given twice" in err
     rc, _, err = run_main("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--quiet",
@@ -844,6 +842,79 @@ def test_slice_by_refusals(tmp_path):
     rc, _, err = run_main("--compare", tmp_path / "plain.json", "--bootstrap", "100", "--slice-by", "topic",
                           "--no-report")
     assert rc == 2 and "--slice-by topic: the report's per-entry rows have no slice values for topic" in err
+
+
+def test_slice_by_unknown_key_is_refused_before_any_entry_is_scored(tmp_path, monkeypatch):
+    """A key that is neither a built-in nor a field with a value in some gold line: refused
+    once the gold is read (scoring never starts), naming the key, the file, the fields the
+    gold lines have (a field that is null everywhere is not one) and the built-ins; a
+    combined file is named as the gold's file."""
+    gold = _sliced_gold(tmp_path)
+    rows = [json.loads(x) for x in gold.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        row["note"] = None  # present but null on every line: no value to slice by
+    write_jsonl(gold, rows)
+
+    def never(*args, **kwargs):
+        raise AssertionError("an entry was scored")
+
+    monkeypatch.setattr(ev, "score_entries_parallel", never)
+    base = ("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--no-report")
+    for key in ("colour", "note"):
+        rc, _, err = run_main(*base, "--slice-by", "n_gold", "--slice-by", key)
+        assert rc == 2 and err == (f"error: --slice-by {key}: no gold line of {gold} has a field {key!r} (its gold "
+                                   "lines have id, prompt, triplets, topic), and it is not a built-in (n_gold, "
+                                   "prompt_chars)\n")
+    combined = tmp_path / "combined.jsonl"
+    write_jsonl(combined, [{"id": "1", "prompt": "p", "triplets": [], "output": "[]"}])
+    rc, _, err = run_main("--pred", combined, "--no-embeddings", "--no-report", "--slice-by", "topic")
+    assert rc == 2 and f"--slice-by topic: no gold line of {combined} has a field 'topic' (its gold lines have " \
+                       "id, prompt, triplets, output)" in err
+
+
+def test_slice_by_compare_refuses_a_key_not_in_the_rows_before_resampling(tmp_path, monkeypatch):
+    """--compare of saved reports: a key that the rows do not store (or that no gold line
+    had) is an error before any bootstrap or randomisation."""
+    gold = _sliced_gold(tmp_path)
+    for name, pred, extra in (("a", SAMPLE_PRED, ("--slice-by", "topic")), ("b", SAMPLE_BASE, ())):
+        rc, _, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", *extra,
+                              "--report", tmp_path / f"{name}.json")
+        assert rc == 0, err
+
+    def never(*args, **kwargs):
+        raise AssertionError("resampled")
+
+    monkeypatch.setattr(ev, "compare_systems", never)
+    common = ("--bootstrap", "100", "--no-report", "--quiet")
+    rc, _, err = run_main("--compare", tmp_path / "a.json", "--slice-by", "n_gold", *common)
+    assert rc == 2 and "--slice-by n_gold: the report's per-entry rows have no slice values for n_gold (entry 1 " \
+                       "has none): score it again with --slice-by n_gold" in err
+    rc, _, err = run_main("--compare", tmp_path / "a.json", tmp_path / "b.json", "--slice-by", "topic", *common)
+    assert rc == 2 and "--slice-by topic: system b: the report's per-entry rows have no slice values" in err
+    rc, _, err = run_main("--compare", tmp_path / "a.json", "--slice-by", "topic", "--max-slices", "2", *common)
+    assert rc == 2 and "--slice-by topic: 3 distinct values, more than the 2 slices allowed" in err
+
+
+def test_slice_by_with_summary_only_gives_the_same_slices(tmp_path):
+    """--summary-only with --slice-by: the slices are made from the rows before they are
+    dropped, so the section is the one of the run with its rows; no per_entry; the same
+    text table."""
+    gold = _sliced_gold(tmp_path)
+    common = ("--pred", SAMPLE_PRED, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "n_gold",
+              "--slice-by", "topic")
+    rc, out_whole, err = run_main(*common, "--report", tmp_path / "whole.json")
+    assert rc == 0, err
+    rc, out_short, err = run_main(*common, "--summary-only", "--report", tmp_path / "short.json")
+    assert rc == 0, err
+    whole, short = load_report(tmp_path / "whole.json"), load_report(tmp_path / "short.json")
+    assert "per_entry" not in short and list(short)[-1] == "slices"
+    assert short["slices"] == whole["slices"]
+    # the sample's hand-counted n_gold bins: 0 (1 entry), 1-2 (1), 3-5 (23); topic: a 10, b 10, (missing) 5
+    assert [(s["label"], s["n_entries"]) for s in short["slices"]["keys"]["n_gold"]] == \
+        [("0", 1), ("1-2", 1), ("3-5", 23)]
+    table = out_whole[out_whole.index("slices by n_gold"):out_whole.index("signature:")]
+    assert table in out_short
+    assert short["summary"]["signature"] == whole["summary"]["signature"]
 
 
 def test_slice_by_per_entry_jsonl_and_two_systems(tmp_path):

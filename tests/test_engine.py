@@ -497,6 +497,29 @@ def test_slice_field_of_another_kind_is_refused(value, described):
         ev.slice_values(_slice_entry({"k": value}), 0, ["k"])
 
 
+def test_check_slice_keys_reads_until_every_key_is_seen_and_names_the_fields():
+    def golds(*fields):
+        for i, f in enumerate(fields):
+            yield ev.GoldRecord(str(i), "", [], i + 1, f)
+
+    def then_fail():  # the second record is never read: every key was seen on the first
+        yield ev.GoldRecord("1", "", [], 1, {"category": "A"})
+        raise AssertionError("read past the first record")
+
+    ev.check_slice_keys(["n_gold", "category"], then_fail(), "g.jsonl")
+    ev.check_slice_keys(["n_gold", "prompt_chars"], then_fail(), "g.jsonl")  # built-ins: nothing read at all
+    ev.check_slice_keys(["size"], golds({"size": None}, {"size": 0}), "g.jsonl")  # 0 is a value; null is not
+    with pytest.raises(ev.InputError) as err:
+        ev.check_slice_keys(["n_gold", "colour"], golds({"id": "a", "colour": None}, {"topic": "x"}), "g.jsonl")
+    assert str(err.value) == ("--slice-by colour: no gold line of g.jsonl has a field 'colour' (its gold lines have "
+                              "id, topic), and it is not a built-in (n_gold, prompt_chars)")
+    many = {f"f{i:02d}": i for i in range(ev.SLICE_FIELDS_SHOWN + 3)}  # 15 fields: the first 12 named
+    with pytest.raises(ev.InputError, match=r"have f00, f01, .*, f11 \.\.\. \(15 fields\)\), and it is not"):
+        ev.check_slice_keys(["x"], golds(many), "g.jsonl")
+    with pytest.raises(ev.InputError, match=r"\(its gold lines have no fields\)"):
+        ev.check_slice_keys(["x"], golds({}), "g.jsonl")
+
+
 def test_slice_groups_order_and_errors():
     rows = [{"slices": {"k": v}} for v in ("b", 10, None, "a", 2, "b")]
     groups = ev.slice_groups("", rows, ["k"])

@@ -605,3 +605,60 @@ def test_directory_family_skipped_by_one_file_is_left_out_of_the_files_after_it(
     assert [n["message"] for n in report["summary"]["notices"] if n["kind"] == "family_skipped"] == [
         "--metrics all: fails-on-2-b skipped (ontology 2_b needs data that is missing)"]
     assert one_err.count("fails-on-2-b skipped") == 1
+
+
+# --- directory mode: the per-ontology tables come from the slice renderer ---
+
+
+def test_directory_per_ontology_tables_show_the_report_numbers(tmp_path, nltk_ready):
+    """The shared Vicuna-13B run (19 ontologies): the per-ontology tables of the text summary
+    (hgr, text2kgbench), Markdown, LaTeX and CSV are the slice renderer's, one row per
+    ontology with its entry count, and every number shown is the report's per-ontology
+    number (text: 4 decimals, Markdown: 3, CSV: the float itself); an ontology's numbers
+    are those of a run on its files alone (12_monument, 19 entries)."""
+    import csv
+    import io
+
+    _need(T2KG, "shared Text2KGBench data")
+    args = ["--gold", str(WEBNLG / "ground_truth"), "--metrics", "hgr,text2kgbench", "--quiet"]
+    rc, out, err, report = cli(tmp_path, "--pred", str(VICUNA / "llm_responses"),
+                               "--ontology", str(WEBNLG / "ontologies"), *args)
+    assert rc == 0, err
+    per, t2kg = report["per_ontology"], report["text2kgbench"]["per_ontology"]
+    assert list(per) == list(t2kg) == list(dict.fromkeys(T2KG_DBPEDIA_WEBNLG_ONTO_LIST))  # each once, in order
+    assert sum(o["summary"]["n_entries"] for o in per.values()) == report["summary"]["n_entries"] == 2014
+    hgr_text = out[out.index("per ontology (19 ontologies): hgr composite"):out.index("text2kgbench (run_eval")]
+    t2kg_text = out[out.index("text2kgbench (run_eval"):out.index("signature:")]
+    assert hgr_text.splitlines()[1].split() == ["ontology", "n", "composite", "entity", "F1", "triplet", "F1"]
+    assert t2kg_text.splitlines()[1].split() == ["ontology", "n", *T2KG_METRIC_KEYS]
+    hgr_rows = {line.split()[0]: line.split()[1:] for line in hgr_text.splitlines()[2:] if line.strip()}
+    t2kg_rows = {line.split()[0]: line.split()[1:] for line in t2kg_text.splitlines()[2:] if line.strip()}
+    md = ev.format_markdown(report)
+    for key, own in per.items():
+        s = own["summary"]
+        shown = [s["macro"]["composite"], s["micro"]["entity_f1"], s["micro"]["triplet_f1"]]
+        assert hgr_rows[key] == [str(s["n_entries"]), *(f"{v:.4f}" for v in shown)]
+        assert t2kg_rows[key] == [str(s["n_entries"]), *(f"{t2kg[key]['averages'][k]:.4f}" for k in T2KG_METRIC_KEYS)]
+        label = key.replace("_", "\\_")
+        assert f"| {label} (n={s['n_entries']}) | " + " | ".join(f"{v:.3f}" for v in shown) + " |" in md
+    for label, part in (("global (as published)", "global_as_script"), ("global (each once)", "global_unique")):
+        row = next(line for line in t2kg_text.splitlines() if line.startswith(f"  {label} "))
+        assert row.split()[3:] == [f"{report['text2kgbench'][part][k]:.4f}" for k in T2KG_METRIC_KEYS]
+    assert r"\caption{per ontology: hgr}" in ev.format_latex(report)
+    rows = list(csv.DictReader(io.StringIO(ev.format_csv(report))))
+    for table, path, value in (("per ontology: hgr", "hgr.micro.triplet_f1",
+                                lambda k: per[k]["summary"]["micro"]["triplet_f1"]),
+                               ("per ontology: text2kgbench", "text2kgbench.averages.f1",
+                                lambda k: t2kg[k]["averages"]["f1"])):
+        got = {r["system"]: float(r["estimate"]) for r in rows if r["table"] == table and r["metric"] == path}
+        assert got == {f"{k} (n={o['summary']['n_entries']})": value(k) for k, o in per.items()}
+    # 12_monument alone (its three files, single-file mode): the same numbers as its row
+    rc, _, err, alone = cli(tmp_path, "--pred", str(VICUNA / "llm_responses" / "12_monument_Vicuna13B_responses.jsonl"),
+                            "--gold", str(WEBNLG / "ground_truth" / "ont_12_monument_ground_truth.jsonl"),
+                            "--ontology", str(WEBNLG / "ontologies" / "12_monument_ontology.json"),
+                            "--metrics", "hgr,text2kgbench", "--quiet")
+    assert rc == 0, err
+    mine = ev.ontology_slices(report, [*ev.SLICE_COLUMNS, *ev.T2KG_ONTOLOGY_COLUMNS])[11]
+    assert mine["label"] == "12_monument" and mine["n_entries"] == alone["summary"]["n_entries"] == 19
+    assert {p: v["estimate"] for p, v in mine["metrics"][""].items()} == \
+        {p: ev.metric_value(alone, p) for p, _ in (*ev.SLICE_COLUMNS, *ev.T2KG_ONTOLOGY_COLUMNS)}

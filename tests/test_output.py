@@ -523,6 +523,63 @@ def test_slice_tables_in_text_markdown_latex_csv(reports):
         ("(missing) (n=22)", "hgr.micro.triplet_f1", "1.0", "")]
 
 
+def _ontology_report(composites, f1s):
+    """A directory run's report, as far as the per-ontology tables read it: ontologies 1_a
+    (2 entries) and 2_b (3 entries), their hgr composite and micro triplet F1 (entity F1
+    absent: n/a) and Text2KGBench f1 (the grouped family's per-ontology section)."""
+    per = {k: {"summary": {"n_entries": n, "macro": {"composite": c}, "micro": {"triplet_f1": c / 2}}}
+           for k, n, c in zip(("1_a", "2_b"), (2, 3), composites)}
+    def row(f1):  # the seven averages: f1 as given, the others 0
+        return {k: f1 if k == "f1" else 0.0 for k in ev.T2KG_METRIC_KEYS}
+    t2kg = {"per_ontology": {k: {"averages": row(f)} for k, f in zip(("1_a", "2_b"), f1s)},
+            "global_as_script": row(sum(f1s) / 2), "global_unique": row(sum(f1s) / 2)}
+    return {"summary": {"n_entries": 5, "inputs": {"pred": {"name": "run"}}}, "per_ontology": per,
+            "text2kgbench": t2kg}
+
+
+def test_ontology_slices_are_each_ontologys_own_numbers():
+    report = _ontology_report((0.5, 0.25), (0.125, 0.75))
+    got = ev.ontology_slices(report, [*ev.SLICE_COLUMNS, ("text2kgbench.averages.f1", "f1")])
+    assert [(s["label"], s["n_entries"]) for s in got] == [("1_a", 2), ("2_b", 3)]
+    assert got[1]["metrics"] == {"": {"hgr.macro.composite": {"estimate": 0.25}, "hgr.micro.entity_f1": {"estimate": None},
+                                      "hgr.micro.triplet_f1": {"estimate": 0.125},
+                                      "text2kgbench.averages.f1": {"estimate": 0.75}}}
+    assert ev.ontology_report(report, "2_b")["text2kgbench"]["averages"]["f1"] == 0.75
+    assert ev.ontology_report(report, "3_c") == {}
+    assert ev.ontology_slices(report, [("webnlg2020.Exact.F1", "F1")]) == []  # no value at all: no table
+    assert ev.ontology_slices({"summary": {}}, ev.SLICE_COLUMNS) == []
+    # two directory runs compared: one row per ontology and system, estimates only
+    two = {"systems": {"a": report, "b": _ontology_report((1.0, 0.0), (0.5, 0.5))}}
+    rows = [t for t in ev.slice_tables(two) if t.title == "per ontology: hgr"][0].rows
+    assert list(rows) == ["1_a (n=2): a", "1_a (n=2): b", "2_b (n=3): a", "2_b (n=3): b"]
+    assert rows["2_b (n=3): b"]["hgr.macro.composite"].estimate == 0.0 and not rows["2_b (n=3): b"][
+        "hgr.macro.composite"].significant
+
+
+def test_per_ontology_tables_in_text_markdown_csv():
+    """The per-ontology rows of a directory run's text summary and tables: the slice renderer
+    (label, right-aligned count, 4 decimals in text), the global rows without a count."""
+    report = _ontology_report((0.5, 0.25), (0.125, 0.75))
+    lines = ev.slice_table_lines("ontology", ev.ontology_slices(report, ev.SLICE_COLUMNS))
+    assert lines == ["  ontology  n  composite  entity F1  triplet F1",
+                     "  1_a       2  0.5000     n/a        0.2500",
+                     "  2_b       3  0.2500     n/a        0.1250"]
+    section = report["text2kgbench"]
+    assert ev.Text2KGBenchFamily().format(section, report).splitlines()[1:] == [
+        "  ontology               n  precision  recall  f1      onto_conf  sub_halluc  rel_halluc  obj_halluc",
+        "  1_a                    2  0.0000     0.0000  0.1250  0.0000     0.0000      0.0000      0.0000",
+        "  2_b                    3  0.0000     0.0000  0.7500  0.0000     0.0000      0.0000      0.0000",
+        "  global (as published)     0.0000     0.0000  0.4375  0.0000     0.0000      0.0000      0.0000",
+        "  global (each once)        0.0000     0.0000  0.4375  0.0000     0.0000      0.0000      0.0000"]
+    md = ev.format_markdown(report)
+    assert ("**per ontology: text2kgbench**\n\n| ontology | precision | recall | f1 | onto_conf | sub_halluc | "
+            "rel_halluc | obj_halluc |\n") in md  # column labels as written, like metric_tables' columns
+    assert "| 2\\_b (n=3) | 0.250 | n/a | 0.125 |\n" in md
+    rows = [r for r in csv.DictReader(io.StringIO(ev.format_csv(report))) if r["table"] == "per ontology: text2kgbench"
+            and r["metric"] == "text2kgbench.averages.f1"]
+    assert [(r["system"], r["estimate"]) for r in rows] == [("1_a (n=2)", "0.125"), ("2_b (n=3)", "0.75")]
+
+
 def test_no_slices_no_slice_tables(reports):
     assert ev.slice_tables(reports["finetuned"]) == []
     assert "slices by" not in ev.format_markdown(reports["finetuned"])
