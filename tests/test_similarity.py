@@ -162,7 +162,7 @@ def test_matrix_bounds_skip_difflib(monkeypatch):
         calls.append(args[1:3])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ev.difflib, "SequenceMatcher", counting)
+    monkeypatch.setattr(ev.SequenceRatio, "matcher", counting)     # the ratio engine's matcher
     monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)      # the numpy bounds path
     sim = ev.Similarity()
     out = sim.matrix(["graph net", "bert"], ["net graph", "gpt 2", "bert"])
