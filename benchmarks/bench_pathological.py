@@ -2,7 +2,8 @@
 line, this checkout and a baseline revision side by side (issue 20 item 2).
 
 Run: ``uv run python benchmarks/bench_pathological.py [--baseline REV] [--repeats R]
-[--copies N] [--size N] [--as-is-env]``
+[--copies N] [--size N] [--topic] [--ratio-entries N] [--no-ratio-check]
+[--as-is-env]``
 
 Writes two seeded inputs (gold and prediction JSONL) in a temporary folder:
 
@@ -20,7 +21,13 @@ report written) on each file, with this checkout's evaluate.py and with the base
 order alternating). Prints the median wall and CPU seconds (the run's process) of each of
 the four, the ratio pathological / one-entry of each version (the target of issue 20: at
 most 3x), the ratio baseline / this checkout, the load average, and whether each file's
-report is byte-identical between the two versions (exit status 1 when one differs). Not a
+report is byte-identical between the two versions. Then (unless ``--no-ratio-check``) it
+compares cydifflib's ratio with difflib's on every distinct string pair that a run may
+score (``compared_pairs``) of both pathological entries and of the first
+``--ratio-entries`` (default 20,000) entries of the bench_lexical corpus: the ratio engine
+of evaluate.py (``SequenceRatio``) must be exact. Exit status 1 when a report or a ratio
+differs. ``--topic`` gives the square entry titles of 3 to 6 words out of 6 (one topic:
+many pairs that difflib must decide). Not a
 test: wall-clock numbers on shared machines are noisy; read the ratios on quiet cores.
 """
 
@@ -33,6 +40,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _baseline  # noqa: E402
@@ -54,14 +62,57 @@ def write_entries(folder: Path, name: str, entries: list) -> tuple[Path, Path]:
     return gold, pred
 
 
-def inputs(folder: Path, copies: int, size: int) -> dict[str, tuple[Path, Path]]:
+def square_entry(size: int, topic: bool) -> Any:
+    """``bench_solver.sized_entry(size, size)``: bench_lexical's generator (titles of 1 to
+    3 of its 30 words), or with ``topic`` an entry about one topic: titles of 3 to 6 of
+    its first 6 words, which share words, so that many pairs pass the cheap bounds and
+    difflib decides them."""
+    if not topic:
+        return bench_solver.sized_entry(ev, size, size)
+    words, title = bench_lexical.WORDS, bench_lexical._title
+    bench_lexical.WORDS = words[:6]
+    bench_lexical._title = lambda rng: " ".join(rng.choice(words[:6]).capitalize() for _ in range(rng.randint(3, 6)))
+    try:
+        return bench_solver.sized_entry(ev, size, size)
+    finally:
+        bench_lexical.WORDS, bench_lexical._title = words, title
+
+
+def inputs(folder: Path, copies: int, size: int, topic: bool) -> dict[str, tuple[Path, Path]]:
     """The two inputs: ``pathological`` (the loop entry and the size x size entry) and ``one entry``."""
     loop = bench_solver.repetition_entry(ev, copies)
-    square = bench_solver.sized_entry(ev, size, size)
+    square = square_entry(size, topic)
     square = ev.Entry(ev.GoldRecord("square", "", square.gold.items, 2), ev.Prediction("square", square.pred.items, "ok", "", 2))
     one = bench_lexical.generate(1, 0)
     return {"pathological": write_entries(folder, "pathological", [loop, square]),
             "one entry": write_entries(folder, "one", one)}
+
+
+def compared_pairs(entries: list[Any]) -> set[tuple[str, str]]:
+    """Every pair of normalised strings whose similarity a run of ``entries`` may ask for:
+    per entry, gold x predicted sources, targets, relation forms, and the crossed pairs of
+    the swapped-direction test (gold source x predicted target, gold target x predicted
+    source)."""
+    pairs: set[tuple[str, str]] = set()
+    for e in entries:
+        gold, preds = ev.normalize_triplets(e.gold.items), ev.normalize_triplets(e.pred.items)
+        for left, right in ((lambda t: t.source, lambda t: t.source), (lambda t: t.target, lambda t: t.target),
+                            (lambda t: t.source, lambda t: t.target), (lambda t: t.target, lambda t: t.source),
+                            (lambda t: ev.relation_text(t.relation), lambda t: ev.relation_text(t.relation))):
+            pairs.update((left(g), right(p)) for g in gold for p in preds)
+    return pairs
+
+
+def check_ratios(entries: list[Any]) -> tuple[int, list[tuple[str, str]]]:
+    """(pairs compared, pairs whose cydifflib ratio is not difflib's): every pair of
+    :func:`compared_pairs`, autojunk off as in the method."""
+    import difflib
+
+    import cydifflib
+    pairs = sorted(compared_pairs(entries))
+    differ = [(a, b) for a, b in pairs if cydifflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+              != difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()]
+    return len(pairs), differ
 
 
 def main() -> None:
@@ -70,13 +121,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs of each command line (median)")
     parser.add_argument("--copies", type=int, default=3000, help="predicted copies of the loop entry")
     parser.add_argument("--size", type=int, default=400, help="gold and predicted triplets of the square entry")
+    parser.add_argument("--topic", action="store_true",
+                        help="the square entry about one topic (titles of 3-6 of 6 words: difflib decides many pairs)")
+    parser.add_argument("--ratio-entries", type=int, default=20_000,
+                        help="bench_lexical corpus entries whose pairs the ratio check compares too (0: none)")
+    parser.add_argument("--no-ratio-check", action="store_true", help="skip the cydifflib = difflib check")
     parser.add_argument("--as-is-env", action="store_true",
                         help="keep this environment (PYTHONDONTWRITEBYTECODE included) for the runs")
     args = parser.parse_args()
     env = _baseline.cli_env(args.as_is_env)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        files = inputs(folder, args.copies, args.size)
+        files = inputs(folder, args.copies, args.size, args.topic)
         scripts = {"baseline": _baseline.write_revision(args.baseline, folder), "this checkout": ROOT / "evaluate.py"}
         runs = [(version, data) for data in files for version in scripts]
         wall: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
@@ -112,8 +168,17 @@ def main() -> None:
     print(f"  pathological file, baseline / this checkout: wall {bw / nw:5.2f}x   CPU {bc / nc:5.2f}x")
     for data, ok in same.items():
         print(f"  {data} report byte-identical to the baseline's: {ok}")
-    if not all(same.values()):
-        sys.exit("reports differ")
+    differ: list[tuple[str, str]] = []
+    if not args.no_ratio_check:
+        entries = [bench_solver.repetition_entry(ev, args.copies), square_entry(args.size, args.topic),
+                   *bench_lexical.generate(args.ratio_entries, 0)]
+        compared, differ = check_ratios(entries)
+        print(f"  cydifflib ratio = difflib ratio on every pair: {not differ} ({compared:,} distinct pairs: "
+              f"both pathological entries and the {args.ratio_entries:,}-entry bench_lexical corpus)")
+        for a, b in differ[:10]:
+            print(f"    differs: {a!r} {b!r}")
+    if not all(same.values()) or differ:
+        sys.exit("reports or ratios differ")
 
 
 if __name__ == "__main__":
