@@ -1525,17 +1525,7 @@ class Similarity:
         # point. Both bounds are computed here exactly as difflib computes them
         # (difflib._calculate_ratio: 2.0 * matches / length), without building the
         # SequenceMatcher, which dominates the cost otherwise.
-        # jaccard() inlined: |A | B| = |A| + |B| - |A & B|, the same integers, the same division.
-        tokens = self._tokens
-        ta = tokens.get(a)
-        if ta is None:
-            ta = self._token_set(a)
-        tb = tokens.get(b)
-        if tb is None:
-            tb = self._token_set(b)
-        inter = len(ta & tb)
-        union = len(ta) + len(tb) - inter
-        jac = inter / union if union else 0.0
+        jac = self._jaccard(a, b)
         la, lb = len(a), len(b)
         length = la + lb
         if 0.5 * (2.0 * (la if la < lb else lb) / length) + 0.5 * jac < self.threshold:
@@ -1545,6 +1535,34 @@ class Similarity:
             return 0.0
         value = 0.5 * SequenceRatio.ratio(a, b) + 0.5 * jac
         return value if value >= self.threshold else 0.0
+
+    def _jaccard(self, a: str, b: str) -> float:
+        """:func:`jaccard` of the token sets (memoised), inlined: |A | B| = |A| + |B| -
+        |A & B|, the same integers, the same division."""
+        tokens = self._tokens
+        ta = tokens.get(a)
+        if ta is None:
+            ta = self._token_set(a)
+        tb = tokens.get(b)
+        if tb is None:
+            tb = self._token_set(b)
+        inter = len(ta & tb)
+        union = len(ta) + len(tb) - inter
+        return inter / union if union else 0.0
+
+    def _candidate_field(self, a: str, b: str) -> float:
+        """:meth:`field` of a pair that :meth:`_candidates` let through (equal, or both
+        bounds of :meth:`_gated` reached, in numpy with the same float operations): the
+        memo, else the value of :meth:`_gated` past its bounds, which this pair reaches
+        (the lexical backend itself only, :meth:`_plain`)."""
+        if a == b or not a or not b:
+            return self.field(a, b)
+        key = (a, b)
+        cached = self._memo.get(key)
+        if cached is None:
+            value = 0.5 * SequenceRatio.ratio(a, b) + 0.5 * self._jaccard(a, b)
+            cached = _bounded_put(self._memo, key, value if value >= self.threshold else 0.0)
+        return cached
 
     def with_threshold(self, threshold: float) -> "Similarity":
         """The same backend gated at ``threshold`` (the threshold sweep: one object gated at
@@ -1577,7 +1595,8 @@ class Similarity:
         distinct strings is decided once: the two upper bounds of :meth:`_gated`
         (length + Jaccard, shared characters + Jaccard) are computed for all of them in
         numpy with the same float operations, and only an equal pair or one that reaches
-        the threshold under both goes to :meth:`field`; every other pair is 0.0, which
+        the threshold under both gets its :meth:`field` value (the bounds not computed
+        again: :meth:`_candidate_field`); every other pair is 0.0, which
         is what :meth:`field` returns for it. A subclass with another :meth:`_gated`
         gets the per-pair loop.
         """
@@ -1589,8 +1608,9 @@ class Similarity:
         rows, left_index = _distinct(left)
         cols, right_index = _distinct(right)
         distinct = np.zeros((len(rows), len(cols)))
+        field = self._candidate_field if self._plain() else self.field
         for i, j in zip(*self._candidates(rows, cols)):
-            distinct[i, j] = self.field(rows[i], cols[j])
+            distinct[i, j] = field(rows[i], cols[j])
         return distinct[np.ix_(left_index, right_index)]
 
     def first_pairs(self, left: Sequence[tuple[str, str]], right: Sequence[tuple[str, str]]) -> list[int]:

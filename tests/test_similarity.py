@@ -176,8 +176,8 @@ def test_repeated_strings_are_decided_once(monkeypatch):
     # 1 gold x 3,000 copies of the same prediction (a looping model): one distinct pair
     decided = []
     sim = ev.Similarity()
-    real = sim.field
-    monkeypatch.setattr(sim, "field", lambda a, b: decided.append((a, b)) or real(a, b))
+    real = sim._candidate_field                  # what matrix asks for each candidate pair
+    monkeypatch.setattr(sim, "_candidate_field", lambda a, b: decided.append((a, b)) or real(a, b))
     out = sim.matrix(["graph net"], ["net graph"] * 3000)
     assert decided == [("graph net", "net graph")]
     assert out.shape == (1, 3000) and (out == plain_field("graph net", "net graph", 0.8)).all()
