@@ -95,7 +95,8 @@ def compared_pairs(entries: list[Any]) -> set[tuple[str, str]]:
     source)."""
     pairs: set[tuple[str, str]] = set()
     for e in entries:
-        gold, preds = ev.normalize_triplets(e.gold.items), ev.normalize_triplets(e.pred.items)
+        gold = ev.normalize_triplets(ev.validate_schema(e.gold.items).items)
+        preds = ev.normalize_triplets(ev.validate_schema(e.pred.items).items)
         for left, right in ((lambda t: t.source, lambda t: t.source), (lambda t: t.target, lambda t: t.target),
                             (lambda t: t.source, lambda t: t.target), (lambda t: t.target, lambda t: t.source),
                             (lambda t: ev.relation_text(t.relation), lambda t: ev.relation_text(t.relation))):
