@@ -1618,21 +1618,21 @@ class Similarity:
         ``left`` with ``field(a, x) > 0`` and ``field(b, y) > 0``, or -1 when none has:
         a list of len(right) ints in [-1, len(left)).
 
-        Pair by pair as written (``field(b, y)`` only where ``field(a, x) > 0``), once
-        per distinct pair of ``right``; from :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, for the lexical backend itself
-        (:meth:`_plain`), ``field(a, x)`` of every pair comes from :meth:`matrix` (the
-        same values, its bounds decided in numpy) and ``field(b, y)`` is asked in
-        ``left`` order only where that is not 0.0: the same indices.
+        Pair by pair as written (``field(b, y)`` only where ``field(a, x) > 0``); from
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, for the lexical backend itself
+        (:meth:`_plain`), once per distinct pair of ``right``: ``field(a, x)`` of every
+        pair comes from :meth:`matrix` (the same values, its bounds decided in numpy) and
+        ``field(b, y)`` is asked in ``left`` order only where that is not 0.0: the same
+        indices.
         """
         field = self.field
+        if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS or not self._plain():
+            return [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
+                    for x, y in right]
         distinct = list(dict.fromkeys(right))            # equal pairs, equal answers
-        if len(left) * len(distinct) < _LEXICAL_VECTOR_MIN_PAIRS or not self._plain():
-            found = [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
-                     for x, y in distinct]
-        else:
-            first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
-            found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
-                     for j, (_, y) in enumerate(distinct)]
+        first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
+        found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
+                 for j, (_, y) in enumerate(distinct)]
         index = dict(zip(distinct, found))
         return [index[pair] for pair in right]
 
@@ -6354,6 +6354,9 @@ class PerRelationFamily(MetricFamily):
             return score.swapped
         matched = {id(p) for _, p in score.entity_matches}
         tested = [k for k, p in enumerate(score.preds) if id(p) not in matched and not is_self_loop(p)]
+        if not tested or not score.gold:
+            score.swapped = {}
+            return score.swapped
         first = similarity.first_pairs([(g.source, g.target) for g in score.gold],
                                        [(score.preds[k].target, score.preds[k].source) for k in tested])
         found = {k: score.gold[i] for k, i in zip(tested, first) if i >= 0}
