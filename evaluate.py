@@ -1344,6 +1344,50 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
+class SequenceRatio:
+    """The ratio engine of the lexical similarity: ``SequenceRatio.ratio(a, b)`` is
+    ``difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()``, in [0, 1]
+    (2.0 * M / T: M the characters of the matching blocks that difflib finds, T =
+    len(a) + len(b); 1.0 when both are empty).
+
+    The matcher is cydifflib's (a C++ port of difflib's algorithm, the same blocks, the
+    same float) when that package imports, else difflib's own: the same value either way
+    (tests/test_similarity.py checks them equal on random, unicode, repetitive and
+    200+-character strings; benchmarks/bench_pathological.py on every pair of its
+    entries), cydifflib 4 to 30 times faster. Chosen on the first ratio, so a run that
+    needs none never imports it. ``use("difflib")`` / ``use("cydifflib")`` pins one
+    (tests, benchmarks); ``use(None)`` chooses again.
+
+    Raises:
+        ImportError: ``use("cydifflib")`` where cydifflib is not installed.
+    """
+
+    #: The SequenceMatcher class in use; None until the first ratio (or after use(None)).
+    matcher: ClassVar[Any] = None
+
+    @classmethod
+    def ratio(cls, a: str, b: str) -> float:
+        """difflib's ``SequenceMatcher(None, a, b, autojunk=False).ratio()`` of two strings."""
+        matcher = cls.matcher or cls.use(None)
+        return matcher(None, a, b, autojunk=False).ratio()
+
+    @classmethod
+    def use(cls, engine: str | None) -> Any:
+        """Pin the engine ("cydifflib", "difflib"; None: cydifflib if it imports); the class."""
+        if engine == "difflib":
+            cls.matcher = difflib.SequenceMatcher
+        elif engine == "cydifflib":
+            from cydifflib import SequenceMatcher
+            cls.matcher = SequenceMatcher
+        else:
+            try:
+                from cydifflib import SequenceMatcher
+            except ImportError:
+                SequenceMatcher = difflib.SequenceMatcher
+            cls.matcher = SequenceMatcher
+        return cls.matcher
+
+
 def lexical_similarity(a: str, b: str) -> float:
     """Lexical similarity of two normalised strings (SPEC.md section 4), in [0, 1].
 
@@ -1357,7 +1401,7 @@ def lexical_similarity(a: str, b: str) -> float:
         return 1.0
     if not a or not b:
         return 0.0
-    ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    ratio = SequenceRatio.ratio(a, b)
     return 0.5 * ratio + 0.5 * jaccard(token_set(a), token_set(b))
 
 
@@ -1484,7 +1528,20 @@ class Similarity:
         # point. Both bounds are computed here exactly as difflib computes them
         # (difflib._calculate_ratio: 2.0 * matches / length), without building the
         # SequenceMatcher, which dominates the cost otherwise.
-        # jaccard() inlined: |A | B| = |A| + |B| - |A & B|, the same integers, the same division.
+        jac = self._jaccard(a, b)
+        la, lb = len(a), len(b)
+        length = la + lb
+        if 0.5 * (2.0 * (la if la < lb else lb) / length) + 0.5 * jac < self.threshold:
+            return 0.0
+        shared = sum((self._char_counts(a) & self._char_counts(b)).values())
+        if 0.5 * (2.0 * shared / length) + 0.5 * jac < self.threshold:
+            return 0.0
+        value = 0.5 * SequenceRatio.ratio(a, b) + 0.5 * jac
+        return value if value >= self.threshold else 0.0
+
+    def _jaccard(self, a: str, b: str) -> float:
+        """:func:`jaccard` of the token sets (memoised), inlined: |A | B| = |A| + |B| -
+        |A & B|, the same integers, the same division."""
         tokens = self._tokens
         ta = tokens.get(a)
         if ta is None:
@@ -1494,17 +1551,21 @@ class Similarity:
             tb = self._token_set(b)
         inter = len(ta & tb)
         union = len(ta) + len(tb) - inter
-        jac = inter / union if union else 0.0
-        la, lb = len(a), len(b)
-        length = la + lb
-        if 0.5 * (2.0 * (la if la < lb else lb) / length) + 0.5 * jac < self.threshold:
-            return 0.0
-        shared = sum((self._char_counts(a) & self._char_counts(b)).values())
-        if 0.5 * (2.0 * shared / length) + 0.5 * jac < self.threshold:
-            return 0.0
-        matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        value = 0.5 * matcher.ratio() + 0.5 * jac
-        return value if value >= self.threshold else 0.0
+        return inter / union if union else 0.0
+
+    def _candidate_field(self, a: str, b: str) -> float:
+        """:meth:`field` of a pair that :meth:`_candidates` let through (equal, or both
+        bounds of :meth:`_gated` reached, in numpy with the same float operations): the
+        memo, else the value of :meth:`_gated` past its bounds, which this pair reaches
+        (the lexical backend itself only, :meth:`_plain`)."""
+        if a == b or not a or not b:
+            return self.field(a, b)
+        key = (a, b)
+        cached = self._memo.get(key)
+        if cached is None:
+            value = 0.5 * SequenceRatio.ratio(a, b) + 0.5 * self._jaccard(a, b)
+            cached = _bounded_put(self._memo, key, value if value >= self.threshold else 0.0)
+        return cached
 
     def with_threshold(self, threshold: float) -> "Similarity":
         """The same backend gated at ``threshold`` (the threshold sweep: one object gated at
@@ -1537,7 +1598,8 @@ class Similarity:
         distinct strings is decided once: the two upper bounds of :meth:`_gated`
         (length + Jaccard, shared characters + Jaccard) are computed for all of them in
         numpy with the same float operations, and only an equal pair or one that reaches
-        the threshold under both goes to :meth:`field`; every other pair is 0.0, which
+        the threshold under both gets its :meth:`field` value (the bounds not computed
+        again: :meth:`_candidate_field`); every other pair is 0.0, which
         is what :meth:`field` returns for it. A subclass with another :meth:`_gated`
         gets the per-pair loop.
         """
@@ -1549,9 +1611,33 @@ class Similarity:
         rows, left_index = _distinct(left)
         cols, right_index = _distinct(right)
         distinct = np.zeros((len(rows), len(cols)))
+        field = self._candidate_field if self._plain() else self.field
         for i, j in zip(*self._candidates(rows, cols)):
-            distinct[i, j] = self.field(rows[i], cols[j])
+            distinct[i, j] = field(rows[i], cols[j])
         return distinct[np.ix_(left_index, right_index)]
+
+    def first_pairs(self, left: Sequence[tuple[str, str]], right: Sequence[tuple[str, str]]) -> list[int]:
+        """For each pair ``(x, y)`` of ``right``, the index of the first pair ``(a, b)`` of
+        ``left`` with ``field(a, x) > 0`` and ``field(b, y) > 0``, or -1 when none has:
+        a list of len(right) ints in [-1, len(left)).
+
+        Pair by pair as written (``field(b, y)`` only where ``field(a, x) > 0``); from
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, for the lexical backend itself
+        (:meth:`_plain`), once per distinct pair of ``right``: ``field(a, x)`` of every
+        pair comes from :meth:`matrix` (the same values, its bounds decided in numpy) and
+        ``field(b, y)`` is asked in ``left`` order only where that is not 0.0: the same
+        indices.
+        """
+        field = self.field
+        if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS or not self._plain():
+            return [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
+                    for x, y in right]
+        distinct = list(dict.fromkeys(right))            # equal pairs, equal answers
+        first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
+        found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
+                 for j, (_, y) in enumerate(distinct)]
+        index = dict(zip(distinct, found))
+        return [index[pair] for pair in right]
 
     def _small_matrix(self, gold: Sequence[str], preds: Sequence[str], *, relation: bool, plain: bool) -> np.ndarray:
         """:meth:`matrix` pair by pair. ``plain`` (this class's :meth:`field`,
@@ -6269,16 +6355,14 @@ class PerRelationFamily(MetricFamily):
         ``score.swapped``): the errors family's ``reversed`` flag reads the same."""
         if score.swapped is not None:
             return score.swapped
-        found: dict[int, Triplet] = {}
         matched = {id(p) for _, p in score.entity_matches}
-        field = similarity.field
-        for k, p in enumerate(score.preds):
-            if id(p) in matched or is_self_loop(p):
-                continue
-            for g in score.gold:
-                if field(g.source, p.target) > 0 and field(g.target, p.source) > 0:
-                    found[k] = g
-                    break
+        tested = [k for k, p in enumerate(score.preds) if id(p) not in matched and not is_self_loop(p)]
+        if not tested or not score.gold:
+            score.swapped = {}
+            return score.swapped
+        first = similarity.first_pairs([(g.source, g.target) for g in score.gold],
+                                       [(score.preds[k].target, score.preds[k].source) for k in tested])
+        found = {k: score.gold[i] for k, i in zip(tested, first) if i >= 0}
         score.swapped = found
         return found
 

@@ -154,3 +154,26 @@ def test_relation_similarity_uses_natural_language_forms(a, b):
     ra, rb = a.replace(" ", "_"), b.replace(" ", "_")
     expected = 1.0 if (ra == rb and ra) else sim.field(ra.replace("_", " "), rb.replace("_", " "))
     assert sim.relation(ra, rb) == expected
+
+
+# cydifflib against difflib: the ratio engine of the lexical similarity (SequenceRatio) must
+# give difflib's float on any pair. Strings: any unicode (astral planes, combining marks,
+# NUL), repetitive strings over 2-3 characters (many equal-length longest matches: the
+# tie-breaking of find_longest_match), and strings of 200+ characters, where difflib's
+# autojunk heuristic (off in the method, compared on and off here) drops characters
+# that fill more than 1% of the second string.
+ratio_texts = st.one_of(st.text(max_size=40), st.text(alphabet="ab ", max_size=60),
+                        st.text(alphabet="aab c\u00e9\U0001f600", min_size=200, max_size=400),
+                        st.lists(st.sampled_from(["graph", "net", " ", "work", "s"]), max_size=12).map("".join))
+
+
+@settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(a=ratio_texts, b=ratio_texts, autojunk=st.booleans())
+def test_cydifflib_ratio_is_difflibs(a, b, autojunk):
+    import difflib
+
+    import cydifflib
+    fast = cydifflib.SequenceMatcher(None, a, b, autojunk=autojunk)
+    slow = difflib.SequenceMatcher(None, a, b, autojunk=autojunk)
+    assert fast.ratio() == slow.ratio()
+    assert [tuple(m) for m in fast.get_matching_blocks()] == [tuple(m) for m in slow.get_matching_blocks()]

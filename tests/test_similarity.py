@@ -162,7 +162,7 @@ def test_matrix_bounds_skip_difflib(monkeypatch):
         calls.append(args[1:3])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ev.difflib, "SequenceMatcher", counting)
+    monkeypatch.setattr(ev.SequenceRatio, "matcher", counting)     # the ratio engine's matcher
     monkeypatch.setattr(ev, "_LEXICAL_VECTOR_MIN_PAIRS", 0)      # the numpy bounds path
     sim = ev.Similarity()
     out = sim.matrix(["graph net", "bert"], ["net graph", "gpt 2", "bert"])
@@ -176,8 +176,8 @@ def test_repeated_strings_are_decided_once(monkeypatch):
     # 1 gold x 3,000 copies of the same prediction (a looping model): one distinct pair
     decided = []
     sim = ev.Similarity()
-    real = sim.field
-    monkeypatch.setattr(sim, "field", lambda a, b: decided.append((a, b)) or real(a, b))
+    real = sim._candidate_field                  # what matrix asks for each candidate pair
+    monkeypatch.setattr(sim, "_candidate_field", lambda a, b: decided.append((a, b)) or real(a, b))
     out = sim.matrix(["graph net"], ["net graph"] * 3000)
     assert decided == [("graph net", "net graph")]
     assert out.shape == (1, 3000) and (out == plain_field("graph net", "net graph", 0.8)).all()
@@ -283,3 +283,89 @@ def test_field_similarities_of_other_backends_and_empty_entries():
     assert ev.field_similarities(gold, [], Refuses()) == ([[]], [[]], [[]])
     result = ev.match_from_similarities(gold, [], *ev.field_similarities(gold, [], Refuses()))
     assert result == ev.MatchResult((), (0,), ())
+
+
+# ---------------------------------------------------------------- the ratio engine
+
+@pytest.fixture
+def engine(monkeypatch):
+    """SequenceRatio chosen afresh in each test (monkeypatch restores the class's choice)."""
+    monkeypatch.setattr(ev.SequenceRatio, "matcher", None)
+    return ev.SequenceRatio
+
+
+def test_ratio_engine_prefers_cydifflib(engine):
+    import cydifflib
+    # 'graph neural networks' (21 chars) vs 'graph neural network' (20): one block of 20,
+    # ratio = 2*20/41 = 40/41
+    assert engine.ratio("graph neural networks", "graph neural network") == 40 / 41
+    assert engine.matcher is cydifflib.SequenceMatcher
+
+
+def test_ratio_engine_falls_back_to_difflib_without_cydifflib(engine, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cydifflib", None)   # import cydifflib -> ImportError
+    assert engine.ratio("graph neural networks", "graph neural network") == 40 / 41
+    assert engine.matcher is difflib.SequenceMatcher
+    with pytest.raises(ImportError):
+        engine.use("cydifflib")
+
+
+@pytest.mark.parametrize("name", ["difflib", "cydifflib"])
+def test_both_engines_give_the_hand_computed_scores(engine, name):
+    engine.use(name)
+    # 'neural network' vs 'neural networks': ratio 28/29; tokens {neural, network} vs
+    # {neural, networks}: Jaccard 1/3; 0.5*28/29 + 0.5/3 = 0.64942... < 0.8 -> 0.0
+    assert ev.lexical_similarity("neural network", "neural networks") == 0.5 * (28 / 29) + 0.5 * (1 / 3)
+    assert ev.Similarity().field("neural network", "neural networks") == 0.0
+    # 'graph net' vs 'net graph': blocks 'graph' (5) after the longest-first split, ratio
+    # 2*5/18; equal token sets: 0.5*10/18 + 0.5 = 0.7777... < 0.8 -> 0.0 gated, raw value kept
+    assert ev.lexical_similarity("graph net", "net graph") == 0.5 * (10 / 18) + 0.5
+    # 'a' * 300 + 'b' vs 'a' * 299 + 'bc' (301 chars each): blocks 'a'*299 and 'b': M = 300,
+    # T = 602; one token each, different: Jaccard 0 (long strings: autojunk would drop the
+    # popular 'a'; it is off)
+    assert ev.lexical_similarity("a" * 300 + "b", "a" * 299 + "bc") == 0.5 * (600 / 602) + 0.5 * 0.0
+
+
+def test_scoring_is_identical_with_either_engine(engine):
+    gold = [{"source": {"title": t, "type": "entity"}, "relation": {"type": "part_of", "weight": 0.5},
+             "target": {"title": u, "type": "concept"}}
+            for t, u in [("Graph Neural Network", "Message Passing"), ("Neural Networks", "Graph Nets"),
+                         ("Kernel Method", "Support Vector Machine")]]
+    preds = [{**g, "source": {"title": g["source"]["title"] + " Model", "type": "entity"}} for g in gold]
+    reports = []
+    for name in ("difflib", "cydifflib"):
+        engine.use(name)
+        entry = ev.Entry(ev.GoldRecord("e", "", gold, 1), ev.Prediction("e", preds, "ok", "", 1))
+        reports.append(ev.evaluate_entries([entry], similarity=ev.Similarity()))
+    assert reports[0] == reports[1]
+    # 'graph neural network' (20) vs 'graph neural network model' (26): ratio 2*20/46, tokens
+    # 3/4: 0.5*40/46 + 0.375 = 0.8098 >= 0.8, matched; 'neural networks' (15) vs '... model'
+    # (21): 0.5*30/36 + 0.5*2/3 = 0.75; 'kernel method' (13) vs '... model' (19): 0.5*26/32
+    # + 0.5*2/3 = 0.7396: below the gate. One entity match.
+    assert reports[0]["summary"]["totals"]["entity_true_positives"] == 1
+
+
+# ---------------------------------------------------------------- first_pairs
+
+def _first_pairs_by_hand(sim, left, right):
+    return [next((i for i, (a, b) in enumerate(left) if sim.field(a, x) > 0 and sim.field(b, y) > 0), -1)
+            for x, y in right]
+
+
+def test_first_pairs_hand_computed(matrix_path):
+    sim = ev.Similarity()
+    left = [("alpha", "beta"), ("gamma", "delta"), ("alpha", "delta")]
+    right = [("alpha", "delta"), ("gamma", "delta"), ("zeta", "beta"), ("alpha", "delta")]
+    # (alpha, delta): left 0 has field(alpha, alpha) = 1 but field(beta, delta) = 0
+    # ('beta'/'delta': Jaccard 0 -> first bound 0.5*2*4/9 < 0.8); left 1: field(gamma, alpha) = 0;
+    # left 2: both equal -> 2. (gamma, delta) -> 1. (zeta, beta): no left source near 'zeta' -> -1.
+    assert sim.first_pairs(left, right) == [2, 1, -1, 2]
+    assert sim.first_pairs([], right) == [-1, -1, -1, -1] and sim.first_pairs(left, []) == []
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(left=st.lists(st.tuples(TEXT, TEXT), max_size=20), right=st.lists(st.tuples(TEXT, TEXT), max_size=20),
+       threshold=THRESHOLD)
+def test_first_pairs_equals_the_loop(matrix_path, left, right, threshold):
+    sim = ev.Similarity(threshold)
+    assert sim.first_pairs(left, right) == _first_pairs_by_hand(ev.Similarity(threshold), left, right)
