@@ -157,8 +157,9 @@ def _run_main(plain, path):
         status = _exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - what the interpreter does with it
         interrupted = isinstance(exc, KeyboardInterrupt)
-        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__.tb_next
-        sys.excepthook(type(exc), exc, exc.__traceback__.tb_next)  # from the script's frame on
+        exc.__traceback__ = exc.__traceback__.tb_next  # from the script's frame on, as the interpreter's
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
+        sys.excepthook(type(exc), exc, exc.__traceback__)
         status = 1
     _finish(status, interrupted)
 
