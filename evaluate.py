@@ -167,7 +167,6 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 
-import json_repair
 import numpy as np
 import orjson
 
@@ -697,6 +696,7 @@ class OutputParser:
         if len(fragment) > self.REPAIR_MAX_CHARS or len(fragment) > self.repair_budget:
             return False, None
         self.repair_budget -= len(fragment)
+        import json_repair  # here, not at the top: a run whose outputs are all JSON never needs it (start-up)
         try:
             return True, json_repair.loads(fragment)
         except Exception:  # json_repair may raise anything (incl. RecursionError)

@@ -301,3 +301,170 @@ def test_installed_benchmarks_extra_needs_no_punkt_download(venv, tmp_path):
     assert proc.returncode == 0, proc.stderr
     exact = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["webnlg2020"]["Total_scores"]["Exact"]
     assert (exact["Correct"], exact["F1"]) == (3, 1.0)
+
+
+# --- The editable install's fast start (issue 20 item 4; hatch_build.py) ----------------------
+# `python evaluate.py` of this clone (what `uv run evaluate.py` runs) executes the bytecode
+# cached by _kg_triplet_eval_editable instead of compiling the file on every run. These tests run
+# the clone's own file under a private PYTHONPYCACHEPREFIX: the pyc that appears there (a script
+# run the interpreter's way never writes one) shows the fast start ran, and a pyc planted there
+# shows what it executes.
+
+_FAST_ENV_DROP = ("PYTHONDONTWRITEBYTECODE", "KG_EVAL_PLAIN_START", "PYTHONINSPECT", "PYTHONDEVMODE")
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    """The editable install's launcher module (skip when this environment has none)."""
+    import importlib
+    try:
+        module = importlib.import_module("_kg_triplet_eval_editable")
+    except ImportError:
+        pytest.skip("no editable install of this clone (`uv sync` makes one)")
+    if module.SOURCE != str((ROOT / "evaluate.py").resolve()):
+        pytest.skip(f"the editable install belongs to another clone ({module.SOURCE})")
+    return module
+
+
+@pytest.fixture(scope="module")
+def prefix(launcher, tmp_path_factory) -> Path:
+    """A private bytecode-cache root (PYTHONPYCACHEPREFIX) for the fast-start runs."""
+    return tmp_path_factory.mktemp("pycache")
+
+
+def _cached_pyc(prefix: Path, monkeypatch) -> Path:
+    """Where the launcher caches the clone's evaluate.py under ``prefix``."""
+    import importlib.util
+    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+    return Path(importlib.util.cache_from_source(str((ROOT / "evaluate.py").resolve())))
+
+
+def _start(prefix: Path, *args: str | Path, cwd: Path, plain: bool = False, python: tuple[str, ...] = (),
+           script: str | Path | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in _FAST_ENV_DROP}
+    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    if plain:
+        env["KG_EVAL_PLAIN_START"] = "1"
+    return subprocess.run([sys.executable, *python, str(script or ROOT / "evaluate.py"), *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _plant(pyc: Path, source: bytes, program: str) -> None:
+    """A checked-hash pyc at ``pyc``: the header of ``source``, the code of ``program``."""
+    import importlib.util
+    import marshal
+    pyc.parent.mkdir(parents=True, exist_ok=True)
+    header = importlib.util.MAGIC_NUMBER + (3).to_bytes(4, "little") + importlib.util.source_hash(source)
+    pyc.write_bytes(header + marshal.dumps(compile(program, "planted", "exec")))
+
+
+@pytest.mark.parametrize("case", ["one entry", "bad input", "help"])
+def test_fast_start_runs_like_the_plain_start(prefix, tmp_path, monkeypatch, case):
+    gold = {"id": "a", "triplets": [_TRIPLE_A, _TRIPLE_B] if case != "bad input" else 5}  # bad: not a list
+    (tmp_path / "gold.jsonl").write_text(json.dumps(gold) + "\n")
+    (tmp_path / "pred.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    args = {"help": ["--help"]}.get(case, ["--pred", "pred.jsonl", "--gold", "gold.jsonl", "--no-embeddings"])
+    pyc = _cached_pyc(prefix, monkeypatch)
+    pyc.unlink(missing_ok=True)
+    done = {}
+    for plain in (True, False):
+        report = tmp_path / f"r{plain}.json"
+        done[plain] = _start(prefix, *args, *(["--report", report.name] if case != "help" else []), cwd=tmp_path,
+                             plain=plain)
+        assert pyc.exists() is not plain  # only the fast start caches the script's bytecode
+        outputs = [(done[plain].returncode, done[plain].stdout.replace(report.name, "R"),
+                    done[plain].stderr.replace(report.name, "R"))]
+        done[plain] = (outputs, report.read_bytes() if report.exists() else None)
+    assert done[False] == done[True]
+    status = done[True][0][0][0]
+    assert status == {"one entry": 0, "bad input": 2, "help": 0}[case]
+    if case == "one entry":  # strict P = 1/1, R = 1/2 (as test_installed_scores_like_the_clone)
+        assert json.loads(done[True][1])["strict"]["micro"] == {"precision": 1.0, "recall": 0.5, "f1": 2 / 3}
+    if case == "help":
+        assert done[True][0][0][1].startswith("usage: evaluate.py ")
+
+
+def test_fast_start_runs_the_cached_code_of_these_bytes_only(prefix, tmp_path, monkeypatch):
+    source = (ROOT / "evaluate.py").read_bytes()
+    pyc = _cached_pyc(prefix, monkeypatch)
+    _plant(pyc, source, "print('CACHED', __name__, __file__ == __import__('sys').argv[0])")
+    proc = _start(prefix, "--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, f"CACHED __main__ True\n"), proc.stderr
+    _plant(pyc, source + b"\n# an edit\n", "print('STALE')")  # compiled before the file changed
+    proc = _start(prefix, "--version", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"kg-triplet-eval {ev.__version__}"), proc.stderr
+    assert pyc.read_bytes()[8:16] == __import__("importlib.util").util.source_hash(source)  # re-cached
+
+
+@pytest.mark.parametrize("program, status, stdout, stderr", [
+    ("import sys\nsys.exit(3)", 3, "", ""),
+    ("import sys\nsys.exit('a message')", 1, "", "a message\n"),
+    ("import atexit\natexit.register(print, 'atexit ran')\nprint('body')", 0, "body\natexit ran\n", ""),
+    ("\n\n\n\n\n\n\n\n\nraise ValueError('boom')", 1, "", "TRACEBACK"),
+    ("raise KeyboardInterrupt", -2, "", "TRACEBACK"),  # -2: died by SIGINT, as the interpreter does
+])
+def test_fast_start_ends_the_process_as_the_interpreter_does(prefix, tmp_path, monkeypatch, program, status, stdout,
+                                                            stderr):
+    # Each program planted as the cached code of evaluate.py; a traceback starts at the script's
+    # frame (its line 10), none of the launcher's frames.
+    _plant(_cached_pyc(prefix, monkeypatch), (ROOT / "evaluate.py").read_bytes(), program)
+    try:
+        proc = _start(prefix, cwd=ROOT, script="evaluate.py")
+    finally:
+        _cached_pyc(prefix, monkeypatch).unlink()
+    if stderr == "TRACEBACK" or status == -2:  # one frame: the script's (named as __file__: absolute)
+        frames = [line for line in proc.stderr.splitlines() if line.startswith("  File ")]
+        assert proc.stderr.startswith("Traceback (most recent call last):\n"), proc.stderr
+        assert frames == [f'  File "{ROOT / "evaluate.py"}", line {1 if status == -2 else 10}, in <module>']
+        stderr = proc.stderr = proc.stderr.splitlines()[-1] + "\n"
+        assert stderr == ("KeyboardInterrupt\n" if status == -2 else "ValueError: boom\n")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (status, stdout, stderr)
+
+
+def test_launcher_code_sees_an_edit_within_the_same_second(launcher, tmp_path, monkeypatch):
+    # Same size, same mtime (set back): an mtime-based pyc would run the old code; the
+    # checked-hash pyc compares the source bytes.
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    path = tmp_path / "prog.py"
+    path.write_text("x = 1\n", encoding="utf-8")
+    first, space = {}, {}
+    exec(launcher.code(str(path), str(path)), first)
+    pyc = tmp_path / "__pycache__" / f"prog.{sys.implementation.cache_tag}.pyc"
+    assert first["x"] == 1 and pyc.read_bytes()[4:8] == (3).to_bytes(4, "little")  # flags 3: checked hash
+    stat = path.stat()
+    path.write_text("x = 2\n", encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code = launcher.code(str(path), "shown.py")
+    exec(code, space)
+    assert space["x"] == 2 and code.co_filename == "shown.py"
+
+
+def test_fast_start_leaves_other_starts_alone(prefix, tmp_path, monkeypatch):
+    probe = "import sys; print('_kg_triplet_eval_editable' in sys.modules, __loader__.__name__)"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "False BuiltinImporter\n", proc.stderr  # -c: the launcher not even imported
+    other = tmp_path / "evaluate.py"  # another file of the same name: armed never
+    other.write_text("import sys\nm = sys.modules['_kg_triplet_eval_editable']\n"
+                     "print(m._ARMED, type(__loader__).__module__, type(__loader__).__name__)\n", encoding="utf-8")
+    proc = _start(prefix, cwd=tmp_path, script=other)
+    assert proc.stdout == "[] _frozen_importlib_external SourceFileLoader\n", proc.stderr
+    pyc = _cached_pyc(prefix, monkeypatch)
+    pyc.unlink(missing_ok=True)
+    for options in (("-X", "importtime"), ("-I",), ("-B",)):  # interpreter options: the plain start
+        proc = _start(prefix, "--version", cwd=tmp_path, python=options)
+        assert proc.stdout.strip() == f"kg-triplet-eval {ev.__version__}" and not pyc.exists(), options
+
+
+def test_editable_module_shim_imports_from_cached_bytecode(prefix, tmp_path, monkeypatch):
+    # The console script kg-triplet-eval imports kg_triplet_eval: the shim executes the cached
+    # code of the clone's file (here a planted one), named as the clone's file.
+    pyc = _cached_pyc(prefix, monkeypatch)
+    _plant(pyc, (ROOT / "evaluate.py").read_bytes(), "import sys\nPLANTED = sys._getframe().f_code.co_filename")
+    env = {k: v for k, v in os.environ.items() if k not in _FAST_ENV_DROP}
+    proc = subprocess.run([sys.executable, "-c", "import kg_triplet_eval as k; print(k.PLANTED, k.__file__)"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**env, "PYTHONPYCACHEPREFIX": str(prefix)})
+    pyc.unlink()
+    source = str((ROOT / "evaluate.py").resolve())
+    assert (proc.returncode, proc.stdout) == (0, f"{source} {source}\n"), proc.stderr
