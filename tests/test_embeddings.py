@@ -647,9 +647,9 @@ def _counting_fastembed_load(monkeypatch) -> list[str]:
     loads: list[str] = []
     real = ev.FastembedBackend.load
 
-    def counting(model, model_cache):
+    def counting(model, model_cache, device="cpu"):
         loads.append(model)
-        return real(model, model_cache)
+        return real(model, model_cache, device=device)
 
     monkeypatch.setattr(ev.FastembedBackend, "load", staticmethod(counting))
     return loads
@@ -791,7 +791,7 @@ def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path,
         name = "fastembed"
 
         @staticmethod
-        def load(model, model_cache):
+        def load(model, model_cache, device="cpu"):
             tried.append("fastembed")
             raise ev._BackendFailed("not here")
 
@@ -802,7 +802,7 @@ def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path,
             return np.stack([_unit(8, sum(map(ord, t))) for t in texts])
 
         @staticmethod
-        def load(model, model_cache):
+        def load(model, model_cache, device="cpu"):
             tried.append("second")
             return Loads(None, tmp_path), f"{model}@0123"
 
