@@ -13651,7 +13651,8 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
         batch_size: texts per model call (sorted by length first); None: chosen for the
             device (:meth:`EmbeddingDevice.batch_limits`: 128 on the CPU, 512 on CUDA).
         device: ``auto`` (CUDA when the backend has it), ``cpu`` or ``cuda:N``
-            (:meth:`EmbeddingDevice.parse`); ``Embedder.device`` is where it runs.
+            (:meth:`EmbeddingDevice.parse`; ValueError for another word); ``Embedder.device``
+            is where it runs.
     Returns:
         :class:`Embedder`; ``stats.load_seconds`` holds the load time.
     Raises:
@@ -13672,6 +13673,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     (about 2 s), with the same backend, model id and vectors in the report.
     """
     t0 = time.perf_counter()
+    device = EmbeddingDevice.parse(device)
     cache = _open_embedding_cache(cache_dir, cache_max_entries)
     backends = {backend.name: backend for backend in _EMBEDDING_BACKENDS}
     # the record of an ``auto`` load keeps the key of every earlier cache

@@ -289,6 +289,8 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
     (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
+    (["--embedding-device", "cuda"], "--no-embeddings contradicts --embedding-device cuda:0 (the lexical similarity "
+     "runs on no model): give one of them"),
     (["--pred", FINETUNED], "the same file is given twice (predictions/finetuned.jsonl, predictions/finetuned.jsonl)"),
     (["--gold", "./" + FINETUNED], "are the same file"),
     # a combined file alone: each line holds its own gold, no prediction id can lack one (issue 17)
