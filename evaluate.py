@@ -13650,9 +13650,8 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
         progress: tqdm bar on stderr while embedding (only shown when stderr is a terminal).
         batch_size: texts per model call (sorted by length first); None: chosen for the
             device (:meth:`EmbeddingDevice.batch_limits`: 128 on the CPU, 512 on CUDA).
-        device: ``auto`` (CUDA when the backend has it), ``cpu`` or ``cuda:N``
-            (:meth:`EmbeddingDevice.parse`; ValueError for another word); ``Embedder.device``
-            is where it runs.
+        device: ``auto`` (CUDA when the backend has it), ``cpu`` or ``cuda:N`` (else
+            ValueError, :meth:`EmbeddingDevice.parse`); ``Embedder.device``: where it runs.
     Returns:
         :class:`Embedder`; ``stats.load_seconds`` holds the load time.
     Raises:
