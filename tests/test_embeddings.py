@@ -1124,3 +1124,24 @@ def test_device_agreement_on_cpu_and_noisy_cpu_similarities(embedder):
     assert got["pairs"] == 169 and got["near"] == int(near.sum())
     assert got["other_flips"] == 0 and got["agree"] and got["max_difference"] <= Device.TOLERANCE
     assert got["flipped"] <= got["near"]
+
+
+def test_auto_keeps_the_model_record_key_of_earlier_caches(minilm_dir, tmp_path):
+    # the record that lets a warm run skip the model load: an auto run (the default) writes and
+    # reads it under the key of every cache written before --embedding-device, with its device
+    load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False).close()
+    load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cpu").close()
+    with sqlite3.connect(tmp_path / EmbeddingCache.FILENAME) as conn:
+        records = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'model|%'").fetchall())
+    assert sorted(records) == [f"model|{minilm_dir}|", f"model|{minilm_dir}||cpu"]
+    assert {json.loads(v)["device"] for v in records.values()} == {"cpu"}
+    warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert (warm.stats.model_loads, warm.device) == (0, "cpu")
+    warm.close()
+    # a record written before the option has no device: it is of the CPU, and still identifies
+    old_record = {k: v for k, v in json.loads(records[f"model|{minilm_dir}|"]).items() if k != "device"}
+    with sqlite3.connect(tmp_path / EmbeddingCache.FILENAME) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key=?", (json.dumps(old_record), f"model|{minilm_dir}|"))
+    old = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert (old.stats.model_loads, old.device) == (0, "cpu")
+    old.close()
