@@ -52,7 +52,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 write_plots; config_signature, report_signature,
                                 sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
-                                SentenceTransformersBackend), EmbeddingCache,
+                                SentenceTransformersBackend), EmbeddingDevice
+                                (--embedding-device), EmbeddingCache,
                                 ModelStore, Embedder, load_embedder,
                                 EmbeddingSimilarity
     8. Command line             build_parser, RunConfig, config_record, the report
@@ -12976,22 +12977,201 @@ class ModelStore:
         return h.hexdigest()
 
 
+# --- Devices: where a backend runs (--embedding-device), and how far device vectors may move ---
+class _DeviceUnavailable(_BackendFailed):
+    """Internal: a backend cannot run on the requested device; the message is the reason."""
+
+
+class _ProviderShadowed(_DeviceUnavailable):
+    """Internal: onnxruntime-gpu is installed, but the CPU package's files shadow its CUDA
+    provider (both installed): fatal, never a silent CPU run."""
+
+
+class EmbeddingDeviceUnavailable(EmbeddingUnavailable):
+    """The requested ``--embedding-device`` cannot be used (no CUDA for any backend, or a
+    shadowed CUDA provider). Unlike a missing model this never falls back to lexical
+    similarity: the CLI prints the one-line message and exits 2."""
+
+
+class EmbeddingDevice:
+    """The device an embedding backend runs on (a namespace): ``auto``, ``cpu`` or
+    ``cuda:N`` (``--embedding-device``; ``cuda`` means ``cuda:0``). ``auto`` is CUDA when the
+    backend that loads the model has it, else the CPU; it never changes which backend
+    loads the model. fastembed has CUDA when onnxruntime offers ``CUDAExecutionProvider``
+    (the ``onnxruntime-gpu`` distribution, see :data:`FASTEMBED_RECIPE`);
+    sentence-transformers when ``torch.cuda.is_available()``. fastembed's check reads the
+    installed distributions first and imports onnxruntime only when onnxruntime-gpu is one
+    of them; torch is imported only for the sentence-transformers backend."""
+
+    CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+
+    #: Texts and characters per model call on a CUDA device. The CPU values
+    #: (:attr:`Embedder.BATCH_SIZE`, :attr:`Embedder.BATCH_CHAR_BUDGET`) were measured on 2
+    #: cores; a GPU is busy only with larger batches, and 512 x 128-character titles of a
+    #: 384-d MiniLM / bge-small take well under 1 GB of activations. Not measured here (no GPU).
+    CUDA_BATCH_SIZE = 512
+    CUDA_CHAR_BUDGET = 65_536
+
+    #: How far a similarity computed on another device (or batch size) may lie from the CPU
+    #: one: the tolerance of tests/test_embeddings.py's batching test (int8 accumulations
+    #: change slightly with padding). A pair this close to a threshold may flip.
+    TOLERANCE = 2e-3
+
+    #: The fastembed-on-CUDA install: onnxruntime-gpu must be the only onnxruntime.
+    FASTEMBED_RECIPE = ("for fastembed on CUDA use an environment whose only onnxruntime is onnxruntime-gpu: "
+                        "pip uninstall -y onnxruntime onnxruntime-gpu && pip install onnxruntime-gpu "
+                        "(or pip install fastembed-gpu && pip install --no-deps kg-triplet-eval in a fresh one)")
+    #: The sentence-transformers-on-CUDA install.
+    ST_RECIPE = ("for sentence-transformers on CUDA: pip install 'kg-triplet-eval[st]' with a CUDA build of torch "
+                 "(preinstalled on Colab; else pip install torch --index-url https://download.pytorch.org/whl/cu124)")
+
+    @staticmethod
+    def parse(text: str) -> str:
+        """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (case and spaces ignored) -> ``auto``,
+        ``cpu`` or ``cuda:N`` (N >= 0). Raises ValueError naming what was expected."""
+        value = text.strip().lower()
+        if value in ("auto", "cpu"):
+            return value
+        found = re.fullmatch(r"cuda(?::([0-9]{1,4}))?", value)
+        if found is None:
+            raise ValueError(f"expected auto, cpu, cuda or cuda:N (N a CUDA device number), found {text!r}")
+        return f"cuda:{int(found.group(1) or 0)}"
+
+    @staticmethod
+    def kind(device: str) -> str:
+        """The device class of a resolved device: ``cpu`` or ``cuda`` (what the cache keys
+        and ``summary.config.similarity.device`` hold: vectors of one execution provider)."""
+        return "cpu" if device in ("cpu", "auto") else device.partition(":")[0]
+
+    @staticmethod
+    def batch_limits(device: str) -> tuple[int, int]:
+        """(texts, characters) per model call on ``device``: the CPU values of
+        :class:`Embedder`, or :attr:`CUDA_BATCH_SIZE` / :attr:`CUDA_CHAR_BUDGET`."""
+        if EmbeddingDevice.kind(device) == "cpu":
+            return Embedder.BATCH_SIZE, Embedder.BATCH_CHAR_BUDGET
+        return EmbeddingDevice.CUDA_BATCH_SIZE, EmbeddingDevice.CUDA_CHAR_BUDGET
+
+    @staticmethod
+    def installed(distribution: str) -> str | None:
+        """The installed version of ``distribution``, or None."""
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @staticmethod
+    def onnx_providers() -> list[str]:
+        """onnxruntime's ``get_available_providers()`` (imports onnxruntime)."""
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+        import onnxruntime
+
+        return list(onnxruntime.get_available_providers())
+
+    @staticmethod
+    def for_fastembed(requested: str) -> str:
+        """The device fastembed runs on for ``requested`` (``auto``/``cpu``/``cuda:N``):
+        ``cpu`` or ``cuda:N``. Raises _DeviceUnavailable (CUDA asked, onnxruntime-gpu not
+        installed) or _ProviderShadowed (onnxruntime-gpu installed, its CUDA provider
+        missing: the CPU package shadows it; raised for ``auto`` too)."""
+        if requested == "cpu":
+            return "cpu"
+        gpu = EmbeddingDevice.installed("onnxruntime-gpu")
+        if gpu is None:
+            if requested == "auto":
+                return "cpu"
+            raise _DeviceUnavailable(f"no CUDA: onnxruntime-gpu is not installed (onnxruntime "
+                                     f"{EmbeddingDevice.installed('onnxruntime') or 'not installed'} runs on the CPU "
+                                     f"only); {EmbeddingDevice.FASTEMBED_RECIPE}")
+        providers = EmbeddingDevice.onnx_providers()
+        if "CUDAExecutionProvider" in providers:
+            return "cuda:0" if requested == "auto" else requested
+        cpu = EmbeddingDevice.installed("onnxruntime")
+        why = (f"onnxruntime {cpu} is installed too and its files shadow those of onnxruntime-gpu {gpu}" if cpu else
+               f"onnxruntime-gpu {gpu} is installed but its module is not the one imported")
+        raise _ProviderShadowed(f"CUDA provider shadowed: {why} (onnxruntime offers {', '.join(providers)}, no "
+                                f"CUDAExecutionProvider), so fastembed would run on the CPU; "
+                                f"{EmbeddingDevice.FASTEMBED_RECIPE}; or give --embedding-device cpu")
+
+    @staticmethod
+    def for_torch(requested: str) -> str:
+        """The device sentence-transformers runs on for ``requested``: ``cpu`` or
+        ``cuda:N`` (imports torch unless ``cpu`` or sentence-transformers is not installed).
+        Raises _DeviceUnavailable when CUDA is asked and torch has no such device."""
+        if requested == "cpu":
+            return "cpu"
+        if importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("torch") is None:
+            if requested == "auto":
+                return "cpu"
+            raise _DeviceUnavailable(f"no CUDA: sentence-transformers or torch is not installed; "
+                                     f"{EmbeddingDevice.ST_RECIPE}")
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if requested == "auto":
+            return "cuda:0" if count else "cpu"
+        index = int(requested.partition(":")[2])
+        if index < count:
+            return requested
+        seen = f"only {count} CUDA device(s), cuda:0 to cuda:{count - 1}" if count else (
+            f"no CUDA device (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no, a CPU build'})")
+        raise _DeviceUnavailable(f"{requested} not available: torch sees {seen}; {EmbeddingDevice.ST_RECIPE}")
+
+    @staticmethod
+    def agreement(reference: np.ndarray, other: np.ndarray, thresholds: Sequence[float],
+                  tolerance: float = TOLERANCE) -> dict[str, Any]:
+        """How the threshold decisions of similarities computed on another device (``other``)
+        agree with the CPU ones (``reference``): the "may flip" rule of the GPU path.
+
+        Args:
+            reference, other: similarity arrays of one shape (any, e.g. (n, m)), values in [0, 1].
+            thresholds: the gates a pair is decided by (``sim >= t``), e.g. (0.80, 0.50).
+            tolerance: how far ``other`` may lie from ``reference`` (default :attr:`TOLERANCE`).
+        Returns:
+            ``pairs`` (elements compared), ``max_difference`` (max |other - reference|),
+            ``near`` (pairs whose CPU similarity lies within ``tolerance`` of a threshold:
+            |reference - t| <= tolerance), ``flipped`` (near pairs with some decision
+            ``sim >= t`` changed), ``other_flips`` (pairs not near with a decision changed) and
+            ``agree``: max_difference <= tolerance and other_flips == 0 (every number of a
+            report then equals the CPU one except through the ``flipped`` pairs).
+        Raises:
+            ValueError: the shapes differ, or a value is not finite.
+        """
+        ref = np.asarray(reference, dtype=np.float64)
+        dev = np.asarray(other, dtype=np.float64)
+        if ref.shape != dev.shape:
+            raise ValueError(f"similarity shapes differ: {ref.shape} vs {dev.shape}")
+        if not (np.all(np.isfinite(ref)) and np.all(np.isfinite(dev))):
+            raise ValueError("similarities must be finite")
+        gates = np.asarray(list(thresholds), dtype=np.float64).reshape(-1, *([1] * ref.ndim))
+        near = np.any(np.abs(ref[None] - gates) <= tolerance, axis=0)
+        changed = np.any((ref[None] >= gates) != (dev[None] >= gates), axis=0)
+        diff = float(np.max(np.abs(dev - ref))) if ref.size else 0.0
+        other_flips = int(np.sum(changed & ~near))
+        return {"pairs": int(ref.size), "max_difference": diff, "near": int(np.sum(near)),
+                "flipped": int(np.sum(changed & near)), "other_flips": other_flips,
+                "agree": diff <= tolerance and other_flips == 0}
+
+
 # --- Backends (internal): each has .encode(list[str]) -> float32 (n, d) ---
 class EmbeddingBackend:
     """The shape of every embedding backend (:data:`_EMBEDDING_BACKENDS`, tried in order by
     :func:`load_embedder`): ``name`` (what ``summary.embedding_backend`` records), the
     library's loaded model, ``model_dir`` (the directory whose files the model id
-    fingerprints; None: not known), :meth:`encode` (texts -> float32 rows (n, d)),
-    :meth:`quiet` (silences the library while a model loads) and :meth:`load` (offline
-    only: a model name or directory and the model cache -> (backend, model id), or
+    fingerprints; None: not known), ``device`` (``cpu`` or ``cuda:N``: where it runs),
+    :meth:`encode` (texts -> float32 rows (n, d)), :meth:`quiet` (silences the library
+    while a model loads), :meth:`resolve_device` (``--embedding-device`` -> the device it
+    would run on, or _DeviceUnavailable) and :meth:`load` (offline only: a model name or
+    directory, the model cache and a resolved device -> (backend, model id), or
     _BackendFailed with the reason). A new backend subclasses it and joins the tuple."""
 
     name: ClassVar[str] = ""
 
-    def __init__(self, model: Any, model_dir: Path | None = None):
+    def __init__(self, model: Any, model_dir: Path | None = None, device: str = "cpu"):
         self._model = model
         #: The directory whose files the model id fingerprints (None: not known).
         self.model_dir = model_dir
+        #: Where the model runs: ``cpu`` or ``cuda:N``.
+        self.device = device
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """The embeddings of ``texts``: float32 rows (len(texts), d)."""
@@ -13004,8 +13184,18 @@ class EmbeddingBackend:
         yield
 
     @staticmethod
-    def load(model: str, model_cache: str | os.PathLike | None) -> tuple["EmbeddingBackend", str]:
-        """Load ``model`` offline: (backend, model id). Raises _BackendFailed(reason)."""
+    def resolve_device(requested: str) -> str:
+        """The device this backend runs on for ``requested`` (``auto``, ``cpu`` or ``cuda:N``,
+        see :class:`EmbeddingDevice`): here always the CPU. Raises _DeviceUnavailable."""
+        if requested in ("auto", "cpu"):
+            return "cpu"
+        raise _DeviceUnavailable("runs on the CPU only")
+
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None,
+             device: str = "cpu") -> tuple["EmbeddingBackend", str]:
+        """Load ``model`` offline on ``device`` (resolved: ``cpu`` or ``cuda:N``):
+        (backend, model id). Raises _BackendFailed(reason)."""
         raise NotImplementedError
 
 
@@ -13104,9 +13294,37 @@ class FastembedBackend(EmbeddingBackend):
                 "max_seq_length": int(max_len) if isinstance(max_len, int) and max_len > 0 else None}
 
     @staticmethod
-    def load(model: str, model_cache: str | os.PathLike | None) -> tuple[Any, str]:
-        """Load ``model`` with fastembed, offline. Returns (backend, model_id).
-        Raises _BackendFailed(reason)."""
+    def resolve_device(requested: str) -> str:
+        """See :meth:`EmbeddingDevice.for_fastembed` (CUDA: onnxruntime's CUDA provider)."""
+        return EmbeddingDevice.for_fastembed(requested)
+
+    @staticmethod
+    def providers(device: str) -> list[Any]:
+        """The onnxruntime providers of ``device``: the CPU provider, or the CUDA provider on
+        device N (given explicitly: fastembed's own default would pick CUDA whenever
+        onnxruntime offers it, whatever was asked)."""
+        if EmbeddingDevice.kind(device) == "cpu":
+            return ["CPUExecutionProvider"]
+        return [("CUDAExecutionProvider", {"device_id": int(device.partition(":")[2] or 0)})]
+
+    @staticmethod
+    def check_device(te: Any, device: str) -> None:
+        """Raise _DeviceUnavailable when ``device`` is CUDA but the loaded session runs
+        without the CUDA provider (onnxruntime falls back to the CPU with a warning only,
+        e.g. when the CUDA or cuDNN libraries are missing)."""
+        if EmbeddingDevice.kind(device) == "cpu":
+            return
+        session = getattr(getattr(te, "model", None), "model", None)
+        active = list(session.get_providers()) if session is not None else []
+        if "CUDAExecutionProvider" not in active:
+            raise _DeviceUnavailable(f"onnxruntime could not start CUDAExecutionProvider on {device} (session "
+                                     f"providers: {', '.join(active) or 'none'}; are the CUDA 12 and cuDNN 9 "
+                                     "libraries installed?)")
+
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None, device: str = "cpu") -> tuple[Any, str]:
+        """Load ``model`` with fastembed, offline, on ``device`` (``cpu`` or ``cuda:N``).
+        Returns (backend, model_id). Raises _BackendFailed(reason)."""
         try:
             FastembedBackend.import_fastembed()
             from fastembed import TextEmbedding
@@ -13127,9 +13345,11 @@ class FastembedBackend(EmbeddingBackend):
                     description=f"local directory {path}")
             try:
                 with ModelStore.offline(), FastembedBackend.quiet():
-                    te = TextEmbedding(reg_name, specific_model_path=str(path), local_files_only=True)
+                    te = TextEmbedding(reg_name, specific_model_path=str(path), local_files_only=True,
+                                       providers=FastembedBackend.providers(device))
             except Exception as exc:  # onnxruntime / tokenizer errors vary by version
                 raise _BackendFailed(f"cannot load {path}: {type(exc).__name__}: {exc}") from exc
+            FastembedBackend.check_device(te, device)
             if spec["max_seq_length"]:
                 # fastembed truncates at tokenizer_config's model_max_length (512 for MiniLM);
                 # sentence-transformers uses sentence_bert_config's max_seq_length (256): follow
@@ -13139,7 +13359,7 @@ class FastembedBackend(EmbeddingBackend):
                         "max_seq_length"]:
                     tok.enable_truncation(max_length=spec["max_seq_length"],
                                           direction=tok.truncation.get("direction", "right"))
-            return FastembedBackend(te, path.resolve()), f"{path.resolve().name}@{fp[:12]}"
+            return FastembedBackend(te, path.resolve(), device), f"{path.resolve().name}@{fp[:12]}"
 
         known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
         if model.lower() not in known:
@@ -13154,14 +13374,17 @@ class FastembedBackend(EmbeddingBackend):
         for cache in cands:
             try:
                 with ModelStore.offline(), FastembedBackend.quiet():
-                    te = TextEmbedding(model, cache_dir=str(cache), local_files_only=True)
+                    te = TextEmbedding(model, cache_dir=str(cache), local_files_only=True,
+                                       providers=FastembedBackend.providers(device))
             except Exception as exc:
                 if "from any source" not in str(exc):  # fastembed's plain "not in this cache"
                     errors.append(f"{cache}: {type(exc).__name__}: {exc}".splitlines()[0])
                 continue
+            FastembedBackend.check_device(te, device)
             model_dir = getattr(getattr(te, "model", None), "_model_dir", None)
             fp = ModelStore.fingerprint_dir(Path(model_dir)) if model_dir else "0" * 16
-            return FastembedBackend(te, Path(model_dir).resolve() if model_dir else None), f"{model}@{fp[:12]}"
+            return (FastembedBackend(te, Path(model_dir).resolve() if model_dir else None, device),
+                    f"{model}@{fp[:12]}")
         raise _BackendFailed(
             "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
             + "".join(f"; {e}" for e in errors))
@@ -13197,10 +13420,16 @@ class SentenceTransformersBackend(EmbeddingBackend):
                 tf_logging.enable_progress_bar()
 
     @staticmethod
-    def load(model: str, model_cache: str | os.PathLike | None
-                                        ) -> tuple[Any, str]:
+    def resolve_device(requested: str) -> str:
+        """See :meth:`EmbeddingDevice.for_torch` (CUDA: ``torch.cuda.is_available()``)."""
+        return EmbeddingDevice.for_torch(requested)
+
+    @staticmethod
+    def load(model: str, model_cache: str | os.PathLike | None, device: str = "cpu") -> tuple[Any, str]:
         """Load ``model`` with sentence-transformers (optional extra), offline only
-        (``local_files_only=True``). Returns (backend, model_id). Raises _BackendFailed."""
+        (``local_files_only=True``), on ``device`` (``cpu`` or ``cuda:N``, given explicitly:
+        the library's own default would take CUDA whenever torch has it). Returns
+        (backend, model_id). Raises _BackendFailed."""
         try:
             import importlib.util
 
@@ -13213,7 +13442,7 @@ class SentenceTransformersBackend(EmbeddingBackend):
                 from sentence_transformers import SentenceTransformer
 
                 st = SentenceTransformer(model, cache_folder=os.fspath(model_cache) if model_cache
-                                         else None, local_files_only=True)
+                                         else None, local_files_only=True, device=device)
         except Exception as exc:
             msg = str(exc).splitlines()[0] if str(exc) else ""
             raise _BackendFailed(f"cannot load offline ({type(exc).__name__}: {msg})") from exc
@@ -13233,7 +13462,8 @@ class SentenceTransformersBackend(EmbeddingBackend):
                 fp = ModelStore.fingerprint_dir(Path(snap))
                 model_dir = Path(snap).resolve()
         name = path.resolve().name if path.is_dir() else model
-        return SentenceTransformersBackend(st, model_dir if fp else None), f"{name}@{fp[:12] or 'unhashed'}"
+        return (SentenceTransformersBackend(st, model_dir if fp else None, device),
+                f"{name}@{fp[:12] or 'unhashed'}")
 
 
 #: The embedding backends in the order :func:`load_embedder` tries them (by ``name``).
@@ -13404,7 +13634,10 @@ class Embedder:
 
     Attributes: ``backend`` ("fastembed" or "sentence-transformers"), ``model_name`` (as
     requested), ``model_id`` ("<name>@<12 hex of the model files' content hash>"), ``dim``,
-    ``stats`` (:class:`EmbeddingStats`), ``cache`` (:class:`EmbeddingCache` or None).
+    ``device`` (``cpu`` or ``cuda:N``), ``stats`` (:class:`EmbeddingStats`), ``cache``
+    (:class:`EmbeddingCache` or None). Cached vectors are keyed by backend, model id and,
+    off the CPU, the device class (``fastembed|<model id>|cuda``): vectors of different
+    execution providers never mix, and the CPU key is the one of every earlier cache.
 
     Either ``backend`` is a loaded model (probed at once for its dimension), or it is None
     and ``loader`` loads it at the first text that neither the memo nor the cache holds
@@ -13433,7 +13666,7 @@ class Embedder:
                  cache: EmbeddingCache | None = None, progress: bool = False,
                  batch_size: int = BATCH_SIZE, char_budget: int = BATCH_CHAR_BUDGET,
                  loader: Callable[[], tuple[Any, str]] | None = None, dim: int | None = None,
-                 backend_name: str | None = None):
+                 backend_name: str | None = None, device: str | None = None):
         self._backend = backend
         self._loader = loader
         if backend is None and (loader is None or dim is None or backend_name is None):
@@ -13447,7 +13680,9 @@ class Embedder:
         self.char_budget = max(1, int(char_budget))
         self.stats = EmbeddingStats()
         self._memo: dict[str, np.ndarray] = {}
-        self._cache_key = f"{self.backend}|{model_id}"
+        self.device: str = device or (getattr(backend, "device", "cpu") if backend is not None else "cpu")
+        kind = EmbeddingDevice.kind(self.device)
+        self._cache_key = f"{self.backend}|{model_id}" + ("" if kind == "cpu" else f"|{kind}")
         if backend is None:
             self.dim = int(dim)
         else:
@@ -13473,11 +13708,13 @@ class Embedder:
                 raise EmbeddingUnavailable(
                     f"embedding model {self.model_name!r} could not be loaded for the texts the "
                     f"cache lacks ({exc})", {self.backend: str(exc)}) from None
-            if (backend.name, model_id, dim) != (self.backend, self.model_id, self.dim):
+            device = getattr(backend, "device", "cpu")
+            if (backend.name, model_id, dim, EmbeddingDevice.kind(device)) != (
+                    self.backend, self.model_id, self.dim, EmbeddingDevice.kind(self.device)):
                 raise EmbeddingUnavailable(
                     f"embedding model {self.model_name!r} changed during the run: loaded "
-                    f"{backend.name} {model_id} (dimension {dim}), identified as {self.backend} "
-                    f"{self.model_id} (dimension {self.dim})", {self.backend: "model changed"})
+                    f"{backend.name} {model_id} (dimension {dim}) on {device}, identified as {self.backend} "
+                    f"{self.model_id} (dimension {self.dim}) on {self.device}", {self.backend: "model changed"})
             self._backend = backend
             self.stats.model_loads = 1
             self.stats.load_seconds += time.perf_counter() - t0
@@ -13598,7 +13835,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
                   model_cache: str | os.PathLike | None = None,
                   cache_dir: str | os.PathLike | None = None,
                   cache_max_entries: int = EmbeddingCache.MAX_ENTRIES, progress: bool = True,
-                  batch_size: int = Embedder.BATCH_SIZE) -> Embedder:
+                  batch_size: int | None = None, device: str = "auto") -> Embedder:
     """Load an embedding model offline: fastembed first, then sentence-transformers.
 
     Args:
@@ -13612,13 +13849,18 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
             (``--no-embedding-cache``; the in-process memo still embeds each string once).
         cache_max_entries: LRU bound of the cache (rows, all models together).
         progress: tqdm bar on stderr while embedding (only shown when stderr is a terminal).
-        batch_size: texts per model call (sorted by length first).
+        batch_size: texts per model call (sorted by length first); None: chosen for the
+            device (:meth:`EmbeddingDevice.batch_limits`: 128 on the CPU, 512 on CUDA).
+        device: ``auto`` (CUDA when the backend has it), ``cpu`` or ``cuda:N`` (else
+            ValueError, :meth:`EmbeddingDevice.parse`); ``Embedder.device``: where it runs.
     Returns:
         :class:`Embedder`; ``stats.load_seconds`` holds the load time.
     Raises:
         EmbeddingUnavailable: no backend could load the model offline; one-line message with
             both reasons and the fetch command (the caller falls back to lexical similarity, or
             exits 2 under ``--require-embeddings``). Never downloads, never retries.
+        EmbeddingDeviceUnavailable: CUDA was asked and no backend has it, or onnxruntime's
+            CUDA provider is shadowed (also under ``auto``); the message names the install.
     If fastembed fails but sentence-transformers loads the model, ONE line goes to stderr.
 
     Warm cache, no model load: after a model has loaded, the cache records how it was
@@ -13631,22 +13873,24 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
     (about 2 s), with the same backend, model id and vectors in the report.
     """
     t0 = time.perf_counter()
+    device = EmbeddingDevice.parse(device)
     cache = _open_embedding_cache(cache_dir, cache_max_entries)
-    loaders = {backend.name: backend.load for backend in _EMBEDDING_BACKENDS}
-    record_key = f"model|{model}|{os.fspath(model_cache) if model_cache else ''}"
+    backends = {backend.name: backend for backend in _EMBEDDING_BACKENDS}
+    # the record of an ``auto`` load keeps the key of every earlier cache
+    record_key = f"model|{model}|{os.fspath(model_cache) if model_cache else ''}" + (
+        "" if device == "auto" else f"|{device}")
     known = _identified_model(cache, record_key, model, model_cache)
-    if known is not None:
-        emb = Embedder(None, model_name=model, model_id=known["model_id"], cache=cache,
-                       progress=progress, batch_size=batch_size, dim=int(known["dim"]),
-                       backend_name=known["backend"],
-                       loader=functools.partial(loaders[known["backend"]], model, model_cache))
+    known_device = _recorded_device(known, backends, device)
+    if known is not None and known_device is not None:
+        emb = _unloaded_embedder(known, known_device, model, model_cache, cache, progress, batch_size)
         emb.stats.load_seconds = time.perf_counter() - t0
         return emb
     try:
-        backend, model_id = _load_backend(model, model_cache, loaders)
+        backend, model_id = _load_backend(model, model_cache, backends, device)
+        batch, chars = EmbeddingDevice.batch_limits(backend.device)
         try:
             emb = Embedder(backend, model_name=model, model_id=model_id, cache=cache,
-                           progress=progress, batch_size=batch_size)
+                           progress=progress, batch_size=batch_size or batch, char_budget=chars)
         except _BackendFailed as exc:
             raise EmbeddingUnavailable(
                 f"embedding model {model!r} loaded but does not work ({exc})",
@@ -13657,7 +13901,7 @@ def load_embedder(model: str = DEFAULT_EMBEDDING_MODEL, *,
         raise
     model_dir = getattr(backend, "model_dir", None)
     if cache is not None and model_dir is not None:
-        record = {"backend": backend.name, "model_id": model_id, "dim": emb.dim,
+        record = {"backend": backend.name, "model_id": model_id, "dim": emb.dim, "device": emb.device,
                   "model_dir": os.fspath(model_dir), "versions": _embedding_backend_versions(),
                   "searched": _model_search_path(model, model_cache)}
         try:
@@ -13681,19 +13925,53 @@ def _open_embedding_cache(cache_dir: str | os.PathLike | None, max_entries: int)
         return None
 
 
+def _unloaded_embedder(known: Mapping[str, Any], device: str, model: str, model_cache: str | os.PathLike | None,
+                       cache: EmbeddingCache | None, progress: bool, batch_size: int | None) -> Embedder:
+    """The embedder of a model identified by the cache's record ``known`` on ``device``: it
+    loads the model only at the first text the cache lacks (see :func:`load_embedder`)."""
+    backend = {b.name: b for b in _EMBEDDING_BACKENDS}[known["backend"]]
+    batch, chars = EmbeddingDevice.batch_limits(device)
+    return Embedder(None, model_name=model, model_id=known["model_id"], cache=cache, progress=progress,
+                    batch_size=batch_size or batch, char_budget=chars, dim=int(known["dim"]),
+                    backend_name=known["backend"], device=device,
+                    loader=functools.partial(backend.load, model, model_cache, device=device))
+
+
+def _recorded_device(known: Mapping[str, Any] | None, backends: Mapping[str, type[EmbeddingBackend]],
+                     requested: str) -> str | None:
+    """The device of a cache's model record (see :func:`load_embedder`; a record without one
+    is of the CPU) when the recorded backend still resolves ``requested`` to it, else None
+    (the model is loaded, and a device error is raised there)."""
+    if known is None:
+        return None
+    try:
+        device = backends[known["backend"]].resolve_device(requested)
+    except (_BackendFailed, KeyError):
+        return None
+    return device if device == known.get("device", "cpu") else None
+
+
 def _load_backend(model: str, model_cache: str | os.PathLike | None,
-                  loaders: Mapping[str, Callable[..., tuple[Any, str]]]) -> tuple[Any, str]:
-    """The first of ``loaders`` (backend name -> its ``load``) that loads ``model`` offline:
-    (backend, model id), with one warning line when fastembed could not and
-    sentence-transformers did. Raises EmbeddingUnavailable with every backend's reason and a
-    hint: what a model directory must hold, or the command that fetches the model."""
+                  backends: Mapping[str, type[EmbeddingBackend]], device: str = "auto") -> tuple[Any, str]:
+    """The first of ``backends`` (name -> class) that loads ``model`` offline on the device it
+    resolves ``device`` to (:meth:`EmbeddingBackend.resolve_device`): (backend, model id),
+    with one warning line when fastembed could not and sentence-transformers did. Under
+    ``auto`` a backend whose CUDA does not start is loaded on the CPU (one note line).
+    Raises EmbeddingDeviceUnavailable at once for a shadowed CUDA provider, and when every
+    backend failed and one of them for the device; else EmbeddingUnavailable with every
+    backend's reason and a hint: what a model directory must hold, or the fetch command."""
     reasons: dict[str, str] = {}
-    for name, loader in loaders.items():
+    device_failed: list[str] = []
+    for name, cls in backends.items():
         try:
-            backend, model_id = loader(model, model_cache)
+            backend, model_id = _load_on_device(cls, model, model_cache, device)
             break
+        except _ProviderShadowed as exc:
+            raise EmbeddingDeviceUnavailable(f"--embedding-device {device}: {name}: {exc}", {name: str(exc)}) from None
         except _BackendFailed as exc:
             reasons[name] = str(exc)
+            if isinstance(exc, _DeviceUnavailable):
+                device_failed.append(name)
     else:
         why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
         if Path(model).expanduser().exists() or model.startswith((".", "/", "~", "\\")):
@@ -13701,12 +13979,31 @@ def _load_backend(model: str, model_cache: str | os.PathLike | None,
                     "tokenizer.json and tokenizer_config.json")
         else:
             hint = f"Fetch it once while online: {ModelStore.fetch_command(model, model_cache)}"
+        if device_failed:  # asked for explicitly: an error, never a lexical fallback
+            also = f". {hint}" if len(device_failed) < len(reasons) else ""
+            raise EmbeddingDeviceUnavailable(f"--embedding-device {device} cannot be used ({why}){also}", reasons)
         raise EmbeddingUnavailable(
             f"embedding model {model!r} is not available offline ({why}). {hint}", reasons)
     if reasons:
         log.warning("%s: fastembed cannot load %r (%s); using sentence-transformers",
                     PRODUCT, model, reasons["fastembed"])
     return backend, model_id
+
+
+def _load_on_device(cls: type[EmbeddingBackend], model: str, model_cache: str | os.PathLike | None,
+                    requested: str) -> tuple[Any, str]:
+    """``cls.load`` on the device ``cls`` resolves ``requested`` to; under ``auto``, when its
+    CUDA does not start, on the CPU with one note line. Raises _BackendFailed."""
+    device = cls.resolve_device(requested)
+    try:
+        return cls.load(model, model_cache, device=device)
+    except _ProviderShadowed:
+        raise
+    except _DeviceUnavailable as exc:
+        if requested != "auto" or device == "cpu":
+            raise
+        log.warning("note: %s: %s; embedding on the CPU", cls.name, exc)
+        return cls.load(model, model_cache, device="cpu")
 
 
 def _embedding_backend_versions() -> dict[str, str | None]:
@@ -13846,6 +14143,8 @@ class EmbeddingSimilarity(Similarity):
         self.backend = embedder.backend
         self.model = embedder.model_name
         self.model_id = getattr(embedder, "model_id", embedder.model_name)
+        #: Where the vectors are computed: ``cpu`` or ``cuda:N`` (see :class:`EmbeddingDevice`).
+        self.device: str = getattr(embedder, "device", "cpu")
         self._index: dict[str, int] = {}
         self._blocks: list[np.ndarray] = []
         self._vectors = np.zeros((0, 0), dtype=np.float32)
@@ -13923,6 +14222,14 @@ def _unit_interval(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1], found {text}")
     return value
+
+
+def _embedding_device(text: str) -> str:
+    """``--embedding-device``: see :meth:`EmbeddingDevice.parse`."""
+    try:
+        return EmbeddingDevice.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int_at_least(low: int, what: str) -> Callable[[str], int]:
@@ -14092,6 +14399,9 @@ def _add_similarity_options(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--require-embeddings", action="store_true",
                      help="fail (exit 2) instead of falling back to lexical similarity")
     sim.add_argument("--no-embedding-cache", action="store_true", help="do not read or write the embedding cache")
+    sim.add_argument("--embedding-device", type=_embedding_device, default=None, metavar="auto|cpu|cuda[:N]",
+                     help="where the embedding model runs (default auto: CUDA when the backend has it, else the CPU; "
+                          "cuda needs onnxruntime-gpu for fastembed or a CUDA torch for sentence-transformers)")
     sim.add_argument("--download-model", nargs="?", const=DEFAULT_EMBEDDING_MODEL, metavar="NAME",
                      help="download an embedding model into the cache (needs internet) and exit")
     sim.add_argument("--embedding-threshold", type=_unit_interval, default=DEFAULT_SIM_THRESHOLD,
@@ -14205,7 +14515,7 @@ def _same_file(a: Path | None, b: Path | None) -> bool:
 _SCORING_OPTIONS = ("gold", "relations", "ontology", "schema", "limit", "reparse", "skip_bad_gold", "pred_field",
                     "gold_field", "join", "duplicate_ids", "ignore_extra_predictions", "metrics", "no_embeddings",
                     "embedding_model",
-                    "model_cache", "require_embeddings", "no_embedding_cache", "download_model",
+                    "model_cache", "require_embeddings", "no_embedding_cache", "embedding_device", "download_model",
                     "embedding_threshold", "align_accept", "sweep")
 
 
@@ -14299,6 +14609,9 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
         raise InputError(f"--no-embeddings contradicts --embedding-model {args.embedding_model}: give one of them")
+    if args.no_embeddings and args.embedding_device is not None:
+        raise InputError(f"--no-embeddings contradicts --embedding-device {args.embedding_device} (the lexical "
+                         "similarity runs on no model): give one of them")
     _refuse_output_contradictions(args)
     for pred in args.pred or ():
         if _same_file(pred, args.gold):
@@ -14366,6 +14679,8 @@ class RunConfig:
     model_cache: Path | None = None
     require_embeddings: bool = False
     no_embedding_cache: bool = False
+    #: ``--embedding-device``: ``auto`` (default), ``cpu`` or ``cuda:N``.
+    embedding_device: str = "auto"
     download_model: str | None = None
     embedding_threshold: float = DEFAULT_SIM_THRESHOLD
     align_accept: float = DEFAULT_ALIGN_ACCEPT
@@ -14418,6 +14733,7 @@ class RunConfig:
         values["merge"] = tuple(args.merge or ())
         values["slice_by"] = tuple(args.slice_by or ())
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
+        values["embedding_device"] = args.embedding_device or "auto"
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
         if values["skip_unavailable"]:  # 'all' = every family whose inputs are present
@@ -14470,7 +14786,10 @@ def build_similarity(config: RunConfig) -> Similarity:
             model_cache=config.model_cache,
             cache_dir=None if config.no_embedding_cache else default_embedding_cache_dir(),
             progress=config.progress,
+            device=config.embedding_device,
         )
+    except EmbeddingDeviceUnavailable as exc:  # a device problem is never a silent lexical run
+        raise InputError(str(exc)) from None
     except EmbeddingUnavailable as exc:
         if config.require_embeddings:
             raise InputError(f"embeddings required but unavailable: {exc}") from None
@@ -14513,18 +14832,26 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
                   vocabulary_hash: str | None) -> dict[str, Any]:
     """``summary.config``: every setting and version that can change a number of the
     report, so that two reports of the same inputs whose numbers could differ never have
-    the same config. The inputs themselves are identified by ``summary.inputs``."""
+    the same config. The inputs themselves are identified by ``summary.inputs``.
+    ``similarity.device`` (``cuda``) is written only for vectors computed off the CPU (with
+    the onnxruntime-gpu version for fastembed): a CPU run, the default and every report
+    written before the option, keeps its bytes; a lexical run has no device."""
     packages = list(_NUMBER_PACKAGES["parse"])
     if any(f.needs_nltk for f in families):
         packages += _NUMBER_PACKAGES["nltk"]
     packages += _NUMBER_PACKAGES.get(similarity.backend, ())
+    device = EmbeddingDevice.kind(getattr(similarity, "device", "cpu"))
+    if device != "cpu" and similarity.backend == "fastembed":
+        packages.append("onnxruntime-gpu")
     return {
         "metric_families": [f.name for f in families],
         "schema_profile": config.schema,
         "similarity": {"backend": similarity.backend, "model": similarity.model,
                        "model_id": getattr(similarity, "model_id", None),
                        "model_files_hash": _model_files_hash(getattr(similarity, "model_id", None)),
-                       "fallback_reason": similarity.fallback_reason},
+                       "fallback_reason": similarity.fallback_reason,
+                       # off the CPU only: CPU reports (every earlier one) keep their bytes
+                       **({"device": device} if device != "cpu" else {})},
         "sim_threshold": config.embedding_threshold,
         "align_accept": config.align_accept,
         "relation_vocabulary": {"source": None if config.vocabulary_path is None else config.vocabulary_path.name,

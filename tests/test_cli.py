@@ -286,9 +286,21 @@ def test_reparse_uses_raw_text_over_parsed_field(tmp_path):
 # ------------------------------------------------- contradictory options (issue 9 item 7)
 
 
+@pytest.mark.parametrize("mode", [["--compare", "a.json", "b.json"], ["--merge", "a.json", "b.json"]])
+def test_embedding_device_is_refused_where_nothing_is_embedded(tmp_path, mode):
+    # --compare and --merge score nothing: the device of the embeddings would change nothing
+    rc, out, err = run_main(*mode, "--embedding-device", "cuda", cwd=tmp_path)
+    assert rc == 2 and out == ""
+    assert ("--embedding-device would change nothing" if mode[0] == "--compare" else
+            "it takes no --embedding-device") in err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--require-embeddings"], "--no-embeddings contradicts --require-embeddings"),
     (["--embedding-model", "BAAI/bge-small-en-v1.5"], "--no-embeddings contradicts --embedding-model"),
+    (["--embedding-device", "cuda"], "--no-embeddings contradicts --embedding-device cuda:0 (the lexical similarity "
+     "runs on no model): give one of them"),
     (["--pred", FINETUNED], "the same file is given twice (predictions/finetuned.jsonl, predictions/finetuned.jsonl)"),
     (["--gold", "./" + FINETUNED], "are the same file"),
     # a combined file alone: each line holds its own gold, no prediction id can lack one (issue 17)

@@ -647,9 +647,9 @@ def _counting_fastembed_load(monkeypatch) -> list[str]:
     loads: list[str] = []
     real = ev.FastembedBackend.load
 
-    def counting(model, model_cache):
+    def counting(model, model_cache, device="cpu"):
         loads.append(model)
-        return real(model, model_cache)
+        return real(model, model_cache, device=device)
 
     monkeypatch.setattr(ev.FastembedBackend, "load", staticmethod(counting))
     return loads
@@ -791,7 +791,7 @@ def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path,
         name = "fastembed"
 
         @staticmethod
-        def load(model, model_cache):
+        def load(model, model_cache, device="cpu"):
             tried.append("fastembed")
             raise ev._BackendFailed("not here")
 
@@ -802,7 +802,7 @@ def test_backends_share_one_base_and_load_embedder_tries_them_in_order(tmp_path,
             return np.stack([_unit(8, sum(map(ord, t))) for t in texts])
 
         @staticmethod
-        def load(model, model_cache):
+        def load(model, model_cache, device="cpu"):
             tried.append("second")
             return Loads(None, tmp_path), f"{model}@0123"
 
@@ -837,3 +837,311 @@ def test_a_cache_folder_that_cannot_be_looked_into_is_no_candidate(monkeypatch, 
     monkeypatch.setenv("HF_HUB_CACHE", str(open_one))
     candidates = ev.ModelStore.cache_candidates()
     assert locked not in candidates and open_one in candidates
+
+
+# --------------------------------------------------------------------------------------
+# Devices (--embedding-device, issue 20 item 5): resolved per backend, checked without a
+# GPU through faked distributions / providers / torch; the CPU path is what runs here
+# --------------------------------------------------------------------------------------
+
+Device = ev.EmbeddingDevice
+
+
+@pytest.mark.parametrize("text, parsed", [("auto", "auto"), ("cpu", "cpu"), (" CPU ", "cpu"), ("cuda", "cuda:0"),
+                                          ("cuda:0", "cuda:0"), ("CUDA:3", "cuda:3"), ("cuda:07", "cuda:7")])
+def test_device_option_parses(text, parsed):
+    assert Device.parse(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["gpu", "cuda:", "cuda:-1", "cuda:x", "mps", "", "cuda:12345"])
+def test_device_option_refuses_other_words(text):
+    with pytest.raises(ValueError, match="expected auto, cpu, cuda or cuda:N"):
+        Device.parse(text)
+
+
+def test_device_kind_and_batch_limits():
+    assert [Device.kind(d) for d in ("cpu", "auto", "cuda:0", "cuda:3")] == ["cpu", "cpu", "cuda", "cuda"]
+    assert Device.batch_limits("cpu") == (Embedder.BATCH_SIZE, Embedder.BATCH_CHAR_BUDGET) == (128, 16_384)
+    assert Device.batch_limits("cuda:1") == (512, 65_536)
+
+
+def _fake_onnxruntime(monkeypatch, installed: dict[str, str], providers: list[str] | None) -> list[str]:
+    """Fake the installed distributions (name -> version) and onnxruntime's providers
+    (None: importing onnxruntime fails the test: the check must not need it)."""
+    asked: list[str] = []
+    monkeypatch.setattr(Device, "installed", staticmethod(lambda name: installed.get(name)))
+
+    def onnx_providers():
+        asked.append("providers")
+        if providers is None:
+            raise AssertionError("onnxruntime imported although onnxruntime-gpu is not installed")
+        return list(providers)
+
+    monkeypatch.setattr(Device, "onnx_providers", staticmethod(onnx_providers))
+    return asked
+
+
+def test_fastembed_auto_is_cpu_without_onnxruntime_gpu_and_imports_nothing(monkeypatch):
+    asked = _fake_onnxruntime(monkeypatch, {"onnxruntime": "1.32.0"}, None)
+    assert ev.FastembedBackend.resolve_device("auto") == "cpu"
+    assert ev.FastembedBackend.resolve_device("cpu") == "cpu"
+    assert asked == []
+
+
+def test_fastembed_cuda_without_onnxruntime_gpu_names_the_install(monkeypatch):
+    _fake_onnxruntime(monkeypatch, {"onnxruntime": "1.32.0"}, None)
+    with pytest.raises(ev._DeviceUnavailable) as failed:
+        ev.FastembedBackend.resolve_device("cuda:0")
+    assert not isinstance(failed.value, ev._ProviderShadowed)
+    assert str(failed.value).startswith("no CUDA: onnxruntime-gpu is not installed (onnxruntime 1.32.0 runs on the "
+                                        "CPU only); for fastembed on CUDA use an environment whose only onnxruntime "
+                                        "is onnxruntime-gpu: pip uninstall -y onnxruntime onnxruntime-gpu && pip "
+                                        "install onnxruntime-gpu")
+
+
+def test_fastembed_with_the_cuda_provider_resolves_cuda(monkeypatch):
+    asked = _fake_onnxruntime(monkeypatch, {"onnxruntime-gpu": "1.22.0"},
+                              ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert [ev.FastembedBackend.resolve_device(d) for d in ("auto", "cuda:0", "cuda:2", "cpu")] == [
+        "cuda:0", "cuda:0", "cuda:2", "cpu"]
+    assert asked == ["providers"] * 3   # cpu asks nothing
+    assert ev.FastembedBackend.providers("cuda:2") == [("CUDAExecutionProvider", {"device_id": 2})]
+    assert ev.FastembedBackend.providers("cpu") == ["CPUExecutionProvider"]
+
+
+@pytest.mark.parametrize("requested", ["auto", "cuda:0"])
+def test_shadowed_cuda_provider_is_an_error_not_a_cpu_run(monkeypatch, requested):
+    _fake_onnxruntime(monkeypatch, {"onnxruntime": "1.32.0", "onnxruntime-gpu": "1.22.0"},
+                      ["AzureExecutionProvider", "CPUExecutionProvider"])
+    with pytest.raises(ev._ProviderShadowed) as failed:
+        ev.FastembedBackend.resolve_device(requested)
+    assert str(failed.value).startswith(
+        "CUDA provider shadowed: onnxruntime 1.32.0 is installed too and its files shadow those of onnxruntime-gpu "
+        "1.22.0 (onnxruntime offers AzureExecutionProvider, CPUExecutionProvider, no CUDAExecutionProvider), so "
+        "fastembed would run on the CPU; for fastembed on CUDA")
+    assert str(failed.value).endswith("; or give --embedding-device cpu")
+    assert ev.FastembedBackend.resolve_device("cpu") == "cpu"  # asked for the CPU: nothing is shadowed
+
+
+def test_shadowed_provider_stops_the_cli_with_one_line(minilm_dir, monkeypatch, capsys, cache_home, tmp_path):
+    # the default device (auto), not --require-embeddings: still exit 2, no lexical report
+    _fake_onnxruntime(monkeypatch, {"onnxruntime": "1.32.0", "onnxruntime-gpu": "1.22.0"}, ["CPUExecutionProvider"])
+    report = tmp_path / "r.json"
+    code, _, err = _run(["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--gold",
+                         str(ROOT / "gold" / "gold.jsonl"), "--embedding-model", str(minilm_dir), "--quiet",
+                         "--report", str(report)], capsys)
+    assert code == 2 and not report.exists()
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("error: --embedding-device auto: fastembed: CUDA provider shadowed: onnxruntime 1.32.0 ")
+
+
+def _fake_torch(monkeypatch, devices: int, version: str = "2.13.0+cu124", cuda: str | None = "12.4") -> None:
+    import importlib.util
+    import types
+
+    torch = types.ModuleType("torch")
+    torch.__version__ = version
+    torch.version = types.SimpleNamespace(cuda=cuda)
+    torch.cuda = types.SimpleNamespace(is_available=lambda: devices > 0, device_count=lambda: devices)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name in (
+        "torch", "sentence_transformers") else real_find_spec(name, *a))
+
+
+def test_sentence_transformers_device_follows_torch(monkeypatch):
+    _fake_torch(monkeypatch, devices=2)
+    st = ev.SentenceTransformersBackend
+    assert [st.resolve_device(d) for d in ("auto", "cpu", "cuda:0", "cuda:1")] == ["cuda:0", "cpu", "cuda:0", "cuda:1"]
+    with pytest.raises(ev._DeviceUnavailable, match=r"^cuda:2 not available: torch sees only 2 CUDA device\(s\), "
+                                                    r"cuda:0 to cuda:1; for sentence-transformers on CUDA"):
+        st.resolve_device("cuda:2")
+
+
+def test_sentence_transformers_on_a_cpu_torch(monkeypatch):
+    _fake_torch(monkeypatch, devices=0, version="2.13.0+cpu", cuda=None)
+    st = ev.SentenceTransformersBackend
+    assert st.resolve_device("auto") == "cpu"
+    with pytest.raises(ev._DeviceUnavailable, match=r"^cuda:0 not available: torch sees no CUDA device \(torch "
+                                                    r"2\.13\.0\+cpu, CUDA build: no, a CPU build\)"):
+        st.resolve_device("cuda:0")
+
+
+def test_cuda_without_any_cuda_is_an_error_naming_both_installs(minilm_dir, monkeypatch, capsys, cache_home,
+                                                                tmp_path):
+    _fake_onnxruntime(monkeypatch, {"onnxruntime": "1.32.0"}, None)
+    monkeypatch.setattr(ev.EmbeddingDevice, "for_torch", staticmethod(lambda requested: (_ for _ in ()).throw(
+        ev._DeviceUnavailable("no CUDA: sentence-transformers or torch is not installed"))))
+    with pytest.raises(ev.EmbeddingDeviceUnavailable) as failed:
+        load_embedder(str(minilm_dir), cache_dir=None, progress=False, device="cuda:0")
+    assert str(failed.value).startswith("--embedding-device cuda:0 cannot be used (fastembed: no CUDA: onnxruntime-gpu "
+                                        "is not installed")
+    assert "; sentence-transformers: no CUDA: sentence-transformers or torch is not installed)" in str(failed.value)
+    # the CLI: exit 2 with that one line, whether or not --require-embeddings is given
+    report = tmp_path / "r.json"
+    code, _, err = _run(["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--gold",
+                         str(ROOT / "gold" / "gold.jsonl"), "--embedding-model", str(minilm_dir),
+                         "--embedding-device", "cuda", "--quiet", "--report", str(report)], capsys)
+    assert code == 2 and not report.exists()
+    assert err.startswith("error: --embedding-device cuda:0 cannot be used (fastembed: no CUDA")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_device_word_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        ev.main(["--pred", str(ROOT / "predictions" / "finetuned.jsonl"), "--embedding-device", "gpu"])
+    assert exited.value.code == 2
+    assert "--embedding-device: expected auto, cpu, cuda or cuda:N (N a CUDA device number), found 'gpu'" in (
+        capsys.readouterr().err)
+
+
+def _fake_fastembed_cuda(monkeypatch) -> None:
+    """fastembed "on CUDA" for a machine without one: the device resolves to cuda:0 and the
+    session is checked as if CUDA ran, but onnxruntime gets the CPU provider (real vectors)."""
+    monkeypatch.setattr(ev.FastembedBackend, "resolve_device",
+                        staticmethod(lambda requested: "cpu" if requested == "cpu" else (
+                            "cuda:0" if requested == "auto" else requested)))
+    monkeypatch.setattr(ev.FastembedBackend, "providers", staticmethod(lambda device: ["CPUExecutionProvider"]))
+    monkeypatch.setattr(ev.FastembedBackend, "check_device", staticmethod(lambda te, device: None))
+
+
+def test_cache_never_mixes_vectors_of_two_devices(minilm_dir, tmp_path, monkeypatch):
+    texts = ["subject", "predicate", "object"]
+    cpu = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cpu")
+    assert cpu.device == "cpu" and cpu._cache_key == f"fastembed|{cpu.model_id}"   # the key of every old cache
+    cpu.embed(texts)
+    cpu.close()
+    _fake_fastembed_cuda(monkeypatch)
+    gpu = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cuda")
+    assert (gpu.device, gpu._cache_key, gpu.batch_size, gpu.char_budget) == (
+        "cuda:0", f"fastembed|{cpu.model_id}|cuda", 512, 65_536)
+    gpu.embed(texts + ["only on the device"])
+    assert (gpu.stats.cache_hits, gpu.stats.embedded) == (0, 4)   # the CPU rows are not read
+    gpu.close()
+    with sqlite3.connect(tmp_path / EmbeddingCache.FILENAME) as conn:
+        keys = dict(conn.execute("SELECT model, COUNT(*) FROM emb GROUP BY model").fetchall())
+    assert keys == {f"fastembed|{cpu.model_id}": 3, f"fastembed|{cpu.model_id}|cuda": 4}
+    again = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cpu")
+    again.embed(texts + ["only on the device"])
+    assert (again.stats.cache_hits, again.stats.embedded) == (3, 1)   # its own 3, not the device's row
+    again.close()
+    # a second device run is identified from the cache: device, batch size and no model load
+    warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cuda:0")
+    assert (warm.device, warm.stats.model_loads, warm.batch_size) == ("cuda:0", 0, 512)
+    warm.embed(texts)
+    assert (warm.stats.cache_hits, warm.stats.model_loads) == (3, 0)
+    warm.close()
+    explicit = load_embedder(str(minilm_dir), cache_dir=None, progress=False, device="cuda", batch_size=7)
+    assert explicit.batch_size == 7   # an explicit batch size wins over the device's
+    explicit.close()
+
+
+def test_auto_falls_back_to_the_cpu_when_cuda_does_not_start(tmp_path, monkeypatch, caplog):
+    loads: list[str] = []
+
+    class Gpu(ev.EmbeddingBackend):
+        name = "fastembed"
+
+        def encode(self, texts):
+            return np.stack([_unit(8, sum(map(ord, t))) for t in texts])
+
+        @staticmethod
+        def resolve_device(requested):
+            return "cuda:0" if requested != "cpu" else "cpu"
+
+        @staticmethod
+        def load(model, model_cache, device="cpu"):
+            loads.append(device)
+            if device != "cpu":
+                raise ev._DeviceUnavailable("onnxruntime could not start CUDAExecutionProvider on cuda:0")
+            return Gpu(None, tmp_path, device), f"{model}@0123"
+
+    monkeypatch.setattr(ev, "_EMBEDDING_BACKENDS", (Gpu,))
+    with caplog.at_level("WARNING", logger="kg-triplet-eval"):
+        emb = load_embedder("m", cache_dir=None, progress=False)
+    assert (loads, emb.device, emb.batch_size) == (["cuda:0", "cpu"], "cpu", 128)
+    assert "note: fastembed: onnxruntime could not start CUDAExecutionProvider on cuda:0; embedding on the CPU" in (
+        caplog.text)
+    loads.clear()
+    with pytest.raises(ev.EmbeddingDeviceUnavailable, match=r"^--embedding-device cuda:0 cannot be used \(fastembed: "
+                                                             r"onnxruntime could not start"):
+        load_embedder("m", cache_dir=None, progress=False, device="cuda:0")
+    assert loads == ["cuda:0"]   # asked for explicitly: no CPU run
+
+
+def test_device_is_recorded_only_off_the_cpu(minilm_dir, tmp_path, monkeypatch, capsys, cache_home):
+    """A (faked) CUDA run: the config and signature name the device, every number equals the CPU
+    run's (the same provider computes both here); the CPU run's config has no device at all."""
+    combined = _parity_combined()
+    cpu_report, gpu_report = tmp_path / "cpu.json", tmp_path / "gpu.json"
+    args = ["--pred", str(combined), "--embedding-model", str(minilm_dir), "--require-embeddings", "--quiet",
+            "--limit", "40"]
+    assert _run(args + ["--report", str(cpu_report)], capsys)[0] == 0
+    _fake_fastembed_cuda(monkeypatch)
+    assert _run(args + ["--embedding-device", "cuda", "--report", str(gpu_report)], capsys)[0] == 0
+    cpu, gpu = json.loads(cpu_report.read_text()), json.loads(gpu_report.read_text())
+    assert "device" not in cpu["summary"]["config"]["similarity"]
+    assert gpu["summary"]["config"]["similarity"]["device"] == "cuda"
+    assert "onnxruntime-gpu" in gpu["summary"]["config"]["versions"]
+    assert "onnxruntime-gpu" not in cpu["summary"]["config"]["versions"]
+    assert "|sim.device:cuda|" in gpu["summary"]["signature"] and "device" not in cpu["summary"]["signature"]
+    for report in (cpu, gpu):
+        del report["summary"]["config"], report["summary"]["signature"]
+    assert gpu == cpu   # every number and row
+
+
+def test_device_agreement_counts_the_pairs_that_may_flip():
+    # thresholds 0.80 and 0.50, tolerance 0.002:
+    #   0.8005 is near 0.80 (|0.8005 - 0.80| = 0.0005) and flips (0.7995 < 0.80);
+    #   0.4990 is near 0.50 and keeps its decision (0.4985 < 0.50 as before): near, not flipped;
+    #   0.9000 -> 0.9010 and 0.1000 -> 0.0990 are far from both: same decisions;
+    #   0.6000 -> 0.6015 is far and moves 0.0015 <= 0.002: same decision.
+    ref = np.array([[0.8005, 0.4990], [0.9000, 0.1000], [0.6000, 0.0]])
+    dev = np.array([[0.7995, 0.4985], [0.9010, 0.0990], [0.6015, 0.0]])
+    got = Device.agreement(ref, dev, (0.80, 0.50))
+    assert got == {"pairs": 6, "max_difference": pytest.approx(0.0015), "near": 2, "flipped": 1,
+                   "other_flips": 0, "agree": True}
+    # a far pair whose decision changes (0.70 -> 0.81: moved 0.11) breaks the agreement
+    bad = Device.agreement(np.array([0.70]), np.array([0.81]), (0.80,))
+    assert (bad["other_flips"], bad["agree"], bad["max_difference"]) == (1, False, pytest.approx(0.11))
+    with pytest.raises(ValueError, match="shapes differ"):
+        Device.agreement(np.zeros((2, 2)), np.zeros((2, 3)), (0.8,))
+
+
+def test_device_agreement_on_cpu_and_noisy_cpu_similarities(embedder):
+    """Real MiniLM similarities against the same plus noise of at most the tolerance: only pairs
+    within the tolerance of a threshold may change their decision, every other one is equal."""
+    texts = ["Albert Einstein", "Einstein", "Ulm", "Germany", "physicist", "theoretical physicist",
+             "Paris", "France", "capital of France", "born in", "place of birth", "river", "Danube"]
+    vecs = embedder.embed(texts)
+    ref = cosine_similarity_matrix(vecs, vecs).astype(np.float64)
+    rng = np.random.default_rng(0)
+    noisy = ref + rng.uniform(-Device.TOLERANCE, Device.TOLERANCE, ref.shape)
+    noisy[0, 0] = ref[0, 0]
+    got = Device.agreement(ref, noisy, (ev.DEFAULT_SIM_THRESHOLD, ev.DEFAULT_ALIGN_ACCEPT))
+    gates = np.array([ev.DEFAULT_SIM_THRESHOLD, ev.DEFAULT_ALIGN_ACCEPT])[:, None, None]
+    near = np.any(np.abs(ref[None] - gates) <= Device.TOLERANCE, axis=0)
+    assert got["pairs"] == 169 and got["near"] == int(near.sum())
+    assert got["other_flips"] == 0 and got["agree"] and got["max_difference"] <= Device.TOLERANCE
+    assert got["flipped"] <= got["near"]
+
+
+def test_auto_keeps_the_model_record_key_of_earlier_caches(minilm_dir, tmp_path):
+    # the record that lets a warm run skip the model load: an auto run (the default) writes and
+    # reads it under the key of every cache written before --embedding-device, with its device
+    load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False).close()
+    load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False, device="cpu").close()
+    with sqlite3.connect(tmp_path / EmbeddingCache.FILENAME) as conn:
+        records = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'model|%'").fetchall())
+    assert sorted(records) == [f"model|{minilm_dir}|", f"model|{minilm_dir}||cpu"]
+    assert {json.loads(v)["device"] for v in records.values()} == {"cpu"}
+    warm = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert (warm.stats.model_loads, warm.device) == (0, "cpu")
+    warm.close()
+    # a record written before the option has no device: it is of the CPU, and still identifies
+    old_record = {k: v for k, v in json.loads(records[f"model|{minilm_dir}|"]).items() if k != "device"}
+    with sqlite3.connect(tmp_path / EmbeddingCache.FILENAME) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key=?", (json.dumps(old_record), f"model|{minilm_dir}|"))
+    old = load_embedder(str(minilm_dir), cache_dir=tmp_path, progress=False)
+    assert (old.stats.model_loads, old.device) == (0, "cpu")
+    old.close()
