@@ -9789,7 +9789,12 @@ def _merge_parts(paths: Sequence[Path], whole: set[Path]) -> dict[str, Any]:
     for path in paths:
         try:
             parts.append((path, read_part(path, whole=path in whole)))
-        except (OSError, ValueError) as exc:
+        except FileNotFoundError:
+            raise InputError(f"--merge {path}: no such file (a part of the run: its shard may not have "
+                             f"finished)") from None
+        except OSError as exc:
+            raise InputError(f"--merge {path}: cannot read the partial report: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise InputError(f"--merge {path}: cannot read the partial report: {exc}") from None
     parts = check_shard_parts(parts)
     block = parts[0][1]["shard"]

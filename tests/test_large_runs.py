@@ -251,6 +251,9 @@ def test_merge_refuses_missing_repeated_and_foreign_parts_naming_them(tmp_path, 
     old_part = tmp_path / "old.shard-2-of-3.json"
     old_part.write_text(json.dumps(old), encoding="utf-8")
     assert f"--merge {old_part}: written by kg-triplet-eval 0.0.1" in _refused(tmp_path, capsys, p1, old_part, p3)
+    absent = tmp_path / "run.shard-2-of-3.absent.json"
+    err = _refused(tmp_path, capsys, p1, absent, p3)
+    assert f"--merge {absent}: no such file (a part of the run" in err and "Errno" not in err
 
 
 def test_shard_and_merge_default_paths_and_contradictions(tmp_path, monkeypatch, capsys):
