@@ -25,7 +25,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
     2. Inputs                   InputError, GoldRecord, Prediction, Entry; read_jsonl
                                 (JsonlReader); INPUT_READERS (RecordReader, JsonlInput,
                                 WebNLGReader); load_inputs -> LoadedInputs (FieldNames,
-                                LineStore, IdColumn, EntryTable); files as read
+                                LineStore, IdColumn, EntryTable); files as read;
+                                audit_entries -> AuditEntry (AuditInputs, Audit:
+                                a report's entries read again)
     3. Metric families          MetricFamily (the protocol), merge_additive, ExactSum,
                                 HeadlineSums; HgrFamily, StrictFamily,
                                 PerRelationFamily, CalibrationFamily, SweepFamily,
@@ -49,8 +51,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 format_slices, slice_tables (ontology_slices:
                                 directory mode's per-ontology tables),
                                 write_json_atomic,
-                                write_plots; config_signature, report_signature,
-                                sign_report
+                                write_plots; example_selections, examples_markdown
+                                (Examples), write_examples (--examples);
+                                config_signature, report_signature, sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
                                 SentenceTransformersBackend), EmbeddingDevice
                                 (--embedding-device), EmbeddingCache,
@@ -3636,6 +3639,15 @@ class FieldNames(NamedTuple):
     def accepted(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.parsed + self.raw))
 
+    @classmethod
+    def of_run(cls, pred_field: str | None, *, combined: bool) -> "FieldNames":
+        """The prediction fields a run reads: ``--pred-field NAME``'s, else those of a
+        combined file (:data:`COMBINED_PRED_FIELDS`) or of a predictions file
+        (:data:`PRED_FIELDS`)."""
+        if pred_field is not None:
+            return cls.user(pred_field)
+        return COMBINED_PRED_FIELDS if combined else PRED_FIELDS
+
 
 #: The prediction fields of a predictions file and of a combined file (whose
 #: ``triplets``/``triples`` are gold).
@@ -5089,8 +5101,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     _phase("reading")
     log = LoadedInputs()
     gold_file = gold_path or pred_path
-    fields = (FieldNames.user(pred_field) if pred_field is not None
-              else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
+    fields = FieldNames.of_run(pred_field, combined=gold_path is None)
     options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field)
     gold, preds = _read_inputs(gold_file, None if gold_path is None else pred_path, options, log, map_ranges)
     kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file,
@@ -5317,6 +5328,387 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder.parent) from None
     return target
+
+
+# --------------------------------------------------------------------------------------
+# Audit: a finished report's entries, their input lines read again (--examples, --html)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class AuditEntry:
+    """One entry of one system as a person audits it: the per-entry row of a finished
+    report (:func:`score_entries`) with what the row lacks, read again from the input
+    lines it names (:class:`AuditInputs`): the prompt and the gold and predicted items,
+    each with its error class (:class:`ErrorsFamily`) and, for a predicted item that is no
+    match, the reason in plain words.
+
+    ``gold``: one dict per gold item (index, source, source_type, relation, target,
+    target_type, weight: as written, None where absent or the profile has none; ``valid``;
+    ``class``: an :data:`ERROR_GOLD_CLASSES` name, None for an invalid item or when the
+    class is not known; ``in_prompt``; ``reason``: "" for a found triplet). ``pred``: one
+    dict per predicted item of the answer as Stage 0 parses it (the same keys; ``class``:
+    an :data:`ERROR_PRED_CLASSES` name; ``flags``: of :data:`ERROR_PRED_FLAGS`;
+    ``reason``: "" for a match). ``pairs``, ``metrics`` and the rest are the row's.
+    :meth:`as_json` is the stable JSON shape (the HTML page embeds it).
+    """
+
+    id: str | None
+    gold_line: int | None
+    pred_line: int | None
+    parse_status: str
+    parse_reason: str
+    composite: float | None
+    metrics: dict[str, Any]
+    prompt: str
+    gold: list[dict[str, Any]]
+    pred: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+    slices: dict[str, Any] | None = None
+
+    @staticmethod
+    def key_of(row: Mapping[str, Any]) -> str:
+        """The key that names an entry (a per-entry row) in the lists of examples and on
+        the HTML page: its id, or ``line N`` (its gold line) for an entry without one."""
+        rid = row.get("id")
+        return f"line {row.get('gold_line')}" if rid is None else str(rid)
+
+    @property
+    def key(self) -> str:
+        """:meth:`key_of` of this entry."""
+        return self.key_of({"id": self.id, "gold_line": self.gold_line})
+
+    def as_json(self) -> dict[str, Any]:
+        """The entry as a JSON object, keys in this order (``slices`` only when the run
+        had ``--slice-by``)."""
+        out = {"id": self.id, "gold_line": self.gold_line, "pred_line": self.pred_line,
+               "parse_status": self.parse_status, "parse_reason": self.parse_reason, "composite": self.composite,
+               "metrics": self.metrics, "prompt": self.prompt, "gold": self.gold, "pred": self.pred,
+               "pairs": self.pairs}
+        if self.slices is not None:
+            out["slices"] = self.slices
+        return out
+
+
+class AuditInputs:
+    """The input files of one system's finished report, to be read again for an audit
+    (:func:`audit_entries`): where they are, how the run read them, and the checks that
+    they are still the files that were scored.
+
+    :meth:`of_report` takes the paths the report records (``summary.inputs``; a run may
+    give its own, e.g. a spooled stream's copy) and refuses, with an :class:`InputError`
+    naming the system and the path: a directory (Text2KGBench) run, an input read from a
+    stream (no path to read again), a path that no longer exists, a file whose SHA-256
+    differs from the recorded one (changed since it was scored). :meth:`read` then reads
+    the lines the rows name and refuses a line whose id is not the row's, or whose answer
+    now parses to another status or item count than the row records (naming file and line).
+    """
+
+    def __init__(self, name: str, summary: Mapping[str, Any], pred_path: Path, gold_path: Path | None) -> None:
+        config = summary.get("config") or {}
+        self.name, self.pred_path, self.gold_path = name, pred_path, gold_path
+        self.reparse = bool(config.get("reparse"))
+        self.gold_field = config.get("gold_field")
+        self.fields = FieldNames.of_run(config.get("pred_field"), combined=gold_path is None)
+        self.profile = summary.get("schema_profile") or "hgr"
+        self.vocabulary = (summary.get("relation_vocabulary") or {}).get("description") or "the vocabulary"
+        #: Records paired by line order: a prediction line's id need not be the gold line's.
+        self.by_order = any(n.get("kind") == "join_by_line_order" for n in summary.get("notices") or ()
+                            if isinstance(n, Mapping))
+
+    @classmethod
+    def of_report(cls, report: Mapping[str, Any], name: str, *, pred_path: Path | None = None,
+                  gold_path: Path | None = None) -> "AuditInputs":
+        """The inputs of ``report`` (one system's: ``summary`` and ``per_entry``), named
+        ``name`` in messages; ``pred_path`` / ``gold_path`` replace the recorded paths (a
+        run's own files). Raises :class:`InputError` as the class docstring says."""
+        summary = report.get("summary") or {}
+        inputs = summary.get("inputs") or {}
+        if any(isinstance(row, Mapping) and "ontology" in row for row in report.get("per_entry") or ()):
+            raise InputError(f"system {name}: a Text2KGBench directory run's entries cannot be audited "
+                             "(--examples/--html read one gold and one predictions file): score an ontology's "
+                             "files on their own")
+        paths = [cls._checked(name, what, inputs.get(what), given)
+                 for what, given in (("pred", pred_path), ("gold", gold_path))]
+        return cls(name, summary, paths[0], paths[1])  # type: ignore[arg-type]
+
+    @staticmethod
+    def _checked(name: str, what: str, info: Any, given: Path | None) -> Path | None:
+        """The path of input ``what`` ("pred"/"gold"), checked against its record ``info``
+        (None: no such input, a combined file's gold)."""
+        label = "predictions" if what == "pred" else "gold"
+        if info is None and what == "gold":
+            return None
+        if not isinstance(info, Mapping) or not info.get("sha256"):
+            raise InputError(f"system {name}: the report records no {label} file (written by another version?); "
+                             "score the files again to audit its entries")
+        if given is None and not info.get("path"):
+            raise InputError(f"system {name}: its {label} were read from a stream ({info.get('name')}), which "
+                             "cannot be read again: score a file to audit its entries")
+        path = given or Path(info["path"])
+        if path.is_dir():
+            raise InputError(f"system {name}: {path}: a directory (Text2KGBench directory mode): its entries "
+                             "cannot be audited")
+        if not path.is_file():
+            raise InputError(f"system {name}: {path}: the {label} file the report records no longer exists; "
+                             "the entries cannot be read again")
+        if _sha256_file(path) != info["sha256"]:
+            raise InputError(f"system {name}: {path}: the {label} file changed since it was scored (SHA-256 "
+                             f"{_sha256_file(path)[:12]}..., the report records {info['sha256'][:12]}...): "
+                             "score it again to audit its entries")
+        return path
+
+    def read(self, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[int, GoldRecord], dict[int, Prediction]]:
+        """The gold record of each row's ``gold_line`` and the prediction of each row's
+        ``pred_line`` (by line number), each file read once, keeping only those lines;
+        checked against the rows (see the class docstring)."""
+        gold_file = self.gold_path or self.pred_path
+        want_gold = {row["gold_line"] for row in rows}
+        want_pred = {row["pred_line"] for row in rows if row.get("pred_line") is not None}
+        gold_lines = self._lines(gold_file, want_gold | (want_pred if self.gold_path is None else set()))
+        pred_lines = gold_lines if self.gold_path is None else self._lines(self.pred_path, want_pred)
+        golds: dict[int, GoldRecord] = {}
+        preds: dict[int, Prediction] = {}
+        for row in rows:
+            g, p = row["gold_line"], row.get("pred_line")
+            where = f"{gold_file}: line {g}"
+            if g not in gold_lines or gold_lines[g].error:
+                raise InputError(f"{where}: no gold record on this line, but the report's entry {row.get('id')!r} "
+                                 "was read from it")
+            gold = golds[g] = gold_from_record(gold_lines[g].value, g, where, self.gold_field)
+            self._same_id(gold.id, row, where, "gold")
+            if p is not None:
+                preds[p] = self._prediction(pred_lines.get(p), p, row)
+        return golds, preds
+
+    @staticmethod
+    def _lines(path: Path, wanted: set[int]) -> dict[int, JsonlLine]:
+        """The records of ``path`` at the line numbers ``wanted`` (:func:`read_records`)."""
+        out: dict[int, JsonlLine] = {}
+        for record in read_records(path):
+            if record.line_no in wanted:
+                out[record.line_no] = record
+                if len(out) == len(wanted):
+                    break
+        return out
+
+    def _prediction(self, record: JsonlLine | None, line: int, row: Mapping[str, Any]) -> Prediction:
+        """The prediction of line ``line`` as the run parsed it, checked against ``row``."""
+        where = f"{self.pred_path}: line {line}"
+        if record is None:
+            raise InputError(f"{where}: no such line, but the report's entry {row.get('id')!r} was read from it")
+        if record.error:
+            pred = Prediction(None, None, "unparseable", record.error, line)
+        else:
+            pred = prediction_from_record(record.value, line, combined=self.gold_path is None,
+                                          reparse=self.reparse, fields=self.fields)
+            if not self.by_order:
+                self._same_id(pred.id, row, where, "prediction")
+        n_items = len(pred.items or ())
+        recorded = (row.get("metrics") or {}).get("n_pred_raw_items", n_items)
+        if pred.status != row.get("parse_status") or n_items != recorded:
+            raise InputError(f"{where}: its answer parses as {pred.status} with {n_items} item(s) now, the report "
+                             f"records {row.get('parse_status')} with {recorded} (another version of the parser?): "
+                             "score it again to audit its entries")
+        return pred
+
+    @staticmethod
+    def _same_id(found: str | None, row: Mapping[str, Any], where: str, what: str) -> None:
+        if found is not None and row.get("id") is not None and found != row["id"]:
+            raise InputError(f"{where}: the {what} line's id is {found!r}, the report's entry read from it is "
+                             f"{row['id']!r}: the file is not the one that was scored")
+
+
+class Audit:
+    """The parts of :func:`audit_entries` (a namespace): the items of one entry as shown
+    (fields as written), their classes and flags (the row's ``stats.errors.items``, else
+    what the row's pairs decide: :meth:`ErrorsFamily.row_classes`), and the plain-words
+    reasons."""
+
+    @staticmethod
+    def shown(value: Any) -> Any:
+        """A field as shown: strings and numbers as they are, None for absent, any other
+        JSON value as its compact JSON text."""
+        if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return value
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def fields(item: Any, profile: str) -> dict[str, Any]:
+        """source, source_type, relation, target, target_type, weight of one item as
+        written (an invalid item: whatever of them it has, read as a flat triplet
+        (:func:`flat_fields`) when it has none of the typed keys, else shown whole as its
+        source; the flat profile has no types and no weight)."""
+        out = dict.fromkeys(("source", "source_type", "relation", "target", "target_type", "weight"))
+        typed = isinstance(item, Mapping) and not {"source", "relation", "target"}.isdisjoint(item)
+        if profile != "hgr" or not typed:
+            flat = flat_fields(item)
+            if flat is not None:
+                out["source"], out["relation"], out["target"] = map(Audit.shown, flat)
+            elif item is not None:
+                out["source"] = Audit.shown(item)
+            return out
+        for side in ("source", "target"):
+            value = item.get(side)
+            if isinstance(value, Mapping):
+                out[side], out[side + "_type"] = Audit.shown(value.get("title")), Audit.shown(value.get("type"))
+            else:
+                out[side] = Audit.shown(value)
+        relation = item.get("relation")
+        if isinstance(relation, Mapping):
+            out["relation"], out["weight"] = Audit.shown(relation.get("type")), Audit.shown(relation.get("weight"))
+        else:
+            out["relation"] = Audit.shown(relation)
+        return out
+
+    @staticmethod
+    def classes(row: Mapping[str, Any], n_gold_items: int) -> tuple[list[str | None], list[str | None],
+                                                                    dict[str, set[int]]]:
+        """(predicted classes, gold classes, flag -> item indices) of a row: its errors
+        record's ``items`` when the run had the errors family, else the classes that the
+        row's pairs and unmatched predictions decide (the gold ones left unpaired: None)."""
+        items = ((row.get("stats") or {}).get("errors") or {}).get("items")
+        if isinstance(items, Mapping):
+            flags = {name: set(items.get(name) or ()) for name in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}
+            return list(items.get("pred") or ()), list(items.get("gold") or ()), flags
+        n_items = (row.get("metrics") or {}).get("n_pred_raw_items", 0)
+        pred, gold = ErrorsFamily.row_classes(row.get("pairs") or (), row.get("unmatched_predictions") or (),
+                                              n_items, n_gold_items)
+        return list(pred), gold, {}
+
+    @staticmethod
+    def unknown_title(pred: Triplet, gold_titles: Collection[str], prompt: PromptContext) -> str:
+        """The raw title of the first endpoint of an ungrounded prediction that is neither a
+        gold title nor grounded in the prompt (Stage 5: :func:`final_hallucination_check`)."""
+        for title, raw in ((pred.source, pred.source_raw), (pred.target, pred.target_raw)):
+            if title not in gold_titles and not (title and is_grounded(title, prompt)):
+                return raw
+        return pred.source_raw
+
+    @staticmethod
+    def pred_reason(cls: str | None, triplet: Triplet | None, paired: Triplet | None, invalid: str | None,
+                    known: tuple[Collection[str], PromptContext], vocabulary: str) -> str:
+        """Why a predicted item of class ``cls`` is no match, in plain words ("" for a
+        match): ``triplet`` the item (None when invalid), ``paired`` the gold triplet of
+        its accepted pair, ``invalid`` the row's schema reason, ``known`` (the entry's gold
+        titles, its prompt) for an ungrounded item, ``vocabulary`` the vocabulary's
+        description."""
+        if triplet is None:
+            return invalid or "schema-invalid"
+        if cls == "self_loop":
+            return f"source and target are the same entity `{triplet.source_raw}`: a self-loop, removed before matching"
+        if paired is not None and cls in ("wrong_relation", "wrong_source", "wrong_target"):
+            part = cls.partition("_")[2]
+            mine, theirs = getattr(triplet, part + "_raw"), getattr(paired, part + "_raw")
+            why = "the entities match" if part == "relation" else "field similarity 0"
+            return f"{part} `{mine}` does not match gold `{theirs}` ({why})"
+        if cls == "hallucinated_relation":
+            return f"relation `{triplet.relation}` is not in the vocabulary ({vocabulary})"
+        if cls == "novel_grounded":
+            return ("not in the gold, but both entities are gold titles or grounded in the prompt (costs "
+                    "precision; not a hard hallucination)")
+        if cls == "ungrounded":
+            return f"entity `{Audit.unknown_title(triplet, *known)}` is in neither the gold nor the prompt"
+        return ""
+
+    #: The reasons of the unpaired gold classes (a paired one names its prediction's field).
+    GOLD_REASONS = {
+        "entities_predicted": "no prediction pairs with it, though both its entities appear in the valid predictions "
+                              "(self-loops aside)",
+        "one_entity_predicted": "no prediction pairs with it; only one of its entities appears in the valid "
+                                "predictions (self-loops aside)",
+        "entities_absent": "no prediction pairs with it; neither of its entities appears in the valid "
+                           "predictions (self-loops aside)",
+    }
+
+    @staticmethod
+    def gold_reason(cls: str | None, pair: Mapping[str, Any] | None, invalid: str | None,
+                    paired: Triplet | None) -> str:
+        """Why a gold item of class ``cls`` is not found ("" when it is): ``pair`` its
+        accepted pair (row), ``paired`` that pair's prediction, ``invalid`` the row's
+        schema reason of an invalid gold item."""
+        if invalid is not None:
+            return invalid
+        if pair is not None and cls != "found" and paired is not None:
+            part = {"wrong_relation": "relation", "wrong_source": "source"}.get(cls or "", "target")
+            return (f"paired with predicted item {pair['pred_index']}, whose {part} `{getattr(paired, part + '_raw')}` "
+                    "does not match")
+        if pair is None:
+            return Audit.GOLD_REASONS.get(cls or "", "no prediction pairs with it")
+        return ""
+
+    @staticmethod
+    def flag_reasons(flags: Iterable[str]) -> str:
+        """The flags of a predicted item in words, "; "-separated."""
+        words = {"reversed": "reversed: its source and target are swapped against a gold triplet",
+                 "duplicate": "duplicate: repeats an earlier item (same normalised source, relation and target)"}
+        return "; ".join(words[f] for f in flags)
+
+    @staticmethod
+    def side(items: Sequence[Any], profile: str, reasons: Sequence[str]) -> tuple[dict[int, Triplet], dict[int, str]]:
+        """(item index -> :class:`Triplet` of each valid item, item index -> the row's
+        reason of each invalid one) of an answer (Stages 1 and 2)."""
+        schema = validate_schema(items, profile)
+        triplets = dict(zip(schema.positions, normalize_triplets(schema.items, profile)))
+        return triplets, dict(zip((k for k, _ in schema.invalid), reasons))
+
+    @staticmethod
+    def entry(row: Mapping[str, Any], gold: GoldRecord, pred: Prediction | None, inputs: AuditInputs) -> AuditEntry:
+        """The :class:`AuditEntry` of one row, from its gold record and prediction."""
+        profile, items = inputs.profile, (pred.items if pred is not None else None) or []
+        gold_of, gold_bad = Audit.side(gold.items, profile, row.get("invalid_gold_items") or ())
+        pred_of, pred_bad = Audit.side(items, profile, row.get("invalid_items") or ())
+        pred_cls, gold_cls, flags = Audit.classes(row, len(gold.items))
+        pairs = list(row.get("pairs") or ())
+        by_pred = {p["pred_index"]: p for p in pairs}
+        by_gold = {p["gold_index"]: p for p in pairs}
+        context = PromptContext.from_prompt(gold.prompt)
+        known = ({t for g in gold_of.values() for t in (g.source, g.target)}, context)
+        gold_rows = []
+        for k, item in enumerate(gold.items):
+            cls, triplet, pair = (gold_cls[k] if k < len(gold_cls) else None), gold_of.get(k), by_gold.get(k)
+            in_prompt = (k in flags["in_prompt"] if flags else
+                         triplet is not None and is_grounded(triplet.source, context)
+                         and is_grounded(triplet.target, context))
+            gold_rows.append({"index": k, **Audit.fields(item, profile), "valid": triplet is not None, "class": cls,
+                              "in_prompt": in_prompt, "reason": Audit.gold_reason(
+                                  cls, pair, gold_bad.get(k), pred_of.get(pair["pred_index"]) if pair else None)})
+        pred_rows = []
+        for k, item in enumerate(items):
+            cls, triplet = (pred_cls[k] if k < len(pred_cls) else None), pred_of.get(k)
+            pair = by_pred.get(k)
+            marks = [f for f in ERROR_PRED_FLAGS if k in flags.get(f, ())]
+            paired = gold_of.get(pair["gold_index"]) if pair is not None else None
+            reason = "; ".join(filter(None, (Audit.pred_reason(cls, triplet, paired, pred_bad.get(k), known,
+                                                               inputs.vocabulary), Audit.flag_reasons(marks))))
+            pred_rows.append({"index": k, **Audit.fields(item, profile), "valid": triplet is not None, "class": cls,
+                              "flags": marks, "reason": reason})
+        metrics = dict(row.get("metrics") or {})
+        return AuditEntry(row.get("id"), row.get("gold_line"), row.get("pred_line"), row.get("parse_status", ""),
+                          row.get("parse_reason", ""), metrics.get("composite"), metrics, gold.prompt, gold_rows,
+                          pred_rows, pairs, row.get("slices"))
+
+
+def audit_entries(report: Mapping[str, Any], name: str = "system", inputs: AuditInputs | None = None) -> list[AuditEntry]:
+    """The :class:`AuditEntry` of every per-entry row of one system's finished report
+    (``report``: ``summary`` and ``per_entry``, as written or as a comparison's
+    ``systems[name]``), in row order, its input lines read again (``inputs``, default
+    :meth:`AuditInputs.of_report`: the paths the report records) and parsed as the run
+    parsed them (Stage 0, :func:`prediction_from_record` with the run's ``reparse`` and
+    fields; Stages 1-2 for the items' validity).
+
+    Raises:
+        InputError: the report has no per-entry rows (``--summary-only`` or rows in a
+            separate file), or the inputs are not the files that were scored
+            (:class:`AuditInputs`), naming the system, file and line.
+    """
+    rows = report.get("per_entry")
+    if not isinstance(rows, list):
+        raise InputError(f"system {name}: the report has no per-entry rows (written with --summary-only, or its "
+                         "rows are in a separate file): its entries cannot be audited")
+    inputs = inputs or AuditInputs.of_report(report, name)
+    golds, preds = inputs.read(rows)
+    return [Audit.entry(row, golds[row["gold_line"]], preds.get(row["pred_line"]) if row.get("pred_line") is not None
+                        else None, inputs) for row in rows]
 
 
 # ======================================================================================
@@ -8089,6 +8481,7 @@ class ErrorsFamily(MetricFamily):
 
     name = key = "errors"
     default = True
+    added_by = ("examples",)
     tables = (
         ("errors: gold triplets (share of the valid gold)", (
             ("errors.gold.found", "found"), ("errors.gold.wrong_relation", "wrong relation"),
@@ -8100,16 +8493,28 @@ class ErrorsFamily(MetricFamily):
     lower_is_better = frozenset(path for _, columns in tables for path, _ in columns) - {"errors.gold.found"}
     lower_is_better_legend = ("the error shares", "errors: all but gold found")
 
-    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
-        pred: list[str] = ["invalid"] * score.n_items
-        gold: list[str | None] = [None] * (len(score.gold_positions) + len(score.invalid_gold_items))
-        for row in score.pairs:
+    @staticmethod
+    def row_classes(pairs: Sequence[Mapping[str, Any]], unmatched: Sequence[Mapping[str, Any]], n_items: int,
+                    n_gold_items: int) -> tuple[list[str], list[str | None]]:
+        """The classes that an entry's accepted pairs and unmatched predictions decide (a
+        per-entry row's ``pairs`` and ``unmatched_predictions``, or :class:`EntryScore`'s):
+        (one predicted class per item index, ``"invalid"`` for the items in neither; one
+        gold class per gold item index, None where still open: an unmatched or invalid
+        gold triplet). ``n_items``: predicted items; ``n_gold_items``: gold items."""
+        pred: list[str] = ["invalid"] * n_items
+        gold: list[str | None] = [None] * n_gold_items
+        for row in pairs:
             cls = ("match" if row["full_match"] else "wrong_relation" if row["entity_match"]
                    else "wrong_source" if not row["source_sim"] else "wrong_target")
             pred[row["pred_index"]] = cls
             gold[row["gold_index"]] = "found" if cls == "match" else cls
-        for row in score.unmatched_predictions:
+        for row in unmatched:
             pred[row["pred_index"]] = row["class"]
+        return pred, gold
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        pred, gold = self.row_classes(score.pairs, score.unmatched_predictions, score.n_items,
+                                      len(score.gold_positions) + len(score.invalid_gold_items))
         record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
         for cls in pred:
             key = _PRED_KEYS[cls]
@@ -9627,8 +10032,9 @@ def _row_sink(config: RunConfig, n_entries: int) -> Any:
     disk (a :class:`RowSpool`: as JSON lines for ``--per-entry-jsonl``, as the report's
     text from :data:`SPOOL_MIN_ENTRIES` entries on), else None (a list in memory).
     ``--summary-only`` with ``--slice-by`` keeps them as a run without it does: the slices
-    are made from them before they are dropped (:func:`_place_rows`)."""
-    if config.summary_only and not config.slice_by:
+    are made from them before they are dropped (:func:`_place_rows`), and with
+    ``--examples`` the examples (:func:`_emit`)."""
+    if config.summary_only and not config.slice_by and config.examples is None:
         return NoRows()
     if config.per_entry_jsonl is not None:
         return RowSpool(form="lines")
@@ -9676,7 +10082,7 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     without ``--summary-only``); ``--per-entry-jsonl PATH``: the rows written to PATH
     (atomically, row by row) and the report's ``per_entry_jsonl`` naming it (resolved path)
     where ``per_entry`` was."""
-    if config.summary_only:
+    if config.summary_only and config.examples is None:   # --examples: dropped once they are made (_emit)
         if config.slice_by:
             report = _with_slices(config, report)
         del report["per_entry"]
@@ -12574,6 +12980,276 @@ def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) ->
 
 
 # --------------------------------------------------------------------------------------
+# Examples for the write-up (--examples PATH, --examples-per K)
+# --------------------------------------------------------------------------------------
+
+#: How many characters (code points) of a prompt an example shows; a longer prompt is cut
+#: there and ends with "…" and its length, "(N characters)".
+EXAMPLE_PROMPT_CHARS = 600
+#: ``--examples-per`` default: entries in each list of examples.
+DEFAULT_EXAMPLES_PER = 5
+#: Composites (and differences of composites) equal to this many decimals are ties in the
+#: rankings of :func:`example_selections` (broken by entry key), so that the last bits of a
+#: float sum do not order two entries whose composites are the same.
+EXAMPLE_TIE_DECIMALS = 12
+
+
+def _ranking_value(value: float) -> float:
+    return round(value, EXAMPLE_TIE_DECIMALS)
+
+
+def example_selections(systems: Mapping[str, Mapping[str, Any]], k: int,
+                       baseline: str | None = None) -> dict[str, dict[str, list[str]]]:
+    """The entries each list of examples shows, by entry key (:meth:`AuditEntry.key_of`:
+    the id, or ``line N`` for an entry without one): for each system (``systems``: name ->
+    report with ``per_entry`` rows), ``worst``: the ``k`` lowest composites, ascending;
+    ``best``: the ``k`` highest, descending; and with a ``baseline`` among two or more
+    systems, for each other system, ``gains``: the ``k`` largest positive differences
+    ``composite(system) - composite(baseline)`` of the entries both hold (by key),
+    descending, and ``losses``: the ``k`` most negative, ascending. Ties (values equal to
+    :data:`EXAMPLE_TIE_DECIMALS` decimals) go by key, in string order; an entry whose
+    composite is null is in no list; an unchanged entry (difference 0) is neither a gain
+    nor a loss. Fewer entries than ``k`` give shorter lists; ``k`` >= 1 (ValueError)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    scores = {name: Examples.composites(sub) for name, sub in systems.items()}
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, values in scores.items():
+        ranked = [(_ranking_value(v), key) for key, v in values.items()]
+        out[name] = {"worst": [key for _, key in sorted(ranked)[:k]],
+                     "best": [key for _, key in sorted(ranked, key=lambda t: (-t[0], t[1]))[:k]]}
+        if baseline is None or name == baseline or len(systems) < 2:
+            continue
+        base = scores[baseline]
+        deltas = [(_ranking_value(v - base[key]), key) for key, v in values.items() if key in base]
+        out[name]["gains"] = [key for _, key in sorted((t for t in deltas if t[0] > 0),
+                                                       key=lambda t: (-t[0], t[1]))[:k]]
+        out[name]["losses"] = [key for _, key in sorted(t for t in deltas if t[0] < 0)[:k]]
+    return out
+
+
+class Examples:
+    """The parts of :func:`examples_markdown` (a namespace): the systems of a report, their
+    composites, the audit entries the lists need, and the Markdown of one example."""
+
+    #: The lists of examples, in the file's order, with their headings (k > 1, k = 1).
+    LISTS = (("worst", "The {k} worst entries of {name} by composite", "The worst entry of {name} by composite"),
+             ("best", "The {k} best entries of {name} by composite", "The best entry of {name} by composite"),
+             ("gains", "The {k} largest gains of {name} over {baseline}", "The largest gain of {name} over {baseline}"),
+             ("losses", "The {k} largest losses of {name} against {baseline}",
+              "The largest loss of {name} against {baseline}"))
+
+    @staticmethod
+    def composites(report: Mapping[str, Any]) -> dict[str, float]:
+        """Entry key -> composite of a system's rows (the rows with a composite)."""
+        out = {}
+        for row in report.get("per_entry") or ():
+            value = (row.get("metrics") or {}).get("composite")
+            if value is not None:
+                out[AuditEntry.key_of(row)] = value
+        return out
+
+    @staticmethod
+    def systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+        """(system name -> its report, the comparison's baseline or None) of a report: a
+        comparison's systems, or one run's (named by its predictions file); rows kept in a
+        ``--per-entry-jsonl`` file are read from it (:func:`read_rows_file`)."""
+        if "systems" in report:
+            systems = dict(report["systems"])
+        else:
+            name = (report.get("comparison") or {}).get("baseline")
+            if name is None:
+                pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
+                name = system_names([Path(pred.get("name") or "predictions")])[0]
+            systems = {name: report}
+        for name, sub in systems.items():
+            if not isinstance(sub.get("per_entry"), (list, RowSpool)) and "per_entry_jsonl" in sub:
+                systems[name] = {**sub, "per_entry": read_rows_file(Path("."), sub["per_entry_jsonl"])}
+            elif isinstance(sub.get("per_entry"), RowSpool):
+                systems[name] = {**sub, "per_entry": list(sub["per_entry"])}
+        baseline = (report.get("comparison") or {}).get("baseline") if len(systems) > 1 else None
+        return systems, baseline
+
+    @staticmethod
+    def audited(systems: Mapping[str, Mapping[str, Any]], selections: Mapping[str, Mapping[str, list[str]]],
+                baseline: str | None) -> dict[str, dict[str, AuditEntry]]:
+        """System -> entry key -> :class:`AuditEntry` of the entries the lists show (the
+        baseline's too for the gains and losses of the others), their lines read again."""
+        wanted: dict[str, set[str]] = {name: set() for name in systems}
+        for name, lists in selections.items():
+            for kind, keys in lists.items():
+                wanted[name].update(keys)
+                if kind in ("gains", "losses") and baseline is not None:
+                    wanted[baseline].update(keys)
+        out = {}
+        for name, sub in systems.items():
+            rows = [row for row in sub.get("per_entry") or () if AuditEntry.key_of(row) in wanted[name]]
+            out[name] = {e.key: e for e in audit_entries({**sub, "per_entry": rows}, name)}
+        return out
+
+    @staticmethod
+    def escape(text: Any) -> str:
+        """Text for a Markdown heading, paragraph or table cell, shown as written: a line
+        break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
+        an ``_`` that is not inside a word (``based_on`` stays as it is: no emphasis
+        there), and the ``(`` of ``](`` (no link)."""
+        text = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
+        text = re.sub(r"([\\`|*<])", r"\\\1", text)
+        text = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
+        return text.replace("](", "]\\(")
+
+    @staticmethod
+    def prompt(text: str) -> list[str]:
+        """The prompt as a Markdown quote, cut at :data:`EXAMPLE_PROMPT_CHARS` characters."""
+        shown = text if len(text) <= EXAMPLE_PROMPT_CHARS else (
+            text[:EXAMPLE_PROMPT_CHARS].rstrip() + f"… ({len(text)} characters)")
+        lines = [Examples.escape(line) for line in shown.splitlines() if line.strip()]
+        return ["> " + line for line in lines] or ["> (empty prompt)"]
+
+    @staticmethod
+    def triplet(item: Mapping[str, Any] | None) -> str:
+        """``[index] source —relation→ target`` of an item (fields as written; "?" for an
+        absent one), escaped; "" for none."""
+        if item is None:
+            return ""
+        source, relation, target = ("?" if item[f] is None else item[f] for f in ("source", "relation", "target"))
+        return f"[{item['index']}] {Examples.escape(source)} —{Examples.escape(relation)}→ {Examples.escape(target)}"
+
+    @staticmethod
+    def table(entry: AuditEntry) -> list[str]:
+        """Gold and predicted items side by side: each accepted pair on one line, then the
+        unpaired gold triplets, then the unpaired predicted items; each with its class and
+        the reason (the predicted item's, else the gold triplet's)."""
+        paired = [(entry.gold[p["gold_index"]], entry.pred[p["pred_index"]]) for p in entry.pairs]
+        gold_paired = {p["gold_index"] for p in entry.pairs}
+        pred_paired = {p["pred_index"] for p in entry.pairs}
+        lines: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = [
+            *paired, *((g, None) for g in entry.gold if g["index"] not in gold_paired),
+            *((None, p) for p in entry.pred if p["index"] not in pred_paired)]
+        if not lines:
+            return ["(no gold triplets and no predicted items)"]
+        out = ["| gold triplet | gold class | predicted item | predicted class | why |", "|---|---|---|---|---|"]
+        for gold, pred in lines:
+            why = (pred or {}).get("reason") or (gold or {}).get("reason") or ""
+            cells = (Examples.triplet(gold), Examples.escape((gold or {}).get("class") or ""), Examples.triplet(pred),
+                     Examples.escape((pred or {}).get("class") or ""), Examples.escape(why))
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    @staticmethod
+    def facts(entry: AuditEntry) -> str:
+        """One line: parse status and reason, lines, entity and triplet F1, slices."""
+        metrics = entry.metrics
+        parts = [f"parse {entry.parse_status}" + (f" ({entry.parse_reason})" if entry.parse_reason else ""),
+                 f"gold line {entry.gold_line}", "no prediction line" if entry.pred_line is None
+                 else f"prediction line {entry.pred_line}",
+                 f"entity F1 {_fmt(metrics.get('entity_f1'))}", f"triplet F1 {_fmt(metrics.get('triplet_f1'))}"]
+        parts += [f"{key} {slice_label(value)}" for key, value in (entry.slices or {}).items()]
+        return Examples.escape(" · ".join(parts))
+
+    @staticmethod
+    def example(rank: int, entry: AuditEntry, names: tuple[str, str | None], base_value: float | None = None,
+                base_entry: AuditEntry | None = None) -> list[str]:
+        """The Markdown of one example of system ``names[0]``: heading (rank, key,
+        composite; in a comparison the baseline ``names[1]``'s composite ``base_value``
+        and the difference), facts, prompt and table; with ``base_entry`` (a gain or a
+        loss) the baseline's table too, before the system's."""
+        name, baseline = (Examples.escape(n) for n in names)
+        value = "null" if entry.composite is None else f"{entry.composite:.4f}"
+        head = f"#### {rank}. {Examples.escape(entry.key)} · {name} {value}"
+        if base_value is not None and entry.composite is not None:
+            head += f" · {baseline} {base_value:.4f} · difference {entry.composite - base_value:+.4f}"
+        out = [head, "", Examples.facts(entry), "", *Examples.prompt(entry.prompt), ""]
+        if base_entry is None:
+            return out + Examples.table(entry) + [""]
+        return out + [f"**{baseline}**: {Examples.facts(base_entry)}", "", *Examples.table(base_entry), "",
+                      f"**{name}**:", "", *Examples.table(entry), ""]
+
+    @staticmethod
+    def system_lines(name: str, sub: Mapping[str, Any], ranked: int, selections: Mapping[str, list[str]],
+                     deltas: Sequence[float]) -> list[str]:
+        """The heading and first line of a system's part: its files, entries, how many are
+        ranked; in a comparison how many entries gained, lost, stayed the same."""
+        inputs = (sub.get("summary") or {}).get("inputs") or {}
+        files = " vs ".join(f"`{Examples.escape(info.get('name'))}`" for info in (inputs.get("pred"), inputs.get("gold"))
+                            if isinstance(info, Mapping))
+        n = len(sub.get("per_entry") or ())
+        line = f"{files}: {n} entries, {ranked} ranked by composite"
+        if n > ranked:
+            line += f" ({n - ranked} with a null composite: in no list)"
+        if "gains" in selections:
+            gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
+            line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
+        return [f"## {Examples.escape(name)}", "", line + ".", ""]
+
+
+#: The first paragraph of an examples file (:func:`examples_markdown`), and the sentence a
+#: comparison's adds after its second sentence.
+EXAMPLES_INTRO = (
+    "Entries ranked by their composite score (hgr, per entry: SPEC.md section 8), {k} per list; composites equal "
+    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id). An "
+    "unparseable or missing answer has composite 0.0 and ranks among the worst.{comparison} Prompts are cut at "
+    "{chars} characters. Each table puts a gold triplet and the prediction paired with it on one line, then the "
+    "gold triplets no prediction pairs with, then the unpaired predicted items; classes as in README \"Error "
+    "analysis\"; *why* gives the reason of a non-match.")
+EXAMPLES_COMPARISON = (" Gains and losses are composite(system) - composite(baseline {baseline}) on the same entry; an "
+                       "unchanged entry is in neither list.")
+
+
+def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> str:
+    """The ``--examples`` file of a finished report (one run, one run with ``--bootstrap``,
+    or a comparison; rows in the report or its ``--per-entry-jsonl`` file): for each system
+    the lists of :func:`example_selections` (``k`` each), every example with its entry's
+    lines read again (:func:`audit_entries`): key and composite (in a comparison the
+    baseline's and the difference), parse status, prompt (cut at
+    :data:`EXAMPLE_PROMPT_CHARS`), and gold and predicted items side by side with their
+    classes and reasons (:meth:`Examples.table`). Same report and files, same text.
+
+    Raises:
+        InputError: a system without per-entry rows, inputs that cannot be read again or
+            are not the files scored (:class:`AuditInputs`).
+    """
+    systems, baseline = Examples.systems(report)
+    for name, sub in systems.items():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
+    selections = example_selections(systems, k, baseline)
+    audits = Examples.audited(systems, selections, baseline)
+    values = {name: Examples.composites(sub) for name, sub in systems.items()}
+    comparison = EXAMPLES_COMPARISON.format(baseline=Examples.escape(baseline)) if baseline is not None else ""
+    intro = EXAMPLES_INTRO.format(k=k, decimals=EXAMPLE_TIE_DECIMALS, chars=EXAMPLE_PROMPT_CHARS, comparison=comparison)
+    lines = ["# Examples for the write-up", "", intro, ""]
+    for name, sub in systems.items():
+        base = values[baseline] if baseline is not None and name != baseline else {}
+        deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
+        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
+        for kind, title, title_one in Examples.LISTS:
+            if kind not in selections[name]:
+                continue
+            keys = selections[name][kind]
+            lines += ["### " + (title if k > 1 else title_one).format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
+            if not keys:
+                lines += ["(none)", ""]
+            for rank, key in enumerate(keys, 1):
+                both = kind in ("gains", "losses")
+                lines += Examples.example(rank, audits[name][key], (name, baseline), base.get(key),
+                                          audits[baseline][key] if both and baseline is not None else None)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_examples(path: Path, report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> None:
+    """Write :func:`examples_markdown` of ``report`` to ``path`` atomically (UTF-8;
+    :func:`_write_atomic`). Raises InputError as :func:`examples_markdown`, and for a file
+    that cannot be written (naming it)."""
+    text = examples_markdown(report, k)
+    try:
+        _write_atomic(path, [text.encode("utf-8")])
+    except OSError as exc:
+        raise InputError(f"--examples {path}: cannot write: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------------------
 # The signature
 # --------------------------------------------------------------------------------------
 
@@ -14491,7 +15167,7 @@ def _add_large_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_slice_options(p: argparse.ArgumentParser) -> None:
-    """The "error analysis" options: --slice-by and --max-slices."""
+    """The "error analysis" options: --slice-by, --max-slices, --examples and --examples-per."""
     group = p.add_argument_group("error analysis (README \"Error analysis\")")
     group.add_argument("--slice-by", action="append", metavar="KEY", dest="slice_by",
                        help="report every headline metric per slice of the entries (repeatable): KEY is a field "
@@ -14499,6 +15175,15 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                             f"(missing)) or a built-in with fixed bins: {', '.join(SLICE_BUILTINS)}")
     group.add_argument("--max-slices", type=_positive_int, metavar="N",
                        help=f"allow more than {MAX_SLICES} distinct values of a --slice-by key")
+    group.add_argument("--examples", type=Path, metavar="PATH",
+                       help="write examples for the write-up to PATH (Markdown): each system's worst and best entries "
+                            "by composite and, in a comparison, the largest gains and losses against the baseline, "
+                            "with the prompt (cut at {0} characters) and the gold and predicted triplets side by side "
+                            "with their classes; the inputs are read again from the paths the report records, so "
+                            "they must still be those files (not a stream; not directory mode); written with "
+                            "--no-report and --summary-only too".format(EXAMPLE_PROMPT_CHARS))
+    group.add_argument("--examples-per", type=_positive_int, metavar="K", dest="examples_per",
+                       help=f"entries in each list of --examples (default {DEFAULT_EXAMPLES_PER})")
 
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
@@ -14598,6 +15283,7 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     if args.max_slices is not None and not args.slice_by:
         raise InputError(f"--max-slices {args.max_slices} sets the limit of --slice-by: give --slice-by KEY too")
+    _refuse_examples_contradictions(args)
     if args.slice_by and len(set(args.slice_by)) < len(args.slice_by):
         twice = next(k for k in args.slice_by if args.slice_by.count(k) > 1)
         raise InputError(f"--slice-by {twice} is given twice: give each key once")
@@ -14622,6 +15308,33 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         if _same_file(pred, args.gold):
             raise InputError(f"--pred {pred} and --gold {args.gold} are the same file: give the predictions "
                              "with --pred and the gold with --gold (or a combined file alone with --pred)")
+
+
+def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
+    """``--examples``: ``--examples-per`` needs it; a shard has only some entries (give it
+    to the ``--merge``); a stream cannot be read again; its path is not an input's, the
+    report's or the rows file's."""
+    if args.examples is None:
+        if args.examples_per is not None:
+            raise InputError(f"--examples-per {args.examples_per} sets the length of the lists of --examples: give "
+                             "--examples PATH too")
+        return
+    if args.shard:
+        raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
+                         "--merge of the parts")
+    streamed = [flag for flag, path in (*(("--pred", p) for p in args.pred or ()), ("--gold", args.gold))
+                if path is not None and str(path) == "-"]
+    if streamed:
+        raise InputError(f"--examples reads the inputs again after scoring, and {streamed[0]} - (stdin) can be read "
+                         "once: give the file's path")
+    for flag, other in (("--report", args.report), ("--per-entry-jsonl", args.per_entry_jsonl)):
+        if other is not None and str(other) != "-" and _same_path(args.examples, other):
+            raise InputError(f"--examples {args.examples} and {flag} {other} are the same file: give each its own")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two output paths name the same file (resolved; existing or not)."""
+    return a.resolve() == b.resolve() or _same_file(a, b)
 
 
 def _refuse_output_contradictions(args: argparse.Namespace) -> None:
@@ -14720,6 +15433,9 @@ class RunConfig:
     #: ``--slice-by KEY`` (in order) and ``--max-slices N`` (None: :data:`MAX_SLICES`).
     slice_by: tuple[str, ...] = ()
     max_slices: int | None = None
+    #: ``--examples PATH`` and ``--examples-per K``: the examples file and its list length.
+    examples: Path | None = None
+    examples_per: int = DEFAULT_EXAMPLES_PER
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
@@ -14737,6 +15453,7 @@ class RunConfig:
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())
         values["slice_by"] = tuple(args.slice_by or ())
+        values["examples_per"] = args.examples_per or DEFAULT_EXAMPLES_PER
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         values["embedding_device"] = args.embedding_device or "auto"
         metrics = tuple(values["metrics"])
@@ -15245,8 +15962,12 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
     the text summary with ``titles``, :func:`format_output`) or (``--report -``) the report,
     the text summary then going to stderr. The plots come last, so that a plot that
     cannot be written (an InputError naming the file, exit 2) loses neither the report nor
-    the summary."""
+    the summary. ``--examples`` are written after the summary, before the plots, from the
+    rows (which ``--summary-only`` then leaves out of the report)."""
     report = _with_slices(config, report)
+    examples_of = report
+    if config.summary_only and "per_entry" in report:   # kept for --examples (_place_rows)
+        report = {key: value for key, value in report.items() if key != "per_entry"}
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         try:
@@ -15264,6 +15985,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
         sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
+        _write_run_examples(config, examples_of)
         _write_run_plots(config, report)
         return 0
     if report_path is not None:
@@ -15285,8 +16007,36 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
+    _write_run_examples(config, examples_of)
     _write_run_plots(config, report)
     return 0
+
+
+def _write_run_examples(config: RunConfig, report: Mapping[str, Any]) -> None:
+    """``--examples PATH``: :func:`write_examples` of the run's report (with its rows)."""
+    if config.examples is not None:
+        write_examples(config.examples, report, config.examples_per)
+        log.info("examples written to %s", config.examples)
+
+
+def _refuse_examples_here(config: RunConfig, directory: bool) -> None:
+    """``--examples`` of a directory (Text2KGBench) run is refused: its entries come from
+    many files (score an ontology's files on their own)."""
+    if config.examples is not None and directory:
+        raise InputError(f"--examples {config.examples}: a directory (Text2KGBench) run's entries come from one "
+                         "file per ontology and are not listed: score an ontology's files on their own with "
+                         "--examples")
+
+
+def _check_saved_examples(config: RunConfig, systems: Mapping[str, Mapping[str, Any]]) -> None:
+    """``--compare`` with ``--examples``: before any resampling, each saved report has its
+    per-entry rows and its recorded inputs are still the files scored
+    (:meth:`AuditInputs.of_report`)."""
+    for name, sub in systems.items() if config.examples is not None else ():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
+        AuditInputs.of_report(sub, name)
 
 
 def _slice_options(report: Mapping[str, Any]) -> ComparisonOptions | None:
@@ -15377,7 +16127,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     configs = [dataclasses.replace(config, pred=p) for p in config.preds]
     _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
-        _check_input_paths(system)
+        _refuse_examples_here(config, _check_input_paths(system))
     report_path = _resolve_report_path(
         config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
         (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
@@ -15452,6 +16202,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     options = comparison_options(config, len(names))
     assert options is not None
     _check_saved_slices(config, systems)
+    _check_saved_examples(config, systems)
     report = build_comparison(systems, options, origins)
     return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
 
@@ -15466,6 +16217,9 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     outcome = outcome if outcome is not None else RunOutcome()
     if config.download_model is not None:
         return _run_download_model(config)
+    if config.examples is not None:
+        _check_report_path(config.examples, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
+                                             *config.merge), "--examples")
     if config.compare:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
@@ -15504,6 +16258,7 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
     intervals of this one system (:func:`build_comparison`)."""
     directory = _check_input_paths(config)
     assert config.pred is not None
+    _refuse_examples_here(config, directory)
     if directory and config.shard is not None:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
