@@ -191,14 +191,15 @@ __all__ = [
     "match_from_similarities", "MatchResult", "final_hallucination_check", "entry_metrics", "score_entry",
     "EntryScore", "EntryMetrics", "InputError", "GoldRecord", "Prediction", "Entry", "read_jsonl", "JsonlLine",
     "RecordReader", "INPUT_READERS", "WebNLGReader", "PROMPT_KEYS", "GOLD_KEYS", "GOLD_RAW_KEYS",
-    "gold_from_record", "prediction_from_record", "load_inputs", "LoadedInputs", "PunktTablesMissing", "Record",
+    "gold_from_record", "prediction_from_record", "load_inputs", "LoadedInputs", "AuditEntry", "AuditInputs", "audit_entries", "PunktTablesMissing", "Record",
     "merge_additive", "exact_mean", "ExactSum", "HeadlineSums", "headline_ratio", "headline_slices",
     "ScoringContext", "FamilyUnavailable", "MetricFamily", "HgrFamily", "StrictFamily", "PerRelationFamily",
     "CalibrationFamily", "SweepFamily", "t2kg_sentence_metrics", "t2kg_load_ontology", "Text2KGBenchFamily",
-    "webnlg2020_score", "WebNLG2020Family", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
+    "webnlg2020_score", "WebNLG2020Family", "ErrorsFamily", "FAMILIES", "DEFAULT_METRICS", "register_family", "families_for",
     "score_entries", "ScoredFile", "ReportSource", "build_report", "evaluate_entries", "score_entries_parallel",
     "WorkerLost", "TempFilesUnwritable", "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction",
-    "CORRECTIONS", "format_summary", "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots",
+    "CORRECTIONS", "format_summary", "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots", "example_selections",
+    "examples_markdown",
     "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity", "RunConfig", "main",
 ]
 
