@@ -8101,6 +8101,8 @@ class ErrorsFamily(MetricFamily):
             ("errors.pred.ungrounded", "ungrounded"), ("errors.pred.hallucinated_relation", "halluc. relation"))))
     lower_is_better = frozenset(path for _, columns in tables for path, _ in columns) - {"errors.gold.found"}
     lower_is_better_legend = ("the error shares", "errors: all but gold found")
+    #: ``--html``: the audit page shows each item's class.
+    added_by = ("html",)
 
     def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
         pred: list[str] = ["invalid"] * score.n_items
@@ -15120,6 +15122,11 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                             f"(missing)) or a built-in with fixed bins: {', '.join(SLICE_BUILTINS)}")
     group.add_argument("--max-slices", type=_positive_int, metavar="N",
                        help=f"allow more than {MAX_SLICES} distinct values of a --slice-by key")
+    group.add_argument("--html", type=Path, metavar="PATH",
+                       help="write the audit page to PATH: one self-contained HTML file (no network) with the "
+                            "headline numbers, the error-class and slice tables, a filterable list of the entries "
+                            "and each entry's alignments; it re-reads the prompts and triplets from the input files "
+                            "(not with directories, stdin, --summary-only or --per-entry-jsonl)")
 
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
@@ -15260,6 +15267,37 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
             raise InputError(missing)
         if plots.exists() and not plots.is_dir():
             raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+    _refuse_html_contradictions(args)
+
+
+def _refuse_html_contradictions(args: argparse.Namespace) -> None:
+    """``--html PATH`` needs the per-entry rows and the input files they were read from:
+    refused (before scoring) with ``--summary-only``, with directories (Text2KGBench
+    directory mode), with ``--per-entry-jsonl``, with stdin as an input, and when PATH is a
+    directory or an input."""
+    page = getattr(args, "html", None)
+    if page is None:
+        return
+    if getattr(args, "summary_only", False):
+        raise InputError(f"--html {page}: the audit page lists the entries, and --summary-only leaves their rows out: "
+                         "drop one of them")
+    if getattr(args, "per_entry_jsonl", None) is not None:
+        raise InputError(f"--html {page}: the audit page reads the per-entry rows from the report, and "
+                         "--per-entry-jsonl writes them to another file: drop one of them")
+    streams = [p for p in (*(getattr(args, "pred", None) or ()), getattr(args, "gold", None))
+               if p is not None and str(p) in ("-", str(STDIN_INPUT))]
+    if streams:
+        raise InputError(f"--html {page}: the audit page reads the inputs again, and stdin (-) cannot be read twice: "
+                         "give the file")
+    if any(Path(p).is_dir() for p in getattr(args, "pred", None) or ()):
+        raise InputError(f"--html {page}: the audit page is made for predictions files, not directories (score each "
+                         "ontology's files with --pred FILE --gold FILE for its page)")
+    if page.is_dir():
+        raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
+    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None), *(getattr(args, "compare", None) or ()),
+              getattr(args, "report", None)]
+    if any(p is not None and _same_file(page, p) for p in inputs):
+        raise InputError(f"--html {page}: is one of the inputs or the report; give a new path for the page")
 
 
 def _output_families(metrics: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
@@ -15324,6 +15362,8 @@ class RunConfig:
     test: str | None = None
     output_format: str | None = None
     plots: Path | None = None
+    #: ``--html PATH``: the audit page (:class:`AuditPage`).
+    html: Path | None = None
     sweep: bool = False
     #: ``--workers``: scoring processes (None: :func:`default_workers`); no number depends on it.
     workers: int | None = None
@@ -15886,6 +15926,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                    f"the report was not written") from None
         sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
         _write_run_plots(config, report)
+        _write_run_html(config, report, titles)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -15907,6 +15948,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
     _write_run_plots(config, report)
+    _write_run_html(config, report, titles)
     return 0
 
 
@@ -16161,6 +16203,19 @@ def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
     systems, _ = report_systems(report)
     paths = write_plots(systems, config.plots)
     log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
+
+
+def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str]) -> None:
+    """``--html PATH``: the audit page of the run's systems (:class:`AuditPage`), each
+    system's entries re-read from its inputs (:func:`audit_entries`), with the example
+    selections of ``--examples`` (:func:`example_selections`); the path goes to stderr."""
+    if config.html is None:
+        return
+    systems, _ = report_systems(report)
+    audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
+    title = f"{PRODUCT} audit: " + ("; ".join(t for t in titles.values() if t) or ", ".join(systems))
+    AuditPage.write(config.html, report, audits, AuditPage.selections(report), title)
+    log.info("audit page written to %s", config.html)
 
 
 @contextlib.contextmanager
