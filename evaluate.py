@@ -25,7 +25,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
     2. Inputs                   InputError, GoldRecord, Prediction, Entry; read_jsonl
                                 (JsonlReader); INPUT_READERS (RecordReader, JsonlInput,
                                 WebNLGReader); load_inputs -> LoadedInputs (FieldNames,
-                                LineStore, IdColumn, EntryTable); files as read
+                                LineStore, IdColumn, EntryTable); files as read;
+                                audit_entries -> AuditEntry (AuditInputs, Audit:
+                                a report's entries read again)
     3. Metric families          MetricFamily (the protocol), merge_additive, ExactSum,
                                 HeadlineSums; HgrFamily, StrictFamily,
                                 PerRelationFamily, CalibrationFamily, SweepFamily,
@@ -3638,6 +3640,15 @@ class FieldNames(NamedTuple):
     def accepted(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.parsed + self.raw))
 
+    @classmethod
+    def of_run(cls, pred_field: str | None, *, combined: bool) -> "FieldNames":
+        """The prediction fields a run reads: ``--pred-field NAME``'s, else those of a
+        combined file (:data:`COMBINED_PRED_FIELDS`) or of a predictions file
+        (:data:`PRED_FIELDS`)."""
+        if pred_field is not None:
+            return cls.user(pred_field)
+        return COMBINED_PRED_FIELDS if combined else PRED_FIELDS
+
 
 #: The prediction fields of a predictions file and of a combined file (whose
 #: ``triplets``/``triples`` are gold).
@@ -5091,8 +5102,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     _phase("reading")
     log = LoadedInputs()
     gold_file = gold_path or pred_path
-    fields = (FieldNames.user(pred_field) if pred_field is not None
-              else COMBINED_PRED_FIELDS if gold_path is None else PRED_FIELDS)
+    fields = FieldNames.of_run(pred_field, combined=gold_path is None)
     options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field)
     gold, preds = _read_inputs(gold_file, None if gold_path is None else pred_path, options, log, map_ranges)
     kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file,
@@ -5319,6 +5329,373 @@ def _spool_stream(path: Path | None, folder: Path) -> Path | None:
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder.parent) from None
     return target
+
+
+# --------------------------------------------------------------------------------------
+# Audit: a finished report's entries, their input lines read again (--examples, --html)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class AuditEntry:
+    """One entry of one system as a person audits it: the per-entry row of a finished
+    report (:func:`score_entries`) with what the row lacks, read again from the input
+    lines it names (:class:`AuditInputs`): the prompt and the gold and predicted items,
+    each with its error class (:class:`ErrorsFamily`) and, for a predicted item that is no
+    match, the reason in plain words.
+
+    ``gold``: one dict per gold item (index, source, source_type, relation, target,
+    target_type, weight: as written, None where absent or the profile has none; ``valid``;
+    ``class``: an :data:`ERROR_GOLD_CLASSES` name, None for an invalid item or when the
+    class is not known; ``in_prompt``; ``reason``: "" for a found triplet). ``pred``: one
+    dict per predicted item of the answer as Stage 0 parses it (the same keys; ``class``:
+    an :data:`ERROR_PRED_CLASSES` name; ``flags``: of :data:`ERROR_PRED_FLAGS`;
+    ``reason``: "" for a match). ``pairs``, ``metrics`` and the rest are the row's.
+    :meth:`as_json` is the stable JSON shape (the HTML page embeds it).
+    """
+
+    id: str | None
+    gold_line: int | None
+    pred_line: int | None
+    parse_status: str
+    parse_reason: str
+    composite: float | None
+    metrics: dict[str, Any]
+    prompt: str
+    gold: list[dict[str, Any]]
+    pred: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+    slices: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The entry as a JSON object, keys in this order (``slices`` only when the run
+        had ``--slice-by``)."""
+        out = {"id": self.id, "gold_line": self.gold_line, "pred_line": self.pred_line,
+               "parse_status": self.parse_status, "parse_reason": self.parse_reason, "composite": self.composite,
+               "metrics": self.metrics, "prompt": self.prompt, "gold": self.gold, "pred": self.pred,
+               "pairs": self.pairs}
+        if self.slices is not None:
+            out["slices"] = self.slices
+        return out
+
+
+class AuditInputs:
+    """The input files of one system's finished report, to be read again for an audit
+    (:func:`audit_entries`): where they are, how the run read them, and the checks that
+    they are still the files that were scored.
+
+    :meth:`of_report` takes the paths the report records (``summary.inputs``; a run may
+    give its own, e.g. a spooled stream's copy) and refuses, with an :class:`InputError`
+    naming the system and the path: a directory (Text2KGBench) run, an input read from a
+    stream (no path to read again), a path that no longer exists, a file whose SHA-256
+    differs from the recorded one (changed since it was scored). :meth:`read` then reads
+    the lines the rows name and refuses a line whose id is not the row's, or whose answer
+    now parses to another status or item count than the row records (naming file and line).
+    """
+
+    def __init__(self, name: str, summary: Mapping[str, Any], pred_path: Path, gold_path: Path | None) -> None:
+        config = summary.get("config") or {}
+        self.name, self.pred_path, self.gold_path = name, pred_path, gold_path
+        self.reparse = bool(config.get("reparse"))
+        self.gold_field = config.get("gold_field")
+        self.fields = FieldNames.of_run(config.get("pred_field"), combined=gold_path is None)
+        self.profile = summary.get("schema_profile") or "hgr"
+        self.vocabulary = (summary.get("relation_vocabulary") or {}).get("description") or "the vocabulary"
+        #: Records paired by line order: a prediction line's id need not be the gold line's.
+        self.by_order = any(n.get("kind") == "join_by_line_order" for n in summary.get("notices") or ()
+                            if isinstance(n, Mapping))
+
+    @classmethod
+    def of_report(cls, report: Mapping[str, Any], name: str, *, pred_path: Path | None = None,
+                  gold_path: Path | None = None) -> "AuditInputs":
+        """The inputs of ``report`` (one system's: ``summary`` and ``per_entry``), named
+        ``name`` in messages; ``pred_path`` / ``gold_path`` replace the recorded paths (a
+        run's own files). Raises :class:`InputError` as the class docstring says."""
+        summary = report.get("summary") or {}
+        inputs = summary.get("inputs") or {}
+        if any(isinstance(row, Mapping) and "ontology" in row for row in report.get("per_entry") or ()):
+            raise InputError(f"system {name}: a Text2KGBench directory run's entries cannot be audited "
+                             "(--examples/--html read one gold and one predictions file): score an ontology's "
+                             "files on their own")
+        paths = [cls._checked(name, what, inputs.get(what), given)
+                 for what, given in (("pred", pred_path), ("gold", gold_path))]
+        return cls(name, summary, paths[0], paths[1])  # type: ignore[arg-type]
+
+    @staticmethod
+    def _checked(name: str, what: str, info: Any, given: Path | None) -> Path | None:
+        """The path of input ``what`` ("pred"/"gold"), checked against its record ``info``
+        (None: no such input, a combined file's gold)."""
+        label = "predictions" if what == "pred" else "gold"
+        if info is None and what == "gold":
+            return None
+        if not isinstance(info, Mapping) or not info.get("sha256"):
+            raise InputError(f"system {name}: the report records no {label} file (written by another version?); "
+                             "score the files again to audit its entries")
+        if given is None and not info.get("path"):
+            raise InputError(f"system {name}: its {label} were read from a stream ({info.get('name')}), which "
+                             "cannot be read again: score a file to audit its entries")
+        path = given or Path(info["path"])
+        if path.is_dir():
+            raise InputError(f"system {name}: {path}: a directory (Text2KGBench directory mode): its entries "
+                             "cannot be audited")
+        if not path.is_file():
+            raise InputError(f"system {name}: {path}: the {label} file the report records no longer exists; "
+                             "the entries cannot be read again")
+        if _sha256_file(path) != info["sha256"]:
+            raise InputError(f"system {name}: {path}: the {label} file changed since it was scored (SHA-256 "
+                             f"{_sha256_file(path)[:12]}..., the report records {info['sha256'][:12]}...): "
+                             "score it again to audit its entries")
+        return path
+
+    def read(self, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[int, GoldRecord], dict[int, Prediction]]:
+        """The gold record of each row's ``gold_line`` and the prediction of each row's
+        ``pred_line`` (by line number), each file read once, keeping only those lines;
+        checked against the rows (see the class docstring)."""
+        gold_file = self.gold_path or self.pred_path
+        want_gold = {row["gold_line"] for row in rows}
+        want_pred = {row["pred_line"] for row in rows if row.get("pred_line") is not None}
+        gold_lines = self._lines(gold_file, want_gold | (want_pred if self.gold_path is None else set()))
+        pred_lines = gold_lines if self.gold_path is None else self._lines(self.pred_path, want_pred)
+        golds: dict[int, GoldRecord] = {}
+        preds: dict[int, Prediction] = {}
+        for row in rows:
+            g, p = row["gold_line"], row.get("pred_line")
+            where = f"{gold_file}: line {g}"
+            if g not in gold_lines or gold_lines[g].error:
+                raise InputError(f"{where}: no gold record on this line, but the report's entry {row.get('id')!r} "
+                                 "was read from it")
+            gold = golds[g] = gold_from_record(gold_lines[g].value, g, where, self.gold_field)
+            self._same_id(gold.id, row, where, "gold")
+            if p is not None:
+                preds[p] = self._prediction(pred_lines.get(p), p, row)
+        return golds, preds
+
+    @staticmethod
+    def _lines(path: Path, wanted: set[int]) -> dict[int, JsonlLine]:
+        """The records of ``path`` at the line numbers ``wanted`` (:func:`read_records`)."""
+        out: dict[int, JsonlLine] = {}
+        for record in read_records(path):
+            if record.line_no in wanted:
+                out[record.line_no] = record
+                if len(out) == len(wanted):
+                    break
+        return out
+
+    def _prediction(self, record: JsonlLine | None, line: int, row: Mapping[str, Any]) -> Prediction:
+        """The prediction of line ``line`` as the run parsed it, checked against ``row``."""
+        where = f"{self.pred_path}: line {line}"
+        if record is None:
+            raise InputError(f"{where}: no such line, but the report's entry {row.get('id')!r} was read from it")
+        if record.error:
+            pred = Prediction(None, None, "unparseable", record.error, line)
+        else:
+            pred = prediction_from_record(record.value, line, combined=self.gold_path is None,
+                                          reparse=self.reparse, fields=self.fields)
+            if not self.by_order:
+                self._same_id(pred.id, row, where, "prediction")
+        n_items = len(pred.items or ())
+        recorded = (row.get("metrics") or {}).get("n_pred_raw_items", n_items)
+        if pred.status != row.get("parse_status") or n_items != recorded:
+            raise InputError(f"{where}: its answer parses as {pred.status} with {n_items} item(s) now, the report "
+                             f"records {row.get('parse_status')} with {recorded} (another version of the parser?): "
+                             "score it again to audit its entries")
+        return pred
+
+    @staticmethod
+    def _same_id(found: str | None, row: Mapping[str, Any], where: str, what: str) -> None:
+        if found is not None and row.get("id") is not None and found != row["id"]:
+            raise InputError(f"{where}: the {what} line's id is {found!r}, the report's entry read from it is "
+                             f"{row['id']!r}: the file is not the one that was scored")
+
+
+class Audit:
+    """The parts of :func:`audit_entries` (a namespace): the items of one entry as shown
+    (fields as written), their classes and flags (the row's ``stats.errors.items``, else
+    what the row's pairs decide: :meth:`ErrorsFamily.row_classes`), and the plain-words
+    reasons."""
+
+    @staticmethod
+    def shown(value: Any) -> Any:
+        """A field as shown: strings and numbers as they are, None for absent, any other
+        JSON value as its compact JSON text."""
+        if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return value
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def fields(item: Any, profile: str) -> dict[str, Any]:
+        """source, source_type, relation, target, target_type, weight of one item as
+        written (an invalid item: whatever of them it has; the flat profile has no types
+        and no weight)."""
+        out = dict.fromkeys(("source", "source_type", "relation", "target", "target_type", "weight"))
+        if profile != "hgr":
+            flat = flat_fields(item)
+            if flat is not None:
+                out["source"], out["relation"], out["target"] = map(Audit.shown, flat)
+            elif item is not None:
+                out["source"] = Audit.shown(item)
+            return out
+        if not isinstance(item, Mapping):
+            out["source"] = Audit.shown(item)
+            return out
+        for side in ("source", "target"):
+            value = item.get(side)
+            if isinstance(value, Mapping):
+                out[side], out[side + "_type"] = Audit.shown(value.get("title")), Audit.shown(value.get("type"))
+            else:
+                out[side] = Audit.shown(value)
+        relation = item.get("relation")
+        if isinstance(relation, Mapping):
+            out["relation"], out["weight"] = Audit.shown(relation.get("type")), Audit.shown(relation.get("weight"))
+        else:
+            out["relation"] = Audit.shown(relation)
+        return out
+
+    @staticmethod
+    def classes(row: Mapping[str, Any], n_gold_items: int) -> tuple[list[str | None], list[str | None],
+                                                                    dict[str, set[int]]]:
+        """(predicted classes, gold classes, flag -> item indices) of a row: its errors
+        record's ``items`` when the run had the errors family, else the classes that the
+        row's pairs and unmatched predictions decide (the gold ones left unpaired: None)."""
+        items = ((row.get("stats") or {}).get("errors") or {}).get("items")
+        if isinstance(items, Mapping):
+            flags = {name: set(items.get(name) or ()) for name in (*ERROR_PRED_FLAGS, *ERROR_GOLD_FLAGS)}
+            return list(items.get("pred") or ()), list(items.get("gold") or ()), flags
+        n_items = (row.get("metrics") or {}).get("n_pred_raw_items", 0)
+        pred, gold = ErrorsFamily.row_classes(row.get("pairs") or (), row.get("unmatched_predictions") or (),
+                                              n_items, n_gold_items)
+        return list(pred), gold, {}
+
+    @staticmethod
+    def unknown_title(pred: Triplet, gold_titles: Collection[str], prompt: PromptContext) -> str:
+        """The raw title of the first endpoint of an ungrounded prediction that is neither a
+        gold title nor grounded in the prompt (Stage 5: :func:`final_hallucination_check`)."""
+        for title, raw in ((pred.source, pred.source_raw), (pred.target, pred.target_raw)):
+            if title not in gold_titles and not (title and is_grounded(title, prompt)):
+                return raw
+        return pred.source_raw
+
+    @staticmethod
+    def pred_reason(cls: str | None, triplet: Triplet | None, paired: Triplet | None, invalid: str | None,
+                    known: tuple[Collection[str], PromptContext], vocabulary: str) -> str:
+        """Why a predicted item of class ``cls`` is no match, in plain words ("" for a
+        match): ``triplet`` the item (None when invalid), ``paired`` the gold triplet of
+        its accepted pair, ``invalid`` the row's schema reason, ``known`` (the entry's gold
+        titles, its prompt) for an ungrounded item, ``vocabulary`` the vocabulary's
+        description."""
+        if triplet is None:
+            return invalid or "schema-invalid"
+        if cls == "self_loop":
+            return f"source and target are the same entity `{triplet.source_raw}`: a self-loop, removed before matching"
+        if paired is not None and cls in ("wrong_relation", "wrong_source", "wrong_target"):
+            part = cls.partition("_")[2]
+            mine, theirs = getattr(triplet, part + "_raw"), getattr(paired, part + "_raw")
+            why = "the entities match" if part == "relation" else "field similarity 0"
+            return f"{part} `{mine}` does not match gold `{theirs}` ({why})"
+        if cls == "hallucinated_relation":
+            return f"relation `{triplet.relation}` is not in the vocabulary ({vocabulary})"
+        if cls == "novel_grounded":
+            return ("not in the gold, but both entities are gold titles or grounded in the prompt (costs "
+                    "precision; not a hard hallucination)")
+        if cls == "ungrounded":
+            return f"entity `{Audit.unknown_title(triplet, *known)}` is in neither the gold nor the prompt"
+        return ""
+
+    #: The reasons of the unpaired gold classes (a paired one names its prediction's field).
+    GOLD_REASONS = {
+        "entities_predicted": "no prediction pairs with it, though both its entities appear in the predictions",
+        "one_entity_predicted": "no prediction pairs with it; only one of its entities appears in the predictions",
+        "entities_absent": "no prediction pairs with it; neither of its entities appears in the predictions",
+    }
+
+    @staticmethod
+    def gold_reason(cls: str | None, pair: Mapping[str, Any] | None, invalid: str | None,
+                    paired: Triplet | None) -> str:
+        """Why a gold item of class ``cls`` is not found ("" when it is): ``pair`` its
+        accepted pair (row), ``paired`` that pair's prediction, ``invalid`` the row's
+        schema reason of an invalid gold item."""
+        if invalid is not None:
+            return invalid
+        if pair is not None and cls != "found" and paired is not None:
+            part = {"wrong_relation": "relation", "wrong_source": "source"}.get(cls or "", "target")
+            return (f"paired with predicted item {pair['pred_index']}, whose {part} `{getattr(paired, part + '_raw')}` "
+                    "does not match")
+        if pair is None:
+            return Audit.GOLD_REASONS.get(cls or "", "no prediction pairs with it")
+        return ""
+
+    @staticmethod
+    def flag_reasons(flags: Iterable[str]) -> str:
+        """The flags of a predicted item in words, "; "-separated."""
+        words = {"reversed": "reversed: its source and target are swapped against a gold triplet",
+                 "duplicate": "duplicate: repeats an earlier item (same normalised source, relation and target)"}
+        return "; ".join(words[f] for f in flags)
+
+    @staticmethod
+    def side(items: Sequence[Any], profile: str, reasons: Sequence[str]) -> tuple[dict[int, Triplet], dict[int, str]]:
+        """(item index -> :class:`Triplet` of each valid item, item index -> the row's
+        reason of each invalid one) of an answer (Stages 1 and 2)."""
+        schema = validate_schema(items, profile)
+        triplets = dict(zip(schema.positions, normalize_triplets(schema.items, profile)))
+        return triplets, dict(zip((k for k, _ in schema.invalid), reasons))
+
+    @staticmethod
+    def entry(row: Mapping[str, Any], gold: GoldRecord, pred: Prediction | None, inputs: AuditInputs) -> AuditEntry:
+        """The :class:`AuditEntry` of one row, from its gold record and prediction."""
+        profile, items = inputs.profile, (pred.items if pred is not None else None) or []
+        gold_of, gold_bad = Audit.side(gold.items, profile, row.get("invalid_gold_items") or ())
+        pred_of, pred_bad = Audit.side(items, profile, row.get("invalid_items") or ())
+        pred_cls, gold_cls, flags = Audit.classes(row, len(gold.items))
+        pairs = list(row.get("pairs") or ())
+        by_pred = {p["pred_index"]: p for p in pairs}
+        by_gold = {p["gold_index"]: p for p in pairs}
+        context = PromptContext.from_prompt(gold.prompt)
+        known = ({t for g in gold_of.values() for t in (g.source, g.target)}, context)
+        gold_rows = []
+        for k, item in enumerate(gold.items):
+            cls, triplet, pair = (gold_cls[k] if k < len(gold_cls) else None), gold_of.get(k), by_gold.get(k)
+            in_prompt = (k in flags["in_prompt"] if flags else
+                         triplet is not None and is_grounded(triplet.source, context)
+                         and is_grounded(triplet.target, context))
+            gold_rows.append({"index": k, **Audit.fields(item, profile), "valid": triplet is not None, "class": cls,
+                              "in_prompt": in_prompt, "reason": Audit.gold_reason(
+                                  cls, pair, gold_bad.get(k), pred_of.get(pair["pred_index"]) if pair else None)})
+        pred_rows = []
+        for k, item in enumerate(items):
+            cls, triplet = (pred_cls[k] if k < len(pred_cls) else None), pred_of.get(k)
+            pair = by_pred.get(k)
+            marks = [f for f in ERROR_PRED_FLAGS if k in flags.get(f, ())]
+            paired = gold_of.get(pair["gold_index"]) if pair is not None else None
+            reason = "; ".join(filter(None, (Audit.pred_reason(cls, triplet, paired, pred_bad.get(k), known,
+                                                               inputs.vocabulary), Audit.flag_reasons(marks))))
+            pred_rows.append({"index": k, **Audit.fields(item, profile), "valid": triplet is not None, "class": cls,
+                              "flags": marks, "reason": reason})
+        metrics = dict(row.get("metrics") or {})
+        return AuditEntry(row.get("id"), row.get("gold_line"), row.get("pred_line"), row.get("parse_status", ""),
+                          row.get("parse_reason", ""), metrics.get("composite"), metrics, gold.prompt, gold_rows,
+                          pred_rows, pairs, row.get("slices"))
+
+
+def audit_entries(report: Mapping[str, Any], name: str = "system", inputs: AuditInputs | None = None) -> list[AuditEntry]:
+    """The :class:`AuditEntry` of every per-entry row of one system's finished report
+    (``report``: ``summary`` and ``per_entry``, as written or as a comparison's
+    ``systems[name]``), in row order, its input lines read again (``inputs``, default
+    :meth:`AuditInputs.of_report`: the paths the report records) and parsed as the run
+    parsed them (Stage 0, :func:`prediction_from_record` with the run's ``reparse`` and
+    fields; Stages 1-2 for the items' validity).
+
+    Raises:
+        InputError: the report has no per-entry rows (``--summary-only`` or rows in a
+            separate file), or the inputs are not the files that were scored
+            (:class:`AuditInputs`), naming the system, file and line.
+    """
+    rows = report.get("per_entry")
+    if not isinstance(rows, list):
+        raise InputError(f"system {name}: the report has no per-entry rows (written with --summary-only, or its "
+                         "rows are in a separate file): its entries cannot be audited")
+    inputs = inputs or AuditInputs.of_report(report, name)
+    golds, preds = inputs.read(rows)
+    return [Audit.entry(row, golds[row["gold_line"]], preds.get(row["pred_line"]) if row.get("pred_line") is not None
+                        else None, inputs) for row in rows]
 
 
 # ======================================================================================
@@ -8104,16 +8481,28 @@ class ErrorsFamily(MetricFamily):
     #: ``--html``: the audit page shows each item's class.
     added_by = ("html",)
 
-    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
-        pred: list[str] = ["invalid"] * score.n_items
-        gold: list[str | None] = [None] * (len(score.gold_positions) + len(score.invalid_gold_items))
-        for row in score.pairs:
+    @staticmethod
+    def row_classes(pairs: Sequence[Mapping[str, Any]], unmatched: Sequence[Mapping[str, Any]], n_items: int,
+                    n_gold_items: int) -> tuple[list[str], list[str | None]]:
+        """The classes that an entry's accepted pairs and unmatched predictions decide (a
+        per-entry row's ``pairs`` and ``unmatched_predictions``, or :class:`EntryScore`'s):
+        (one predicted class per item index, ``"invalid"`` for the items in neither; one
+        gold class per gold item index, None where still open: an unmatched or invalid
+        gold triplet). ``n_items``: predicted items; ``n_gold_items``: gold items."""
+        pred: list[str] = ["invalid"] * n_items
+        gold: list[str | None] = [None] * n_gold_items
+        for row in pairs:
             cls = ("match" if row["full_match"] else "wrong_relation" if row["entity_match"]
                    else "wrong_source" if not row["source_sim"] else "wrong_target")
             pred[row["pred_index"]] = cls
             gold[row["gold_index"]] = "found" if cls == "match" else cls
-        for row in score.unmatched_predictions:
+        for row in unmatched:
             pred[row["pred_index"]] = row["class"]
+        return pred, gold
+
+    def entry_stats(self, entry: Entry, score: EntryScore, ctx: ScoringContext) -> Record:
+        pred, gold = self.row_classes(score.pairs, score.unmatched_predictions, score.n_items,
+                                      len(score.gold_positions) + len(score.invalid_gold_items))
         record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
         for cls in pred:
             key = _PRED_KEYS[cls]
