@@ -13014,12 +13014,12 @@ details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 .prompt { white-space: pre-wrap; background: var(--alt); padding: 8px 10px; border-radius: 4px; }
 mark.m-g { background: var(--gold); } mark.m-p { background: var(--pred); }
 .systems { display: grid; gap: 18px; } .systems.n2 { grid-template-columns: 1fr 1fr; } .systems.n3 { grid-template-columns: 1fr 1fr 1fr; }
-.sys { min-width: 0; overflow-x: auto; }
+.sys { min-width: 0; overflow-x: auto; } table.pairs td:nth-child(-n+2), table.ugold td:first-child, table.upred td:first-child { min-width: 150px; }
 .cls { display: inline-block; padding: 0 6px; border-radius: 9px; background: #eef1f5; font-size: 12px; white-space: nowrap; }
 .cls-match, .cls-found { background: #d1fae5; } .cls-wrong_relation, .cls-wrong_source, .cls-wrong_target { background: #fef3c7; }
 .cls-ungrounded, .cls-hallucinated_relation, .cls-self_loop, .cls-invalid, .cls-entities_absent { background: #fee2e2; }
 .cls-novel_grounded, .cls-entities_predicted, .cls-one_entity_predicted { background: #e0e7ff; }
-a.ex { margin-right: 8px; }
+a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(--muted); min-width: 180px; }
 '''
 
     #: The page's script (plain JavaScript, no library): reads ``#audit-data``, draws the
@@ -13050,7 +13050,8 @@ a.ex { margin-right: 8px; }
   function dci(c) { return c ? " [" + sfmt(c[0]) + ", " + sfmt(c[1]) + "]" : ""; }
   function word(c) { return c == null ? "" : c.replace(/_/g, " "); }
   function triplet(t) {
-    return t.source + " \u2014" + t.relation + "\u2192 " + t.target;
+    function f(x) { return x == null || x === "" ? "?" : String(x); }
+    return f(t.source) + " \u2014" + f(t.relation) + "\u2192 " + f(t.target);
   }
   function tripletCell(t) {
     return el("span", {title: "source type " + (t.source_type || "?") + ", target type " + (t.target_type || "?") +
@@ -13206,19 +13207,21 @@ a.ex { margin-right: 8px; }
     a.pred.forEach(function (p) { pi[p.index] = p; });
     var pairs = a.pairs.map(function (p) {
       var g = gi[p.gold_index], q = pi[p.pred_index];
-      return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim), fmt(p.align_sim), classTag(q["class"])];
+      return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim), fmt(p.align_sim),
+        el("span", null, [classTag(q["class"]), q.reason ? el("span", {cls: "why", text: q.reason}) : null])];
     });
     var ug = a.gold.filter(function (g) { return g.valid && D.unmatched_gold.indexOf(g["class"]) >= 0; })
-      .map(function (g) { return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "", D.class_words[g["class"]] || ""]; });
+      .map(function (g) { return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "", g.reason || D.class_words[g["class"]] || ""]; });
     var up = a.pred.filter(function (p) { return D.unmatched_pred.indexOf(p["class"]) >= 0; })
       .map(function (p) { return [p.valid ? tripletCell(p) : (p.text || triplet(p)), classTag(p["class"]), (p.flags || []).join(", "), p.reason || ""]; });
     return el("div", {cls: "sys"}, [
       el("h3", {text: name + "  composite " + fmt(a.composite)}),
       el("p", {cls: "muted", text: "parse: " + a.parse_status + (a.parse_reason ? " (" + a.parse_reason + ")" : "")}),
+      el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) { return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]); }).join(", ")}),
       el("h4", {text: "aligned pairs (" + pairs.length + ")"}),
-      table(["gold", "predicted", "source sim", "relation sim", "target sim", "align_sim", "class"], pairs, "pairs"),
+      table(["gold", "predicted", "src sim", "rel sim", "tgt sim", "align_sim", "class: reason"], pairs, "pairs"),
       el("h4", {text: "unmatched gold (" + ug.length + ")"}),
-      table(["gold", "class", "flag", "why"], ug, "ugold"),
+      table(["gold", "class", "flag", "reason"], ug, "ugold"),
       el("h4", {text: "unmatched predicted (" + up.length + ")"}),
       table(["predicted", "class", "flags", "reason"], up, "upred")]);
   }
@@ -13450,6 +13453,10 @@ a.ex { margin-right: 8px; }
         "in_prompt": "both entities are grounded in the prompt",
     }
 
+    #: The per-entry metrics the entry view shows (the row's others stay in the report).
+    ENTRY_METRICS = ("schema_score", "entity_f1", "triplet_f1", "relation_accuracy", "weight_score", "type_agreement",
+                     "grounding", "hallucination_rate")
+
     #: The classes listed as unmatched in the entry view (the others are paired).
     UNMATCHED_GOLD = ("entities_predicted", "one_entity_predicted", "entities_absent")
     UNMATCHED_PRED = ("invalid", "self_loop", "hallucinated_relation", "novel_grounded", "ungrounded")
@@ -13519,7 +13526,8 @@ a.ex { margin-right: 8px; }
     def entries(cls, audits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """The entry list: one item per id in the baseline's order (then ids only later
         systems have), ``{"id", "prompt", "slices": {key: label}, "systems": [the system's
-        audit entry without id, prompt and slices, or None, in system order]}``."""
+        audit entry (:meth:`AuditEntry.as_json`) without id, prompt and slices and with the
+        :data:`ENTRY_METRICS` of its metrics, or None, in system order]}``."""
         names = list(audits)
         by_id: dict[str, dict[str, Any]] = {}
         for s, name in enumerate(names):
@@ -13527,7 +13535,9 @@ a.ex { margin-right: 8px; }
                 item = by_id.setdefault(a["id"], {"id": a["id"], "prompt": a.get("prompt") or "",
                                                   "slices": {k: slice_label(v) for k, v in (a.get("slices") or {}).items()},
                                                   "systems": [None] * len(names)})
-                item["systems"][s] = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
+                own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
+                own["metrics"] = {k: a["metrics"][k] for k in cls.ENTRY_METRICS if k in (a.get("metrics") or {})}
+                item["systems"][s] = own
         return list(by_id.values())
 
     @classmethod
@@ -16603,7 +16613,7 @@ def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mappin
     systems, _ = report_systems(report)
     audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
     title = f"{PRODUCT} audit: " + ("; ".join(t for t in titles.values() if t) or ", ".join(systems))
-    AuditPage.write(config.html, report, audits, AuditPage.selections(report), title)
+    AuditPage.write(config.html, report, audits, (), title)
     log.info("audit page written to %s", config.html)
 
 
