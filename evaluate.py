@@ -13000,6 +13000,8 @@ td.live { color: var(--muted); }
 code.sig { display: block; white-space: pre-wrap; word-break: break-all; font-size: 11px; color: var(--muted); }
 details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 24px; }
+.grid.wide { grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); } table.headline td, table.headline th { white-space: nowrap; font-size: 12px; padding: 2px 5px; }
+#headline > div { min-width: 0; overflow-x: auto; }
 .bar { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin: 8px 0; position: sticky; top: 0; background: var(--bg); padding: 6px 0; z-index: 2; }
 .bar select, .bar input, .bar button { font: inherit; padding: 3px 6px; }
 .bar input { width: 240px; } #count { font-weight: 600; margin-left: 8px; }
@@ -13013,13 +13015,16 @@ details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 #entry { border-top: 2px solid var(--line); margin-top: 14px; }
 .prompt { white-space: pre-wrap; background: var(--alt); padding: 8px 10px; border-radius: 4px; }
 mark.m-g { background: var(--gold); } mark.m-p { background: var(--pred); }
-.systems { display: grid; gap: 18px; } .systems.n2 { grid-template-columns: 1fr 1fr; } .systems.n3 { grid-template-columns: 1fr 1fr 1fr; }
-.sys { min-width: 0; overflow-x: auto; } table.pairs td:nth-child(-n+2), table.ugold td:first-child, table.upred td:first-child { min-width: 150px; }
+.systems { display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); }
+.sys { min-width: 0; overflow-x: auto; } table.pairs { width: 100%; table-layout: fixed; } table.pairs th:nth-child(-n+2) { width: 21%; }
+table.pairs th:nth-child(n+3):nth-child(-n+6) { width: 9.5%; } table.pairs td { overflow-wrap: anywhere; }
+table.pairs td:nth-child(n+3):nth-child(-n+6) { font-variant-numeric: tabular-nums; white-space: nowrap; padding: 3px 4px; }
+table.ugold td:first-child, table.upred td:first-child { min-width: 160px; }
 .cls { display: inline-block; padding: 0 6px; border-radius: 9px; background: #eef1f5; font-size: 12px; white-space: nowrap; }
 .cls-match, .cls-found { background: #d1fae5; } .cls-wrong_relation, .cls-wrong_source, .cls-wrong_target { background: #fef3c7; }
 .cls-ungrounded, .cls-hallucinated_relation, .cls-self_loop, .cls-invalid, .cls-entities_absent { background: #fee2e2; }
 .cls-novel_grounded, .cls-entities_predicted, .cls-one_entity_predicted { background: #e0e7ff; }
-a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(--muted); min-width: 180px; }
+a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(--muted); }
 '''
 
     #: The page's script (plain JavaScript, no library): reads ``#audit-data``, draws the
@@ -13219,7 +13224,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       el("p", {cls: "muted", text: "parse: " + a.parse_status + (a.parse_reason ? " (" + a.parse_reason + ")" : "")}),
       el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) { return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]); }).join(", ")}),
       el("h4", {text: "aligned pairs (" + pairs.length + ")"}),
-      table(["gold", "predicted", "src sim", "rel sim", "tgt sim", "align_sim", "class: reason"], pairs, "pairs"),
+      table(["gold", "predicted", "source", "relation", "target", "align_sim", "class: reason"], pairs, "pairs"),
       el("h4", {text: "unmatched gold (" + ug.length + ")"}),
       table(["gold", "class", "flag", "reason"], ug, "ugold"),
       el("h4", {text: "unmatched predicted (" + up.length + ")"}),
@@ -13241,7 +13246,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     if (sl) box.appendChild(el("p", {cls: "muted", text: "slices: " + sl}));
     box.appendChild(highlight(e.prompt || "", titles.gold, titles.pred));
     box.appendChild(el("p", {cls: "legend"}, [el("mark", {cls: "m-g", text: "gold title"}), " ", el("mark", {cls: "m-p", text: "predicted title only"})]));
-    box.appendChild(el("div", {cls: "systems n" + NS}, e.systems.map(function (a, s) { return systemView(SYS[s], a); })));
+    box.appendChild(el("div", {cls: "systems"}, e.systems.map(function (a, s) { return systemView(SYS[s], a); })));
     box.hidden = false;
     renderRows();
   }
@@ -13356,17 +13361,21 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     if (!(D.examples || []).length) box.appendChild(el("p", {cls: "muted", text: "no selections"}));
   }
   function header() {
-    var t = $("headline"), head = ["metric"];
+    var head = [""], groups = {}, order = [];
     SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
-    t.appendChild(table(head, D.headline.map(function (h) {
-      var r = [h.path];
+    D.headline.forEach(function (h) { if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); } groups[h.table].push(h); });
+    order.forEach(function (title) { $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])])); });
+  }
+  function headTable(head, rows) {
+    return table(head, rows.map(function (h) {
+      var r = [el("span", {title: h.path, text: h.label})];
       SYS.forEach(function (s, i) {
         var v = h.values[s] || {};
         r.push(fmt(v.estimate) + ci(v.ci));
         if (i && D.baseline) r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""), v.p_value == null ? "" : v.p_value.toPrecision(2));
       });
       return r;
-    }), "headline"));
+    }), "headline");
   }
 
   prepare();
@@ -13403,7 +13412,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 <header>
 <h1>@TITLE@</h1>
 <p class="muted">@SUBTITLE@</p>
-<div id="headline"></div>
+<div id="headline" class="grid wide"></div>
 @NOTICES@
 <code class="sig">@SIGNATURE@</code>
 </header>
@@ -13411,7 +13420,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 <section id="classes"><h2>Error classes</h2><p class="muted">counts of the report; click a class or a count to list its entries ("shown": in the entries listed below)</p></section>
 <section><h2>Slices</h2><div id="slices"></div><h2>Examples</h2><div id="examples"></div></section>
 </div>
-<h2>Entries</h2>
+<h2 id="entries">Entries</h2>
 <div class="bar">
 <select id="f-sys" aria-label="system"></select>
 <select id="f-status" aria-label="parse status"></select>
@@ -13474,14 +13483,15 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     @staticmethod
     def headline(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The header's metrics: each headline path (:func:`headline_tables`, in table
-        order) that some system has, ``{"path", "values": {system: {"estimate", "ci",
+        order) that some system has, ``{"table" (its table's title), "path", "label" (its
+        column label), "values": {system: {"estimate", "ci",
         "delta", "delta_ci", "p_value", "significant"}}}`` from the comparison block when
         there is one (intervals; differences for the systems after the baseline), else the
         single run's numbers (:func:`metric_value`, no interval)."""
         systems, comparison = report_systems(report)
         out = []
-        for _, _, columns in headline_tables():
-            for path, _ in columns:
+        for table, _, columns in headline_tables():
+            for path, label in columns:
                 values = {}
                 for name, sub in systems.items():
                     row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
@@ -13491,7 +13501,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
                     elif metric_value(sub, path) is not None:
                         values[name] = {"estimate": metric_value(sub, path)}
                 if values:
-                    out.append({"path": path, "values": values})
+                    out.append({"table": table, "path": path, "label": label, "values": values})
         return out
 
     @staticmethod
@@ -13567,28 +13577,31 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         }
 
     @classmethod
-    def render(cls, data: Mapping[str, Any], title: str) -> str:
+    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
         """The page's HTML for ``data`` (:meth:`page_data`): the template with the escaped
-        ``title``, the systems line, the notices (a collapsed list), the signature, the CSS,
+        ``title``, the systems line and ``inputs`` (what each system scored, as the text
+        summary's titles say it), the notices (a collapsed list), the signature, the CSS,
         the script and the data (:meth:`embed_json`). Deterministic: no date, no random id."""
         esc = html.escape
         notices = data["notices"]
         block = (f"<details><summary>notices ({len(notices)})</summary><ul>"
                  + "".join(f"<li>{esc(n)}</li>" for n in notices) + "</ul></details>") if notices else ""
         systems = ", ".join(data["systems"])
-        subtitle = (f"{len(data['entries'])} entries; systems: {systems}"
-                    + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
-        holes = {"@TITLE@": esc(title), "@SUBTITLE@": esc(subtitle), "@NOTICES@": block,
+        subtitle = (esc(f"{len(data['entries'])} entries; systems: {systems}"
+                        + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
+                    + "".join(f"<br>{esc(line)}" for line in inputs))
+        holes = {"@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
                  "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
                  "@DATA@": cls.embed_json(data)}
         return re.sub("|".join(map(re.escape, holes)), lambda m: holes[m.group(0)], cls.TEMPLATE)
 
     @classmethod
     def write(cls, path: Path, report: Mapping[str, Any], audits: Mapping[str, Sequence[Mapping[str, Any]]],
-              selections: Sequence[Mapping[str, Any]] = (), title: str = "") -> None:
-        """Write the page of ``report`` to ``path`` atomically (:func:`_write_atomic`); an
+              selections: Sequence[Mapping[str, Any]] = (), title: str = "", inputs: Sequence[str] = ()) -> None:
+        """Write the page of ``report`` to ``path`` atomically (:func:`_write_atomic`; same
+        inputs, same bytes); ``title`` and ``inputs`` as :meth:`render` takes them. An
         unwritable path is an :class:`InputError` naming it."""
-        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit")
+        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs)
         try:
             _write_atomic(path, [text.encode("utf-8")])
         except OSError as exc:
@@ -16612,8 +16625,8 @@ def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mappin
         return
     systems, _ = report_systems(report)
     audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
-    title = f"{PRODUCT} audit: " + ("; ".join(t for t in titles.values() if t) or ", ".join(systems))
-    AuditPage.write(config.html, report, audits, (), title)
+    AuditPage.write(config.html, report, audits, (), f"{PRODUCT} audit: {' vs '.join(systems)}",
+                    [t for t in titles.values() if t])
     log.info("audit page written to %s", config.html)
 
 
