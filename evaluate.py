@@ -5366,6 +5366,18 @@ class AuditEntry:
     pairs: list[dict[str, Any]]
     slices: dict[str, Any] | None = None
 
+    @staticmethod
+    def key_of(row: Mapping[str, Any]) -> str:
+        """The key that names an entry (a per-entry row) in the lists of examples and on
+        the HTML page: its id, or ``line N`` (its gold line) for an entry without one."""
+        rid = row.get("id")
+        return f"line {row.get('gold_line')}" if rid is None else str(rid)
+
+    @property
+    def key(self) -> str:
+        """:meth:`key_of` of this entry."""
+        return self.key_of({"id": self.id, "gold_line": self.gold_line})
+
     def as_json(self) -> dict[str, Any]:
         """The entry as a JSON object, keys in this order (``slices`` only when the run
         had ``--slice-by``)."""
@@ -8468,6 +8480,8 @@ class ErrorsFamily(MetricFamily):
 
     name = key = "errors"
     default = True
+    #: ``--examples`` and ``--html`` show each item's class.
+    added_by = ("examples", "html")
     tables = (
         ("errors: gold triplets (share of the valid gold)", (
             ("errors.gold.found", "found"), ("errors.gold.wrong_relation", "wrong relation"),
@@ -8478,8 +8492,6 @@ class ErrorsFamily(MetricFamily):
             ("errors.pred.ungrounded", "ungrounded"), ("errors.pred.hallucinated_relation", "halluc. relation"))))
     lower_is_better = frozenset(path for _, columns in tables for path, _ in columns) - {"errors.gold.found"}
     lower_is_better_legend = ("the error shares", "errors: all but gold found")
-    #: ``--html``: the audit page shows each item's class.
-    added_by = ("html",)
 
     @staticmethod
     def row_classes(pairs: Sequence[Mapping[str, Any]], unmatched: Sequence[Mapping[str, Any]], n_items: int,
@@ -10020,8 +10032,9 @@ def _row_sink(config: RunConfig, n_entries: int) -> Any:
     disk (a :class:`RowSpool`: as JSON lines for ``--per-entry-jsonl``, as the report's
     text from :data:`SPOOL_MIN_ENTRIES` entries on), else None (a list in memory).
     ``--summary-only`` with ``--slice-by`` keeps them as a run without it does: the slices
-    are made from them before they are dropped (:func:`_place_rows`)."""
-    if config.summary_only and not config.slice_by:
+    are made from them before they are dropped (:func:`_place_rows`), and with
+    ``--examples`` the examples (:func:`_emit`)."""
+    if config.summary_only and not config.slice_by and config.examples is None:
         return NoRows()
     if config.per_entry_jsonl is not None:
         return RowSpool(form="lines")
@@ -10069,7 +10082,7 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     without ``--summary-only``); ``--per-entry-jsonl PATH``: the rows written to PATH
     (atomically, row by row) and the report's ``per_entry_jsonl`` naming it (resolved path)
     where ``per_entry`` was."""
-    if config.summary_only:
+    if config.summary_only and config.examples is None:   # --examples: dropped once they are made (_emit)
         if config.slice_by:
             report = _with_slices(config, report)
         del report["per_entry"]
@@ -13609,6 +13622,275 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 
 
 # --------------------------------------------------------------------------------------
+# Examples for the write-up (--examples PATH, --examples-per K)
+# --------------------------------------------------------------------------------------
+
+#: How many characters (code points) of a prompt an example shows; a longer prompt is cut
+#: there and ends with "…" and its length, "(N characters)".
+EXAMPLE_PROMPT_CHARS = 600
+#: ``--examples-per`` default: entries in each list of examples.
+DEFAULT_EXAMPLES_PER = 5
+#: Composites (and differences of composites) equal to this many decimals are ties in the
+#: rankings of :func:`example_selections` (broken by entry key), so that the last bits of a
+#: float sum do not order two entries whose composites are the same.
+EXAMPLE_TIE_DECIMALS = 12
+
+
+def _ranking_value(value: float) -> float:
+    return round(value, EXAMPLE_TIE_DECIMALS)
+
+
+def example_selections(systems: Mapping[str, Mapping[str, Any]], k: int,
+                       baseline: str | None = None) -> dict[str, dict[str, list[str]]]:
+    """The entries each list of examples shows, by entry key (:meth:`AuditEntry.key_of`:
+    the id, or ``line N`` for an entry without one): for each system (``systems``: name ->
+    report with ``per_entry`` rows), ``worst``: the ``k`` lowest composites, ascending;
+    ``best``: the ``k`` highest, descending; and with a ``baseline`` among two or more
+    systems, for each other system, ``gains``: the ``k`` largest positive differences
+    ``composite(system) - composite(baseline)`` of the entries both hold (by key),
+    descending, and ``losses``: the ``k`` most negative, ascending. Ties (values equal to
+    :data:`EXAMPLE_TIE_DECIMALS` decimals) go by key, in string order; an entry whose
+    composite is null is in no list; an unchanged entry (difference 0) is neither a gain
+    nor a loss. Fewer entries than ``k`` give shorter lists; ``k`` >= 1 (ValueError)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    scores = {name: Examples.composites(sub) for name, sub in systems.items()}
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, values in scores.items():
+        ranked = [(_ranking_value(v), key) for key, v in values.items()]
+        out[name] = {"worst": [key for _, key in sorted(ranked)[:k]],
+                     "best": [key for _, key in sorted(ranked, key=lambda t: (-t[0], t[1]))[:k]]}
+        if baseline is None or name == baseline or len(systems) < 2:
+            continue
+        base = scores[baseline]
+        deltas = [(_ranking_value(v - base[key]), key) for key, v in values.items() if key in base]
+        out[name]["gains"] = [key for _, key in sorted((t for t in deltas if t[0] > 0),
+                                                       key=lambda t: (-t[0], t[1]))[:k]]
+        out[name]["losses"] = [key for _, key in sorted(t for t in deltas if t[0] < 0)[:k]]
+    return out
+
+
+class Examples:
+    """The parts of :func:`examples_markdown` (a namespace): the systems of a report, their
+    composites, the audit entries the lists need, and the Markdown of one example."""
+
+    #: The lists of examples, in the file's order, with their headings.
+    LISTS = (("worst", "The {k} worst entries of {name} by composite"),
+             ("best", "The {k} best entries of {name} by composite"),
+             ("gains", "The {k} largest gains of {name} over {baseline}"),
+             ("losses", "The {k} largest losses of {name} against {baseline}"))
+
+    @staticmethod
+    def composites(report: Mapping[str, Any]) -> dict[str, float]:
+        """Entry key -> composite of a system's rows (the rows with a composite)."""
+        out = {}
+        for row in report.get("per_entry") or ():
+            value = (row.get("metrics") or {}).get("composite")
+            if value is not None:
+                out[AuditEntry.key_of(row)] = value
+        return out
+
+    @staticmethod
+    def systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+        """(system name -> its report, the comparison's baseline or None) of a report: a
+        comparison's systems, or one run's (named by its predictions file); rows kept in a
+        ``--per-entry-jsonl`` file are read from it (:func:`read_rows_file`)."""
+        if "systems" in report:
+            systems = dict(report["systems"])
+        else:
+            name = (report.get("comparison") or {}).get("baseline")
+            if name is None:
+                pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
+                name = system_names([Path(pred.get("name") or "predictions")])[0]
+            systems = {name: report}
+        for name, sub in systems.items():
+            if not isinstance(sub.get("per_entry"), (list, RowSpool)) and "per_entry_jsonl" in sub:
+                systems[name] = {**sub, "per_entry": read_rows_file(Path("."), sub["per_entry_jsonl"])}
+            elif isinstance(sub.get("per_entry"), RowSpool):
+                systems[name] = {**sub, "per_entry": list(sub["per_entry"])}
+        baseline = (report.get("comparison") or {}).get("baseline") if len(systems) > 1 else None
+        return systems, baseline
+
+    @staticmethod
+    def audited(systems: Mapping[str, Mapping[str, Any]], selections: Mapping[str, Mapping[str, list[str]]],
+                baseline: str | None) -> dict[str, dict[str, AuditEntry]]:
+        """System -> entry key -> :class:`AuditEntry` of the entries the lists show (the
+        baseline's too for the gains and losses of the others), their lines read again."""
+        wanted: dict[str, set[str]] = {name: set() for name in systems}
+        for name, lists in selections.items():
+            for kind, keys in lists.items():
+                wanted[name].update(keys)
+                if kind in ("gains", "losses") and baseline is not None:
+                    wanted[baseline].update(keys)
+        out = {}
+        for name, sub in systems.items():
+            rows = [row for row in sub.get("per_entry") or () if AuditEntry.key_of(row) in wanted[name]]
+            out[name] = {e.key: e for e in audit_entries({**sub, "per_entry": rows}, name)}
+        return out
+
+    @staticmethod
+    def escape(text: Any) -> str:
+        """Text for a Markdown heading, paragraph or table cell, shown as written: a line
+        break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
+        an ``_`` that is not inside a word (``based_on`` stays as it is: no emphasis
+        there), and the ``(`` of ``](`` (no link)."""
+        text = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
+        text = re.sub(r"([\\`|*<])", r"\\\1", text)
+        text = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
+        return text.replace("](", "]\\(")
+
+    @staticmethod
+    def prompt(text: str) -> list[str]:
+        """The prompt as a Markdown quote, cut at :data:`EXAMPLE_PROMPT_CHARS` characters."""
+        shown = text if len(text) <= EXAMPLE_PROMPT_CHARS else (
+            text[:EXAMPLE_PROMPT_CHARS].rstrip() + f"… ({len(text)} characters)")
+        lines = [Examples.escape(line) for line in shown.splitlines() if line.strip()]
+        return ["> " + line for line in lines] or ["> (empty prompt)"]
+
+    @staticmethod
+    def triplet(item: Mapping[str, Any] | None) -> str:
+        """``[index] source —relation→ target`` of an item (fields as written; "?" for an
+        absent one), escaped; "" for none."""
+        if item is None:
+            return ""
+        source, relation, target = ("?" if item[f] is None else item[f] for f in ("source", "relation", "target"))
+        return f"[{item['index']}] {Examples.escape(source)} —{Examples.escape(relation)}→ {Examples.escape(target)}"
+
+    @staticmethod
+    def table(entry: AuditEntry) -> list[str]:
+        """Gold and predicted items side by side: each accepted pair on one line, then the
+        unpaired gold triplets, then the unpaired predicted items; each with its class and
+        the reason (the predicted item's, else the gold triplet's)."""
+        paired = [(entry.gold[p["gold_index"]], entry.pred[p["pred_index"]]) for p in entry.pairs]
+        gold_paired = {p["gold_index"] for p in entry.pairs}
+        pred_paired = {p["pred_index"] for p in entry.pairs}
+        lines: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = [
+            *paired, *((g, None) for g in entry.gold if g["index"] not in gold_paired),
+            *((None, p) for p in entry.pred if p["index"] not in pred_paired)]
+        if not lines:
+            return ["(no gold triplets and no predicted items)"]
+        out = ["| gold triplet | gold class | predicted item | predicted class | why |", "|---|---|---|---|---|"]
+        for gold, pred in lines:
+            why = (pred or {}).get("reason") or (gold or {}).get("reason") or ""
+            cells = (Examples.triplet(gold), Examples.escape((gold or {}).get("class") or ""), Examples.triplet(pred),
+                     Examples.escape((pred or {}).get("class") or ""), Examples.escape(why))
+            out.append("| " + " | ".join(cells) + " |")
+        return out
+
+    @staticmethod
+    def facts(entry: AuditEntry) -> str:
+        """One line: parse status and reason, lines, entity and triplet F1, slices."""
+        metrics = entry.metrics
+        parts = [f"parse {entry.parse_status}" + (f" ({entry.parse_reason})" if entry.parse_reason else ""),
+                 f"gold line {entry.gold_line}", "no prediction line" if entry.pred_line is None
+                 else f"prediction line {entry.pred_line}",
+                 f"entity F1 {_fmt(metrics.get('entity_f1'))}", f"triplet F1 {_fmt(metrics.get('triplet_f1'))}"]
+        parts += [f"{key} {slice_label(value)}" for key, value in (entry.slices or {}).items()]
+        return Examples.escape(" · ".join(parts))
+
+    @staticmethod
+    def example(rank: int, entry: AuditEntry, names: tuple[str, str | None], base_value: float | None = None,
+                base_entry: AuditEntry | None = None) -> list[str]:
+        """The Markdown of one example of system ``names[0]``: heading (rank, key,
+        composite; in a comparison the baseline ``names[1]``'s composite ``base_value``
+        and the difference), facts, prompt and table; with ``base_entry`` (a gain or a
+        loss) the baseline's table too, before the system's."""
+        name, baseline = (Examples.escape(n) for n in names)
+        value = "null" if entry.composite is None else f"{entry.composite:.4f}"
+        head = f"#### {rank}. {Examples.escape(entry.key)} · {name} {value}"
+        if base_value is not None and entry.composite is not None:
+            head += f" · {baseline} {base_value:.4f} · difference {entry.composite - base_value:+.4f}"
+        out = [head, "", Examples.facts(entry), "", *Examples.prompt(entry.prompt), ""]
+        if base_entry is None:
+            return out + Examples.table(entry) + [""]
+        return out + [f"**{baseline}**: {Examples.facts(base_entry)}", "", *Examples.table(base_entry), "",
+                      f"**{name}**:", "", *Examples.table(entry), ""]
+
+    @staticmethod
+    def system_lines(name: str, sub: Mapping[str, Any], ranked: int, selections: Mapping[str, list[str]],
+                     deltas: Sequence[float]) -> list[str]:
+        """The heading and first line of a system's part: its files, entries, how many are
+        ranked; in a comparison how many entries gained, lost, stayed the same."""
+        inputs = (sub.get("summary") or {}).get("inputs") or {}
+        files = " vs ".join(f"`{Examples.escape(info.get('name'))}`" for info in (inputs.get("pred"), inputs.get("gold"))
+                            if isinstance(info, Mapping))
+        n = len(sub.get("per_entry") or ())
+        line = f"{files}: {n} entries, {ranked} ranked by composite"
+        if n > ranked:
+            line += f" ({n - ranked} with a null composite: in no list)"
+        if "gains" in selections:
+            gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
+            line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
+        return [f"## {Examples.escape(name)}", "", line + ".", ""]
+
+
+#: The first paragraph of an examples file (:func:`examples_markdown`), and the sentence a
+#: comparison's adds after its second sentence.
+EXAMPLES_INTRO = (
+    "Entries ranked by their composite score (hgr, per entry: SPEC.md section 8), {k} per list; composites equal "
+    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id). An "
+    "unparseable or missing answer has composite 0.0 and ranks among the worst.{comparison} Prompts are cut at "
+    "{chars} characters. Each table puts a gold triplet and the prediction paired with it on one line, then the "
+    "gold triplets no prediction pairs with, then the unpaired predicted items; classes as in README \"Error "
+    "analysis\"; *why* gives the reason of a non-match.")
+EXAMPLES_COMPARISON = (" Gains and losses are composite(system) - composite(baseline {baseline}) on the same entry; an "
+                       "unchanged entry is in neither list.")
+
+
+def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> str:
+    """The ``--examples`` file of a finished report (one run, one run with ``--bootstrap``,
+    or a comparison; rows in the report or its ``--per-entry-jsonl`` file): for each system
+    the lists of :func:`example_selections` (``k`` each), every example with its entry's
+    lines read again (:func:`audit_entries`): key and composite (in a comparison the
+    baseline's and the difference), parse status, prompt (cut at
+    :data:`EXAMPLE_PROMPT_CHARS`), and gold and predicted items side by side with their
+    classes and reasons (:meth:`Examples.table`). Same report and files, same text.
+
+    Raises:
+        InputError: a system without per-entry rows, inputs that cannot be read again or
+            are not the files scored (:class:`AuditInputs`).
+    """
+    systems, baseline = Examples.systems(report)
+    for name, sub in systems.items():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
+    selections = example_selections(systems, k, baseline)
+    audits = Examples.audited(systems, selections, baseline)
+    values = {name: Examples.composites(sub) for name, sub in systems.items()}
+    comparison = EXAMPLES_COMPARISON.format(baseline=Examples.escape(baseline)) if baseline is not None else ""
+    intro = EXAMPLES_INTRO.format(k=k, decimals=EXAMPLE_TIE_DECIMALS, chars=EXAMPLE_PROMPT_CHARS, comparison=comparison)
+    lines = ["# Examples for the write-up", "", intro, ""]
+    for name, sub in systems.items():
+        base = values[baseline] if baseline is not None and name != baseline else {}
+        deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
+        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
+        for kind, title in Examples.LISTS:
+            if kind not in selections[name]:
+                continue
+            keys = selections[name][kind]
+            lines += ["### " + title.format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
+            if not keys:
+                lines += ["(none)", ""]
+            for rank, key in enumerate(keys, 1):
+                both = kind in ("gains", "losses")
+                lines += Examples.example(rank, audits[name][key], (name, baseline), base.get(key),
+                                          audits[baseline][key] if both and baseline is not None else None)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_examples(path: Path, report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> None:
+    """Write :func:`examples_markdown` of ``report`` to ``path`` atomically (UTF-8;
+    :func:`_write_atomic`). Raises InputError as :func:`examples_markdown`, and for a file
+    that cannot be written (naming it)."""
+    text = examples_markdown(report, k)
+    try:
+        _write_atomic(path, [text.encode("utf-8")])
+    except OSError as exc:
+        raise InputError(f"--examples {path}: cannot write: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------------------
 # The signature
 # --------------------------------------------------------------------------------------
 
@@ -15526,7 +15808,7 @@ def _add_large_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_slice_options(p: argparse.ArgumentParser) -> None:
-    """The "error analysis" options: --slice-by and --max-slices."""
+    """The "error analysis" options: --slice-by, --max-slices, --examples and --examples-per."""
     group = p.add_argument_group("error analysis (README \"Error analysis\")")
     group.add_argument("--slice-by", action="append", metavar="KEY", dest="slice_by",
                        help="report every headline metric per slice of the entries (repeatable): KEY is a field "
@@ -15534,6 +15816,15 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                             f"(missing)) or a built-in with fixed bins: {', '.join(SLICE_BUILTINS)}")
     group.add_argument("--max-slices", type=_positive_int, metavar="N",
                        help=f"allow more than {MAX_SLICES} distinct values of a --slice-by key")
+    group.add_argument("--examples", type=Path, metavar="PATH",
+                       help="write examples for the write-up to PATH (Markdown): each system's worst and best entries "
+                            "by composite and, in a comparison, the largest gains and losses against the baseline, "
+                            "with the prompt (cut at {0} characters) and the gold and predicted triplets side by side "
+                            "with their classes; the inputs are read again from the paths the report records, so "
+                            "they must still be those files (not a stream; not directory mode); written with "
+                            "--no-report and --summary-only too".format(EXAMPLE_PROMPT_CHARS))
+    group.add_argument("--examples-per", type=_positive_int, metavar="K", dest="examples_per",
+                       help=f"entries in each list of --examples (default {DEFAULT_EXAMPLES_PER})")
     group.add_argument("--html", type=Path, metavar="PATH",
                        help="write the audit page to PATH: one self-contained HTML file (no network) with the "
                             "headline numbers, the error-class and slice tables, a filterable list of the entries "
@@ -15638,6 +15929,7 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError(f"--per-entry-jsonl {args.per_entry_jsonl} contradicts --summary-only: give one of them")
     if args.max_slices is not None and not args.slice_by:
         raise InputError(f"--max-slices {args.max_slices} sets the limit of --slice-by: give --slice-by KEY too")
+    _refuse_examples_contradictions(args)
     if args.slice_by and len(set(args.slice_by)) < len(args.slice_by):
         twice = next(k for k in args.slice_by if args.slice_by.count(k) > 1)
         raise InputError(f"--slice-by {twice} is given twice: give each key once")
@@ -15662,6 +15954,33 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         if _same_file(pred, args.gold):
             raise InputError(f"--pred {pred} and --gold {args.gold} are the same file: give the predictions "
                              "with --pred and the gold with --gold (or a combined file alone with --pred)")
+
+
+def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
+    """``--examples``: ``--examples-per`` needs it; a shard has only some entries (give it
+    to the ``--merge``); a stream cannot be read again; its path is not an input's, the
+    report's or the rows file's."""
+    if args.examples is None:
+        if args.examples_per is not None:
+            raise InputError(f"--examples-per {args.examples_per} sets the length of the lists of --examples: give "
+                             "--examples PATH too")
+        return
+    if args.shard:
+        raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
+                         "--merge of the parts")
+    streamed = [flag for flag, path in (*(("--pred", p) for p in args.pred or ()), ("--gold", args.gold))
+                if path is not None and str(path) == "-"]
+    if streamed:
+        raise InputError(f"--examples reads the inputs again after scoring, and {streamed[0]} - (stdin) can be read "
+                         "once: give the file's path")
+    for flag, other in (("--report", args.report), ("--per-entry-jsonl", args.per_entry_jsonl)):
+        if other is not None and str(other) != "-" and _same_path(args.examples, other):
+            raise InputError(f"--examples {args.examples} and {flag} {other} are the same file: give each its own")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two output paths name the same file (resolved; existing or not)."""
+    return a.resolve() == b.resolve() or _same_file(a, b)
 
 
 def _refuse_output_contradictions(args: argparse.Namespace) -> None:
@@ -15793,6 +16112,9 @@ class RunConfig:
     #: ``--slice-by KEY`` (in order) and ``--max-slices N`` (None: :data:`MAX_SLICES`).
     slice_by: tuple[str, ...] = ()
     max_slices: int | None = None
+    #: ``--examples PATH`` and ``--examples-per K``: the examples file and its list length.
+    examples: Path | None = None
+    examples_per: int = DEFAULT_EXAMPLES_PER
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
@@ -15810,6 +16132,7 @@ class RunConfig:
         values["compare"] = tuple(args.compare or ())
         values["merge"] = tuple(args.merge or ())
         values["slice_by"] = tuple(args.slice_by or ())
+        values["examples_per"] = args.examples_per or DEFAULT_EXAMPLES_PER
         values["embedding_model"] = DEFAULT_EMBEDDING_MODEL if args.embedding_model is None else args.embedding_model
         values["embedding_device"] = args.embedding_device or "auto"
         metrics = tuple(values["metrics"])
@@ -16318,8 +16641,12 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
     the text summary with ``titles``, :func:`format_output`) or (``--report -``) the report,
     the text summary then going to stderr. The plots come last, so that a plot that
     cannot be written (an InputError naming the file, exit 2) loses neither the report nor
-    the summary."""
+    the summary. ``--examples`` are written after the summary, before the plots, from the
+    rows (which ``--summary-only`` then leaves out of the report)."""
     report = _with_slices(config, report)
+    examples_of = report
+    if config.summary_only and "per_entry" in report:   # kept for --examples (_place_rows)
+        report = {key: value for key, value in report.items() if key != "per_entry"}
     outcome.report = report
     if report_path == STDOUT_REPORT:  # stdout carries the report only; the summary goes to stderr
         try:
@@ -16337,6 +16664,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
         sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
+        _write_run_examples(config, examples_of)
         _write_run_plots(config, report)
         _write_run_html(config, report, titles)
         return 0
@@ -16359,9 +16687,37 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
+    _write_run_examples(config, examples_of)
     _write_run_plots(config, report)
     _write_run_html(config, report, titles)
     return 0
+
+
+def _write_run_examples(config: RunConfig, report: Mapping[str, Any]) -> None:
+    """``--examples PATH``: :func:`write_examples` of the run's report (with its rows)."""
+    if config.examples is not None:
+        write_examples(config.examples, report, config.examples_per)
+        log.info("examples written to %s", config.examples)
+
+
+def _refuse_examples_here(config: RunConfig, directory: bool) -> None:
+    """``--examples`` of a directory (Text2KGBench) run is refused: its entries come from
+    many files (score an ontology's files on their own)."""
+    if config.examples is not None and directory:
+        raise InputError(f"--examples {config.examples}: a directory (Text2KGBench) run's entries come from one "
+                         "file per ontology and are not listed: score an ontology's files on their own with "
+                         "--examples")
+
+
+def _check_saved_examples(config: RunConfig, systems: Mapping[str, Mapping[str, Any]]) -> None:
+    """``--compare`` with ``--examples``: before any resampling, each saved report has its
+    per-entry rows and its recorded inputs are still the files scored
+    (:meth:`AuditInputs.of_report`)."""
+    for name, sub in systems.items() if config.examples is not None else ():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
+        AuditInputs.of_report(sub, name)
 
 
 def _slice_options(report: Mapping[str, Any]) -> ComparisonOptions | None:
@@ -16452,7 +16808,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     configs = [dataclasses.replace(config, pred=p) for p in config.preds]
     _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
-        _check_input_paths(system)
+        _refuse_examples_here(config, _check_input_paths(system))
     report_path = _resolve_report_path(
         config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
         (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
@@ -16527,6 +16883,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     options = comparison_options(config, len(names))
     assert options is not None
     _check_saved_slices(config, systems)
+    _check_saved_examples(config, systems)
     report = build_comparison(systems, options, origins)
     return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
 
@@ -16541,6 +16898,9 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     outcome = outcome if outcome is not None else RunOutcome()
     if config.download_model is not None:
         return _run_download_model(config)
+    if config.examples is not None:
+        _check_report_path(config.examples, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
+                                             *config.merge), "--examples")
     if config.compare:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
@@ -16579,6 +16939,7 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
     intervals of this one system (:func:`build_comparison`)."""
     directory = _check_input_paths(config)
     assert config.pred is not None
+    _refuse_examples_here(config, directory)
     if directory and config.shard is not None:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
