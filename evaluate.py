@@ -10034,7 +10034,7 @@ def _row_sink(config: RunConfig, n_entries: int) -> Any:
     ``--summary-only`` with ``--slice-by`` keeps them as a run without it does: the slices
     are made from them before they are dropped (:func:`_place_rows`), and with
     ``--examples`` the examples (:func:`_emit`)."""
-    if config.summary_only and not config.slice_by and config.examples is None:
+    if config.summary_only and not config.slice_by and not config.reads_entries:
         return NoRows()
     if config.per_entry_jsonl is not None:
         return RowSpool(form="lines")
@@ -10082,7 +10082,7 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     without ``--summary-only``); ``--per-entry-jsonl PATH``: the rows written to PATH
     (atomically, row by row) and the report's ``per_entry_jsonl`` naming it (resolved path)
     where ``per_entry`` was."""
-    if config.summary_only and config.examples is None:   # --examples: dropped once they are made (_emit)
+    if config.summary_only and not config.reads_entries:   # --examples/--html: dropped once made (_emit)
         if config.slice_by:
             report = _with_slices(config, report)
         del report["per_entry"]
@@ -13485,6 +13485,16 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     FLAGS = ("reversed", "duplicate", "in_prompt")
 
     @staticmethod
+    def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int) -> list[dict[str, Any]]:
+        """The example lists of :func:`example_selections` (``k`` each) as the page lists
+        them: ``{"title"`` (the heading of :data:`Examples.LISTS`), ``"ids"`` (entry keys)}``,
+        per system in order, its lists in the order of ``--examples``."""
+        chosen = example_selections(systems, k, baseline)
+        return [{"title": title.format(k=len(chosen[name][kind]), name=name, baseline=baseline),
+                 "ids": chosen[name][kind]} for name in systems for kind, title in Examples.LISTS
+                if kind in chosen[name]]
+
+    @staticmethod
     def embed_json(data: Any) -> str:
         """``data`` as JSON that is safe inside ``<script type="application/json">``: compact,
         keys in their order, non-ASCII kept, every ``<`` written ``\\u003c`` (so no
@@ -13547,15 +13557,17 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 
     @classmethod
     def entries(cls, audits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-        """The entry list: one item per id in the baseline's order (then ids only later
-        systems have), ``{"id", "prompt", "slices": {key: label}, "systems": [the system's
+        """The entry list: one item per entry key (:meth:`AuditEntry.key_of`: the id, or
+        ``line N``) in the baseline's order (then keys only later systems have), ``{"id"
+        (the key), "prompt", "slices": {key: label}, "systems": [the system's
         audit entry (:meth:`AuditEntry.as_json`) without id, prompt and slices and with the
         :data:`ENTRY_METRICS` of its metrics, or None, in system order]}``."""
         names = list(audits)
         by_id: dict[str, dict[str, Any]] = {}
         for s, name in enumerate(names):
             for a in audits[name]:
-                item = by_id.setdefault(a["id"], {"id": a["id"], "prompt": a.get("prompt") or "",
+                key = AuditEntry.key_of(a)
+                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "",
                                                   "slices": {k: slice_label(v) for k, v in (a.get("slices") or {}).items()},
                                                   "systems": [None] * len(names)})
                 own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
@@ -15829,7 +15841,7 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                        help="write the audit page to PATH: one self-contained HTML file (no network) with the "
                             "headline numbers, the error-class and slice tables, a filterable list of the entries "
                             "and each entry's alignments; it re-reads the prompts and triplets from the input files "
-                            "(not with directories, stdin, --summary-only or --per-entry-jsonl)")
+                            "(so not with directories or stdin); written with --no-report and --summary-only too")
 
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
@@ -15957,13 +15969,13 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
 
 
 def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
-    """``--examples``: ``--examples-per`` needs it; a shard has only some entries (give it
+    """``--examples``: ``--examples-per`` needs it (or ``--html``); a shard has only some entries (give it
     to the ``--merge``); a stream cannot be read again; its path is not an input's, the
     report's or the rows file's."""
     if args.examples is None:
-        if args.examples_per is not None:
+        if args.examples_per is not None and getattr(args, "html", None) is None:
             raise InputError(f"--examples-per {args.examples_per} sets the length of the lists of --examples: give "
-                             "--examples PATH too")
+                             "--examples PATH too (or --html PATH, whose page shows the same lists)")
         return
     if args.shard:
         raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
@@ -16002,33 +16014,33 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
 
 
 def _refuse_html_contradictions(args: argparse.Namespace) -> None:
-    """``--html PATH`` needs the per-entry rows and the input files they were read from:
-    refused (before scoring) with ``--summary-only``, with directories (Text2KGBench
-    directory mode), with ``--per-entry-jsonl``, with stdin as an input, and when PATH is a
-    directory or an input."""
+    """``--html PATH`` reads the entries again from the input files: refused (before
+    scoring) with ``--shard`` (give it to the ``--merge``), with directories (Text2KGBench
+    directory mode), with stdin as an input, and when PATH is a directory, an input, or the
+    path of the report, the rows file or the examples."""
     page = getattr(args, "html", None)
     if page is None:
         return
-    if getattr(args, "summary_only", False):
-        raise InputError(f"--html {page}: the audit page lists the entries, and --summary-only leaves their rows out: "
-                         "drop one of them")
-    if getattr(args, "per_entry_jsonl", None) is not None:
-        raise InputError(f"--html {page}: the audit page reads the per-entry rows from the report, and "
-                         "--per-entry-jsonl writes them to another file: drop one of them")
     streams = [p for p in (*(getattr(args, "pred", None) or ()), getattr(args, "gold", None))
                if p is not None and str(p) in ("-", str(STDIN_INPUT))]
     if streams:
         raise InputError(f"--html {page}: the audit page reads the inputs again, and stdin (-) cannot be read twice: "
                          "give the file")
+    if getattr(args, "shard", None):
+        raise InputError(f"--html {page}: the audit page lists the entries of the whole run, a --shard has some of "
+                         "them: give it to the --merge of the parts")
     if any(Path(p).is_dir() for p in getattr(args, "pred", None) or ()):
         raise InputError(f"--html {page}: the audit page is made for predictions files, not directories (score each "
                          "ontology's files with --pred FILE --gold FILE for its page)")
     if page.is_dir():
         raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
-    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None), *(getattr(args, "compare", None) or ()),
-              getattr(args, "report", None)]
+    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None), *(getattr(args, "compare", None) or ())]
     if any(p is not None and _same_file(page, p) for p in inputs):
-        raise InputError(f"--html {page}: is one of the inputs or the report; give a new path for the page")
+        raise InputError(f"--html {page}: is one of the inputs; give a new path for the page")
+    for flag in ("--report", "--per-entry-jsonl", "--examples"):
+        other = getattr(args, flag[2:].replace("-", "_"), None)
+        if other is not None and str(other) != "-" and _same_path(page, other):
+            raise InputError(f"--html {page} and {flag} {other} are the same file: give each its own")
 
 
 def _output_families(metrics: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
@@ -16158,6 +16170,12 @@ class RunConfig:
                      "the extra workers share CPUs and each holds its own memory; running with %d as asked",
                      args.workers, default_workers(), args.workers)
         return cls(**values)
+
+    @property
+    def reads_entries(self) -> bool:
+        """``--examples`` or ``--html``: the run reads its entries again from the inputs,
+        after scoring, from the per-entry rows (kept until then with ``--summary-only``)."""
+        return self.examples is not None or self.html is not None
 
     @property
     def vocabulary_path(self) -> Path | None:
@@ -16666,7 +16684,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
         _write_run_examples(config, examples_of)
         _write_run_plots(config, report)
-        _write_run_html(config, report, titles)
+        _write_run_html(config, examples_of, titles)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -16689,7 +16707,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                   else " (no report written: --no-report)")) from None
     _write_run_examples(config, examples_of)
     _write_run_plots(config, report)
-    _write_run_html(config, report, titles)
+    _write_run_html(config, examples_of, titles)
     return 0
 
 
@@ -16710,12 +16728,13 @@ def _refuse_examples_here(config: RunConfig, directory: bool) -> None:
 
 
 def _check_saved_examples(config: RunConfig, systems: Mapping[str, Mapping[str, Any]]) -> None:
-    """``--compare`` with ``--examples``: before any resampling, each saved report has its
+    """``--compare`` with ``--examples`` or ``--html``: before any resampling, each saved report has its
     per-entry rows and its recorded inputs are still the files scored
     (:meth:`AuditInputs.of_report`)."""
-    for name, sub in systems.items() if config.examples is not None else ():
-        if not isinstance(sub.get("per_entry"), list):
-            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+    flag = "--examples" if config.examples is not None else "--html"
+    for name, sub in systems.items() if config.reads_entries else ():
+        if not isinstance(sub.get("per_entry"), list) and "per_entry_jsonl" not in sub:
+            raise InputError(f"{flag}: system {name}: the report has no per-entry rows (written with "
                              "--summary-only?): score it again with its rows")
         AuditInputs.of_report(sub, name)
 
@@ -16980,13 +16999,20 @@ def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
 
 def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str]) -> None:
     """``--html PATH``: the audit page of the run's systems (:class:`AuditPage`), each
-    system's entries re-read from its inputs (:func:`audit_entries`), with the example
-    selections of ``--examples`` (:func:`example_selections`); the path goes to stderr."""
+    system's entries re-read from its inputs (:func:`audit_entries`; rows in the report, a
+    ``--per-entry-jsonl`` file, or kept for it with ``--summary-only``), with the lists of
+    ``--examples`` (:func:`example_selections`, ``--examples-per`` each, default
+    :data:`DEFAULT_EXAMPLES_PER`, written or not); the path goes to stderr."""
     if config.html is None:
         return
-    systems, _ = report_systems(report)
+    systems, baseline = Examples.systems(report)
+    for name, sub in systems.items():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--html {config.html}: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
     audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
-    AuditPage.write(config.html, report, audits, (), f"{PRODUCT} audit: {' vs '.join(systems)}",
+    selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER)
+    AuditPage.write(config.html, report, audits, selections, f"{PRODUCT} audit: {' vs '.join(systems)}",
                     [t for t in titles.values() if t])
     log.info("audit page written to %s", config.html)
 

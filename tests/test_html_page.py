@@ -85,7 +85,16 @@ def test_data_round_trips_and_matches_the_report(sample):
     report, page = sample
     data = page_data(page.read_text(encoding="utf-8"))
     audits = {n: [a.as_json() for a in ev.audit_entries(report["systems"][n], n)] for n in ("base", "finetuned")}
-    assert data == json.loads(json.dumps(ev.AuditPage.page_data(report, audits, ())))
+    selections = ev.AuditPage.selections(report["systems"], "base", ev.DEFAULT_EXAMPLES_PER)
+    assert data == json.loads(json.dumps(ev.AuditPage.page_data(report, audits, selections)))
+    chosen = ev.example_selections(report["systems"], 5, "base")
+    assert [(x["title"], x["ids"]) for x in data["examples"]] == [
+        ("The 5 worst entries of base by composite", chosen["base"]["worst"]),
+        ("The 5 best entries of base by composite", chosen["base"]["best"]),
+        ("The 5 worst entries of finetuned by composite", chosen["finetuned"]["worst"]),
+        ("The 5 best entries of finetuned by composite", chosen["finetuned"]["best"]),
+        ("The 5 largest gains of finetuned over base", chosen["finetuned"]["gains"]),
+        ("The 5 largest losses of finetuned against base", chosen["finetuned"]["losses"])]
     assert data["systems"] == ["base", "finetuned"] and data["baseline"] == "base"
     assert len(data["entries"]) == 25 and [e["id"] for e in data["entries"]] == \
         [r["id"] for r in report["systems"]["base"]["per_entry"]]
@@ -145,18 +154,37 @@ def test_html_adds_the_errors_family(tmp_path):
 
 
 @pytest.mark.parametrize("extra, says", [
-    (("--summary-only",), "--summary-only leaves their rows out"),
-    (("--per-entry-jsonl", "ROWS"), "--per-entry-jsonl writes them to another file"),
-    (("--report", "PAGE"), "is one of the inputs or the report"),
+    (("--report", "PAGE"), "and --report PAGE are the same file"),
+    (("--per-entry-jsonl", "PAGE"), "and --per-entry-jsonl PAGE are the same file"),
+    (("--examples", "PAGE"), "and --examples PAGE are the same file"),
+    (("--gold", "PAGE"), "is one of the inputs"),
+    (("--shard", "1/2"), "a --shard has some of them"),
 ])
 def test_refused_before_scoring(tmp_path, extra, says):
-    """--html with no rows in the report, or onto the report: exit 2 naming --html."""
-    extra = tuple(str(tmp_path / "p.html") if x == "PAGE" else str(tmp_path / "rows.jsonl") if x == "ROWS" else x
-                  for x in extra)
-    (tmp_path / "p.html").write_text("{}")
-    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", *extra, "--overwrite",
-                          "--html", tmp_path / "p.html")
-    assert rc == 2 and f"--html {tmp_path / 'p.html'}: " in err and says in err, err
+    """--html onto another output or an input, or of a shard: exit 2 naming --html, nothing
+    written."""
+    page = tmp_path / "p.html"
+    page.write_text("{}")
+    extra = tuple(str(page) if x == "PAGE" else x for x in extra)
+    gold = () if "--gold" in extra else ("--gold", GOLD)
+    rc, _, err = run_main("--pred", FINETUNED, *gold, "--no-embeddings", *extra, "--html", page)
+    assert rc == 2 and f"--html {page}" in err and says.replace("PAGE", str(page)) in err, err
+    assert page.read_text() == "{}"
+
+
+def test_summary_only_and_rows_file_make_the_same_page(tmp_path):
+    """One system: --summary-only (rows kept for the page, left out of the report) and
+    --per-entry-jsonl (rows read back from their file) write the plain run's page, byte
+    for byte."""
+    run = ("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet")
+    for name, extra in (("plain", ("--no-report",)), ("summary", ("--summary-only", "--report", tmp_path / "r1.json")),
+                        ("rows", ("--per-entry-jsonl", tmp_path / "rows.jsonl", "--report", tmp_path / "r2.json"))):
+        rc, _, err = run_main(*run, *extra, "--html", tmp_path / f"{name}.html")
+        assert rc == 0, err
+    assert "per_entry" not in load_report(tmp_path / "r1.json")
+    plain = (tmp_path / "plain.html").read_bytes()
+    assert len(page_data(plain.decode("utf-8"))["entries"]) == 25
+    assert (tmp_path / "summary.html").read_bytes() == plain and (tmp_path / "rows.html").read_bytes() == plain
 
 
 def test_refused_for_directories_and_folders(tmp_path):
@@ -272,6 +300,20 @@ def test_class_and_slice_links_filter_the_list(browser, sample):
     shown = browser.execute_script("return auditPage.viewIds()")
     rows = {r["id"]: r["slices"]["n_gold"] for r in report["systems"]["base"]["per_entry"]}
     assert len(shown) == first["n_entries"] and all(ev.slice_label(rows[i]) == first["label"] for i in shown)
+
+
+def test_example_lists_link_to_their_entries(browser, sample):
+    """The examples section lists example_selections' ids (largest gains of finetuned first
+    by difference); a click opens that entry."""
+    report, page = sample
+    _open(browser, page)
+    chosen = ev.example_selections(report["systems"], 5, "base")
+    lines = browser.find_elements("css selector", "#examples p")
+    gains = next(p for p in lines if p.text.startswith("The 5 largest gains of finetuned over base"))
+    links = gains.find_elements("css selector", "a.ex")
+    assert [a.text for a in links] == chosen["finetuned"]["gains"]
+    links[0].click()
+    assert browser.find_element("css selector", "#entry h2").text == f"entry {chosen['finetuned']['gains'][0]}"
 
 
 def test_sort_by_difference(browser, sample):
