@@ -13214,6 +13214,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   }
 
   function table(head, rows, cls) {
+    if (!rows.length && /^u/.test(cls || "")) return el("p", {cls: "muted " + cls, text: "none"});
     return el("table", {cls: cls || ""}, [el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
       el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(function (c) { return c instanceof Node ? el("td", null, [c]) : el("td", {text: c == null ? "" : String(c)}); })); }))]);
   }
@@ -13278,6 +13279,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function options(sel, pairs) { pairs.forEach(function (p) { sel.appendChild(el("option", {value: p[0], text: p[1]})); }); }
   function controls() {
     options($("f-sys"), [["any", "any system"]].concat(SYS.map(function (s) { return [s, s]; })));
+    $("f-sys").hidden = NS < 2;
     options($("f-status"), [["", "any parse status"]].concat(D.parse_statuses.map(function (s) { return [s, s]; })));
     options($("f-class"), [["", "any class"]].concat(D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
       D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }), D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));

@@ -187,6 +187,38 @@ def test_summary_only_and_rows_file_make_the_same_page(tmp_path):
     assert (tmp_path / "summary.html").read_bytes() == plain and (tmp_path / "rows.html").read_bytes() == plain
 
 
+def test_compare_and_merge_make_the_runs_page_data(sample, tmp_path):
+    """--compare of the two systems' saved reports embeds the data of the run that scored
+    both (same resamples); --merge of two shards the data of the unsharded run."""
+    one = ("--gold", GOLD, "--no-embeddings", "--quiet")
+    for name, pred in (("base", BASE), ("finetuned", FINETUNED)):
+        assert run_main("--pred", pred, *one, "--slice-by", "n_gold", "--report", tmp_path / f"{name}.json")[0] == 0
+    rc, _, err = run_main("--compare", tmp_path / "base.json", tmp_path / "finetuned.json", "--bootstrap", "200",
+                          "--trials", "500", "--no-report", "--html", tmp_path / "c.html")
+    assert rc == 0 and f"audit page written to {tmp_path / 'c.html'}" in err, err
+    assert page_data((tmp_path / "c.html").read_text(encoding="utf-8")) == page_data(sample[1].read_text(encoding="utf-8"))
+    for k in (1, 2):
+        assert run_main("--pred", FINETUNED, *one, "--shard", f"{k}/2", "--report", tmp_path / f"p{k}.json")[0] == 0
+    assert run_main("--merge", tmp_path / "p1.json", tmp_path / "p2.json", "--quiet", "--no-report",
+                    "--html", tmp_path / "m.html")[0] == 0
+    assert run_main("--pred", FINETUNED, *one, "--no-report", "--html", tmp_path / "s.html")[0] == 0
+    assert page_data((tmp_path / "m.html").read_text(encoding="utf-8")) == \
+        page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
+
+
+def test_compare_refuses_before_resampling_when_an_input_is_gone(tmp_path):
+    """A saved report whose predictions file moved: exit 2 naming the system and the path."""
+    pred = tmp_path / "pred.jsonl"
+    shutil.copyfile(FINETUNED, pred)
+    assert run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", tmp_path / "a.json")[0] == 0
+    assert run_main("--pred", BASE, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", tmp_path / "b.json")[0] == 0
+    pred.unlink()
+    rc, _, err = run_main("--compare", tmp_path / "b.json", tmp_path / "a.json", "--no-report",
+                          "--html", tmp_path / "c.html")
+    assert rc == 2 and "system a" in err and str(pred) in err and "no longer exists" in err, err
+    assert not (tmp_path / "c.html").exists()
+
+
 def test_refused_for_directories_and_folders(tmp_path):
     """A directory --pred (Text2KGBench directory mode) or a folder as the page's path."""
     (tmp_path / "preds").mkdir()
@@ -283,6 +315,25 @@ def test_filter_and_search_show_the_right_entries(browser, sample):
     assert word in narrowed and browser.execute_script("return auditPage.viewIds()") == narrowed
     assert browser.find_element("id", "count").text == f"{len(narrowed)} of 25 entries"
     assert _console_errors(browser) == []
+
+
+def test_parse_status_and_relation_filters(browser, sample):
+    """Parse status empty in base: the entries whose base row is empty; then relation
+    located_in (any system): the entries with a gold or valid predicted located_in."""
+    from selenium.webdriver.support.ui import Select
+    report, page = sample
+    _open(browser, page)
+    Select(browser.find_element("id", "f-sys")).select_by_value("base")
+    Select(browser.find_element("id", "f-status")).select_by_value("empty")
+    want = [r["id"] for r in report["systems"]["base"]["per_entry"] if r["parse_status"] == "empty"]
+    assert want and browser.execute_script("return auditPage.viewIds()") == want
+    browser.find_element("id", "f-reset").click()
+    Select(browser.find_element("id", "f-rel")).select_by_value("located_in")
+    data = page_data(page.read_text(encoding="utf-8"))
+    want = [e["id"] for e in data["entries"] if any(
+        t["relation"] == "located_in" for a in e["systems"] for t in a["gold"] + [p for p in a["pred"] if p["valid"]])]
+    assert want and browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.find_element("id", "count").text == f"{len(want)} of 25 entries"
 
 
 def test_class_and_slice_links_filter_the_list(browser, sample):
