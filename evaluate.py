@@ -13030,7 +13030,7 @@ details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
 mark.m-g { background: var(--gold); } mark.m-p { background: var(--pred); }
 .systems { display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); }
 .sys { min-width: 0; overflow-x: auto; } table.pairs { width: 100%; table-layout: fixed; } table.pairs th:nth-child(-n+2) { width: 21%; }
-table.pairs th:nth-child(n+3):nth-child(-n+6) { width: 9.5%; } table.pairs td { overflow-wrap: anywhere; }
+table.pairs th:nth-child(n+3):nth-child(-n+5) { width: 9%; } table.pairs th:nth-child(6) { width: 11%; } table.pairs td { overflow-wrap: anywhere; }
 table.pairs td:nth-child(n+3):nth-child(-n+6) { font-variant-numeric: tabular-nums; white-space: nowrap; padding: 3px 4px; }
 table.ugold td:first-child, table.upred td:first-child { min-width: 160px; }
 .cls { display: inline-block; padding: 0 6px; border-radius: 9px; background: #eef1f5; font-size: 12px; white-space: nowrap; }
@@ -13119,22 +13119,28 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     if (state.search && e.hay.indexOf(state.search) < 0) return false;
     return true;
   }
-  function sortKey(e) {
-    var si = state.sys === "any" ? 0 : SYS.indexOf(state.sys), a = e.systems[si];
-    if (state.sort.indexOf("composite") === 0) return a && a.composite != null ? a.composite : null;
-    if (state.sort.indexOf("diff") === 0) return e.diff;
-    return e.order;
+  /* the sort key of each listed entry, computed once per sort: a composite (of the chosen
+     system, else the first) or the difference; null (n/a) sorts last */
+  function sortKeys() {
+    var si = state.sys === "any" ? 0 : SYS.indexOf(state.sys), byDiff = state.sort.indexOf("diff") === 0;
+    view.forEach(function (e) {
+      var a = e.systems[si];
+      e.sk = byDiff ? e.diff : (a && a.composite != null ? a.composite : null);
+    });
   }
   function applyFilters() {
     var t0 = performance.now();
     if (state.search && !hayBuilt) buildHay();
     view = D.entries.filter(matches);
     var desc = /_desc$/.test(state.sort);
-    if (state.sort !== "order") view.sort(function (x, y) {
-      var a = sortKey(x), b = sortKey(y);
-      if (a === null || b === null) return a === b ? x.order - y.order : (a === null ? 1 : -1);
-      return a === b ? x.order - y.order : (desc ? b - a : a - b);
-    });
+    if (state.sort !== "order") {
+      sortKeys();
+      view.sort(function (x, y) {
+        var a = x.sk, b = y.sk;
+        if (a === null || b === null) return a === b ? x.order - y.order : (a === null ? 1 : -1);
+        return a === b ? x.order - y.order : (desc ? b - a : a - b);
+      });
+    }
     updateCounts();
     $("list-spacer").style.height = (view.length * ROW) + "px";
     $("list").scrollTop = 0;

@@ -367,8 +367,9 @@ def test_example_lists_link_to_their_entries(browser, sample):
     assert browser.find_element("css selector", "#entry h2").text == f"entry {chosen['finetuned']['gains'][0]}"
 
 
-def test_sort_by_difference(browser, sample):
-    """Sorted by finetuned - base, largest first (ties in file order)."""
+def test_sort_by_difference_and_composite(browser, sample):
+    """Sorted by finetuned - base, largest first, then by finetuned's composite, smallest
+    first (ties in file order)."""
     report, page = sample
     _open(browser, page)
     from selenium.webdriver.support.ui import Select
@@ -377,6 +378,11 @@ def test_sort_by_difference(browser, sample):
     order = [r["id"] for r in report["systems"]["base"]["per_entry"]]
     want = sorted(order, key=lambda i: (-(comp["finetuned"][i] - comp["base"][i]), order.index(i)))
     assert browser.execute_script("return auditPage.viewIds()") == want
+    Select(browser.find_element("id", "f-sys")).select_by_value("finetuned")
+    Select(browser.find_element("id", "f-sort")).select_by_value("composite_asc")
+    want = sorted(order, key=lambda i: (comp["finetuned"][i], order.index(i)))
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.execute_script("return auditPage.visibleIds()")[:3] == want[:3]
 
 
 def test_entry_view_pairs_equal_the_report(browser, sample, tmp_path):
