@@ -15844,7 +15844,8 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                             "they must still be those files (not a stream; not directory mode); written with "
                             "--no-report and --summary-only too".format(EXAMPLE_PROMPT_CHARS))
     group.add_argument("--examples-per", type=_positive_int, metavar="K", dest="examples_per",
-                       help=f"entries in each list of --examples (default {DEFAULT_EXAMPLES_PER})")
+                       help=f"entries in each list of --examples and of the --html page (default "
+                            f"{DEFAULT_EXAMPLES_PER})")
     group.add_argument("--html", type=Path, metavar="PATH",
                        help="write the audit page to PATH: one self-contained HTML file (no network) with the "
                             "headline numbers, the error-class and slice tables, a filterable list of the entries "

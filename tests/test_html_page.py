@@ -75,6 +75,7 @@ def test_page_is_self_contained(sample):
     assert refs.refs and all(r.startswith(("#", "data:")) for r in refs.refs), refs.refs
     assert not re.search(r"https?://", text.split('<script id="audit-data"')[0])
     assert "url(" not in ev.AuditPage.CSS and "http" not in ev.AuditPage.JS
+    assert "</" not in ev.AuditPage.JS and "<!--" not in ev.AuditPage.JS  # cannot end its script element
     assert refs.tags.count("script") == 2 and "<script src" not in text and 'rel="stylesheet"' not in text
     assert "default-src 'none'" in text
 
