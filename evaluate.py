@@ -52,8 +52,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 directory mode's per-ontology tables),
                                 write_json_atomic,
                                 write_plots; AuditPage (--html: the audit
-                                page); config_signature, report_signature,
-                                sign_report
+                                page); example_selections, examples_markdown
+                                (Examples), write_examples (--examples);
+                                config_signature, report_signature, sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
                                 SentenceTransformersBackend), EmbeddingDevice
                                 (--embedding-device), EmbeddingCache,
@@ -5536,18 +5537,17 @@ class Audit:
     @staticmethod
     def fields(item: Any, profile: str) -> dict[str, Any]:
         """source, source_type, relation, target, target_type, weight of one item as
-        written (an invalid item: whatever of them it has; the flat profile has no types
-        and no weight)."""
+        written (an invalid item: whatever of them it has, read as a flat triplet
+        (:func:`flat_fields`) when it has none of the typed keys, else shown whole as its
+        source; the flat profile has no types and no weight)."""
         out = dict.fromkeys(("source", "source_type", "relation", "target", "target_type", "weight"))
-        if profile != "hgr":
+        typed = isinstance(item, Mapping) and not {"source", "relation", "target"}.isdisjoint(item)
+        if profile != "hgr" or not typed:
             flat = flat_fields(item)
             if flat is not None:
                 out["source"], out["relation"], out["target"] = map(Audit.shown, flat)
             elif item is not None:
                 out["source"] = Audit.shown(item)
-            return out
-        if not isinstance(item, Mapping):
-            out["source"] = Audit.shown(item)
             return out
         for side in ("source", "target"):
             value = item.get(side)
@@ -5614,9 +5614,12 @@ class Audit:
 
     #: The reasons of the unpaired gold classes (a paired one names its prediction's field).
     GOLD_REASONS = {
-        "entities_predicted": "no prediction pairs with it, though both its entities appear in the predictions",
-        "one_entity_predicted": "no prediction pairs with it; only one of its entities appears in the predictions",
-        "entities_absent": "no prediction pairs with it; neither of its entities appears in the predictions",
+        "entities_predicted": "no prediction pairs with it, though both its entities appear in the valid predictions "
+                              "(self-loops aside)",
+        "one_entity_predicted": "no prediction pairs with it; only one of its entities appears in the valid "
+                                "predictions (self-loops aside)",
+        "entities_absent": "no prediction pairs with it; neither of its entities appears in the valid "
+                           "predictions (self-loops aside)",
     }
 
     @staticmethod
@@ -13495,11 +13498,12 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     @staticmethod
     def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int) -> list[dict[str, Any]]:
         """The example lists of :func:`example_selections` (``k`` each) as the page lists
-        them: ``{"title"`` (the heading of :data:`Examples.LISTS`), ``"ids"`` (entry keys)}``,
+        them: ``{"title"`` (the heading of :data:`Examples.LISTS`, as ``--examples`` writes
+        it), ``"ids"`` (entry keys)}``,
         per system in order, its lists in the order of ``--examples``."""
         chosen = example_selections(systems, k, baseline)
-        return [{"title": title.format(k=len(chosen[name][kind]), name=name, baseline=baseline),
-                 "ids": chosen[name][kind]} for name in systems for kind, title in Examples.LISTS
+        return [{"title": (title if k > 1 else title_one).format(k=k, name=name, baseline=baseline),
+                 "ids": chosen[name][kind]} for name in systems for kind, title, title_one in Examples.LISTS
                 if kind in chosen[name]]
 
     @staticmethod
@@ -13694,11 +13698,12 @@ class Examples:
     """The parts of :func:`examples_markdown` (a namespace): the systems of a report, their
     composites, the audit entries the lists need, and the Markdown of one example."""
 
-    #: The lists of examples, in the file's order, with their headings.
-    LISTS = (("worst", "The {k} worst entries of {name} by composite"),
-             ("best", "The {k} best entries of {name} by composite"),
-             ("gains", "The {k} largest gains of {name} over {baseline}"),
-             ("losses", "The {k} largest losses of {name} against {baseline}"))
+    #: The lists of examples, in the file's order, with their headings (k > 1, k = 1).
+    LISTS = (("worst", "The {k} worst entries of {name} by composite", "The worst entry of {name} by composite"),
+             ("best", "The {k} best entries of {name} by composite", "The best entry of {name} by composite"),
+             ("gains", "The {k} largest gains of {name} over {baseline}", "The largest gain of {name} over {baseline}"),
+             ("losses", "The {k} largest losses of {name} against {baseline}",
+              "The largest loss of {name} against {baseline}"))
 
     @staticmethod
     def composites(report: Mapping[str, Any]) -> dict[str, float]:
@@ -13885,11 +13890,11 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
         lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
-        for kind, title in Examples.LISTS:
+        for kind, title, title_one in Examples.LISTS:
             if kind not in selections[name]:
                 continue
             keys = selections[name][kind]
-            lines += ["### " + title.format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
+            lines += ["### " + (title if k > 1 else title_one).format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
             if not keys:
                 lines += ["(none)", ""]
             for rank, key in enumerate(keys, 1):

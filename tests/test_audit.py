@@ -76,7 +76,12 @@ def test_invalid_items_keep_the_reports_reasons_and_show_what_they_hold(sample):
     assert (invalid[2]["source"], invalid[2]["relation"], invalid[2]["target"], invalid[2]["weight"]) == (
         "Fernbot 3", "made by", "Brightwater Robotics", None)
     assert [g["class"] for g in e.gold] == ["entities_absent", "entities_absent", "wrong_source", "entities_absent"]
-    assert e.gold[0]["reason"] == "no prediction pairs with it; neither of its entities appears in the predictions"
+    flat = audits["base"]["s25"].pred[1]    # {"subject", "predicate", "object"}: read as a flat triplet
+    assert flat == {"index": 1, "source": "Lantern", "source_type": None, "relation": "developed by",
+                    "target": "Mirehouse NLP group", "target_type": None, "weight": None, "valid": False,
+                    "class": "invalid", "flags": [], "reason": "[1].source: missing"}
+    assert e.gold[0]["reason"] == ("no prediction pairs with it; neither of its entities appears in the valid predictions "
+                                 "(self-loops aside)")
 
 
 def test_stage5_classes_and_flags_in_words(sample):
@@ -98,7 +103,8 @@ def test_stage5_classes_and_flags_in_words(sample):
     assert wrong_relation["reason"] == "relation `native_to` does not match gold `located_in` (the entities match)"
     one = audits["base"]["s03"].gold[2]
     assert (one["class"], one["reason"]) == (
-        "one_entity_predicted", "no prediction pairs with it; only one of its entities appears in the predictions")
+        "one_entity_predicted",
+        "no prediction pairs with it; only one of its entities appears in the valid predictions (self-loops aside)")
 
 
 def test_unparseable_answers_have_no_items(sample):

@@ -167,10 +167,11 @@ def test_titles_ids_and_long_prompts_are_escaped_and_cut(tmp_path):
     gold = write(tmp_path / "g.jsonl", [{"id": "p|q\nr", "prompt": prompt,
                                          "triplets": [T("Alpha|Beta", "based_on", "Gamma\nDelta")]}])
     pred = write(tmp_path / "p.jsonl", [{"id": "p|q\nr", "triplets": [T("Alpha|Beta", "based_on", "Gamma")]}])
-    rc, _, err = run_main("--pred", pred, "--gold", gold, *FAST, "--no-report", "--examples", tmp_path / "e.md")
+    rc, _, err = run_main("--pred", pred, "--gold", gold, *FAST, "--no-report", "--examples", tmp_path / "e.md",
+                          "--examples-per", "1")
     assert rc == 0, err
     text = (tmp_path / "e.md").read_text(encoding="utf-8")
-    assert "#### 1. p\\|q r · p " in text
+    assert "### The worst entry of p by composite\n\n#### 1. p\\|q r · p " in text
     quote = [line for line in text.splitlines() if line.startswith("> ")]
     assert quote[:2] == ["> Alpha\\|Beta is based on Gamma.", "> " + "x" * 570 + "… (700 characters)"]
     rows = [line for line in text.splitlines() if line.startswith("| [0]")]
