@@ -13092,8 +13092,10 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         }
         e.keys[s] = k;
       });
-      var base = e.systems[0], last = e.systems[NS - 1];
-      e.diff = NS > 1 && base && last && base.composite != null && last.composite != null ? last.composite - base.composite : null;
+      var base = e.systems[0];
+      e.diffs = e.systems.map(function (a, s) {
+        return s && base && a && base.composite != null && a.composite != null ? a.composite - base.composite : null;
+      });
     });
   }
   function buildHay() {
@@ -13123,19 +13125,21 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     return true;
   }
   /* the sort key of each listed entry, computed once per sort: a composite (of the chosen
-     system, else the first) or the difference; null (n/a) sorts last */
+     system, else the first) or a system's difference to the baseline (diff_desc_S,
+     diff_asc_S: system S); null (n/a) sorts last */
   function sortKeys() {
     var si = state.sys === "any" ? 0 : SYS.indexOf(state.sys), byDiff = state.sort.indexOf("diff") === 0;
+    var di = byDiff ? parseInt(state.sort.split("_")[2], 10) : 0;
     view.forEach(function (e) {
       var a = e.systems[si];
-      e.sk = byDiff ? e.diff : (a && a.composite != null ? a.composite : null);
+      e.sk = byDiff ? e.diffs[di] : (a && a.composite != null ? a.composite : null);
     });
   }
   function applyFilters() {
     var t0 = performance.now();
     if (state.search && !hayBuilt) buildHay();
     view = D.entries.filter(matches);
-    var desc = /_desc$/.test(state.sort);
+    var desc = /_desc/.test(state.sort);
     if (state.sort !== "order") {
       sortKeys();
       view.sort(function (x, y) {
@@ -13154,8 +13158,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function listHeader() {
     var cells = [el("span", {cls: "c-id", text: "id"})];
     SYS.forEach(function (name) { cells.push(el("span", {cls: "c-num", text: name}), el("span", {cls: "c-st", text: "parse"})); });
-    if (NS > 1) cells.push(el("span", {cls: "c-num", text: "\u0394"}));
-    cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" + (NS > 1 ? "; \u0394 = " + SYS[NS - 1] + " \u2212 " + SYS[0] : "") + ")"}));
+    SYS.forEach(function (name, s) { if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0], text: "\u0394" + (NS > 2 ? " " + name : "")})); });
+    cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" + (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
     $("list-head").appendChild(el("div", {cls: "row head"}, cells));
   }
   function updateCounts() {
@@ -13188,7 +13192,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       cells.push(el("span", {cls: "c-num", text: a ? fmt(a.composite) : "\u2013"}));
       cells.push(el("span", {cls: "c-st st-" + (a ? a.parse_status : "none"), text: a ? a.parse_status : "absent"}));
     });
-    if (NS > 1) cells.push(el("span", {cls: "c-num diff", text: e.diff == null ? "n/a" : sfmt(e.diff)}));
+    e.diffs.forEach(function (d, s) { if (s) cells.push(el("span", {cls: "c-num diff", text: d == null ? "n/a" : sfmt(d)})); });
     cells.push(el("span", {cls: "c-prompt", text: (e.prompt || "").slice(0, 160)}));
     var r = el("div", {cls: "row" + (e.id === state.open ? " open" : ""), "data-id": e.id}, cells);
     r.style.top = (i * ROW) + "px";
@@ -13296,7 +13300,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     D.entries.forEach(function (e) { for (var r in e.rels) rels[r] = 1; });
     options($("f-rel"), [["", "any relation"]].concat(Object.keys(rels).sort().map(function (r) { return [r, r]; })));
     var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"], ["composite_desc", "composite \u2193"]];
-    if (NS > 1) sorts.push(["diff_desc", SYS[NS - 1] + " \u2212 " + SYS[0] + " \u2193"], ["diff_asc", SYS[NS - 1] + " \u2212 " + SYS[0] + " \u2191"]);
+    SYS.forEach(function (name, s) {
+      if (s) sorts.push(["diff_desc_" + s, name + " \u2212 " + SYS[0] + " \u2193"], ["diff_asc_" + s, name + " \u2212 " + SYS[0] + " \u2191"]);
+    });
     options($("f-sort"), sorts);
     Object.keys(D.slices).forEach(function (key) {
       var s = el("select", {cls: "f-slice", "data-key": key, "aria-label": "slice " + key});

@@ -46,7 +46,7 @@ FILTERS = (
     ("slice: n_gold 3-5", "auditPage.setFilter({rel: '', slices: {n_gold: '3-5'}})"),
     ("first search (builds the text)", "auditPage.setFilter({slices: {}}); auditPage.search('kessler')"),
     ("second search", "auditPage.search('lake')"),
-    ("sort by the difference", "auditPage.search(''); auditPage.setFilter({sort: 'diff_desc'})"),
+    ("sort by the difference", "auditPage.search(''); auditPage.setFilter({sort: 'diff_desc_1'})"),
     ("reset", "auditPage.setFilter({sys: 'any', status: '', cls: '', rel: '', sort: 'order', slices: {}})"),
 )
 
@@ -115,7 +115,7 @@ def screenshot(driver, page: Path, target: Path) -> None:
     absent, sorted by the difference, entry s04 open; from the list's heading down."""
     driver.set_window_size(1400, 1500)
     driver.get(page.resolve().as_uri())
-    driver.execute_script("auditPage.setFilter({sys: 'base', cls: 'gold:entities_absent', sort: 'diff_desc'});"
+    driver.execute_script("auditPage.setFilter({sys: 'base', cls: 'gold:entities_absent', sort: 'diff_desc_1'});"
                           "auditPage.open('s04'); document.getElementById('entries').scrollIntoView();")
     driver.execute_async_script(_AFTER_PAINT)
     target.parent.mkdir(parents=True, exist_ok=True)

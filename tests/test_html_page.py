@@ -257,6 +257,16 @@ def _open(driver, page: Path) -> None:
     assert driver.execute_script("return document.body.getAttribute('data-ready')") == "1"
 
 
+def _entry_shown(driver, key: str) -> list:
+    """The entry view's system columns once it shows entry ``key`` (a click sets the
+    address's #entry=...; the page opens the entry on the hashchange event, which comes
+    after the click returns: waited for, up to 10 s)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(driver, 10).until(
+        lambda d: [e.text for e in d.find_elements("css selector", "#entry h2")] == [f"entry {key}"])
+    return driver.find_elements("css selector", "#entry .sys")
+
+
 def _console_errors(driver) -> list:
     return [m for m in driver.get_log("browser") if m.get("level") == "SEVERE"]
 
@@ -365,7 +375,7 @@ def test_example_lists_link_to_their_entries(browser, sample):
     links = gains.find_elements("css selector", "a.ex")
     assert [a.text for a in links] == chosen["finetuned"]["gains"]
     links[0].click()
-    assert browser.find_element("css selector", "#entry h2").text == f"entry {chosen['finetuned']['gains'][0]}"
+    assert len(_entry_shown(browser, chosen["finetuned"]["gains"][0])) == 2
 
 
 def test_sort_by_difference_and_composite(browser, sample):
@@ -374,7 +384,7 @@ def test_sort_by_difference_and_composite(browser, sample):
     report, page = sample
     _open(browser, page)
     from selenium.webdriver.support.ui import Select
-    Select(browser.find_element("id", "f-sort")).select_by_value("diff_desc")
+    Select(browser.find_element("id", "f-sort")).select_by_value("diff_desc_1")
     comp = {n: {r["id"]: r["metrics"]["composite"] for r in report["systems"][n]["per_entry"]} for n in ("base", "finetuned")}
     order = [r["id"] for r in report["systems"]["base"]["per_entry"]]
     want = sorted(order, key=lambda i: (-(comp["finetuned"][i] - comp["base"][i]), order.index(i)))
@@ -386,6 +396,34 @@ def test_sort_by_difference_and_composite(browser, sample):
     assert browser.execute_script("return auditPage.visibleIds()")[:3] == want[:3]
 
 
+def test_three_systems(browser, tmp_path):
+    """Three systems (base, finetuned, and base's answers again as "again"): a difference
+    column and sort for each system after the baseline; the entry view has three columns."""
+    shutil.copyfile(BASE, tmp_path / "again.jsonl")
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--pred", tmp_path / "again.jsonl", "--gold", GOLD,
+                          *FAST, "--report", tmp_path / "r.json", "--html", tmp_path / "three.html")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    _open(browser, tmp_path / "three.html")
+    from selenium.webdriver.support.ui import Select
+    sort = Select(browser.find_element("id", "f-sort"))
+    assert [o.get_attribute("value") for o in sort.options][-4:] == ["diff_desc_1", "diff_asc_1", "diff_desc_2",
+                                                                    "diff_asc_2"]
+    sort.select_by_value("diff_desc_2")
+    comp = {n: {r["id"]: r["metrics"]["composite"] for r in sub["per_entry"]} for n, sub in report["systems"].items()}
+    order = list(comp["base"])
+    # again = base: every difference is 0, so the order is the file order
+    assert set(comp["again"]) == set(order) and browser.execute_script("return auditPage.viewIds()") == order
+    sort.select_by_value("diff_asc_1")
+    want = sorted(order, key=lambda i: (comp["finetuned"][i] - comp["base"][i], order.index(i)))
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    first = browser.find_element("css selector", "#list-rows .row")
+    assert [c.text for c in first.find_elements("css selector", ".diff")][1] == "+0.0000"
+    browser.execute_script("location.hash = 'entry=s04'")
+    assert len(_entry_shown(browser, "s04")) == 3
+    assert _console_errors(browser) == []
+
+
 def test_entry_view_pairs_equal_the_report(browser, sample, tmp_path):
     """Opening s04 (click on its row): per system, the aligned pairs table's similarities
     and class, the unmatched gold and their classes, as the report's row has them; then a
@@ -393,8 +431,8 @@ def test_entry_view_pairs_equal_the_report(browser, sample, tmp_path):
     report, page = sample
     _open(browser, page)
     browser.find_element("css selector", '#list-rows .row[data-id="s04"]').click()
-    views = browser.find_elements("css selector", "#entry .sys")
-    assert len(views) == 2 and browser.find_element("css selector", "#entry h2").text == "entry s04"
+    views = _entry_shown(browser, "s04")
+    assert len(views) == 2
     for view, name in zip(views, ("base", "finetuned")):
         row = next(r for r in report["systems"][name]["per_entry"] if r["id"] == "s04")
         pred_classes = row["stats"]["errors"]["items"]["pred"]
