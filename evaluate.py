@@ -13079,12 +13079,18 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       (t.weight != null ? ", weight " + t.weight : ""), text: triplet(t)});
   }
 
-  /* per entry: the classes, flags and relations the filters test, each system's composite */
+  /* per entry: the classes, flags and relations the filters test, the class counts
+     (key, n, key, n ...) per system, the differences to the baseline */
   function prepare() {
     D.entries.forEach(function (e, i) {
-      e.order = i; byId[e.id] = e; e.keys = []; e.rels = {};
+      e.order = i; byId[e.id] = e; e.keys = []; e.rels = {}; e.counts = [];
       e.systems.forEach(function (a, s) {
-        var k = {};
+        var k = {}, c = {};
+        if (a) {
+          a.gold.forEach(function (g) { if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1; });
+          a.pred.forEach(function (p) { c["pred:" + p["class"]] = (c["pred:" + p["class"]] || 0) + 1; });
+        }
+        e.counts[s] = [].concat.apply([], Object.keys(c).map(function (x) { return [x, c[x]]; }));
         if (a) {
           k["status:" + a.parse_status] = 1;
           a.gold.forEach(function (g) { if (g["class"]) k["gold:" + g["class"]] = 1; if (g.in_prompt) k["flag:in_prompt"] = 1; e.rels[g.relation] = 1; });
@@ -13135,10 +13141,18 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       e.sk = byDiff ? e.diffs[di] : (a && a.composite != null ? a.composite : null);
     });
   }
+  /* the entries the filters keep, in file order, kept while only the sort changes */
+  var matched = null, matchedKey = null;
   function applyFilters() {
     var t0 = performance.now();
-    if (state.search && !hayBuilt) buildHay();
-    view = D.entries.filter(matches);
+    var key = JSON.stringify([state.sys, state.status, state.cls, state.rel, state.search, state.slices]);
+    var same = key === matchedKey;
+    if (!same) {
+      if (state.search && !hayBuilt) buildHay();
+      matched = D.entries.filter(matches);
+      matchedKey = key;
+    }
+    view = matched.slice();
     var desc = /_desc/.test(state.sort);
     if (state.sort !== "order") {
       sortKeys();
@@ -13148,7 +13162,7 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         return a === b ? x.order - y.order : (desc ? b - a : a - b);
       });
     }
-    updateCounts();
+    if (!same) updateCounts();
     $("list-spacer").style.height = (view.length * ROW) + "px";
     $("list").scrollTop = 0;
     renderRows();
@@ -13167,9 +13181,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     SYS.forEach(function (name, s) {
       var c = {};
       view.forEach(function (e) {
-        var a = e.systems[s]; if (!a) return;
-        a.gold.forEach(function (g) { if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1; });
-        a.pred.forEach(function (p) { c["pred:" + p["class"]] = (c["pred:" + p["class"]] || 0) + 1; });
+        var n = e.counts[s];
+        for (var i = 0; i < n.length; i += 2) c[n[i]] = (c[n[i]] || 0) + n[i + 1];
       });
       document.querySelectorAll('td.live[data-sys="' + s + '"]').forEach(function (td) {
         td.textContent = String(c[td.getAttribute("data-key")] || 0);
