@@ -457,6 +457,24 @@ def test_entry_view_pairs_equal_the_report(browser, sample, tmp_path):
     assert _console_errors(browser) == []
 
 
+def test_entries_without_ids_are_named_by_their_gold_line(browser, tmp_path):
+    """Gold and predictions without ids (joined by line order): the page names each entry
+    ``line N``; #entry=line%203 opens the third one, whose prompt is the gold's third."""
+    gold = [json.loads(x) for x in GOLD.read_text(encoding="utf-8").splitlines()][:4]
+    pred = [json.loads(x) for x in FINETUNED.read_text(encoding="utf-8").splitlines()][:4]
+    write(tmp_path / "g.jsonl", [{k: v for k, v in g.items() if k != "id"} for g in gold])
+    write(tmp_path / "p.jsonl", [{k: v for k, v in p.items() if k != "id"} for p in pred])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--no-report", "--html", tmp_path / "noid.html")
+    assert rc == 0, err
+    data = page_data((tmp_path / "noid.html").read_text(encoding="utf-8"))
+    assert [e["id"] for e in data["entries"]] == ["line 1", "line 2", "line 3", "line 4"]
+    browser.get((tmp_path / "noid.html").resolve().as_uri() + "#entry=line%203")
+    assert _entry_shown(browser, "line 3")
+    assert browser.find_element("css selector", "#entry .prompt").text == gold[2]["prompt"]
+    assert _console_errors(browser) == []
+
+
 def test_virtual_list_renders_only_the_visible_rows(browser, tmp_path):
     """400 entries (the sample's gold and predictions, 16 copies with new ids): about a
     window's worth of rows is in the document, and scrolling to the end renders the last."""
