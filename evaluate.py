@@ -13003,44 +13003,122 @@ class AuditPage:
     the wheel ships this one module."""
 
     #: The page's style sheet.
-    CSS = r''':root { --fg: #1d2430; --muted: #5d6675; --line: #d9dee6; --bg: #ffffff; --alt: #f5f7fa; --gold: #fde68a; --pred: #bfdbfe; --accent: #1f5fbf; }
+    CSS = r''':root {
+  --fg: #1d2430;
+  --muted: #5d6675;
+  --line: #d9dee6;
+  --bg: #ffffff;
+  --alt: #f5f7fa;
+  --gold: #fde68a;
+  --pred: #bfdbfe;
+  --accent: #1f5fbf;
+}
 * { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); margin: 0 auto; max-width: 1500px; padding: 12px 18px 40px; }
-h1 { font-size: 20px; margin: 4px 0 6px; } h2 { font-size: 17px; margin: 18px 0 6px; } h3 { font-size: 15px; margin: 12px 0 4px; } h4 { font-size: 13px; margin: 10px 0 3px; color: var(--muted); }
-a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
+body {
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
+  color: var(--fg);
+  background: var(--bg);
+  margin: 0 auto;
+  max-width: 1500px;
+  padding: 12px 18px 40px;
+}
+h1 { font-size: 20px; margin: 4px 0 6px; }
+h2 { font-size: 17px; margin: 18px 0 6px; }
+h3 { font-size: 15px; margin: 12px 0 4px; }
+h4 { font-size: 13px; margin: 10px 0 3px; color: var(--muted); }
+a { color: var(--accent); text-decoration: none; }
+a:hover { text-decoration: underline; }
 table { border-collapse: collapse; margin: 4px 0 10px; font-size: 13px; }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: var(--alt); font-weight: 600; }
 td.live { color: var(--muted); }
-.muted { color: var(--muted); } .legend mark { padding: 0 4px; }
-code.sig { display: block; white-space: pre-wrap; word-break: break-all; font-size: 11px; color: var(--muted); }
-details { margin: 6px 0; } summary { cursor: pointer; font-weight: 600; }
+.muted { color: var(--muted); }
+.legend mark { padding: 0 4px; }
+code.sig {
+  display: block;
+  white-space: pre-wrap;
+  word-break: break-all;
+  font-size: 11px;
+  color: var(--muted);
+}
+details { margin: 6px 0; }
+summary { cursor: pointer; font-weight: 600; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 24px; }
-.grid.wide { grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); } table.headline td, table.headline th { white-space: nowrap; font-size: 12px; padding: 2px 5px; }
+.grid.wide { grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); }
+table.headline td, table.headline th { white-space: nowrap; font-size: 12px; padding: 2px 5px; }
 #headline > div { min-width: 0; overflow-x: auto; }
-.bar { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin: 8px 0; position: sticky; top: 0; background: var(--bg); padding: 6px 0; z-index: 2; }
+.bar {
+  display: flex;
+  flex-wrap: wrap;
+  gap: 6px;
+  align-items: center;
+  margin: 8px 0;
+  position: sticky;
+  top: 0;
+  background: var(--bg);
+  padding: 6px 0;
+  z-index: 2;
+}
 .bar select, .bar input, .bar button { font: inherit; padding: 3px 6px; }
-.bar input { width: 240px; } #count { font-weight: 600; margin-left: 8px; }
+.bar input { width: 240px; }
+#count { font-weight: 600; margin-left: 8px; }
 #list { height: 420px; overflow-y: auto; position: relative; border: 1px solid var(--line); }
 #list-spacer { position: relative; }
-.row { position: absolute; left: 0; right: 0; height: 30px; display: flex; gap: 10px; align-items: center; padding: 0 8px; border-bottom: 1px solid var(--alt); cursor: pointer; white-space: nowrap; overflow: hidden; }
-.row:hover { background: var(--alt); } .row.head { position: relative; font-weight: 600; background: var(--alt); cursor: default; } .row.open { background: #e8f0fd; }
-.c-id { width: 110px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; } .c-num { width: 64px; text-align: right; font-variant-numeric: tabular-nums; }
-.c-st { width: 82px; font-size: 12px; color: var(--muted); } .c-prompt { color: var(--muted); overflow: hidden; text-overflow: ellipsis; flex: 1; }
+.row {
+  position: absolute;
+  left: 0;
+  right: 0;
+  height: 30px;
+  display: flex;
+  gap: 10px;
+  align-items: center;
+  padding: 0 8px;
+  border-bottom: 1px solid var(--alt);
+  cursor: pointer;
+  white-space: nowrap;
+  overflow: hidden;
+}
+.row:hover { background: var(--alt); }
+.row.head { position: relative; font-weight: 600; background: var(--alt); cursor: default; }
+.row.open { background: #e8f0fd; }
+.c-id { width: 110px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; }
+.c-num { width: 64px; text-align: right; font-variant-numeric: tabular-nums; }
+.c-st { width: 82px; font-size: 12px; color: var(--muted); }
+.c-prompt { color: var(--muted); overflow: hidden; text-overflow: ellipsis; flex: 1; }
 .diff { font-weight: 600; }
 #entry { border-top: 2px solid var(--line); margin-top: 14px; }
 .prompt { white-space: pre-wrap; background: var(--alt); padding: 8px 10px; border-radius: 4px; }
-mark.m-g { background: var(--gold); } mark.m-p { background: var(--pred); }
+mark.m-g { background: var(--gold); }
+mark.m-p { background: var(--pred); }
 .systems { display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); }
-.sys { min-width: 0; overflow-x: auto; } table.pairs { width: 100%; table-layout: fixed; } table.pairs th:nth-child(-n+2) { width: 21%; }
-table.pairs th:nth-child(n+3):nth-child(-n+5) { width: 9%; } table.pairs th:nth-child(6) { width: 11%; } table.pairs td { overflow-wrap: anywhere; }
-table.pairs td:nth-child(n+3):nth-child(-n+6) { font-variant-numeric: tabular-nums; white-space: nowrap; padding: 3px 4px; }
+.sys { min-width: 0; overflow-x: auto; }
+table.pairs { width: 100%; table-layout: fixed; }
+table.pairs th:nth-child(-n+2) { width: 21%; }
+table.pairs th:nth-child(n+3):nth-child(-n+5) { width: 9%; }
+table.pairs th:nth-child(6) { width: 11%; }
+table.pairs td { overflow-wrap: anywhere; }
+table.pairs td:nth-child(n+3):nth-child(-n+6) {
+  font-variant-numeric: tabular-nums;
+  white-space: nowrap;
+  padding: 3px 4px;
+}
 table.ugold td:first-child, table.upred td:first-child { min-width: 160px; }
-.cls { display: inline-block; padding: 0 6px; border-radius: 9px; background: #eef1f5; font-size: 12px; white-space: nowrap; }
-.cls-match, .cls-found { background: #d1fae5; } .cls-wrong_relation, .cls-wrong_source, .cls-wrong_target { background: #fef3c7; }
-.cls-ungrounded, .cls-hallucinated_relation, .cls-self_loop, .cls-invalid, .cls-entities_absent { background: #fee2e2; }
+.cls {
+  display: inline-block;
+  padding: 0 6px;
+  border-radius: 9px;
+  background: #eef1f5;
+  font-size: 12px;
+  white-space: nowrap;
+}
+.cls-match, .cls-found { background: #d1fae5; }
+.cls-wrong_relation, .cls-wrong_source, .cls-wrong_target { background: #fef3c7; }
+.cls-ungrounded, .cls-hallucinated_relation, .cls-self_loop, .cls-invalid, .cls-entities_absent {
+  background: #fee2e2;
+}
 .cls-novel_grounded, .cls-entities_predicted, .cls-one_entity_predicted { background: #e0e7ff; }
-a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(--muted); }
+a.ex { margin-right: 8px; }
+.why { display: block; font-size: 12px; color: var(--muted); }
 '''
 
     #: The page's script (plain JavaScript, no library): reads ``#audit-data``, draws the
@@ -13062,7 +13140,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       else if (k === "cls") n.className = attrs[k];
       else n.setAttribute(k, attrs[k]);
     }
-    (kids || []).forEach(function (c) { if (c != null) n.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+    (kids || []).forEach(function (c) {
+      if (c != null) n.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+    });
     return n;
   }
   function fmt(x) { return x == null ? "n/a" : x.toFixed(4); }
@@ -13087,14 +13167,24 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       e.systems.forEach(function (a, s) {
         var k = {}, c = {};
         if (a) {
-          a.gold.forEach(function (g) { if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1; });
+          a.gold.forEach(function (g) {
+            if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1;
+          });
           a.pred.forEach(function (p) { c["pred:" + p["class"]] = (c["pred:" + p["class"]] || 0) + 1; });
         }
         e.counts[s] = [].concat.apply([], Object.keys(c).map(function (x) { return [x, c[x]]; }));
         if (a) {
           k["status:" + a.parse_status] = 1;
-          a.gold.forEach(function (g) { if (g["class"]) k["gold:" + g["class"]] = 1; if (g.in_prompt) k["flag:in_prompt"] = 1; e.rels[g.relation] = 1; });
-          a.pred.forEach(function (p) { k["pred:" + p["class"]] = 1; (p.flags || []).forEach(function (f) { k["flag:" + f] = 1; }); if (p.valid) e.rels[p.relation] = 1; });
+          a.gold.forEach(function (g) {
+            if (g["class"]) k["gold:" + g["class"]] = 1;
+            if (g.in_prompt) k["flag:in_prompt"] = 1;
+            e.rels[g.relation] = 1;
+          });
+          a.pred.forEach(function (p) {
+            k["pred:" + p["class"]] = 1;
+            (p.flags || []).forEach(function (f) { k["flag:" + f] = 1; });
+            if (p.valid) e.rels[p.relation] = 1;
+          });
         }
         e.keys[s] = k;
       });
@@ -13107,7 +13197,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function buildHay() {
     D.entries.forEach(function (e) {
       var parts = [e.id, e.prompt || ""];
-      e.systems.forEach(function (a) { if (a) a.gold.concat(a.pred).forEach(function (t) { parts.push(t.source || "", t.target || ""); }); });
+      e.systems.forEach(function (a) {
+        if (a) a.gold.concat(a.pred).forEach(function (t) { parts.push(t.source || "", t.target || ""); });
+      });
       e.hay = parts.join("\n").toLowerCase();
     });
     hayBuilt = true;
@@ -13171,9 +13263,15 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 
   function listHeader() {
     var cells = [el("span", {cls: "c-id", text: "id"})];
-    SYS.forEach(function (name) { cells.push(el("span", {cls: "c-num", text: name}), el("span", {cls: "c-st", text: "parse"})); });
-    SYS.forEach(function (name, s) { if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0], text: "\u0394" + (NS > 2 ? " " + name : "")})); });
-    cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" + (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
+    SYS.forEach(function (name) {
+      cells.push(el("span", {cls: "c-num", text: name}), el("span", {cls: "c-st", text: "parse"}));
+    });
+    SYS.forEach(function (name, s) {
+      if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0],
+                                    text: "\u0394" + (NS > 2 ? " " + name : "")}));
+    });
+    cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" +
+      (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
     $("list-head").appendChild(el("div", {cls: "row head"}, cells));
   }
   function updateCounts() {
@@ -13192,7 +13290,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 
   function renderRows() {
     var box = $("list"), top = box.scrollTop, h = box.clientHeight || 600;
-    var first = Math.max(0, Math.floor(top / ROW) - BUF), last = Math.min(view.length, Math.ceil((top + h) / ROW) + BUF);
+    var first = Math.max(0, Math.floor(top / ROW) - BUF);
+    var last = Math.min(view.length, Math.ceil((top + h) / ROW) + BUF);
     var frag = document.createDocumentFragment();
     for (var i = first; i < last; i++) frag.appendChild(rowNode(view[i], i));
     var rows = $("list-rows");
@@ -13205,7 +13304,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       cells.push(el("span", {cls: "c-num", text: a ? fmt(a.composite) : "\u2013"}));
       cells.push(el("span", {cls: "c-st st-" + (a ? a.parse_status : "none"), text: a ? a.parse_status : "absent"}));
     });
-    e.diffs.forEach(function (d, s) { if (s) cells.push(el("span", {cls: "c-num diff", text: d == null ? "n/a" : sfmt(d)})); });
+    e.diffs.forEach(function (d, s) {
+      if (s) cells.push(el("span", {cls: "c-num diff", text: d == null ? "n/a" : sfmt(d)}));
+    });
     cells.push(el("span", {cls: "c-prompt", text: (e.prompt || "").slice(0, 160)}));
     var r = el("div", {cls: "row" + (e.id === state.open ? " open" : ""), "data-id": e.id}, cells);
     r.style.top = (i * ROW) + "px";
@@ -13223,8 +13324,12 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       while (at >= 0) { mark(at, at + t.length, kind); found = true; at = low.indexOf(t, at + t.length); }
       if (found) return;
       var toks = t.match(/[a-z0-9]+/g) || [], seen = {}, re = /[a-z0-9]+/g, m, hits = [];
-      while ((m = re.exec(low)) !== null) if (toks.indexOf(m[0]) >= 0) { hits.push([m.index, m.index + m[0].length]); seen[m[0]] = 1; }
-      if (toks.length && Object.keys(seen).length / toks.length >= 0.6) hits.forEach(function (h) { mark(h[0], h[1], kind); });
+      while ((m = re.exec(low)) !== null) {
+        if (toks.indexOf(m[0]) >= 0) { hits.push([m.index, m.index + m[0].length]); seen[m[0]] = 1; }
+      }
+      if (toks.length && Object.keys(seen).length / toks.length >= 0.6) {
+        hits.forEach(function (h) { mark(h[0], h[1], kind); });
+      }
     }
     golds.forEach(function (t) { one(t, "g"); });
     preds.forEach(function (t) { one(t, "p"); });
@@ -13241,8 +13346,10 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 
   function table(head, rows, cls) {
     if (!rows.length && /^u/.test(cls || "")) return el("p", {cls: "muted " + cls, text: "none"});
-    return el("table", {cls: cls || ""}, [el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
-      el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(function (c) { return c instanceof Node ? el("td", null, [c]) : el("td", {text: c == null ? "" : String(c)}); })); }))]);
+    function cell(c) { return c instanceof Node ? el("td", null, [c]) : el("td", {text: c == null ? "" : String(c)}); }
+    return el("table", {cls: cls || ""}, [
+      el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
+      el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(cell)); }))]);
   }
   function classTag(c) { return el("span", {cls: "cls cls-" + c, title: D.class_words[c] || "", text: word(c)}); }
   function systemView(name, a) {
@@ -13252,17 +13359,26 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     a.pred.forEach(function (p) { pi[p.index] = p; });
     var pairs = a.pairs.map(function (p) {
       var g = gi[p.gold_index], q = pi[p.pred_index];
-      return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim), fmt(p.align_sim),
+      return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim),
+        fmt(p.align_sim),
         el("span", null, [classTag(q["class"]), q.reason ? el("span", {cls: "why", text: q.reason}) : null])];
     });
     var ug = a.gold.filter(function (g) { return g.valid && D.unmatched_gold.indexOf(g["class"]) >= 0; })
-      .map(function (g) { return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "", g.reason || D.class_words[g["class"]] || ""]; });
+      .map(function (g) {
+        return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "",
+          g.reason || D.class_words[g["class"]] || ""];
+      });
     var up = a.pred.filter(function (p) { return D.unmatched_pred.indexOf(p["class"]) >= 0; })
-      .map(function (p) { return [p.valid ? tripletCell(p) : (p.text || triplet(p)), classTag(p["class"]), (p.flags || []).join(", "), p.reason || ""]; });
+      .map(function (p) {
+        return [p.valid ? tripletCell(p) : (p.text || triplet(p)), classTag(p["class"]), (p.flags || []).join(", "),
+          p.reason || ""];
+      });
     return el("div", {cls: "sys"}, [
       el("h3", {text: name + "  composite " + fmt(a.composite)}),
       el("p", {cls: "muted", text: "parse: " + a.parse_status + (a.parse_reason ? " (" + a.parse_reason + ")" : "")}),
-      el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) { return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]); }).join(", ")}),
+      el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) {
+        return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]);
+      }).join(", ")}),
       el("h4", {text: "aligned pairs (" + pairs.length + ")"}),
       table(["gold", "predicted", "source", "relation", "target", "align_sim", "class: reason"], pairs, "pairs"),
       el("h4", {text: "unmatched gold (" + ug.length + ")"}),
@@ -13285,7 +13401,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     box.appendChild(el("h2", {text: "entry " + e.id}));
     if (sl) box.appendChild(el("p", {cls: "muted", text: "slices: " + sl}));
     box.appendChild(highlight(e.prompt || "", titles.gold, titles.pred));
-    box.appendChild(el("p", {cls: "legend"}, [el("mark", {cls: "m-g", text: "gold title"}), " ", el("mark", {cls: "m-p", text: "predicted title only"})]));
+    box.appendChild(el("p", {cls: "legend"}, [el("mark", {cls: "m-g", text: "gold title"}), " ",
+      el("mark", {cls: "m-p", text: "predicted title only"})]));
     box.appendChild(el("div", {cls: "systems"}, e.systems.map(function (a, s) { return systemView(SYS[s], a); })));
     box.hidden = false;
     renderRows();
@@ -13300,30 +13417,41 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function syncControls() {
     $("f-sys").value = state.sys; $("f-status").value = state.status; $("f-class").value = state.cls;
     $("f-rel").value = state.rel; $("f-sort").value = state.sort;
-    document.querySelectorAll("select.f-slice").forEach(function (s) { s.value = state.slices[s.getAttribute("data-key")] || ""; });
+    document.querySelectorAll("select.f-slice").forEach(function (s) {
+      s.value = state.slices[s.getAttribute("data-key")] || "";
+    });
   }
-  function options(sel, pairs) { pairs.forEach(function (p) { sel.appendChild(el("option", {value: p[0], text: p[1]})); }); }
+  function options(sel, pairs) {
+    pairs.forEach(function (p) { sel.appendChild(el("option", {value: p[0], text: p[1]})); });
+  }
   function controls() {
     options($("f-sys"), [["any", "any system"]].concat(SYS.map(function (s) { return [s, s]; })));
     $("f-sys").hidden = NS < 2;
     options($("f-status"), [["", "any parse status"]].concat(D.parse_statuses.map(function (s) { return [s, s]; })));
-    options($("f-class"), [["", "any class"]].concat(D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
-      D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }), D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));
+    options($("f-class"), [["", "any class"]].concat(
+      D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
+      D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }),
+      D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));
     var rels = {};
     D.entries.forEach(function (e) { for (var r in e.rels) rels[r] = 1; });
     options($("f-rel"), [["", "any relation"]].concat(Object.keys(rels).sort().map(function (r) { return [r, r]; })));
-    var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"], ["composite_desc", "composite \u2193"]];
+    var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"],
+      ["composite_desc", "composite \u2193"]];
     SYS.forEach(function (name, s) {
-      if (s) sorts.push(["diff_desc_" + s, name + " \u2212 " + SYS[0] + " \u2193"], ["diff_asc_" + s, name + " \u2212 " + SYS[0] + " \u2191"]);
+      var d = name + " \u2212 " + SYS[0];
+      if (s) sorts.push(["diff_desc_" + s, d + " \u2193"], ["diff_asc_" + s, d + " \u2191"]);
     });
     options($("f-sort"), sorts);
     Object.keys(D.slices).forEach(function (key) {
       var s = el("select", {cls: "f-slice", "data-key": key, "aria-label": "slice " + key});
-      options(s, [["", "any " + key]].concat(D.slices[key].map(function (x) { return [x.label, key + ": " + x.label]; })));
+      options(s, [["", "any " + key]].concat(D.slices[key].map(function (x) {
+        return [x.label, key + ": " + x.label];
+      })));
       s.addEventListener("change", function () { state.slices[key] = s.value; applyFilters(); });
       $("f-slices").appendChild(s);
     });
-    [["f-sys", "sys"], ["f-status", "status"], ["f-class", "cls"], ["f-rel", "rel"], ["f-sort", "sort"]].forEach(function (p) {
+    var selects = [["f-sys", "sys"], ["f-status", "status"], ["f-class", "cls"], ["f-rel", "rel"], ["f-sort", "sort"]];
+    selects.forEach(function (p) {
       $(p[0]).addEventListener("change", function () { state[p[1]] = $(p[0]).value; applyFilters(); });
     });
     var timer = null;
@@ -13331,10 +13459,14 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       clearTimeout(timer);
       timer = setTimeout(function () { state.search = $("f-search").value.trim().toLowerCase(); applyFilters(); }, 120);
     });
-    $("f-reset").addEventListener("click", function () { $("f-search").value = ""; setFilter({sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}}); });
+    $("f-reset").addEventListener("click", function () {
+      $("f-search").value = "";
+      setFilter({sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}});
+    });
     $("list").addEventListener("scroll", function () { window.requestAnimationFrame(renderRows); });
     $("list-rows").addEventListener("click", function (ev) {
-      var r = ev.target.closest(".row"); if (r) location.hash = "entry=" + encodeURIComponent(r.getAttribute("data-id"));
+      var r = ev.target.closest(".row");
+      if (r) location.hash = "entry=" + encodeURIComponent(r.getAttribute("data-id"));
     });
     document.body.addEventListener("click", function (ev) {
       var a = ev.target.closest("[data-filter]");
@@ -13353,20 +13485,26 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function link(text, filter) { return el("a", {href: "#list", "data-filter": JSON.stringify(filter), text: text}); }
   function classTables() {
     var box = $("classes");
-    [["gold", D.gold_classes, "gold triplets: share of the valid gold"], ["pred", D.pred_classes, "predicted items: share of the items"]].forEach(function (side) {
+    var sides = [["gold", D.gold_classes, "gold triplets: share of the valid gold"],
+                 ["pred", D.pred_classes, "predicted items: share of the items"]];
+    sides.forEach(function (side) {
       var head = ["class"];
       SYS.forEach(function (s) { head.push(s + " (report)", "share", "shown"); });
       var t = table(head, side[1].map(function (c) {
         var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
         SYS.forEach(function (s, i) {
           var er = D.errors[s];
-          r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a", er ? fmt(er[side[0]][c]) : "n/a", "");
+          r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
+                 er ? fmt(er[side[0]][c]) : "n/a", "");
         });
         return r;
       }), "classes");
       t.querySelectorAll("tbody tr").forEach(function (tr, row) {
         SYS.forEach(function (s, i) {
-          var td = tr.children[3 + 3 * i]; td.className = "live"; td.setAttribute("data-sys", String(i)); td.setAttribute("data-key", side[0] + ":" + side[1][row]);
+          var td = tr.children[3 + 3 * i];
+          td.className = "live";
+          td.setAttribute("data-sys", String(i));
+          td.setAttribute("data-key", side[0] + ":" + side[1][row]);
         });
         tr.children[0].title = D.class_words[side[1][row]] || "";
       });
@@ -13378,7 +13516,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
     var box = $("slices");
     Object.keys(D.slices).forEach(function (key) {
       var head = [key, "n"];
-      SYS.forEach(function (s, i) { D.slice_columns.forEach(function (c) { head.push(s + " " + c[1] + (i ? " (\u0394)" : "")); }); });
+      SYS.forEach(function (s, i) {
+        D.slice_columns.forEach(function (c) { head.push(s + " " + c[1] + (i ? " (\u0394)" : "")); });
+      });
       box.appendChild(el("h3", {text: "slices by " + key}));
       box.appendChild(table(head, D.slices[key].map(function (x) {
         var sl = {}; sl[key] = x.label;
@@ -13386,13 +13526,16 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         SYS.forEach(function (s, i) {
           D.slice_columns.forEach(function (c) {
             var m = (x.metrics[s] || {})[c[0]] || {};
-            r.push(fmt(m.estimate) + ci(m.ci) + (i && m.delta != null ? " (" + sfmt(m.delta) + (m.significant ? "*" : "") + ")" : ""));
+            var d = i && m.delta != null ? " (" + sfmt(m.delta) + (m.significant ? "*" : "") + ")" : "";
+            r.push(fmt(m.estimate) + ci(m.ci) + d);
           });
         });
         return r;
       }), "slicetab"));
     });
-    if (!Object.keys(D.slices).length) box.appendChild(el("p", {cls: "muted", text: "no slices (run with --slice-by KEY)"}));
+    if (!Object.keys(D.slices).length) {
+      box.appendChild(el("p", {cls: "muted", text: "no slices (run with --slice-by KEY)"}));
+    }
   }
   function examples() {
     var box = $("examples");
@@ -13406,8 +13549,13 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   function header() {
     var head = [""], groups = {}, order = [];
     SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
-    D.headline.forEach(function (h) { if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); } groups[h.table].push(h); });
-    order.forEach(function (title) { $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])])); });
+    D.headline.forEach(function (h) {
+      if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); }
+      groups[h.table].push(h);
+    });
+    order.forEach(function (title) {
+      $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])]));
+    });
   }
   function headTable(head, rows) {
     return table(head, rows.map(function (h) {
@@ -13415,7 +13563,10 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
       SYS.forEach(function (s, i) {
         var v = h.values[s] || {};
         r.push(fmt(v.estimate) + ci(v.ci));
-        if (i && D.baseline) r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""), v.p_value == null ? "" : v.p_value.toPrecision(2));
+        if (i && D.baseline) {
+          r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""),
+                 v.p_value == null ? "" : v.p_value.toPrecision(2));
+        }
       });
       return r;
     }), "headline");
@@ -13430,8 +13581,13 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
   listHeader();
   applyFilters();
   fromHash();
-  window.auditPage = {state: state, setFilter: setFilter, search: function (q) { state.search = q.trim().toLowerCase(); $("f-search").value = q; applyFilters(); },
-    visibleIds: function () { return Array.prototype.map.call(document.querySelectorAll("#list-rows .row"), function (r) { return r.getAttribute("data-id"); }); },
+  window.auditPage = {state: state, setFilter: setFilter,
+    search: function (q) { state.search = q.trim().toLowerCase(); $("f-search").value = q; applyFilters(); },
+    visibleIds: function () {
+      return Array.prototype.map.call(document.querySelectorAll("#list-rows .row"), function (r) {
+        return r.getAttribute("data-id");
+      });
+    },
     viewIds: function () { return view.map(function (e) { return e.id; }); }, open: openEntry};
   window.auditReadyMs = performance.now();
   document.body.setAttribute("data-ready", "1");
@@ -13444,7 +13600,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy"
+  content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>@TITLE@</title>
 <link rel="icon" href="data:,">
@@ -13460,7 +13617,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
 <code class="sig">@SIGNATURE@</code>
 </header>
 <div class="grid">
-<section id="classes"><h2>Error classes</h2><p class="muted">counts of the report; click a class or a count to list its entries ("shown": in the entries listed below)</p></section>
+<section id="classes"><h2>Error classes</h2>
+<p class="muted">counts of the report; click a class or a count to list its entries ("shown": in the entries
+listed below)</p></section>
 <section><h2>Slices</h2><div id="slices"></div><h2>Examples</h2><div id="examples"></div></section>
 </div>
 <h2 id="entries">Entries</h2>
@@ -13598,9 +13757,9 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         for s, name in enumerate(names):
             for a in audits[name]:
                 key = AuditEntry.key_of(a)
-                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "",
-                                                  "slices": {k: slice_label(v) for k, v in (a.get("slices") or {}).items()},
-                                                  "systems": [None] * len(names)})
+                labels = {k: slice_label(v) for k, v in (a.get("slices") or {}).items()}
+                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": labels,
+                                              "systems": [None] * len(names)})
                 own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
                 own["metrics"] = {k: a["metrics"][k] for k in cls.ENTRY_METRICS if k in (a.get("metrics") or {})}
                 item["systems"][s] = own
@@ -13617,8 +13776,8 @@ a.ex { margin-right: 8px; } .why { display: block; font-size: 12px; color: var(-
         system -> its audit entries, :func:`audit_entries`)."""
         systems, comparison = report_systems(report)
         names = list(systems)
-        signature = (comparison or {}).get("signature") or next(
-            (sub.get("summary", {}).get("signature") for sub in systems.values() if sub.get("summary", {}).get("signature")), "")
+        signatures = [(sub.get("summary") or {}).get("signature") for sub in systems.values()]
+        signature = (comparison or {}).get("signature") or next((s for s in signatures if s), "")
         return {
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
             "headline": cls.headline(report), "notices": cls.notices(report), "signature": signature,
@@ -16067,7 +16226,8 @@ def _refuse_html_contradictions(args: argparse.Namespace) -> None:
                          "ontology's files with --pred FILE --gold FILE for its page)")
     if page.is_dir():
         raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
-    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None), *(getattr(args, "compare", None) or ())]
+    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None),
+              *(getattr(args, "compare", None) or ())]
     if any(p is not None and _same_file(page, p) for p in inputs):
         raise InputError(f"--html {page}: is one of the inputs; give a new path for the page")
     for flag in ("--report", "--per-entry-jsonl", "--examples"):
