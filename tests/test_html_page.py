@@ -189,11 +189,14 @@ def test_summary_only_and_rows_file_make_the_same_page(tmp_path):
 
 
 def test_compare_and_merge_make_the_runs_page_data(sample, tmp_path):
-    """--compare of the two systems' saved reports embeds the data of the run that scored
-    both (same resamples); --merge of two shards the data of the unsharded run."""
+    """--compare of the two systems' saved reports (base's rows in a --per-entry-jsonl file)
+    embeds the data of the run that scored both (same resamples); --merge of two shards the
+    data of the unsharded run."""
     one = ("--gold", GOLD, "--no-embeddings", "--quiet")
-    for name, pred in (("base", BASE), ("finetuned", FINETUNED)):
-        assert run_main("--pred", pred, *one, "--slice-by", "n_gold", "--report", tmp_path / f"{name}.json")[0] == 0
+    for name, pred, rows in (("base", BASE, ("--per-entry-jsonl", tmp_path / "base.rows.jsonl")),
+                             ("finetuned", FINETUNED, ())):
+        assert run_main("--pred", pred, *one, "--slice-by", "n_gold", *rows, "--report", tmp_path / f"{name}.json")[0] == 0
+    assert "per_entry" not in load_report(tmp_path / "base.json")
     rc, _, err = run_main("--compare", tmp_path / "base.json", tmp_path / "finetuned.json", "--bootstrap", "200",
                           "--trials", "500", "--no-report", "--html", tmp_path / "c.html")
     assert rc == 0 and f"audit page written to {tmp_path / 'c.html'}" in err, err
