@@ -143,8 +143,8 @@ def main() -> int:
                 screenshot(driver, small, args.screenshot)
         finally:
             driver.quit()
-        print(f"audit page in headless {subprocess.run(['/usr/bin/chromium', '--version'], capture_output=True, text=True).stdout.strip()}, "
-              f"median of {args.repeats} loads")
+        version = subprocess.run(["/usr/bin/chromium", "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"audit page in headless {version}, median of {args.repeats} loads")
         print(f"page size: 25 entries {small.stat().st_size / 1e3:.0f} kB, {n} entries {large.stat().st_size / 1e6:.1f} MB")
         print(f"comparison run of {n} entries: {plain:.1f} s without --html, {with_page:.1f} s with it "
               f"(x{with_page / plain:.2f})")
