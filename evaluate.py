@@ -51,7 +51,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 format_slices, slice_tables (ontology_slices:
                                 directory mode's per-ontology tables),
                                 write_json_atomic,
-                                write_plots; example_selections, examples_markdown
+                                write_plots; AuditPage (--html: the audit
+                                page); example_selections, examples_markdown
                                 (Examples), write_examples (--examples);
                                 config_signature, report_signature, sign_report
     7. Embeddings               EmbeddingBackend (FastembedBackend,
@@ -145,6 +146,7 @@ import errno
 import functools
 import gc
 import hashlib
+import html
 import importlib.metadata
 import importlib.util
 import io
@@ -8482,7 +8484,8 @@ class ErrorsFamily(MetricFamily):
 
     name = key = "errors"
     default = True
-    added_by = ("examples",)
+    #: ``--examples`` and ``--html`` show each item's class.
+    added_by = ("examples", "html")
     tables = (
         ("errors: gold triplets (share of the valid gold)", (
             ("errors.gold.found", "found"), ("errors.gold.wrong_relation", "wrong relation"),
@@ -10035,7 +10038,7 @@ def _row_sink(config: RunConfig, n_entries: int) -> Any:
     ``--summary-only`` with ``--slice-by`` keeps them as a run without it does: the slices
     are made from them before they are dropped (:func:`_place_rows`), and with
     ``--examples`` the examples (:func:`_emit`)."""
-    if config.summary_only and not config.slice_by and config.examples is None:
+    if config.summary_only and not config.slice_by and not config.reads_entries:
         return NoRows()
     if config.per_entry_jsonl is not None:
         return RowSpool(form="lines")
@@ -10083,7 +10086,7 @@ def _place_rows(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
     without ``--summary-only``); ``--per-entry-jsonl PATH``: the rows written to PATH
     (atomically, row by row) and the report's ``per_entry_jsonl`` naming it (resolved path)
     where ``per_entry`` was."""
-    if config.summary_only and config.examples is None:   # --examples: dropped once they are made (_emit)
+    if config.summary_only and not config.reads_entries:   # --examples/--html: dropped once made (_emit)
         if config.slice_by:
             report = _with_slices(config, report)
         del report["per_entry"]
@@ -12981,6 +12984,852 @@ def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) ->
 
 
 # --------------------------------------------------------------------------------------
+# The audit page (--html PATH)
+# --------------------------------------------------------------------------------------
+
+class AuditPage:
+    """The audit page (``--html PATH``): one self-contained HTML file of a run or a
+    comparison (no network: CSS and plain JavaScript inline, a Content-Security-Policy of
+    ``default-src 'none'``, the data as embedded JSON), opened from ``file://``.
+
+    Content: a header (systems, headline metrics with their intervals and, in a comparison,
+    differences and p-values; notices; the signature), the error-class tables and the
+    slice tables (each class, count and slice a link that filters the entry list), the
+    example selections (:func:`example_selections`), an entry list (filters by system,
+    parse status, error class or flag, relation and slice; a text search over ids, prompts
+    and titles; sorts by composite and, in a comparison, by the last system's composite
+    minus the baseline's; counts that follow the filters; only the visible rows are in the
+    document, a virtual list) and an entry view (the prompt with the gold and predicted
+    titles marked, each system's aligned pairs with their field similarities and
+    ``align_sim``, each unmatched item with its class and reason; systems side by side).
+
+    :meth:`page_data` builds the embedded data from a report and its audit entries
+    (:func:`audit_entries`), :meth:`render` the page's text, :meth:`write` the file
+    (atomically; same inputs, same bytes). The strings below are the page's own code:
+    the wheel ships this one module."""
+
+    #: The page's style sheet.
+    CSS = r''':root {
+  --fg: #1d2430;
+  --muted: #5d6675;
+  --line: #d9dee6;
+  --bg: #ffffff;
+  --alt: #f5f7fa;
+  --gold: #fde68a;
+  --pred: #bfdbfe;
+  --accent: #1f5fbf;
+}
+* { box-sizing: border-box; }
+body {
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
+  color: var(--fg);
+  background: var(--bg);
+  margin: 0 auto;
+  max-width: 1500px;
+  padding: 12px 18px 40px;
+}
+h1 { font-size: 20px; margin: 4px 0 6px; }
+h2 { font-size: 17px; margin: 18px 0 6px; }
+h3 { font-size: 15px; margin: 12px 0 4px; }
+h4 { font-size: 13px; margin: 10px 0 3px; color: var(--muted); }
+a { color: var(--accent); text-decoration: none; }
+a:hover { text-decoration: underline; }
+table { border-collapse: collapse; margin: 4px 0 10px; font-size: 13px; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: var(--alt); font-weight: 600; }
+td.live { color: var(--muted); }
+.muted { color: var(--muted); }
+.legend mark { padding: 0 4px; }
+code.sig {
+  display: block;
+  white-space: pre-wrap;
+  word-break: break-all;
+  font-size: 11px;
+  color: var(--muted);
+}
+details { margin: 6px 0; }
+summary { cursor: pointer; font-weight: 600; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 24px; }
+.grid.wide { grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); }
+table.headline td, table.headline th { white-space: nowrap; font-size: 12px; padding: 2px 5px; }
+#headline > div { min-width: 0; overflow-x: auto; }
+.bar {
+  display: flex;
+  flex-wrap: wrap;
+  gap: 6px;
+  align-items: center;
+  margin: 8px 0;
+  position: sticky;
+  top: 0;
+  background: var(--bg);
+  padding: 6px 0;
+  z-index: 2;
+}
+.bar select, .bar input, .bar button { font: inherit; padding: 3px 6px; }
+.bar input { width: 240px; }
+#count { font-weight: 600; margin-left: 8px; }
+#list { height: 420px; overflow-y: auto; position: relative; border: 1px solid var(--line); }
+#list-spacer { position: relative; }
+.row {
+  position: absolute;
+  left: 0;
+  right: 0;
+  height: 30px;
+  display: flex;
+  gap: 10px;
+  align-items: center;
+  padding: 0 8px;
+  border-bottom: 1px solid var(--alt);
+  cursor: pointer;
+  white-space: nowrap;
+  overflow: hidden;
+}
+.row:hover { background: var(--alt); }
+.row.head { position: relative; font-weight: 600; background: var(--alt); cursor: default; }
+.row.open { background: #e8f0fd; }
+.c-id { width: 110px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; }
+.c-num { width: 64px; text-align: right; font-variant-numeric: tabular-nums; }
+.c-st { width: 82px; font-size: 12px; color: var(--muted); }
+.c-prompt { color: var(--muted); overflow: hidden; text-overflow: ellipsis; flex: 1; }
+.diff { font-weight: 600; }
+#entry { border-top: 2px solid var(--line); margin-top: 14px; }
+.prompt { white-space: pre-wrap; background: var(--alt); padding: 8px 10px; border-radius: 4px; }
+mark.m-g { background: var(--gold); }
+mark.m-p { background: var(--pred); }
+.systems { display: grid; gap: 18px; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); }
+.sys { min-width: 0; overflow-x: auto; }
+table.pairs { width: 100%; table-layout: fixed; }
+table.pairs th:nth-child(-n+2) { width: 21%; }
+table.pairs th:nth-child(n+3):nth-child(-n+5) { width: 9%; }
+table.pairs th:nth-child(6) { width: 11%; }
+table.pairs td { overflow-wrap: anywhere; }
+table.pairs td:nth-child(n+3):nth-child(-n+6) {
+  font-variant-numeric: tabular-nums;
+  white-space: nowrap;
+  padding: 3px 4px;
+}
+table.ugold td:first-child, table.upred td:first-child { min-width: 160px; }
+.cls {
+  display: inline-block;
+  padding: 0 6px;
+  border-radius: 9px;
+  background: #eef1f5;
+  font-size: 12px;
+  white-space: nowrap;
+}
+.cls-match, .cls-found { background: #d1fae5; }
+.cls-wrong_relation, .cls-wrong_source, .cls-wrong_target { background: #fef3c7; }
+.cls-ungrounded, .cls-hallucinated_relation, .cls-self_loop, .cls-invalid, .cls-entities_absent {
+  background: #fee2e2;
+}
+.cls-novel_grounded, .cls-entities_predicted, .cls-one_entity_predicted { background: #e0e7ff; }
+a.ex { margin-right: 8px; }
+.why { display: block; font-size: 12px; color: var(--muted); }
+'''
+
+    #: The page's script (plain JavaScript, no library): reads ``#audit-data``, draws the
+    #: tables, the filters and the virtual list; exposes ``window.auditPage`` (state,
+    #: setFilter, search, visibleIds, viewIds, open) for tests and sets ``auditReadyMs``
+    #: and ``body[data-ready]`` once drawn, ``auditLastFilterMs`` after each filtering.
+    JS = r'''"use strict";
+(function () {
+  var D = JSON.parse(document.getElementById("audit-data").textContent);
+  var SYS = D.systems, NS = SYS.length, ROW = 30, BUF = 10;
+  var byId = {}, state = {sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}};
+  var view = [], hayBuilt = false;
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, kids) {
+    var n = document.createElement(tag);
+    if (attrs) for (var k in attrs) {
+      if (k === "text") n.textContent = attrs[k];
+      else if (k === "cls") n.className = attrs[k];
+      else n.setAttribute(k, attrs[k]);
+    }
+    (kids || []).forEach(function (c) {
+      if (c != null) n.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+    });
+    return n;
+  }
+  function fmt(x) { return x == null ? "n/a" : x.toFixed(4); }
+  function sfmt(x) { return x == null ? "n/a" : (x >= 0 ? "+" : "") + x.toFixed(4); }
+  function ci(c) { return c ? " [" + fmt(c[0]) + ", " + fmt(c[1]) + "]" : ""; }
+  function dci(c) { return c ? " [" + sfmt(c[0]) + ", " + sfmt(c[1]) + "]" : ""; }
+  function word(c) { return c == null ? "" : c.replace(/_/g, " "); }
+  function triplet(t) {
+    function f(x) { return x == null || x === "" ? "?" : String(x); }
+    return f(t.source) + " \u2014" + f(t.relation) + "\u2192 " + f(t.target);
+  }
+  function tripletCell(t) {
+    return el("span", {title: "source type " + (t.source_type || "?") + ", target type " + (t.target_type || "?") +
+      (t.weight != null ? ", weight " + t.weight : ""), text: triplet(t)});
+  }
+
+  /* per entry: the classes, flags and relations the filters test, the class counts
+     (key, n, key, n ...) per system, the differences to the baseline */
+  function prepare() {
+    D.entries.forEach(function (e, i) {
+      e.order = i; byId[e.id] = e; e.keys = []; e.rels = {}; e.counts = [];
+      e.systems.forEach(function (a, s) {
+        var k = {}, c = {};
+        if (a) {
+          a.gold.forEach(function (g) {
+            if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1;
+          });
+          a.pred.forEach(function (p) { c["pred:" + p["class"]] = (c["pred:" + p["class"]] || 0) + 1; });
+        }
+        e.counts[s] = [].concat.apply([], Object.keys(c).map(function (x) { return [x, c[x]]; }));
+        if (a) {
+          k["status:" + a.parse_status] = 1;
+          a.gold.forEach(function (g) {
+            if (g["class"]) k["gold:" + g["class"]] = 1;
+            if (g.in_prompt) k["flag:in_prompt"] = 1;
+            e.rels[g.relation] = 1;
+          });
+          a.pred.forEach(function (p) {
+            k["pred:" + p["class"]] = 1;
+            (p.flags || []).forEach(function (f) { k["flag:" + f] = 1; });
+            if (p.valid) e.rels[p.relation] = 1;
+          });
+        }
+        e.keys[s] = k;
+      });
+      var base = e.systems[0];
+      e.diffs = e.systems.map(function (a, s) {
+        return s && base && a && base.composite != null && a.composite != null ? a.composite - base.composite : null;
+      });
+    });
+  }
+  function buildHay() {
+    D.entries.forEach(function (e) {
+      var parts = [e.id, e.prompt || ""];
+      e.systems.forEach(function (a) {
+        if (a) a.gold.concat(a.pred).forEach(function (t) { parts.push(t.source || "", t.target || ""); });
+      });
+      e.hay = parts.join("\n").toLowerCase();
+    });
+    hayBuilt = true;
+  }
+
+  function matches(e) {
+    var want = [];
+    if (state.status) want.push("status:" + state.status);
+    if (state.cls) want.push(state.cls);
+    if (want.length) {
+      var hit = false;
+      for (var s = 0; s < NS && !hit; s++) {
+        if (state.sys !== "any" && SYS[s] !== state.sys) continue;
+        hit = want.every(function (w) { return e.keys[s][w]; });
+      }
+      if (!hit) return false;
+    }
+    if (state.rel && !e.rels[state.rel]) return false;
+    for (var key in state.slices) if (state.slices[key] && (e.slices || {})[key] !== state.slices[key]) return false;
+    if (state.search && e.hay.indexOf(state.search) < 0) return false;
+    return true;
+  }
+  /* the sort key of each listed entry, computed once per sort: a composite (of the chosen
+     system, else the first) or a system's difference to the baseline (diff_desc_S,
+     diff_asc_S: system S); null (n/a) sorts last */
+  function sortKeys() {
+    var si = state.sys === "any" ? 0 : SYS.indexOf(state.sys), byDiff = state.sort.indexOf("diff") === 0;
+    var di = byDiff ? parseInt(state.sort.split("_")[2], 10) : 0;
+    view.forEach(function (e) {
+      var a = e.systems[si];
+      e.sk = byDiff ? e.diffs[di] : (a && a.composite != null ? a.composite : null);
+    });
+  }
+  /* the entries the filters keep, in file order, kept while only the sort changes */
+  var matched = null, matchedKey = null;
+  function applyFilters() {
+    var t0 = performance.now();
+    var key = JSON.stringify([state.sys, state.status, state.cls, state.rel, state.search, state.slices]);
+    var same = key === matchedKey;
+    if (!same) {
+      if (state.search && !hayBuilt) buildHay();
+      matched = D.entries.filter(matches);
+      matchedKey = key;
+    }
+    view = matched.slice();
+    var desc = /_desc/.test(state.sort);
+    if (state.sort !== "order") {
+      sortKeys();
+      view.sort(function (x, y) {
+        var a = x.sk, b = y.sk;
+        if (a === null || b === null) return a === b ? x.order - y.order : (a === null ? 1 : -1);
+        return a === b ? x.order - y.order : (desc ? b - a : a - b);
+      });
+    }
+    if (!same) updateCounts();
+    $("list-spacer").style.height = (view.length * ROW) + "px";
+    $("list").scrollTop = 0;
+    renderRows();
+    window.auditLastFilterMs = performance.now() - t0;
+  }
+
+  function listHeader() {
+    var cells = [el("span", {cls: "c-id", text: "id"})];
+    SYS.forEach(function (name) {
+      cells.push(el("span", {cls: "c-num", text: name}), el("span", {cls: "c-st", text: "parse"}));
+    });
+    SYS.forEach(function (name, s) {
+      if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0],
+                                    text: "\u0394" + (NS > 2 ? " " + name : "")}));
+    });
+    cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" +
+      (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
+    $("list-head").appendChild(el("div", {cls: "row head"}, cells));
+  }
+  function updateCounts() {
+    $("count").textContent = view.length + " of " + D.entries.length + " entries";
+    SYS.forEach(function (name, s) {
+      var c = {};
+      view.forEach(function (e) {
+        var n = e.counts[s];
+        for (var i = 0; i < n.length; i += 2) c[n[i]] = (c[n[i]] || 0) + n[i + 1];
+      });
+      document.querySelectorAll('td.live[data-sys="' + s + '"]').forEach(function (td) {
+        td.textContent = String(c[td.getAttribute("data-key")] || 0);
+      });
+    });
+  }
+
+  function renderRows() {
+    var box = $("list"), top = box.scrollTop, h = box.clientHeight || 600;
+    var first = Math.max(0, Math.floor(top / ROW) - BUF);
+    var last = Math.min(view.length, Math.ceil((top + h) / ROW) + BUF);
+    var frag = document.createDocumentFragment();
+    for (var i = first; i < last; i++) frag.appendChild(rowNode(view[i], i));
+    var rows = $("list-rows");
+    rows.textContent = "";
+    rows.appendChild(frag);
+  }
+  function rowNode(e, i) {
+    var cells = [el("span", {cls: "c-id", text: e.id})];
+    e.systems.forEach(function (a) {
+      cells.push(el("span", {cls: "c-num", text: a ? fmt(a.composite) : "\u2013"}));
+      cells.push(el("span", {cls: "c-st st-" + (a ? a.parse_status : "none"), text: a ? a.parse_status : "absent"}));
+    });
+    e.diffs.forEach(function (d, s) {
+      if (s) cells.push(el("span", {cls: "c-num diff", text: d == null ? "n/a" : sfmt(d)}));
+    });
+    cells.push(el("span", {cls: "c-prompt", text: (e.prompt || "").slice(0, 160)}));
+    var r = el("div", {cls: "row" + (e.id === state.open ? " open" : ""), "data-id": e.id}, cells);
+    r.style.top = (i * ROW) + "px";
+    return r;
+  }
+
+  /* the prompt with each grounded title marked: its case-insensitive occurrences, else
+     (a title grounded by its tokens) the prompt's words among the title's tokens */
+  function highlight(prompt, golds, preds) {
+    var low = prompt.toLowerCase(), marks = new Array(prompt.length);
+    function mark(from, to, kind) { for (var k = from; k < to; k++) if (marks[k] !== "g") marks[k] = kind; }
+    function one(title, kind) {
+      var t = (title || "").toLowerCase().trim(); if (!t) return;
+      var at = low.indexOf(t), found = false;
+      while (at >= 0) { mark(at, at + t.length, kind); found = true; at = low.indexOf(t, at + t.length); }
+      if (found) return;
+      var toks = t.match(/[a-z0-9]+/g) || [], seen = {}, re = /[a-z0-9]+/g, m, hits = [];
+      while ((m = re.exec(low)) !== null) {
+        if (toks.indexOf(m[0]) >= 0) { hits.push([m.index, m.index + m[0].length]); seen[m[0]] = 1; }
+      }
+      if (toks.length && Object.keys(seen).length / toks.length >= 0.6) {
+        hits.forEach(function (h) { mark(h[0], h[1], kind); });
+      }
+    }
+    golds.forEach(function (t) { one(t, "g"); });
+    preds.forEach(function (t) { one(t, "p"); });
+    var out = el("div", {cls: "prompt"}), run = "", kind = undefined;
+    function flush() {
+      if (!run) return;
+      out.appendChild(kind ? el("mark", {cls: "m-" + kind, text: run}) : document.createTextNode(run));
+      run = "";
+    }
+    for (var k = 0; k < prompt.length; k++) { if (marks[k] !== kind) { flush(); kind = marks[k]; } run += prompt[k]; }
+    flush();
+    return out;
+  }
+
+  function table(head, rows, cls) {
+    if (!rows.length && /^u/.test(cls || "")) return el("p", {cls: "muted " + cls, text: "none"});
+    function cell(c) { return c instanceof Node ? el("td", null, [c]) : el("td", {text: c == null ? "" : String(c)}); }
+    return el("table", {cls: cls || ""}, [
+      el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
+      el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(cell)); }))]);
+  }
+  function classTag(c) { return el("span", {cls: "cls cls-" + c, title: D.class_words[c] || "", text: word(c)}); }
+  function systemView(name, a) {
+    if (!a) return el("div", {cls: "sys"}, [el("h3", {text: name}), el("p", {text: "no row for this entry"})]);
+    var gi = {}, pi = {};
+    a.gold.forEach(function (g) { gi[g.index] = g; });
+    a.pred.forEach(function (p) { pi[p.index] = p; });
+    var pairs = a.pairs.map(function (p) {
+      var g = gi[p.gold_index], q = pi[p.pred_index];
+      return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim),
+        fmt(p.align_sim),
+        el("span", null, [classTag(q["class"]), q.reason ? el("span", {cls: "why", text: q.reason}) : null])];
+    });
+    var ug = a.gold.filter(function (g) { return g.valid && D.unmatched_gold.indexOf(g["class"]) >= 0; })
+      .map(function (g) {
+        return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "",
+          g.reason || D.class_words[g["class"]] || ""];
+      });
+    var up = a.pred.filter(function (p) { return D.unmatched_pred.indexOf(p["class"]) >= 0; })
+      .map(function (p) {
+        return [p.valid ? tripletCell(p) : (p.text || triplet(p)), classTag(p["class"]), (p.flags || []).join(", "),
+          p.reason || ""];
+      });
+    return el("div", {cls: "sys"}, [
+      el("h3", {text: name + "  composite " + fmt(a.composite)}),
+      el("p", {cls: "muted", text: "parse: " + a.parse_status + (a.parse_reason ? " (" + a.parse_reason + ")" : "")}),
+      el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) {
+        return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]);
+      }).join(", ")}),
+      el("h4", {text: "aligned pairs (" + pairs.length + ")"}),
+      table(["gold", "predicted", "source", "relation", "target", "align_sim", "class: reason"], pairs, "pairs"),
+      el("h4", {text: "unmatched gold (" + ug.length + ")"}),
+      table(["gold", "class", "flag", "reason"], ug, "ugold"),
+      el("h4", {text: "unmatched predicted (" + up.length + ")"}),
+      table(["predicted", "class", "flags", "reason"], up, "upred")]);
+  }
+  function openEntry(id) {
+    var e = byId[id], box = $("entry");
+    if (!e) return;
+    state.open = id;
+    box.textContent = "";
+    var titles = {gold: [], pred: []};
+    e.systems.forEach(function (a) {
+      if (!a) return;
+      a.gold.forEach(function (g) { titles.gold.push(g.source, g.target); });
+      a.pred.forEach(function (p) { if (p.valid) titles.pred.push(p.source, p.target); });
+    });
+    var sl = Object.keys(e.slices || {}).map(function (k) { return k + " " + e.slices[k]; }).join(", ");
+    box.appendChild(el("h2", {text: "entry " + e.id}));
+    if (sl) box.appendChild(el("p", {cls: "muted", text: "slices: " + sl}));
+    box.appendChild(highlight(e.prompt || "", titles.gold, titles.pred));
+    box.appendChild(el("p", {cls: "legend"}, [el("mark", {cls: "m-g", text: "gold title"}), " ",
+      el("mark", {cls: "m-p", text: "predicted title only"})]));
+    box.appendChild(el("div", {cls: "systems"}, e.systems.map(function (a, s) { return systemView(SYS[s], a); })));
+    box.hidden = false;
+    renderRows();
+  }
+
+  function setFilter(changes) {
+    for (var k in changes) if (k === "slices") state.slices = changes.slices; else state[k] = changes[k];
+    syncControls();
+    applyFilters();
+    $("list").scrollIntoView();
+  }
+  function syncControls() {
+    $("f-sys").value = state.sys; $("f-status").value = state.status; $("f-class").value = state.cls;
+    $("f-rel").value = state.rel; $("f-sort").value = state.sort;
+    document.querySelectorAll("select.f-slice").forEach(function (s) {
+      s.value = state.slices[s.getAttribute("data-key")] || "";
+    });
+  }
+  function options(sel, pairs) {
+    pairs.forEach(function (p) { sel.appendChild(el("option", {value: p[0], text: p[1]})); });
+  }
+  function controls() {
+    options($("f-sys"), [["any", "any system"]].concat(SYS.map(function (s) { return [s, s]; })));
+    $("f-sys").hidden = NS < 2;
+    options($("f-status"), [["", "any parse status"]].concat(D.parse_statuses.map(function (s) { return [s, s]; })));
+    options($("f-class"), [["", "any class"]].concat(
+      D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
+      D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }),
+      D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));
+    var rels = {};
+    D.entries.forEach(function (e) { for (var r in e.rels) rels[r] = 1; });
+    options($("f-rel"), [["", "any relation"]].concat(Object.keys(rels).sort().map(function (r) { return [r, r]; })));
+    var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"],
+      ["composite_desc", "composite \u2193"]];
+    SYS.forEach(function (name, s) {
+      var d = name + " \u2212 " + SYS[0];
+      if (s) sorts.push(["diff_desc_" + s, d + " \u2193"], ["diff_asc_" + s, d + " \u2191"]);
+    });
+    options($("f-sort"), sorts);
+    Object.keys(D.slices).forEach(function (key) {
+      var s = el("select", {cls: "f-slice", "data-key": key, "aria-label": "slice " + key});
+      options(s, [["", "any " + key]].concat(D.slices[key].map(function (x) {
+        return [x.label, key + ": " + x.label];
+      })));
+      s.addEventListener("change", function () { state.slices[key] = s.value; applyFilters(); });
+      $("f-slices").appendChild(s);
+    });
+    var selects = [["f-sys", "sys"], ["f-status", "status"], ["f-class", "cls"], ["f-rel", "rel"], ["f-sort", "sort"]];
+    selects.forEach(function (p) {
+      $(p[0]).addEventListener("change", function () { state[p[1]] = $(p[0]).value; applyFilters(); });
+    });
+    var timer = null;
+    $("f-search").addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { state.search = $("f-search").value.trim().toLowerCase(); applyFilters(); }, 120);
+    });
+    $("f-reset").addEventListener("click", function () {
+      $("f-search").value = "";
+      setFilter({sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}});
+    });
+    $("list").addEventListener("scroll", function () { window.requestAnimationFrame(renderRows); });
+    $("list-rows").addEventListener("click", function (ev) {
+      var r = ev.target.closest(".row");
+      if (r) location.hash = "entry=" + encodeURIComponent(r.getAttribute("data-id"));
+    });
+    document.body.addEventListener("click", function (ev) {
+      var a = ev.target.closest("[data-filter]");
+      if (!a) return;
+      ev.preventDefault();
+      setFilter(JSON.parse(a.getAttribute("data-filter")));
+    });
+    window.addEventListener("hashchange", fromHash);
+  }
+  function fromHash() {
+    var m = /^#entry=(.*)$/.exec(location.hash);
+    if (m) { openEntry(decodeURIComponent(m[1])); $("entry").scrollIntoView(); }
+  }
+
+  /* the error-class tables, the slice tables and the examples, with their links */
+  function link(text, filter) { return el("a", {href: "#list", "data-filter": JSON.stringify(filter), text: text}); }
+  function classTables() {
+    var box = $("classes");
+    var sides = [["gold", D.gold_classes, "gold triplets: share of the valid gold"],
+                 ["pred", D.pred_classes, "predicted items: share of the items"]];
+    sides.forEach(function (side) {
+      var head = ["class"];
+      SYS.forEach(function (s) { head.push(s + " (report)", "share", "shown"); });
+      var t = table(head, side[1].map(function (c) {
+        var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
+        SYS.forEach(function (s, i) {
+          var er = D.errors[s];
+          r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
+                 er ? fmt(er[side[0]][c]) : "n/a", "");
+        });
+        return r;
+      }), "classes");
+      t.querySelectorAll("tbody tr").forEach(function (tr, row) {
+        SYS.forEach(function (s, i) {
+          var td = tr.children[3 + 3 * i];
+          td.className = "live";
+          td.setAttribute("data-sys", String(i));
+          td.setAttribute("data-key", side[0] + ":" + side[1][row]);
+        });
+        tr.children[0].title = D.class_words[side[1][row]] || "";
+      });
+      box.appendChild(el("h3", {text: side[2]}));
+      box.appendChild(t);
+    });
+  }
+  function sliceTables() {
+    var box = $("slices");
+    Object.keys(D.slices).forEach(function (key) {
+      var head = [key, "n"];
+      SYS.forEach(function (s, i) {
+        D.slice_columns.forEach(function (c) { head.push(s + " " + c[1] + (i ? " (\u0394)" : "")); });
+      });
+      box.appendChild(el("h3", {text: "slices by " + key}));
+      box.appendChild(table(head, D.slices[key].map(function (x) {
+        var sl = {}; sl[key] = x.label;
+        var r = [link(x.label, {slices: sl}), String(x.n_entries)];
+        SYS.forEach(function (s, i) {
+          D.slice_columns.forEach(function (c) {
+            var m = (x.metrics[s] || {})[c[0]] || {};
+            var d = i && m.delta != null ? " (" + sfmt(m.delta) + (m.significant ? "*" : "") + ")" : "";
+            r.push(fmt(m.estimate) + ci(m.ci) + d);
+          });
+        });
+        return r;
+      }), "slicetab"));
+    });
+    if (!Object.keys(D.slices).length) {
+      box.appendChild(el("p", {cls: "muted", text: "no slices (run with --slice-by KEY)"}));
+    }
+  }
+  function examples() {
+    var box = $("examples");
+    (D.examples || []).forEach(function (sel) {
+      box.appendChild(el("p", null, [el("b", {text: sel.title + ": "})].concat(sel.ids.map(function (id) {
+        return el("a", {href: "#entry=" + encodeURIComponent(id), cls: "ex", text: id});
+      }))));
+    });
+    if (!(D.examples || []).length) box.appendChild(el("p", {cls: "muted", text: "no selections"}));
+  }
+  function header() {
+    var head = [""], groups = {}, order = [];
+    SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
+    D.headline.forEach(function (h) {
+      if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); }
+      groups[h.table].push(h);
+    });
+    order.forEach(function (title) {
+      $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])]));
+    });
+  }
+  function headTable(head, rows) {
+    return table(head, rows.map(function (h) {
+      var r = [el("span", {title: h.path, text: h.label})];
+      SYS.forEach(function (s, i) {
+        var v = h.values[s] || {};
+        r.push(fmt(v.estimate) + ci(v.ci));
+        if (i && D.baseline) {
+          r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""),
+                 v.p_value == null ? "" : v.p_value.toPrecision(2));
+        }
+      });
+      return r;
+    }), "headline");
+  }
+
+  prepare();
+  header();
+  classTables();
+  sliceTables();
+  examples();
+  controls();
+  listHeader();
+  applyFilters();
+  fromHash();
+  window.auditPage = {state: state, setFilter: setFilter,
+    search: function (q) { state.search = q.trim().toLowerCase(); $("f-search").value = q; applyFilters(); },
+    visibleIds: function () {
+      return Array.prototype.map.call(document.querySelectorAll("#list-rows .row"), function (r) {
+        return r.getAttribute("data-id");
+      });
+    },
+    viewIds: function () { return view.map(function (e) { return e.id; }); }, open: openEntry};
+  window.auditReadyMs = performance.now();
+  document.body.setAttribute("data-ready", "1");
+})();
+'''
+
+    #: The document; ``@NAME@`` holes are filled by :meth:`render` (escaped text, or the
+    #: CSS, JS and data above).
+    TEMPLATE = r'''<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy"
+  content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>@TITLE@</title>
+<link rel="icon" href="data:,">
+<style>
+@CSS@</style>
+</head>
+<body>
+<header>
+<h1>@TITLE@</h1>
+<p class="muted">@SUBTITLE@</p>
+<div id="headline" class="grid wide"></div>
+@NOTICES@
+<code class="sig">@SIGNATURE@</code>
+</header>
+<div class="grid">
+<section id="classes"><h2>Error classes</h2>
+<p class="muted">counts of the report; click a class or a count to list its entries ("shown": in the entries
+listed below)</p></section>
+<section><h2>Slices</h2><div id="slices"></div><h2>Examples</h2><div id="examples"></div></section>
+</div>
+<h2 id="entries">Entries</h2>
+<div class="bar">
+<select id="f-sys" aria-label="system"></select>
+<select id="f-status" aria-label="parse status"></select>
+<select id="f-class" aria-label="error class"></select>
+<select id="f-rel" aria-label="relation"></select>
+<span id="f-slices"></span>
+<input id="f-search" type="search" placeholder="search ids, prompts, titles" aria-label="search">
+<select id="f-sort" aria-label="sort"></select>
+<button id="f-reset" type="button">reset</button>
+<span id="count"></span>
+</div>
+<div id="list-head"></div>
+<div id="list"><div id="list-spacer"><div id="list-rows"></div></div></div>
+<section id="entry" hidden></section>
+<script id="audit-data" type="application/json">@DATA@</script>
+<script>
+@JS@</script>
+</body>
+</html>
+'''
+
+    #: Plain words for each class and flag (hover text and the unmatched gold's "why").
+    CLASS_WORDS = {
+        "invalid": "the item is not a valid triplet (schema)",
+        "self_loop": "source and target are the same entity",
+        "match": "paired with a gold triplet, full match",
+        "found": "paired with a prediction, full match",
+        "wrong_relation": "entities match, the relation does not",
+        "wrong_source": "paired, but the source title does not match (field similarity 0)",
+        "wrong_target": "paired, but the target title does not match (field similarity 0)",
+        "hallucinated_relation": "unmatched; its relation is not in the vocabulary",
+        "novel_grounded": "unmatched; both entities are in the gold or the prompt",
+        "ungrounded": "unmatched; an entity is in neither the gold nor the prompt",
+        "entities_predicted": "not matched, though both of its entities were predicted (in other triplets)",
+        "one_entity_predicted": "not matched; one of its two entities was predicted",
+        "entities_absent": "not matched; neither of its entities was predicted",
+        "reversed": "the direction is swapped against a gold triplet",
+        "duplicate": "the same source, relation and target as an earlier item",
+        "in_prompt": "both entities are grounded in the prompt",
+    }
+
+    #: The per-entry metrics the entry view shows (the row's others stay in the report).
+    ENTRY_METRICS = ("schema_score", "entity_f1", "triplet_f1", "relation_accuracy", "weight_score", "type_agreement",
+                     "grounding", "hallucination_rate")
+
+    #: The classes listed as unmatched in the entry view (the others are paired).
+    UNMATCHED_GOLD = ("entities_predicted", "one_entity_predicted", "entities_absent")
+    UNMATCHED_PRED = ("invalid", "self_loop", "hallucinated_relation", "novel_grounded", "ungrounded")
+    FLAGS = ("reversed", "duplicate", "in_prompt")
+
+    @staticmethod
+    def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int) -> list[dict[str, Any]]:
+        """The example lists of :func:`example_selections` (``k`` each) as the page lists
+        them: ``{"title"`` (the heading of :data:`Examples.LISTS`, as ``--examples`` writes
+        it), ``"ids"`` (entry keys)}``,
+        per system in order, its lists in the order of ``--examples``."""
+        chosen = example_selections(systems, k, baseline)
+        return [{"title": (title if k > 1 else title_one).format(k=k, name=name, baseline=baseline),
+                 "ids": chosen[name][kind]} for name in systems for kind, title, title_one in Examples.LISTS
+                if kind in chosen[name]]
+
+    @staticmethod
+    def embed_json(data: Any) -> str:
+        """``data`` as JSON that is safe inside ``<script type="application/json">``: compact,
+        keys in their order, non-ASCII kept, every ``<`` written ``\\u003c`` (so no
+        ``</script>`` or ``<!--`` can end or change the element), U+2028/U+2029 escaped;
+        ``JSON.parse`` and :func:`json.loads` read back ``data``. NaN is refused (ValueError)."""
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+    @staticmethod
+    def headline(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The header's metrics: each headline path (:func:`headline_tables`, in table
+        order) that some system has, ``{"table" (its table's title), "path", "label" (its
+        column label), "values": {system: {"estimate", "ci",
+        "delta", "delta_ci", "p_value", "significant"}}}`` from the comparison block when
+        there is one (intervals; differences for the systems after the baseline), else the
+        single run's numbers (:func:`metric_value`, no interval)."""
+        systems, comparison = report_systems(report)
+        out = []
+        for table, _, columns in headline_tables():
+            for path, label in columns:
+                values = {}
+                for name, sub in systems.items():
+                    row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
+                    if isinstance(row, Mapping):
+                        values[name] = {k: row.get(k) for k in ("estimate", "ci", "delta", "delta_ci", "p_value",
+                                                                "significant") if k in row}
+                    elif metric_value(sub, path) is not None:
+                        values[name] = {"estimate": metric_value(sub, path)}
+                if values:
+                    out.append({"table": table, "path": path, "label": label, "values": values})
+        return out
+
+    @staticmethod
+    def notices(report: Mapping[str, Any]) -> list[str]:
+        """The header's notices: each system's ``summary.notices`` (``kind: message``, the
+        system's name first in a comparison; a message every system has is listed once),
+        then the comparison's notes."""
+        systems, comparison = report_systems(report)
+        lines: dict[str, list[str]] = {}
+        for name, sub in systems.items():
+            for n in (sub.get("summary") or {}).get("notices") or ():
+                lines.setdefault(f"{n['kind']}: {n['message']}", []).append(name)
+        several = len(systems) > 1
+        out = [(f"{', '.join(names)}: " if several and len(names) < len(systems) else "") + text
+               for text, names in lines.items()]
+        return out + [str(n) for n in (comparison or {}).get("notes") or ()]
+
+    @staticmethod
+    def slices(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """The slice tables: per ``--slice-by`` key of the report's ``slices`` section, each
+        slice's ``value``, ``label``, ``n_entries`` and, per system, the
+        :data:`SLICE_COLUMNS` cells (``estimate``, ``ci``, ``delta``, ``significant``)."""
+        keys = (report.get("slices") or {}).get("keys") or {}
+        wanted = ("estimate", "ci", "delta", "significant")
+        return {key: [{"value": s["value"], "label": s["label"], "n_entries": s["n_entries"],
+                       "metrics": {name: {p: {k: m[p][k] for k in wanted if k in m[p]}
+                                          for p, _ in SLICE_COLUMNS if p in m}
+                                   for name, m in s["metrics"].items()}} for s in slices]
+                for key, slices in keys.items()}
+
+    @classmethod
+    def entries(cls, audits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """The entry list: one item per entry key (:meth:`AuditEntry.key_of`: the id, or
+        ``line N``) in the baseline's order (then keys only later systems have), ``{"id"
+        (the key), "prompt", "slices": {key: label}, "systems": [the system's
+        audit entry (:meth:`AuditEntry.as_json`) without id, prompt and slices and with the
+        :data:`ENTRY_METRICS` of its metrics, or None, in system order]}``."""
+        names = list(audits)
+        by_id: dict[str, dict[str, Any]] = {}
+        for s, name in enumerate(names):
+            for a in audits[name]:
+                key = AuditEntry.key_of(a)
+                labels = {k: slice_label(v) for k, v in (a.get("slices") or {}).items()}
+                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": labels,
+                                              "systems": [None] * len(names)})
+                own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
+                own["metrics"] = {k: a["metrics"][k] for k in cls.ENTRY_METRICS if k in (a.get("metrics") or {})}
+                item["systems"][s] = own
+        return list(by_id.values())
+
+    @classmethod
+    def page_data(cls, report: Mapping[str, Any], audits: Mapping[str, Sequence[Mapping[str, Any]]],
+                  selections: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        """The page's embedded data: ``systems`` (names, the baseline first), ``baseline``
+        (None for one system), the header (:meth:`headline`, :meth:`notices`,
+        ``signature``), ``errors`` (system -> the report's errors section, or absent),
+        ``slices`` (:meth:`slices`), ``examples`` (``selections``: ``{"title", "ids"}``),
+        the class vocabularies and words, and ``entries`` (:meth:`entries` of ``audits``:
+        system -> its audit entries, :func:`audit_entries`)."""
+        systems, comparison = report_systems(report)
+        names = list(systems)
+        signatures = [(sub.get("summary") or {}).get("signature") for sub in systems.values()]
+        signature = (comparison or {}).get("signature") or next((s for s in signatures if s), "")
+        return {
+            "systems": names, "baseline": names[0] if len(names) > 1 else None,
+            "headline": cls.headline(report), "notices": cls.notices(report), "signature": signature,
+            "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}
+                       for name, sub in systems.items() if isinstance(sub.get("errors"), Mapping)},
+            "slices": cls.slices(report), "slice_columns": [list(c) for c in SLICE_COLUMNS],
+            "examples": [{"title": s["title"], "ids": list(s["ids"])} for s in selections],
+            "gold_classes": list(ERROR_GOLD_CLASSES), "pred_classes": list(ERROR_PRED_CLASSES),
+            "flags": list(cls.FLAGS), "unmatched_gold": list(cls.UNMATCHED_GOLD),
+            "unmatched_pred": list(cls.UNMATCHED_PRED), "parse_statuses": list(PREDICTION_STATUSES),
+            "class_words": dict(cls.CLASS_WORDS), "entries": cls.entries(audits),
+        }
+
+    @classmethod
+    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
+        """The page's HTML for ``data`` (:meth:`page_data`): the template with the escaped
+        ``title``, the systems line and ``inputs`` (what each system scored, as the text
+        summary's titles say it), the notices (a collapsed list), the signature, the CSS,
+        the script and the data (:meth:`embed_json`). Deterministic: no date, no random id."""
+        esc = html.escape
+        notices = data["notices"]
+        block = (f"<details><summary>notices ({len(notices)})</summary><ul>"
+                 + "".join(f"<li>{esc(n)}</li>" for n in notices) + "</ul></details>") if notices else ""
+        systems = ", ".join(data["systems"])
+        subtitle = (esc(f"{len(data['entries'])} entries; systems: {systems}"
+                        + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
+                    + "".join(f"<br>{esc(line)}" for line in inputs))
+        holes = {"@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
+                 "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
+                 "@DATA@": cls.embed_json(data)}
+        return re.sub("|".join(map(re.escape, holes)), lambda m: holes[m.group(0)], cls.TEMPLATE)
+
+    @classmethod
+    def write(cls, path: Path, report: Mapping[str, Any], audits: Mapping[str, Sequence[Mapping[str, Any]]],
+              selections: Sequence[Mapping[str, Any]] = (), title: str = "", inputs: Sequence[str] = ()) -> None:
+        """Write the page of ``report`` to ``path`` atomically (:func:`_write_atomic`; same
+        inputs, same bytes); ``title`` and ``inputs`` as :meth:`render` takes them. An
+        unwritable path is an :class:`InputError` naming it."""
+        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs)
+        try:
+            _write_atomic(path, [text.encode("utf-8")])
+        except OSError as exc:
+            raise InputError(f"--html {path}: cannot write the page: {exc.strerror or exc}") from None
+
+
+# --------------------------------------------------------------------------------------
 # Examples for the write-up (--examples PATH, --examples-per K)
 # --------------------------------------------------------------------------------------
 
@@ -15184,7 +16033,13 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                             "they must still be those files (not a stream; not directory mode); written with "
                             "--no-report and --summary-only too".format(EXAMPLE_PROMPT_CHARS))
     group.add_argument("--examples-per", type=_positive_int, metavar="K", dest="examples_per",
-                       help=f"entries in each list of --examples (default {DEFAULT_EXAMPLES_PER})")
+                       help=f"entries in each list of --examples and of the --html page (default "
+                            f"{DEFAULT_EXAMPLES_PER})")
+    group.add_argument("--html", type=Path, metavar="PATH",
+                       help="write the audit page to PATH: one self-contained HTML file (no network) with the "
+                            "headline numbers, the error-class and slice tables, a filterable list of the entries "
+                            "and each entry's alignments; it re-reads the prompts and triplets from the input files "
+                            "(so not with directories or stdin); written with --no-report and --summary-only too")
 
 
 def _add_display_options(p: argparse.ArgumentParser) -> None:
@@ -15312,13 +16167,13 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
 
 
 def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
-    """``--examples``: ``--examples-per`` needs it; a shard has only some entries (give it
+    """``--examples``: ``--examples-per`` needs it (or ``--html``); a shard has only some entries (give it
     to the ``--merge``); a stream cannot be read again; its path is not an input's, the
     report's or the rows file's."""
     if args.examples is None:
-        if args.examples_per is not None:
+        if args.examples_per is not None and getattr(args, "html", None) is None:
             raise InputError(f"--examples-per {args.examples_per} sets the length of the lists of --examples: give "
-                             "--examples PATH too")
+                             "--examples PATH too (or --html PATH, whose page shows the same lists)")
         return
     if args.shard:
         raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
@@ -15353,6 +16208,38 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
             raise InputError(missing)
         if plots.exists() and not plots.is_dir():
             raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+    _refuse_html_contradictions(args)
+
+
+def _refuse_html_contradictions(args: argparse.Namespace) -> None:
+    """``--html PATH`` reads the entries again from the input files: refused (before
+    scoring) with ``--shard`` (give it to the ``--merge``), with directories (Text2KGBench
+    directory mode), with stdin as an input, and when PATH is a directory, an input, or the
+    path of the report, the rows file or the examples."""
+    page = getattr(args, "html", None)
+    if page is None:
+        return
+    streams = [p for p in (*(getattr(args, "pred", None) or ()), getattr(args, "gold", None))
+               if p is not None and str(p) in ("-", str(STDIN_INPUT))]
+    if streams:
+        raise InputError(f"--html {page}: the audit page reads the inputs again, and stdin (-) cannot be read twice: "
+                         "give the file")
+    if getattr(args, "shard", None):
+        raise InputError(f"--html {page}: the audit page lists the entries of the whole run, a --shard has some of "
+                         "them: give it to the --merge of the parts")
+    if any(Path(p).is_dir() for p in getattr(args, "pred", None) or ()):
+        raise InputError(f"--html {page}: the audit page is made for predictions files, not directories (score each "
+                         "ontology's files with --pred FILE --gold FILE for its page)")
+    if page.is_dir():
+        raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
+    inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None),
+              *(getattr(args, "compare", None) or ())]
+    if any(p is not None and _same_file(page, p) for p in inputs):
+        raise InputError(f"--html {page}: is one of the inputs; give a new path for the page")
+    for flag in ("--report", "--per-entry-jsonl", "--examples"):
+        other = getattr(args, flag[2:].replace("-", "_"), None)
+        if other is not None and str(other) != "-" and _same_path(page, other):
+            raise InputError(f"--html {page} and {flag} {other} are the same file: give each its own")
 
 
 def _output_families(metrics: tuple[str, ...], args: argparse.Namespace) -> tuple[str, ...]:
@@ -15417,6 +16304,8 @@ class RunConfig:
     test: str | None = None
     output_format: str | None = None
     plots: Path | None = None
+    #: ``--html PATH``: the audit page (:class:`AuditPage`).
+    html: Path | None = None
     sweep: bool = False
     #: ``--workers``: scoring processes (None: :func:`default_workers`); no number depends on it.
     workers: int | None = None
@@ -15480,6 +16369,12 @@ class RunConfig:
                      "the extra workers share CPUs and each holds its own memory; running with %d as asked",
                      args.workers, default_workers(), args.workers)
         return cls(**values)
+
+    @property
+    def reads_entries(self) -> bool:
+        """``--examples`` or ``--html``: the run reads its entries again from the inputs,
+        after scoring, from the per-entry rows (kept until then with ``--summary-only``)."""
+        return self.examples is not None or self.html is not None
 
     @property
     def vocabulary_path(self) -> Path | None:
@@ -15988,6 +16883,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
         _write_run_examples(config, examples_of)
         _write_run_plots(config, report)
+        _write_run_html(config, examples_of, titles)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -16010,6 +16906,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                   else " (no report written: --no-report)")) from None
     _write_run_examples(config, examples_of)
     _write_run_plots(config, report)
+    _write_run_html(config, examples_of, titles)
     return 0
 
 
@@ -16030,12 +16927,13 @@ def _refuse_examples_here(config: RunConfig, directory: bool) -> None:
 
 
 def _check_saved_examples(config: RunConfig, systems: Mapping[str, Mapping[str, Any]]) -> None:
-    """``--compare`` with ``--examples``: before any resampling, each saved report has its
+    """``--compare`` with ``--examples`` or ``--html``: before any resampling, each saved report has its
     per-entry rows and its recorded inputs are still the files scored
     (:meth:`AuditInputs.of_report`)."""
-    for name, sub in systems.items() if config.examples is not None else ():
-        if not isinstance(sub.get("per_entry"), list):
-            raise InputError(f"--examples: system {name}: the report has no per-entry rows (written with "
+    flag = "--examples" if config.examples is not None else "--html"
+    for name, sub in systems.items() if config.reads_entries else ():
+        if not isinstance(sub.get("per_entry"), list) and "per_entry_jsonl" not in sub:
+            raise InputError(f"{flag}: system {name}: the report has no per-entry rows (written with "
                              "--summary-only?): score it again with its rows")
         AuditInputs.of_report(sub, name)
 
@@ -16296,6 +17194,26 @@ def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
     systems, _ = report_systems(report)
     paths = write_plots(systems, config.plots)
     log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
+
+
+def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str]) -> None:
+    """``--html PATH``: the audit page of the run's systems (:class:`AuditPage`), each
+    system's entries re-read from its inputs (:func:`audit_entries`; rows in the report, a
+    ``--per-entry-jsonl`` file, or kept for it with ``--summary-only``), with the lists of
+    ``--examples`` (:func:`example_selections`, ``--examples-per`` each, default
+    :data:`DEFAULT_EXAMPLES_PER`, written or not); the path goes to stderr."""
+    if config.html is None:
+        return
+    systems, baseline = Examples.systems(report)
+    for name, sub in systems.items():
+        if not isinstance(sub.get("per_entry"), list):
+            raise InputError(f"--html {config.html}: system {name}: the report has no per-entry rows (written with "
+                             "--summary-only?): score it again with its rows")
+    audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
+    selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER)
+    AuditPage.write(config.html, report, audits, selections, f"{PRODUCT} audit: {' vs '.join(systems)}",
+                    [t for t in titles.values() if t])
+    log.info("audit page written to %s", config.html)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,503 @@
+"""The audit page (chapter 6: AuditPage, written by --html PATH): the HTML itself (self-
+contained, its data round-trips, same bytes twice, escaping, refusals) and, in a real
+browser (Debian's chromium driven by selenium through /usr/bin/chromedriver, headless),
+the sample comparison's page: counts against the report, filters, search, an entry's
+pairs against the report, links of the class and slice tables, the virtual list, no
+console error, a screenshot.
+
+The browser tests skip, saying why, on a machine without chromium unless the environment
+variable CI is set: in CI (.ci/run exports CI=1 after installing chromium) a missing
+browser is a failure."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_main
+from helpers import ROOT, load_report, write
+
+import evaluate as ev
+
+GOLD = ROOT / "gold" / "gold.jsonl"
+BASE = ROOT / "predictions" / "base.jsonl"
+FINETUNED = ROOT / "predictions" / "finetuned.jsonl"
+FAST = ("--no-embeddings", "--quiet", "--bootstrap", "200", "--trials", "500")
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+DATA_RE = re.compile(r'<script id="audit-data" type="application/json">(.*?)</script>', re.S)
+
+
+def page_data(text: str) -> dict:
+    """The JSON embedded in a page."""
+    m = DATA_RE.search(text)
+    assert m is not None, "no #audit-data element"
+    return json.loads(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """The sample comparison (base vs finetuned, --slice-by n_gold): its report and its page."""
+    folder = tmp_path_factory.mktemp("page")
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *FAST, "--slice-by", "n_gold",
+                          "--report", folder / "r.json", "--html", folder / "audit.html")
+    assert rc == 0, err
+    assert (folder / "audit.html").is_file()
+    return load_report(folder / "r.json"), folder / "audit.html"
+
+
+# --- the HTML, without a browser ---
+
+class _Refs(html.parser.HTMLParser):
+    """Every src/href attribute value and every tag name of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.refs += [v or "" for k, v in attrs if k in ("src", "href")]
+
+
+def test_page_is_self_contained(sample):
+    """No network: no src/href to another place (only in-page anchors and a data: icon), no
+    external script or style sheet, no url() in the CSS, a CSP of default-src 'none'."""
+    text = sample[1].read_text(encoding="utf-8")
+    refs = _Refs()
+    refs.feed(text)
+    assert refs.refs and all(r.startswith(("#", "data:")) for r in refs.refs), refs.refs
+    assert not re.search(r"https?://", text.split('<script id="audit-data"')[0])
+    assert "url(" not in ev.AuditPage.CSS and "http" not in ev.AuditPage.JS
+    assert "</" not in ev.AuditPage.JS and "<!--" not in ev.AuditPage.JS  # cannot end its script element
+    assert refs.tags.count("script") == 2 and "<script src" not in text and 'rel="stylesheet"' not in text
+    assert "default-src 'none'" in text
+
+
+def test_data_round_trips_and_matches_the_report(sample):
+    """The embedded JSON is AuditPage.page_data of the report and its audit entries; its
+    header numbers are the report's comparison block's."""
+    report, page = sample
+    data = page_data(page.read_text(encoding="utf-8"))
+    audits = {n: [a.as_json() for a in ev.audit_entries(report["systems"][n], n)] for n in ("base", "finetuned")}
+    selections = ev.AuditPage.selections(report["systems"], "base", ev.DEFAULT_EXAMPLES_PER)
+    assert data == json.loads(json.dumps(ev.AuditPage.page_data(report, audits, selections)))
+    chosen = ev.example_selections(report["systems"], 5, "base")
+    assert [(x["title"], x["ids"]) for x in data["examples"]] == [
+        ("The 5 worst entries of base by composite", chosen["base"]["worst"]),
+        ("The 5 best entries of base by composite", chosen["base"]["best"]),
+        ("The 5 worst entries of finetuned by composite", chosen["finetuned"]["worst"]),
+        ("The 5 best entries of finetuned by composite", chosen["finetuned"]["best"]),
+        ("The 5 largest gains of finetuned over base", chosen["finetuned"]["gains"]),
+        ("The 5 largest losses of finetuned against base", chosen["finetuned"]["losses"])]
+    assert data["systems"] == ["base", "finetuned"] and data["baseline"] == "base"
+    assert len(data["entries"]) == 25 and [e["id"] for e in data["entries"]] == \
+        [r["id"] for r in report["systems"]["base"]["per_entry"]]
+    row = next(h for h in data["headline"] if h["path"] == "hgr.micro.triplet_f1")["values"]["finetuned"]
+    block = report["comparison"]["metrics"]["finetuned"]["hgr.micro.triplet_f1"]
+    assert (row["estimate"], row["ci"], row["delta"], row["p_value"]) == \
+        (block["estimate"], block["ci"], block["delta"], block["p_value"])
+    assert data["errors"]["finetuned"]["counts"] == report["systems"]["finetuned"]["errors"]["counts"]
+    assert [s["label"] for s in data["slices"]["n_gold"]] == [s["label"] for s in report["slices"]["keys"]["n_gold"]]
+    assert data["signature"] == report["comparison"]["signature"]
+
+
+def test_same_bytes_twice(sample, tmp_path):
+    """Deterministic: a second run writes the same bytes."""
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *FAST, "--slice-by", "n_gold",
+                          "--no-report", "--html", tmp_path / "again.html")
+    assert rc == 0, err
+    assert (tmp_path / "again.html").read_bytes() == sample[1].read_bytes()
+
+
+def test_embed_json_escapes_script_ends_and_line_separators():
+    """A title holding </script>, <!-- and U+2028/U+2029: none reaches the page raw, and the
+    JSON reads back the same (\\u003c is JSON for <)."""
+    data = {"title": "</script><script>alert(1)</script> <!-- x \u2028\u2029 &amp;"}
+    text = ev.AuditPage.embed_json(data)
+    assert "<" not in text and "\u2028" not in text and "\u2029" not in text
+    assert json.loads(text) == data
+
+
+def test_script_end_in_a_title_stays_data(tmp_path):
+    """A run whose gold title is "</script><b>x": the page has exactly its two script
+    elements, the title is in the embedded data as written."""
+    title = "</script><b>x"
+    g = write(tmp_path / "g.jsonl", [{"id": "a", "prompt": f"{title} is located in Oslo.", "triplets": [
+        {"source": {"title": title, "type": "entity"}, "relation": {"type": "located_in", "weight": 1.0},
+         "target": {"title": "Oslo", "type": "entity"}}]}])
+    p = write(tmp_path / "p.jsonl", [{"id": "a", "output": json.dumps([
+        {"source": {"title": title, "type": "entity"}, "relation": {"type": "located_in", "weight": 1.0},
+         "target": {"title": "Oslo", "type": "entity"}}])}])
+    rc, _, err = run_main("--pred", p, "--gold", g, "--no-embeddings", "--quiet", "--no-report",
+                          "--html", tmp_path / "t.html")
+    assert rc == 0, err
+    text = (tmp_path / "t.html").read_text(encoding="utf-8")
+    assert text.count("</script>") == 2 and text.count("<script") == 2
+    entry = page_data(text)["entries"][0]
+    assert entry["systems"][0]["gold"][0]["source"] == title and entry["prompt"].startswith(title)
+
+
+def test_html_adds_the_errors_family(tmp_path):
+    """--metrics hgr --html: the errors family is added (the page shows the classes)."""
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--metrics", "hgr",
+                          "--report", tmp_path / "r.json", "--html", tmp_path / "p.html")
+    assert rc == 0, err
+    assert "errors" in load_report(tmp_path / "r.json")
+    assert page_data((tmp_path / "p.html").read_text(encoding="utf-8"))["errors"]["finetuned"]["counts"]["gold"]["found"] \
+        == 59
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--report", "PAGE"), "and --report PAGE are the same file"),
+    (("--per-entry-jsonl", "PAGE"), "and --per-entry-jsonl PAGE are the same file"),
+    (("--examples", "PAGE"), "and --examples PAGE are the same file"),
+    (("--gold", "PAGE"), "is one of the inputs"),
+    (("--shard", "1/2"), "a --shard has some of them"),
+])
+def test_refused_before_scoring(tmp_path, extra, says):
+    """--html onto another output or an input, or of a shard: exit 2 naming --html, nothing
+    written."""
+    page = tmp_path / "p.html"
+    page.write_text("{}")
+    extra = tuple(str(page) if x == "PAGE" else x for x in extra)
+    gold = () if "--gold" in extra else ("--gold", GOLD)
+    rc, _, err = run_main("--pred", FINETUNED, *gold, "--no-embeddings", *extra, "--html", page)
+    assert rc == 2 and f"--html {page}" in err and says.replace("PAGE", str(page)) in err, err
+    assert page.read_text() == "{}"
+
+
+def test_summary_only_and_rows_file_make_the_same_page(tmp_path):
+    """One system: --summary-only (rows kept for the page, left out of the report) and
+    --per-entry-jsonl (rows read back from their file) write the plain run's page, byte
+    for byte."""
+    run = ("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet")
+    for name, extra in (("plain", ("--no-report",)), ("summary", ("--summary-only", "--report", tmp_path / "r1.json")),
+                        ("rows", ("--per-entry-jsonl", tmp_path / "rows.jsonl", "--report", tmp_path / "r2.json"))):
+        rc, _, err = run_main(*run, *extra, "--html", tmp_path / f"{name}.html")
+        assert rc == 0, err
+    assert "per_entry" not in load_report(tmp_path / "r1.json")
+    plain = (tmp_path / "plain.html").read_bytes()
+    assert len(page_data(plain.decode("utf-8"))["entries"]) == 25
+    assert (tmp_path / "summary.html").read_bytes() == plain and (tmp_path / "rows.html").read_bytes() == plain
+
+
+def test_compare_and_merge_make_the_runs_page_data(sample, tmp_path):
+    """--compare of the two systems' saved reports (base's rows in a --per-entry-jsonl file)
+    embeds the data of the run that scored both (same resamples); --merge of two shards the
+    data of the unsharded run."""
+    one = ("--gold", GOLD, "--no-embeddings", "--quiet")
+    for name, pred, rows in (("base", BASE, ("--per-entry-jsonl", tmp_path / "base.rows.jsonl")),
+                             ("finetuned", FINETUNED, ())):
+        assert run_main("--pred", pred, *one, "--slice-by", "n_gold", *rows, "--report", tmp_path / f"{name}.json")[0] == 0
+    assert "per_entry" not in load_report(tmp_path / "base.json")
+    rc, _, err = run_main("--compare", tmp_path / "base.json", tmp_path / "finetuned.json", "--bootstrap", "200",
+                          "--trials", "500", "--no-report", "--html", tmp_path / "c.html")
+    assert rc == 0 and f"audit page written to {tmp_path / 'c.html'}" in err, err
+    assert page_data((tmp_path / "c.html").read_text(encoding="utf-8")) == page_data(sample[1].read_text(encoding="utf-8"))
+    for k in (1, 2):
+        assert run_main("--pred", FINETUNED, *one, "--shard", f"{k}/2", "--report", tmp_path / f"p{k}.json")[0] == 0
+    assert run_main("--merge", tmp_path / "p1.json", tmp_path / "p2.json", "--quiet", "--no-report",
+                    "--html", tmp_path / "m.html")[0] == 0
+    assert run_main("--pred", FINETUNED, *one, "--no-report", "--html", tmp_path / "s.html")[0] == 0
+    assert page_data((tmp_path / "m.html").read_text(encoding="utf-8")) == \
+        page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
+
+
+def test_compare_refuses_before_resampling_when_an_input_is_gone(tmp_path):
+    """A saved report whose predictions file moved: exit 2 naming the system and the path."""
+    pred = tmp_path / "pred.jsonl"
+    shutil.copyfile(FINETUNED, pred)
+    assert run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", tmp_path / "a.json")[0] == 0
+    assert run_main("--pred", BASE, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", tmp_path / "b.json")[0] == 0
+    pred.unlink()
+    rc, _, err = run_main("--compare", tmp_path / "b.json", tmp_path / "a.json", "--no-report",
+                          "--html", tmp_path / "c.html")
+    assert rc == 2 and "system a" in err and str(pred) in err and "no longer exists" in err, err
+    assert not (tmp_path / "c.html").exists()
+
+
+def test_refused_for_directories_and_folders(tmp_path):
+    """A directory --pred (Text2KGBench directory mode) or a folder as the page's path."""
+    (tmp_path / "preds").mkdir()
+    rc, _, err = run_main("--pred", tmp_path / "preds", "--gold", tmp_path, "--html", tmp_path / "p.html")
+    assert rc == 2 and "not directories" in err, err
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-report", "--html", tmp_path)
+    assert rc == 2 and "is a directory" in err, err
+
+
+# --- in a real browser ---
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless chromium under selenium, /usr/bin/chromedriver named (selenium's manager
+    never runs); browser console messages kept."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()) or shutil.which("chromium") is None:
+        why = f"no chromium here ({CHROMIUM} and {CHROMEDRIVER}: apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and {why}")
+        pytest.skip(why)
+    if os.environ.get("CI"):
+        from selenium import webdriver  # a dev dependency: in CI its absence is a failure
+    else:
+        webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1600"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    yield driver
+    driver.quit()
+
+
+def _open(driver, page: Path) -> None:
+    driver.get(page.resolve().as_uri())
+    assert driver.execute_script("return document.body.getAttribute('data-ready')") == "1"
+
+
+def _entry_shown(driver, key: str) -> list:
+    """The entry view's system columns once it shows entry ``key`` (a click sets the
+    address's #entry=...; the page opens the entry on the hashchange event, which comes
+    after the click returns: waited for, up to 10 s)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(driver, 10).until(
+        lambda d: [e.text for e in d.find_elements("css selector", "#entry h2")] == [f"entry {key}"])
+    return driver.find_elements("css selector", "#entry .sys")
+
+
+def _console_errors(driver) -> list:
+    return [m for m in driver.get_log("browser") if m.get("level") == "SEVERE"]
+
+
+def _text(driver, css: str) -> list[str]:
+    return [e.text for e in driver.find_elements("css selector", css)]
+
+
+def _classes(report: dict, system: str, side: str) -> dict[str, list[str]]:
+    """id -> the item classes of one side of a system's per-entry rows (the report's own)."""
+    return {r["id"]: r["stats"]["errors"]["items"][side] for r in report["systems"][system]["per_entry"]}
+
+
+def test_counts_shown_equal_the_report(browser, sample):
+    """On load: "25 of 25 entries"; each class table's report count and its live count
+    (counted in the page from the listed entries) equal the report's errors counts."""
+    report, page = sample
+    _open(browser, page)
+    assert browser.find_element("id", "count").text == "25 of 25 entries"
+    for s, name in enumerate(("base", "finetuned")):
+        counts = report["systems"][name]["errors"]["counts"]
+        for side in ("gold", "pred"):
+            for cls, n in counts[side].items():
+                cell = browser.find_element("css selector", f'td.live[data-sys="{s}"][data-key="{side}:{cls}"]')
+                assert cell.text == str(n), (name, side, cls)
+                report_cell = cell.find_element("xpath", "preceding-sibling::td[2]")
+                assert report_cell.text == str(n)
+    assert _console_errors(browser) == []
+
+
+def test_filter_and_search_show_the_right_entries(browser, sample):
+    """Class filter predicted: novel grounded for finetuned (UI selects) lists exactly the
+    entries whose finetuned rows have such an item; a search then narrows to those whose
+    id, prompt or titles contain the text; the counts line follows."""
+    from selenium.webdriver.support.ui import Select
+    report, page = sample
+    _open(browser, page)
+    Select(browser.find_element("id", "f-sys")).select_by_value("finetuned")
+    Select(browser.find_element("id", "f-class")).select_by_value("pred:novel_grounded")
+    want = [i for i, classes in _classes(report, "finetuned", "pred").items() if "novel_grounded" in classes]
+    assert want and browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.execute_script("return auditPage.visibleIds()") == want
+    assert browser.find_element("id", "count").text == f"{len(want)} of 25 entries"
+    live = browser.find_element("css selector", 'td.live[data-sys="1"][data-key="pred:novel_grounded"]').text
+    assert live == str(report["systems"]["finetuned"]["errors"]["counts"]["pred"]["novel_grounded"])
+    data = page_data(page.read_text(encoding="utf-8"))
+    word = next(e["id"] for e in data["entries"] if e["id"] in want)
+    prompt_word = next(e["prompt"].split()[1] for e in data["entries"] if e["id"] == word).lower()
+    box = browser.find_element("id", "f-search")
+    box.send_keys(prompt_word)
+    browser.execute_script("auditPage.search(arguments[0])", prompt_word)  # no wait on the typing's debounce
+
+    def hay(e):
+        titles = [t[k] or "" for a in e["systems"] if a for t in a["gold"] + a["pred"] for k in ("source", "target")]
+        return "\n".join([e["id"], e["prompt"], *titles]).lower()
+    narrowed = [e["id"] for e in data["entries"] if e["id"] in want and prompt_word in hay(e)]
+    assert word in narrowed and browser.execute_script("return auditPage.viewIds()") == narrowed
+    assert browser.find_element("id", "count").text == f"{len(narrowed)} of 25 entries"
+    assert _console_errors(browser) == []
+
+
+def test_parse_status_and_relation_filters(browser, sample):
+    """Parse status empty in base: the entries whose base row is empty; then relation
+    located_in (any system): the entries with a gold or valid predicted located_in."""
+    from selenium.webdriver.support.ui import Select
+    report, page = sample
+    _open(browser, page)
+    Select(browser.find_element("id", "f-sys")).select_by_value("base")
+    Select(browser.find_element("id", "f-status")).select_by_value("empty")
+    want = [r["id"] for r in report["systems"]["base"]["per_entry"] if r["parse_status"] == "empty"]
+    assert want and browser.execute_script("return auditPage.viewIds()") == want
+    browser.find_element("id", "f-reset").click()
+    Select(browser.find_element("id", "f-rel")).select_by_value("located_in")
+    data = page_data(page.read_text(encoding="utf-8"))
+    want = [e["id"] for e in data["entries"] if any(
+        t["relation"] == "located_in" for a in e["systems"] for t in a["gold"] + [p for p in a["pred"] if p["valid"]])]
+    assert want and browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.find_element("id", "count").text == f"{len(want)} of 25 entries"
+
+
+def test_class_and_slice_links_filter_the_list(browser, sample):
+    """Clicking a count of the class table filters the list to that class and system;
+    clicking a slice label to that slice's entries (as many as the slice table says)."""
+    report, page = sample
+    _open(browser, page)
+    browser.find_element("css selector", '#classes a[data-filter*="gold:entities_absent"][data-filter*="base"]').click()
+    want = [i for i, classes in _classes(report, "base", "gold").items() if "entities_absent" in classes]
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.find_element("id", "f-class").get_attribute("value") == "gold:entities_absent"
+    browser.find_element("id", "f-reset").click()
+    first = report["slices"]["keys"]["n_gold"][1]
+    browser.find_element("css selector", f'#slices a[data-filter*=\'"{first["label"]}"\']').click()
+    shown = browser.execute_script("return auditPage.viewIds()")
+    rows = {r["id"]: r["slices"]["n_gold"] for r in report["systems"]["base"]["per_entry"]}
+    assert len(shown) == first["n_entries"] and all(ev.slice_label(rows[i]) == first["label"] for i in shown)
+
+
+def test_example_lists_link_to_their_entries(browser, sample):
+    """The examples section lists example_selections' ids (largest gains of finetuned first
+    by difference); a click opens that entry."""
+    report, page = sample
+    _open(browser, page)
+    chosen = ev.example_selections(report["systems"], 5, "base")
+    lines = browser.find_elements("css selector", "#examples p")
+    gains = next(p for p in lines if p.text.startswith("The 5 largest gains of finetuned over base"))
+    links = gains.find_elements("css selector", "a.ex")
+    assert [a.text for a in links] == chosen["finetuned"]["gains"]
+    links[0].click()
+    assert len(_entry_shown(browser, chosen["finetuned"]["gains"][0])) == 2
+
+
+def test_sort_by_difference_and_composite(browser, sample):
+    """Sorted by finetuned - base, largest first, then by finetuned's composite, smallest
+    first (ties in file order)."""
+    report, page = sample
+    _open(browser, page)
+    from selenium.webdriver.support.ui import Select
+    Select(browser.find_element("id", "f-sort")).select_by_value("diff_desc_1")
+    comp = {n: {r["id"]: r["metrics"]["composite"] for r in report["systems"][n]["per_entry"]} for n in ("base", "finetuned")}
+    order = [r["id"] for r in report["systems"]["base"]["per_entry"]]
+    want = sorted(order, key=lambda i: (-(comp["finetuned"][i] - comp["base"][i]), order.index(i)))
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    Select(browser.find_element("id", "f-sys")).select_by_value("finetuned")
+    Select(browser.find_element("id", "f-sort")).select_by_value("composite_asc")
+    want = sorted(order, key=lambda i: (comp["finetuned"][i], order.index(i)))
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    assert browser.execute_script("return auditPage.visibleIds()")[:3] == want[:3]
+
+
+def test_three_systems(browser, tmp_path):
+    """Three systems (base, finetuned, and base's answers again as "again"): a difference
+    column and sort for each system after the baseline; the entry view has three columns."""
+    shutil.copyfile(BASE, tmp_path / "again.jsonl")
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--pred", tmp_path / "again.jsonl", "--gold", GOLD,
+                          *FAST, "--report", tmp_path / "r.json", "--html", tmp_path / "three.html")
+    assert rc == 0, err
+    report = load_report(tmp_path / "r.json")
+    _open(browser, tmp_path / "three.html")
+    from selenium.webdriver.support.ui import Select
+    sort = Select(browser.find_element("id", "f-sort"))
+    assert [o.get_attribute("value") for o in sort.options][-4:] == ["diff_desc_1", "diff_asc_1", "diff_desc_2",
+                                                                    "diff_asc_2"]
+    sort.select_by_value("diff_desc_2")
+    comp = {n: {r["id"]: r["metrics"]["composite"] for r in sub["per_entry"]} for n, sub in report["systems"].items()}
+    order = list(comp["base"])
+    # again = base: every difference is 0, so the order is the file order
+    assert set(comp["again"]) == set(order) and browser.execute_script("return auditPage.viewIds()") == order
+    sort.select_by_value("diff_asc_1")
+    want = sorted(order, key=lambda i: (comp["finetuned"][i] - comp["base"][i], order.index(i)))
+    assert browser.execute_script("return auditPage.viewIds()") == want
+    first = browser.find_element("css selector", "#list-rows .row")
+    assert [c.text for c in first.find_elements("css selector", ".diff")][1] == "+0.0000"
+    browser.execute_script("location.hash = 'entry=s04'")
+    assert len(_entry_shown(browser, "s04")) == 3
+    assert _console_errors(browser) == []
+
+
+def test_entry_view_pairs_equal_the_report(browser, sample, tmp_path):
+    """Opening s04 (click on its row): per system, the aligned pairs table's similarities
+    and class, the unmatched gold and their classes, as the report's row has them; then a
+    screenshot, and no console error."""
+    report, page = sample
+    _open(browser, page)
+    browser.find_element("css selector", '#list-rows .row[data-id="s04"]').click()
+    views = _entry_shown(browser, "s04")
+    assert len(views) == 2
+    for view, name in zip(views, ("base", "finetuned")):
+        row = next(r for r in report["systems"][name]["per_entry"] if r["id"] == "s04")
+        pred_classes = row["stats"]["errors"]["items"]["pred"]
+        cells = [[td.text for td in tr.find_elements("tag name", "td")]
+                 for tr in view.find_elements("css selector", "table.pairs tbody tr")]
+        assert len(cells) == len(row["pairs"])
+        for got, pair in zip(cells, row["pairs"]):
+            assert got[2:6] == [f"{pair[k]:.4f}" for k in ("source_sim", "relation_sim", "target_sim", "align_sim")]
+            assert got[6].splitlines()[0] == pred_classes[pair["pred_index"]].replace("_", " ")
+        gold_classes = row["stats"]["errors"]["items"]["gold"]
+        unmatched = [c for c in gold_classes if c in ev.AuditPage.UNMATCHED_GOLD]
+        shown = [tr.find_elements("tag name", "td")[1].text
+                 for tr in view.find_elements("css selector", "table.ugold tbody tr")]
+        assert shown == [c.replace("_", " ") for c in unmatched]
+    # base s04: one pair 0<->0 (target sim 0: wrong target); gold 1 one entity, gold 2 no entity predicted
+    assert [td.text for td in views[0].find_elements("css selector", "table.ugold tbody tr td:nth-child(2)")] == \
+        ["one entity predicted", "entities absent"]
+    marks = _text(browser, "#entry .prompt mark.m-g")
+    assert "Kessler bloom" in marks and "Lake Varnu" in marks
+    browser.save_screenshot(str(tmp_path / "audit_page.png"))
+    assert (tmp_path / "audit_page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _console_errors(browser) == []
+
+
+def test_entries_without_ids_are_named_by_their_gold_line(browser, tmp_path):
+    """Gold and predictions without ids (joined by line order): the page names each entry
+    ``line N``; #entry=line%203 opens the third one, whose prompt is the gold's third."""
+    gold = [json.loads(x) for x in GOLD.read_text(encoding="utf-8").splitlines()][:4]
+    pred = [json.loads(x) for x in FINETUNED.read_text(encoding="utf-8").splitlines()][:4]
+    write(tmp_path / "g.jsonl", [{k: v for k, v in g.items() if k != "id"} for g in gold])
+    write(tmp_path / "p.jsonl", [{k: v for k, v in p.items() if k != "id"} for p in pred])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--no-report", "--html", tmp_path / "noid.html")
+    assert rc == 0, err
+    data = page_data((tmp_path / "noid.html").read_text(encoding="utf-8"))
+    assert [e["id"] for e in data["entries"]] == ["line 1", "line 2", "line 3", "line 4"]
+    browser.get((tmp_path / "noid.html").resolve().as_uri() + "#entry=line%203")
+    assert _entry_shown(browser, "line 3")
+    assert browser.find_element("css selector", "#entry .prompt").text == gold[2]["prompt"]
+    assert _console_errors(browser) == []
+
+
+def test_virtual_list_renders_only_the_visible_rows(browser, tmp_path):
+    """400 entries (the sample's gold and predictions, 16 copies with new ids): about a
+    window's worth of rows is in the document, and scrolling to the end renders the last."""
+    gold = [json.loads(x) for x in GOLD.read_text(encoding="utf-8").splitlines()]
+    pred = [json.loads(x) for x in FINETUNED.read_text(encoding="utf-8").splitlines()]
+    write(tmp_path / "g.jsonl", [{**g, "id": f"{g['id']}-{k:02d}"} for k in range(16) for g in gold])
+    write(tmp_path / "p.jsonl", [{**p, "id": f"{p['id']}-{k:02d}"} for k in range(16) for p in pred])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--no-report", "--html", tmp_path / "big.html")
+    assert rc == 0, err
+    _open(browser, tmp_path / "big.html")
+    assert browser.find_element("id", "count").text == "400 of 400 entries"
+    rows = browser.execute_script("return auditPage.visibleIds()")
+    assert 10 <= len(rows) <= 40 and rows[0] == "s01-00"
+    browser.execute_script("var l = document.getElementById('list'); l.scrollTop = l.scrollHeight;"
+                           "l.dispatchEvent(new Event('scroll'));")
+    browser.execute_script("return new Promise(function (r) { requestAnimationFrame(function () { r(1); }); })")
+    rows = browser.execute_script("return auditPage.visibleIds()")
+    assert rows[-1] == "s25-15" and len(rows) <= 40
+    assert _console_errors(browser) == []
