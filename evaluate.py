@@ -201,7 +201,7 @@ __all__ = [
     "score_entries", "ScoredFile", "ReportSource", "build_report", "evaluate_entries", "score_entries_parallel",
     "WorkerLost", "TempFilesUnwritable", "compare_systems", "PairedTest", "PAIRED_TESTS", "Correction",
     "CORRECTIONS", "format_summary", "write_json_atomic", "OUTPUT_FORMATS", "format_output", "write_plots", "example_selections",
-    "examples_markdown",
+    "examples_markdown", "AuditPage",
     "EmbeddingUnavailable", "load_embedder", "Embedder", "EmbeddingSimilarity", "RunConfig", "main",
 ]
 
