@@ -28,8 +28,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 LineStore, IdColumn, EntryTable); files as read;
                                 audit_entries -> AuditEntry (AuditInputs, Audit:
                                 a report's entries read again)
-    3. Metric families          MetricFamily (the protocol), merge_additive, ExactSum,
-                                HeadlineSums; HgrFamily, StrictFamily,
+    3. Metric families          MetricFamily (the protocol; FamilyGuard),
+                                merge_additive, ExactSum, HeadlineSums; HgrFamily,
+                                StrictFamily,
                                 PerRelationFamily, CalibrationFamily, SweepFamily,
                                 Text2KGBenchFamily (Text2KGBench), WebNLG2020Family
                                 (WebNLGScorer), ErrorsFamily (the error
@@ -61,8 +62,9 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 ModelStore, Embedder, load_embedder,
                                 EmbeddingSimilarity
     8. Command line             build_parser, RunConfig, config_record, the report
-                                path (_resolve_report_path), run (one function per
-                                mode: run_systems, run_compare, ...), main
+                                path (_resolve_report_path; ReportHead: the run a
+                                report holds), run (one function per mode:
+                                run_systems, run_compare, ...), main
 
 A metric family turns each scored entry into a record of additive statistics, merges
 records exactly (any split, any order: same bytes) and finishes the merged record into
@@ -1628,17 +1630,23 @@ class Similarity:
         ``left`` with ``field(a, x) > 0`` and ``field(b, y) > 0``, or -1 when none has:
         a list of len(right) ints in [-1, len(left)).
 
-        Pair by pair as written (``field(b, y)`` only where ``field(a, x) > 0``); from
-        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs on, for the lexical backend itself
-        (:meth:`_plain`), once per distinct pair of ``right``: ``field(a, x)`` of every
-        pair comes from :meth:`matrix` (the same values, its bounds decided in numpy) and
-        ``field(b, y)`` is asked in ``left`` order only where that is not 0.0: the same
-        indices.
+        Pair by pair as written (``field(b, y)`` only where ``field(a, x) > 0``). For the
+        lexical backend itself (:meth:`_plain`), ``field(a, x)`` of every pair comes from
+        :meth:`_field_rows` (below :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: its bounds
+        inlined, no memo entry for a pair they rule out) or, from that many pairs on, once
+        per distinct pair of ``right``, from :meth:`matrix` (its bounds decided in numpy):
+        the same values; ``field(b, y)`` is asked in ``left`` order only where that is not
+        0.0: the same indices.
         """
         field = self.field
-        if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS or not self._plain():
+        if not self._plain():
             return [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
                     for x, y in right]
+        if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS:
+            first = self._field_rows([a for a, _ in left], [x for x, _ in right])
+            seconds = [b for _, b in left]
+            return [next((i for i, row in enumerate(first) if row[j] > 0 and field(seconds[i], y) > 0), -1)
+                    for j, (_, y) in enumerate(right)]
         distinct = list(dict.fromkeys(right))            # equal pairs, equal answers
         first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
         found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
@@ -1663,6 +1671,17 @@ class Similarity:
         cls = type(self)
         return cls._gated is Similarity._gated and cls.field is Similarity.field and cls.relation is Similarity.relation
 
+    def _with_tokens(self, strings: Iterable[str]) -> list[tuple[str, frozenset[str], int, int]]:
+        """(string, its token set (memoised), the set's size, the string's length) of each."""
+        tokens_get, token_set = self._tokens.get, self._token_set
+        out = []
+        for text in strings:
+            tokens = tokens_get(text)
+            if tokens is None:
+                tokens = token_set(text)
+            out.append((text, tokens, len(tokens), len(text)))
+        return out
+
     def _field_rows(self, gold: Sequence[str], preds: Sequence[str]) -> list[list[float]]:
         """``field(a, b)`` of every gold x prediction pair, as rows of Python floats (the
         lexical backend only, :meth:`_plain`). The memo is read here before :meth:`field`
@@ -1670,12 +1689,7 @@ class Similarity:
         without it (the same values, fewer calls)."""
         memo_get, field, threshold = self._memo.get, self.field, self.threshold
         tokens_get, token_set = self._tokens.get, self._token_set
-        right = []
-        for b in preds:
-            tb = tokens_get(b)
-            if tb is None:
-                tb = token_set(b)
-            right.append((b, tb, len(tb), len(b)))
+        right = self._with_tokens(preds)
         # Token sets without a shared token give Jaccard 0.0, and the first bound is then
         # 0.5 * (2.0 * shortest / length) <= 0.5 (the quotient is at most 1.0 in floats):
         # below any threshold above 0.5 (not below the sweep's 0.50, say).
@@ -1724,6 +1738,42 @@ class Similarity:
                 row.append(value)
             rows.append(row)
         return rows
+
+    def reaches(self, titles: Sequence[str], others: Sequence[str]) -> list[bool]:
+        """For each of ``titles``, whether ``field(title, other) > 0`` for some of ``others``:
+        a list of len(titles) bools. The lexical backend itself (:meth:`_plain`), below
+        :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: title by title, stopping at the first hit,
+        with the shortcuts of :meth:`_field_rows` (an equal pair is 1.0, "" too; a pair
+        without a shared token is 0.0 at a gate above 0.5; one below the first bound of
+        :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
+        ``matrix(titles, others).any(axis=1)`` (an embedding backend: every string of the run
+        is embedded already). The same answers either way."""
+        if not titles or not others:
+            return [False] * len(titles)
+        if not self._plain() or len(titles) * len(others) >= _LEXICAL_VECTOR_MIN_PAIRS:
+            return self.matrix(titles, others).any(axis=1).tolist()
+        memo_get, field, threshold = self._memo.get, self.field, self.threshold
+        right = self._with_tokens(dict.fromkeys(others))     # each distinct one once
+        disjoint_below = threshold > 0.5                      # see _field_rows
+        out = []
+        for a, ta, na, la in self._with_tokens(titles):
+            hit = False
+            for b, tb, nb, lb in right:
+                if a == b:
+                    hit = True
+                    break
+                if not la or not lb or (disjoint_below and ta.isdisjoint(tb)):
+                    continue
+                inter = len(ta & tb)
+                union = na + nb - inter
+                if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * (inter / union if union else 0.0) < threshold:
+                    continue
+                value = memo_get((a, b))
+                if (field(a, b) if value is None else value) > 0:
+                    hit = True
+                    break
+            out.append(hit)
+        return out
 
     def _pair_rows(self, gold: Sequence[Triplet], preds: Sequence[Triplet]
                   ) -> tuple[list[list[float]], list[list[float]], list[list[float]]] | None:
@@ -2607,30 +2657,58 @@ def weight_agreement(gold_weight: Any, pred_weight: Any) -> float:
 # Stage 5 - final_hallucination_check
 # --------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class PromptContext:
-    """The normalised prompt and its token set, for grounding (SPEC.md section 7)."""
+    """The normalised prompt (``text``) and its token set (``tokens``), for grounding
+    (SPEC.md section 7). From :meth:`from_prompt`, each is computed when first read and
+    kept: Stage 5 reads ``text`` only when a title is neither a gold title nor empty, and
+    :func:`is_grounded` reads ``tokens`` only for a title that is no substring of ``text``.
+    :func:`score_entry` keeps the entry's context in :attr:`EntryScore.prompt`, so that the
+    metric families ground titles in the same context, computed at most once per entry.
+    Contexts are equal when their ``text`` and ``tokens`` are."""
 
-    text: str
-    tokens: frozenset[str]
+    __slots__ = ("_prompt", "_text", "_tokens")
+
+    def __init__(self, text: str, tokens: frozenset[str]):
+        self._prompt: Any = None
+        self._text: str | None = text
+        self._tokens: frozenset[str] | None = tokens
 
     @classmethod
     def from_prompt(cls, prompt: Any) -> "PromptContext":
-        """The context of ``prompt`` (a str; anything else is the empty prompt). The last
-        prompt's context is kept (the same prompt object: Stage 5 and the errors family
-        of one entry ask for it in turn), no other: normalize_title's memo is not used,
-        since memoising the prompts would push the (often repeated) titles out of it."""
-        last = _LAST_PROMPT[0]
-        if last is not None and last[0] is prompt:
-            return last[1]
-        text = _normalize_text(prompt) if isinstance(prompt, str) else ""
-        context = cls(text, token_set(text))
-        _LAST_PROMPT[0] = (prompt, context)
+        """The context of ``prompt`` (a str; anything else is the empty prompt), nothing
+        computed yet. normalize_title's memo is not used: memoising the prompts would push
+        the (often repeated) titles out of it."""
+        context = cls.__new__(cls)
+        context._prompt, context._text, context._tokens = prompt, None, None
         return context
 
+    @property
+    def text(self) -> str:
+        """The prompt normalised as a title (:func:`normalize_title`; "" for a non-string)."""
+        text = self._text
+        if text is None:
+            prompt = self._prompt
+            text = self._text = _normalize_text(prompt) if isinstance(prompt, str) else ""
+        return text
 
-#: The last prompt given to :meth:`PromptContext.from_prompt` and its context (one slot).
-_LAST_PROMPT: list[tuple[Any, PromptContext] | None] = [None]
+    @property
+    def tokens(self) -> frozenset[str]:
+        """:func:`token_set` of :attr:`text`."""
+        tokens = self._tokens
+        if tokens is None:
+            tokens = self._tokens = token_set(self.text)
+        return tokens
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PromptContext):
+            return NotImplemented
+        return self.text == other.text and self.tokens == other.tokens
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.tokens))
+
+    def __repr__(self) -> str:
+        return f"PromptContext(text={self.text!r}, tokens={self.tokens!r})"
 
 
 def is_grounded(title: str, prompt: PromptContext) -> bool:
@@ -2658,11 +2736,12 @@ def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[
     endpoint titles known (in ``gold_titles``, the normalised endpoint titles of the
     entry's valid gold triplets, or grounded in the prompt, see :func:`is_grounded`) ->
     ``"novel_grounded"`` (costs precision, not a hard hallucination); else
-    ``"ungrounded"``. ``prompt`` is a :class:`PromptContext` or the prompt itself, which is
-    then normalised once, and only when a title is neither a gold title nor empty (an empty
-    title is never grounded): only then does :func:`is_grounded` need it.
+    ``"ungrounded"``. ``prompt`` is a :class:`PromptContext` or the prompt itself (then
+    :meth:`PromptContext.from_prompt`); either way the prompt is normalised only when a
+    title is neither a gold title nor empty (an empty title is never grounded): only then
+    does :func:`is_grounded` need it.
     """
-    context = prompt if isinstance(prompt, PromptContext) else None
+    context = prompt if isinstance(prompt, PromptContext) else PromptContext.from_prompt(prompt)
     classes: list[str] = []
     for pred in preds:
         if vocabulary is not None and pred.relation not in vocabulary:
@@ -2675,8 +2754,6 @@ def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[
             if not title:
                 cls = "ungrounded"
                 break
-            if context is None:
-                context = PromptContext.from_prompt(prompt)
             if not is_grounded(title, context):
                 cls = "ungrounded"
                 break
@@ -2795,6 +2872,9 @@ class EntryScore:
     #: :meth:`PerRelationFamily.swapped` of this entry once computed (index into ``preds``
     #: -> the first gold triplet it matches with source and target swapped), else None.
     swapped: dict[int, Triplet] | None = None
+    #: The prompt's :class:`PromptContext` that Stage 5 grounded titles in (its text and
+    #: tokens computed when first needed, then kept): the families ground in it too.
+    prompt: PromptContext | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -2960,8 +3040,9 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
     similarities = field_similarities(gold, preds, similarity)                  # Stage 3
     result = match_from_similarities(gold, preds, *similarities, align_accept)  # Stage 4
     gold_titles = {t for g in gold for t in (g.source, g.target)} if result.unmatched_pred else ()
-    classes = final_hallucination_check([preds[j] for j in result.unmatched_pred], gold_titles, prompt,
-                                        vocabulary)                             # Stage 5
+    context = PromptContext.from_prompt(prompt)                                 # Stage 5
+    classes = final_hallucination_check([preds[j] for j in result.unmatched_pred], gold_titles, context,
+                                        vocabulary)
     typed = profile == "hgr"                                                    # Stage 6
     tally = _tally_pairs(result, gold, preds, gold_schema.positions, pred_positions, typed)
     unmatched, counts = _unmatched_rows(result.unmatched_pred, classes, pred_positions, self_loop_positions)
@@ -2972,7 +3053,7 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
         gold=gold, preds=valid_preds, n_items=len(pred_items), gold_positions=gold_schema.positions,
-        pred_positions=pred_schema.positions, similarities=similarities)
+        pred_positions=pred_schema.positions, similarities=similarities, prompt=context)
 
 
 def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
@@ -6008,7 +6089,7 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
 
 def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> None:
     """:func:`merge_additive` with ``in_place``: the same results, with the common cases
-    (new key, int + int, exact sum + float, dict into dict) decided here."""
+    (new key, int + int, dict into dict, exact sum + float) decided here."""
     for key, value in b.items():
         current = out.get(key, _ABSENT)
         if current is _ABSENT:
@@ -6025,6 +6106,9 @@ def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> 
                 out[key] = current + value
             elif tc is dict and tv is dict:
                 _merge_into(current, value, disjoint)
+            elif tc is ExactSum and tv is float:  # _exact_add's running sum, inlined
+                n, d = value.as_integer_ratio()  # ValueError / OverflowError for NaN / inf, as ExactSum.of
+                out[key] = ExactSum(current.units + (n << (_UNITS_SHIFT - d.bit_length())))
             else:
                 out[key] = _exact_add(current, value, disjoint, True)
 
@@ -6042,7 +6126,7 @@ def _stat_to_json(value: Any) -> Any:
     if t is dict:
         out = None
         for k, v in value.items():
-            if type(v) not in _JSON_LEAVES:
+            if type(v) not in _JSON_AS_IS:
                 converted = _stat_to_json(v)
                 if converted is not v:
                     if out is None:
@@ -6063,6 +6147,9 @@ def _stat_to_json(value: Any) -> Any:
 
 
 _JSON_LEAVES = frozenset({int, float, str, bool, type(None)})
+#: The values of a record's dict that are written as they are: the leaves and tuples, which
+#: records hold only of leaves (the errors family's item classes and indices).
+_JSON_AS_IS = _JSON_LEAVES | {tuple}
 
 
 def _stat_from_json(value: Any) -> Any:
@@ -6078,14 +6165,16 @@ def _stat_from_json(value: Any) -> Any:
 _NUMBER_LEAVES = frozenset({int, float})
 
 
-def records_to_json(records: Mapping[str, Record]) -> dict[str, Any]:
+def records_to_json(records: Mapping[str, Record], json_ready: Collection[str] = ()) -> dict[str, Any]:
     """Statistics records as strict JSON, losslessly: an exact sum that is a float is
     written as that float, any other one as the string ``"numerator/denominator"``. The
     result is a new dict whose values share every part that needs no conversion with
-    ``records`` (a record is not changed once made: merges copy what they keep)."""
+    ``records`` (a record is not changed once made: merges copy what they keep).
+    ``json_ready``: names whose records hold only JSON values (``entry_sums`` False),
+    taken as they are."""
     out = dict(records)
     for name, record in out.items():
-        if type(record) not in _JSON_LEAVES:
+        if type(record) not in _JSON_LEAVES and name not in json_ready:
             out[name] = _stat_to_json(record)
     return out
 
@@ -6295,7 +6384,11 @@ class MetricFamily:
     all`` checks before including it), ``grouped`` (its section already reports each
     ontology, so it is not repeated under ``per_ontology``), ``disjoint_keys`` (record
     keys holding rows of distinct entries, united when merged), ``input_errors`` (exception
-    types that mean bad input, not a bug: reported as :class:`InputError`).
+    types that mean bad input, not a bug: reported as :class:`InputError`), ``entry_sums``
+    (whether an :meth:`entry_stats` record may hold :class:`ExactSum` values; False: only
+    JSON values, so that the per-entry row takes the record as it is, not through
+    :func:`records_to_json`'s scan: an ExactSum there would make the row's encoding fail
+    with TypeError, never write a wrong value).
 
     What the output, the signature and the command line make of it (each list is built
     from :data:`FAMILIES` when it is used, so a family registered later is in it):
@@ -6330,6 +6423,7 @@ class MetricFamily:
     grouped: ClassVar[bool] = False
     disjoint_keys: ClassVar[frozenset[str]] = frozenset()
     input_errors: ClassVar[tuple[type[Exception], ...]] = ()
+    entry_sums: ClassVar[bool] = True
     tables: ClassVar[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = ()
     table_rank: ClassVar[int] = 0
     lower_is_better: ClassVar[frozenset[str]] = frozenset()
@@ -6412,30 +6506,50 @@ class MetricFamily:
         *parents, last = path.split(".")[1:]
         return _descend(report.get(cls.key or path.partition(".")[0]), parents), last
 
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[None]:
+    def guard(self) -> "FamilyGuard":
         """Turn this family's input errors (and a missing NLTK) into :class:`InputError`;
         missing NLTK data that a string needs (:class:`PunktTablesMissing`) into
-        :class:`FamilyUnavailable`."""
-        try:
-            yield
-        except InputError:
-            raise
-        except KeyError as exc:
-            if KeyError not in self.input_errors:
-                raise
-            raise InputError(f"{self.name}: the input lacks the field {exc}") from None
-        except ImportError:
-            if not self.needs_nltk:
-                raise
-            raise InputError(f"the {self.name} metrics need NLTK: {NLTK_INSTALL_HELP}") from None
-        except LookupError as exc:  # PunktTablesMissing: names the string and the fetch command
-            if not self.needs_nltk:
-                raise
-            raise FamilyUnavailable(self.name, str(exc)) from None
-        except self.input_errors as exc:
-            raise InputError(f"{self.name}: {exc}") from None
+        :class:`FamilyUnavailable` (a context manager: :class:`FamilyGuard`)."""
+        return FamilyGuard(self)
 
+
+class FamilyGuard:
+    """The context manager of :meth:`MetricFamily.guard` (a class, not a generator: it is
+    entered for every family of every entry). On leaving with an exception: an
+    :class:`InputError` passes as it is; a KeyError (when the family's ``input_errors``
+    name it) becomes an InputError naming the missing field; an ImportError or another
+    LookupError of a family that ``needs_nltk`` becomes an InputError with the NLTK
+    install help or :class:`FamilyUnavailable` (missing NLTK data); any other of the
+    family's ``input_errors`` an InputError "NAME: message" (each raised ``from None``);
+    anything else passes unchanged."""
+
+    __slots__ = ("family",)
+
+    def __init__(self, family: MetricFamily) -> None:
+        self.family = family
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if kind is None or issubclass(kind, InputError):
+            return False
+        family = self.family
+        if issubclass(kind, KeyError):
+            if KeyError not in family.input_errors:
+                return False
+            raise InputError(f"{family.name}: the input lacks the field {exc}") from None
+        if issubclass(kind, ImportError):
+            if not family.needs_nltk:
+                return False
+            raise InputError(f"the {family.name} metrics need NLTK: {NLTK_INSTALL_HELP}") from None
+        if issubclass(kind, LookupError):  # PunktTablesMissing: names the string and the fetch command
+            if not family.needs_nltk:
+                return False
+            raise FamilyUnavailable(family.name, str(exc)) from None
+        if issubclass(kind, family.input_errors):
+            raise InputError(f"{family.name}: {exc}") from None
+        return False
 
 def _fmt(value: float | None, digits: int = 4) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
@@ -6466,6 +6580,7 @@ class HgrFamily(MetricFamily):
     """
 
     name = "hgr"
+    entry_sums = False
     key = "summary"
     default = always = True
     tables = (
@@ -6612,6 +6727,7 @@ class StrictFamily(MetricFamily):
     """
 
     name = "strict"
+    entry_sums = False
     key = "strict"
     default = True
     tables = (("strict (exact normalised triplets)", (
@@ -6710,6 +6826,7 @@ class PerRelationFamily(MetricFamily):
     """
 
     name = "per-relation"
+    entry_sums = False
     key = "per_relation"
     default = True
     plots = (("per_relation_f1", lambda fig, reports: _plot_per_relation(fig, reports), "a per-relation section"),)
@@ -8414,41 +8531,6 @@ _GOLD_KEYS = {cls: f"gold/{cls}" for cls in ERROR_GOLD_CLASSES}
 _UNMATCHED_CLASSES = frozenset({"hallucinated_relation", "novel_grounded", "ungrounded"})
 
 
-def _any(row: Any) -> bool:
-    """Whether a row of field similarities (Python floats or a float64 array) has a value > 0."""
-    return bool(row.any()) if isinstance(row, np.ndarray) else any(row)
-
-
-def _reaches(similarity: Similarity, titles: Sequence[str], others: Sequence[str], hits: Sequence[bool]) -> list[bool]:
-    """For each title: ``hits`` (already found), else whether ``similarity.field(title,
-    other) > 0`` for some of ``others`` (each distinct one compared once, an equal one
-    first; the lexical backend's rows (:meth:`Similarity._field_rows`) for the titles that
-    share a token with one of them, else :meth:`Similarity.matrix`: the same values)."""
-    known = dict.fromkeys(others)   # each distinct title once, in order
-    out = [hit or title in known for hit, title in zip(hits, titles)]   # field(a, a) = 1.0
-    ask = [k for k, hit in enumerate(out) if not hit]
-    if not ask or not others:
-        return out
-    others = list(known)
-    if similarity._plain() and similarity.threshold > 0.5:
-        # lexical: a pair without a shared token is 0.0 at a gate above 0.5 (_gated's first
-        # bound is then at most 0.5): a title sharing no token with any of ``others`` reaches none
-        tokens = similarity._token_set
-        shared = frozenset().union(*map(tokens, others))
-        ask = [k for k in ask if not tokens(titles[k]).isdisjoint(shared)]
-        if not ask:
-            return out
-    wanted = [titles[k] for k in ask]
-    if similarity._plain() and len(wanted) * len(others) < _LEXICAL_VECTOR_MIN_PAIRS:
-        # the rows of Stage 3 (no memo entry for a pair the first bound rules out)
-        reached = [any(row) for row in similarity._field_rows(wanted, others)]
-    else:
-        reached = similarity.matrix(wanted, others).any(axis=1).tolist()
-    for k, value in zip(ask, reached):
-        out[k] = bool(value)
-    return out
-
-
 class ErrorsFamily(MetricFamily):
     """The error taxonomy (``--metrics errors``, default): one class per item, defined on the
     quantities of the method (README "The method"), so the classes partition what the hgr
@@ -8483,6 +8565,7 @@ class ErrorsFamily(MetricFamily):
     """
 
     name = key = "errors"
+    entry_sums = False
     default = True
     #: ``--examples`` and ``--html`` show each item's class.
     added_by = ("examples", "html")
@@ -8520,68 +8603,91 @@ class ErrorsFamily(MetricFamily):
         pred, gold = self.row_classes(score.pairs, score.unmatched_predictions, score.n_items,
                                       len(score.gold_positions) + len(score.invalid_gold_items))
         record: Record = {"gold_triplets": len(score.gold), "pred_items": score.n_items}
+        get = record.get
         for cls in pred:
             key = _PRED_KEYS[cls]
-            record[key] = record.get(key, 0) + 1
-        flagged = self._pred_flags(score, ctx.similarity, pred)
-        flagged["in_prompt"] = self._gold_classes(entry, score, ctx.similarity, gold)
+            record[key] = get(key, 0) + 1
+        reversed_at, duplicate = self._pred_flags(score, ctx.similarity, pred)
+        in_prompt = self._gold_classes(entry, score, ctx.similarity, gold)
         for cls in gold:
             if cls is not None:
                 key = _GOLD_KEYS[cls]
-                record[key] = record.get(key, 0) + 1
+                record[key] = get(key, 0) + 1
         # tuples (JSON arrays in the report) of strings and ints: Python's cyclic garbage
         # collector stops tracking them, and the record, which the report keeps per entry
         items: dict[str, tuple[Any, ...]] = {"pred": tuple(pred), "gold": tuple(gold)}
-        for name, at in flagged.items():
-            if at:
-                items[name] = tuple(at)
-                record["flag/" + name] = len(at)
+        if reversed_at:
+            items["reversed"] = tuple(reversed_at)
+            record["flag/reversed"] = len(reversed_at)
+        if duplicate:
+            items["duplicate"] = tuple(duplicate)
+            record["flag/duplicate"] = len(duplicate)
+        if in_prompt:
+            items["in_prompt"] = tuple(in_prompt)
+            record["flag/in_prompt"] = len(in_prompt)
         record["items"] = items
         return record
 
     @staticmethod
-    def _pred_flags(score: EntryScore, similarity: Similarity, pred: list[str]) -> dict[str, list[int]]:
-        """The item indices of the ``reversed`` and ``duplicate`` predictions (``pred``: the
-        classes by item index, to tell the unmatched ones)."""
+    def _pred_flags(score: EntryScore, similarity: Similarity, pred: list[str]) -> tuple[list[int], list[int]]:
+        """The item indices of the ``reversed`` and of the ``duplicate`` predictions (``pred``:
+        the classes by item index, to tell the unmatched ones)."""
         positions = score.pred_positions
         swapped = PerRelationFamily.swapped(score, similarity)
-        reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES)
-        duplicate = []
-        if len(score.preds) > 1:
+        reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES) if swapped else []
+        duplicate: list[int] = []
+        preds = score.preds
+        if len(preds) > 1 and len({(p.source, p.relation, p.target) for p in preds}) < len(preds):
             seen: set[tuple[str, str, str]] = set()
-            for p, position in zip(score.preds, positions):
+            for p, position in zip(preds, positions):
                 key = (p.source, p.relation, p.target)
                 if key in seen:
                     duplicate.append(position)
                 seen.add(key)
-        return {"reversed": reversed_at, "duplicate": duplicate}
+        return reversed_at, duplicate
 
     @staticmethod
     def _gold_classes(entry: Entry, score: EntryScore, similarity: Similarity, gold: list[str | None]) -> list[int]:
         """Fill in the classes of the unmatched valid gold triplets (``gold``: per gold item
         index, None where still open); return the item indices of the ``in_prompt`` ones."""
-        if not score.gold:
+        gold_of = score.gold
+        if not gold_of:
             return []
         positions = score.gold_positions
-        unmatched = [i for i, position in enumerate(positions) if gold[position] is None]
-        if unmatched:
-            # a title is predicted when Stage 3's row for its side has a hit, else when it reaches
-            # a title of the other side; it is compared with every title of the predictions that
-            # are no self-loop (Stage 3's columns), both sides: one without a Stage-3 hit has
-            # field similarity 0 with each title of its own side, so those change nothing
-            others = [t for p in score.preds if not (p.source and p.source == p.target) for t in (p.source, p.target)]
+        if len(score.pairs) < len(gold_of):     # some valid gold triplet is in no accepted pair
+            # a title is predicted when Stage 3's row for its side (the predictions that are no
+            # self-loop) has a hit (values >= 0), else when it reaches a title of the other side
             src_rows, tgt_rows = score.similarities[0], score.similarities[1]
-            gold_of = score.gold
-            found = _reaches(similarity, [gold_of[i].source for i in unmatched] + [gold_of[i].target for i in unmatched],
-                             others, [_any(src_rows[i]) for i in unmatched] + [_any(tgt_rows[i]) for i in unmatched])
-            n = len(unmatched)
-            for k, i in enumerate(unmatched):
-                src_ok, tgt_ok = found[k], found[n + k]
-                gold[positions[i]] = ("entities_predicted" if src_ok and tgt_ok
-                                      else "one_entity_predicted" if src_ok or tgt_ok else "entities_absent")
-        prompt = PromptContext.from_prompt(entry.gold.prompt)
-        return [position for g, position in zip(score.gold, positions)
-                if is_grounded(g.source, prompt) and is_grounded(g.target, prompt)]
+            arrays = isinstance(src_rows, np.ndarray)
+            unmatched: list[int] = []
+            src_ok: list[bool] = []
+            tgt_ok: list[bool] = []
+            for i, position in enumerate(positions):
+                if gold[position] is None:
+                    unmatched.append(i)
+                    src_ok.append(bool(src_rows[i].any()) if arrays else any(src_rows[i]))
+                    tgt_ok.append(bool(tgt_rows[i].any()) if arrays else any(tgt_rows[i]))
+            if not all(src_ok) or not all(tgt_ok):
+                kept = [p for p in score.preds if not (p.source and p.source == p.target)]
+                ask = [k for k, hit in enumerate(src_ok) if not hit]
+                if ask:
+                    reached = similarity.reaches([gold_of[unmatched[k]].source for k in ask], [p.target for p in kept])
+                    for k, hit in zip(ask, reached):
+                        src_ok[k] = hit
+                ask = [k for k, hit in enumerate(tgt_ok) if not hit]
+                if ask:
+                    reached = similarity.reaches([gold_of[unmatched[k]].target for k in ask], [p.source for p in kept])
+                    for k, hit in zip(ask, reached):
+                        tgt_ok[k] = hit
+            for i, s_ok, t_ok in zip(unmatched, src_ok, tgt_ok):
+                gold[positions[i]] = ("entities_predicted" if s_ok and t_ok
+                                      else "one_entity_predicted" if s_ok or t_ok else "entities_absent")
+        prompt = score.prompt or PromptContext.from_prompt(entry.gold.prompt)
+        text = prompt.text
+        # is_grounded, its first test inlined: a non-empty title that is a substring of the prompt
+        return [position for g, position in zip(gold_of, positions)
+                if (g.source in text and g.source or is_grounded(g.source, prompt))
+                and (g.target in text and g.target or is_grounded(g.target, prompt))]
 
     def merge(self, a: Record, b: Record, *, in_place: bool = False) -> Record:
         """:func:`merge_additive` of the counts; ``items`` (one entry's own) is not merged.
@@ -8996,6 +9102,9 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         from tqdm import tqdm
         iterator = tqdm(entries, desc="scoring", unit="entry", file=sys.stderr, leave=False)
     rows, totals = scored.rows, scored.records
+    # a family that keeps MetricFamily.merge: its in-place merge called directly (the same sums)
+    plain_merge = {f.name: f.disjoint_keys for f in families if type(f).merge is MetricFamily.merge}
+    json_ready = frozenset(f.name for f in families if not f.entry_sums)
     for entry in iterator:
         _phase("scoring")
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
@@ -9030,12 +9139,17 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                 scored.drop(family)
                 row.pop(family.key, None)
                 continue
-            totals[family.name] = (family.merge(totals[family.name], record, in_place=True)
-                                   if family.name in totals else _copy_stats(record))
+            total = totals.get(family.name)
+            if total is None:
+                totals[family.name] = _copy_stats(record)
+            elif family.name in plain_merge:
+                _merge_into(total, record, plain_merge[family.name])
+            else:
+                totals[family.name] = family.merge(total, record, in_place=True)
             view = family.entry_view(record)
             if view is not None:
                 row[family.key] = view
-        row["stats"] = records_to_json(stats)
+        row["stats"] = records_to_json(stats, json_ready)
         rows.append(row)
         scored.tally.add(row)
     return scored
@@ -12171,16 +12285,21 @@ def _json_bytes(value: Any) -> bytes:
     Raises:
         ValueError: a NaN or infinite float anywhere in ``value``.
     """
-    if not _all_finite(value):
-        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
     try:
-        return orjson.dumps(value, option=_ORJSON_OPTIONS)
+        data = orjson.dumps(value, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError
-        text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: written as its \\u escape, which reads back the same
-            return json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False).encode("ascii")
+        data = None
+    # orjson writes a NaN or infinite float as null: text without "null" has none of them
+    # (most per-entry rows have a null, an N/A metric, and are walked by _all_finite)
+    if (data is None or b"null" in data) and not _all_finite(value):
+        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+    if data is not None:
+        return data
+    text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: written as its \\u escape, which reads back the same
+        return json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
 def _report_row(row: Mapping[str, Any]) -> bytes:
@@ -16606,8 +16725,8 @@ def _recorded_pred_paths(path: Path) -> list[str | None] | None:
     """The ``--pred`` paths recorded in the report at ``path`` (one per system), or None when
     it cannot be read as a report of ours."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        with open(path, "rb") as handle:
+            data = ReportHead.read(handle.read())
         reports = list(data["systems"].values()) if "systems" in data else [data]
         return [r["summary"]["inputs"]["pred"]["path"] for r in reports]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -16706,6 +16825,51 @@ def _refuse_foreign_report(default: _ReportDefault) -> None:
 _RESAMPLING_KEYS = ("boot", "trials", "test", "seed", "corr")
 
 
+class ReportHead:
+    """The top-level fields of a report file that :func:`_report_runs` and
+    :func:`_recorded_pred_paths` read, without building its per-entry rows (a report of
+    100k entries is about 500 MB of JSON, which ``json.loads`` turns into Python objects
+    in seconds, twice a run: the checks before and after scoring of a report path that
+    exists, when a run is repeated)."""
+
+    #: The top-level keys :func:`_report_runs` reads.
+    KEYS = ("summary", "systems", "comparison")
+
+    @staticmethod
+    @functools.cache
+    def _struct() -> Any:
+        import msgspec  # only a run that replaces a report needs it
+
+        fields = [(key, msgspec.Raw, msgspec.UNSET) for key in ReportHead.KEYS]
+        return msgspec.defstruct("ReportHead", fields)
+
+    @staticmethod
+    def read(raw: bytes) -> Any:
+        """What ``json.loads(raw.decode("utf-8"))`` gives as far as :func:`_report_runs`
+        can tell: for a JSON object, a dict of its :data:`KEYS` that it has (each value
+        exactly as json.loads reads it, the last of repeated keys), else the value itself.
+        msgspec checks the whole text as RFC 8259 JSON and skips every other value
+        without building it; text that msgspec refuses (not an object, or what json reads
+        and msgspec does not: ``NaN``, a lone surrogate escape) is read by ``json.loads``,
+        which gives the value or the error.
+
+        Raises:
+            ValueError: the bytes are not UTF-8 (UnicodeDecodeError) or not JSON
+                (json.JSONDecodeError), as json.loads of the text raises them;
+            RecursionError: nesting deeper than the decoders allow, as json.loads.
+        """
+        import msgspec
+
+        text = raw.decode("utf-8")  # strict: the text-mode read of a JSON file (its CR/LF are whitespace)
+        try:
+            head = msgspec.json.decode(raw, type=ReportHead._struct())
+        except msgspec.DecodeError:  # ValidationError (not an object) included
+            value = json.loads(text)
+            return {key: value[key] for key in ReportHead.KEYS if key in value} if isinstance(value, dict) else value
+        return {key: json.loads(bytes(value).decode("utf-8")) for key in ReportHead.KEYS
+                if (value := getattr(head, key)) is not msgspec.UNSET}
+
+
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
     """What identifies the run of a report of ours (one system, a comparison, a merge):
     per system, (predictions path, gold path, ``summary.config`` without the versions,
@@ -16753,11 +16917,12 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        text = raw.decode("utf-8")  # strict: a UnicodeDecodeError is a ValueError
         if not text.strip():
             return
-        held = _report_runs(json.loads(text))
+        held = _report_runs(ReportHead.read(raw))
     except (OSError, ValueError):
         held = None
     if held is None:

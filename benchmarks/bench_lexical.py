@@ -1,7 +1,7 @@
 """Benchmark: throughput of the lexical path on a generated 20,000-entry set.
 
-Run: ``uv run python benchmarks/bench_lexical.py [--entries N] [--seed S] [--baseline REV
-[--repeats R]]``
+Run: ``uv run python benchmarks/bench_lexical.py [--entries N] [--seed S] [--baseline REV]
+[--without FAMILY] [--repeats R]``
 
 Generates a seeded synthetic corpus (typed triplets, perturbed predictions: case changes,
 typos, company suffixes, wrong relations, extra and missing triplets, invalid items),
@@ -10,8 +10,13 @@ With ``--baseline REV`` it also loads evaluate.py as it was at git revision REV 
 and times both on the same generated entries, interleaved ``--repeats`` times (default 3):
 the CPU time of this process for ``evaluate_entries`` (per-entry scoring, the default
 metric families' statistics and merges, the report in memory; no reading, no writing),
-median per entry, the ratio this checkout / baseline, and whether the two reports'
-summaries and per-entry metrics are identical.
+median per entry, the ratio this checkout / baseline (of the medians, and the median and
+range of each repeat's own ratio: its two runs are neighbours in time), and whether the two reports'
+summaries and per-entry metrics are identical. With ``--without FAMILY`` (e.g. ``errors``)
+this checkout is also timed with the default metric families less FAMILY, in the same
+interleaved runs: the ratio with / without is that family's own cost (with ``--baseline``
+too: one run gives both ratios). The family's report section and headlines exist on one
+side only, so only the per-entry metrics are compared there.
 Not a test: wall-clock numbers on shared machines are noisy; compare ratios on one machine.
 """
 
@@ -91,10 +96,13 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--baseline", metavar="REV", help="also time evaluate.py at git revision REV, side by side")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each with --baseline (default 3)")
+    parser.add_argument("--without", metavar="FAMILY", choices=ev.DEFAULT_METRICS[1:],
+                        help="also time this checkout without the default family FAMILY, side by side (its own cost)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="interleaved runs of each with --baseline / --without (default 3)")
     args = parser.parse_args()
-    if args.baseline:
-        side_by_side(args.baseline, args.entries, args.seed, args.repeats)
+    if args.baseline or args.without:
+        side_by_side(args.baseline, args.entries, args.seed, args.repeats, args.without)
         return
     t0 = time.perf_counter()
     entries = generate(args.entries, args.seed)
@@ -110,34 +118,52 @@ def main() -> None:
     print(f"macro composite {s['macro']['composite']:.4f}   micro entity F1 {s['micro']['entity_f1']:.4f}")
 
 
-def side_by_side(revision: str, n_entries: int, seed: int, repeats: int) -> None:
-    """CPU seconds of ``evaluate_entries`` per run, this checkout vs ``revision``, interleaved."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import _baseline
+def side_by_side(revision: str | None, n_entries: int, seed: int, repeats: int, without: str | None = None) -> None:
+    """CPU seconds of ``evaluate_entries`` per run, interleaved (the order reversed every other
+    repeat): this checkout, and ``revision``'s evaluate.py and/or this checkout without the
+    default family ``without``; the medians, their ratios, and whether the outputs agree."""
+    runs: dict[str, tuple[Any, tuple[str, ...]]] = {}
+    if revision:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import _baseline
 
-    modules = {f"baseline {revision}": _baseline.load_evaluate(revision), "this checkout": ev}
-    entries = {name: generate(n_entries, seed, module) for name, module in modules.items()}
-    cpu: dict[str, list[float]] = {name: [] for name in modules}
+        baseline = _baseline.load_evaluate(revision)
+        runs[f"baseline {revision}"] = (baseline, baseline.DEFAULT_METRICS)
+    if without:
+        runs[f"without {without}"] = (ev, tuple(name for name in ev.DEFAULT_METRICS if name != without))
+    runs["this checkout"] = (ev, ev.DEFAULT_METRICS)
+    entries = {name: generate(n_entries, seed, module) for name, (module, _) in runs.items()}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     reports: dict[str, Any] = {}
     gc.collect()
     for r in range(repeats):
-        for name in (list(modules) if r % 2 == 0 else list(modules)[::-1]):
-            module = modules[name]
+        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            module, families = runs[name]
             start = time.process_time()
-            reports[name] = module.evaluate_entries(entries[name], similarity=module.Similarity())
+            report = module.evaluate_entries(entries[name], similarity=module.Similarity(), families=families)
             cpu[name].append(time.process_time() - start)
-            reports[name] = {"summary": reports[name]["summary"],
-                             "metrics": [row["metrics"] for row in reports[name]["per_entry"]]}
+            reports[name] = {"summary": report["summary"], "metrics": [row["metrics"] for row in report["per_entry"]]}
+            del report
             gc.collect()
+    medians = {name: statistics.median(times) for name, times in cpu.items()}
     for name, times in cpu.items():
-        median = statistics.median(times)
-        print(f"{name:<24} CPU {median:6.2f} s  ({1e3 * median / n_entries:.3f} ms/entry; runs "
+        print(f"{name:<24} CPU {medians[name]:6.2f} s  ({1e3 * medians[name] / n_entries:.3f} ms/entry; runs "
               + ", ".join(f"{t:.2f}" for t in times) + ")")
-    old, new = (statistics.median(times) for times in cpu.values())
-    print(f"CPU this checkout / baseline: {new / old:.3f}")
-    same = [json.dumps(report, sort_keys=True) for report in reports.values()]
-    print("summaries and per-entry metrics identical" if same[0] == same[1] else
-          "summaries or per-entry metrics DIFFER (expected only against a revision before exact sums)")
+    new = medians["this checkout"]
+    mine = json.dumps(reports["this checkout"], sort_keys=True)
+    for name in runs:
+        if name == "this checkout":
+            continue
+        paired = sorted(a / b for a, b in zip(cpu["this checkout"], cpu[name]))
+        print(f"CPU this checkout / {name}: {new / medians[name]:.3f} (ratio of the medians; each repeat's own "
+              f"ratio: median {statistics.median(paired):.3f}, {paired[0]:.3f}-{paired[-1]:.3f})")
+        if name.startswith("without"):
+            same = json.dumps(reports[name]["metrics"]) == json.dumps(reports["this checkout"]["metrics"])
+            print(f"  per-entry metrics {'identical' if same else 'DIFFER'}")
+        else:
+            print("  summaries and per-entry metrics identical" if json.dumps(reports[name], sort_keys=True) == mine else
+                  "  summaries or per-entry metrics DIFFER (expected against a revision before exact sums, or one "
+                  "with other default families)")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,32 @@
-"""Benchmark: the whole lexical command-line run on a generated 20,000-entry set, this
-checkout against a baseline revision (default: eae578e, before issue 11), side by side.
+"""Benchmark: the whole lexical command-line run on generated sets (default 20,000 entries),
+this checkout against a baseline revision (default: eae578e, before issue 11), side by side.
 
-Run: ``uv run python benchmarks/bench_whole_run.py [--entries N] [--baseline REV]
-[--repeats R] [--seed S] [--as-is-env]``
+Run: ``uv run python benchmarks/bench_whole_run.py [--entries N[,N...]] [--baseline REV]
+[--repeats R] [--seed S] [--fresh-report] [--as-is-env]``; issue 20's table:
+``--entries 5000,20000,100000 --baseline 3687f41``.
 
 Writes the seeded corpus of ``bench_lexical.py`` as gold and prediction JSONL files (the
-same files for every run), then runs, interleaved ``--repeats`` times, three command
+same files for every run), then runs, interleaved ``--repeats`` times, four command
 lines on them (reading, scoring, report writing; ``--no-embeddings --quiet``), after one
 untimed warm-up run of each, in a user's normal environment (bytecode caches written and
 reused: ``PYTHONDONTWRITEBYTECODE`` removed; ``--as-is-env`` keeps this process's
 environment, see ``_baseline.cli_env``):
 
-  * ``baseline``: evaluate.py of ``--baseline`` (``git show REV:evaluate.py``, run by path);
+  * ``baseline, workers 1`` and ``baseline``: evaluate.py of ``--baseline`` (``git show
+    REV:evaluate.py``, run by path), with ``--workers 1`` and with its default workers;
   * ``workers 1``: this checkout with ``--workers 1`` (one process);
   * ``default``: this checkout with its default workers (the cores this process may use).
 
-Prints the median wall time and the median CPU time (all processes of the run) of each,
-the ratios baseline / this checkout, whether the numbers are identical (every numeric
+Each timed run replaces the report its command line wrote before (as a repeated command
+does: the existing report is read first, to tell that it holds the same run), or, with
+``--fresh-report``, writes a new one. Prints, per corpus size, the median wall time, the
+median CPU time (all processes of the run) and the CPU per entry of each, the ratios this
+checkout / baseline (the same workers setting), whether the numbers are identical (every numeric
 field that both reports' summaries and family sections have, ``config`` aside; fields
 added after the baseline are not compared, as in bench_solver; macro means may move in
 their last digits, within 1e-12 relative, because the baseline summed floats where this
 checkout sums exactly and rounds once: listed, not counted as differences) and whether
-the two reports of this checkout are byte-identical. Not a test: wall-clock numbers on shared
+the reports are byte-identical (this checkout's two, and all four). Not a test: wall-clock numbers on shared
 machines are noisy (other processes take cores); read the ratios, on quiet cores.
 """
 
@@ -88,55 +93,93 @@ def differing_numbers(new: dict[str, Any], old: dict[str, Any]) -> tuple[list[st
     return differ, moves
 
 
+def measure(entries: int, args: argparse.Namespace, env: dict[str, str], folder: Path) -> dict[str, Any]:
+    """The interleaved runs of one corpus size: medians of wall and CPU per command line,
+    the load average before and after, the numeric comparison with the baseline and
+    whether this checkout's two reports are byte-identical."""
+    runs = {"baseline, workers 1": ["--workers", "1"], "baseline": [], "workers 1": ["--workers", "1"], "default": []}
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    work = folder / str(entries)
+    work.mkdir()
+    gold, pred = write_corpus(work, entries, args.seed)
+    old_script = _baseline.write_revision(args.baseline, work)
+
+    def once(name: str) -> tuple[float, float]:
+        report = work / f"{name}.json"
+        if args.fresh_report:
+            report.unlink(missing_ok=True)
+        return timed_cli(old_script if name.startswith("baseline") else ROOT / "evaluate.py", gold, pred, report,
+                         runs[name], env)
+
+    for name in runs:  # warm-up: bytecode caches of the imported modules (and the report to replace)
+        once(name)
+    load = os.getloadavg()[0]
+    for _ in range(args.repeats):
+        for name in runs:
+            took, used = once(name)
+            wall[name].append(took)
+            cpu[name].append(used)
+    reports = {name: json.loads((work / f"{name}.json").read_text(encoding="utf-8")) for name in runs}
+    same_bytes = (work / "workers 1.json").read_bytes() == (work / "default.json").read_bytes()
+    baseline_bytes = len({(work / f"{name}.json").read_bytes() for name in runs}) == 1
+    differ, moves = differing_numbers(reports["workers 1"], reports["baseline"])
+    compared = len(numeric_fields(reports["workers 1"]).keys() & numeric_fields(reports["baseline"]).keys())
+    return {"entries": entries, "load": (load, os.getloadavg()[0]), "wall": wall, "cpu": cpu, "differ": differ,
+            "moves": moves, "compared": compared, "same_bytes": same_bytes, "baseline_bytes": baseline_bytes}
+
+
+def print_size(result: dict[str, Any], args: argparse.Namespace) -> None:
+    """One corpus size's lines: each command line's medians and the ratios to the baseline."""
+    n, (before, after) = result["entries"], result["load"]
+    print(f"{n} entries, load average {before:.2f} before, {after:.2f} after")
+    wall = {name: statistics.median(v) for name, v in result["wall"].items()}
+    cpu = {name: statistics.median(v) for name, v in result["cpu"].items()}
+    base = {"workers 1": "baseline, workers 1", "default": "baseline"}   # the same workers, the baseline's code
+    for name in wall:
+        label = name.replace("baseline", f"{args.baseline}") + (", default workers" if name == "baseline" else "")
+        line = (f"  {label:<28} wall {wall[name]:7.2f} s   CPU {cpu[name]:7.2f} s   "
+                f"CPU per entry {cpu[name] / n * 1e3:6.3f} ms")
+        if name in base:
+            line += (f"   this / {args.baseline}: CPU per entry {cpu[name] / cpu[base[name]]:5.2f}x   "
+                     f"wall {wall[name] / wall[base[name]]:5.2f}x")
+        print(line)
+    print(f"  numbers identical to the baseline: {not result['differ']} ({result['compared']} shared numeric fields "
+          f"compared; {len(result['moves'])} float(s) moved in the last digits only: exact sums rounded once); "
+          f"all four reports byte-identical: {result['baseline_bytes']}")
+    for row in (result["differ"] + result["moves"])[:20]:
+        print(f"    {row}")
+    print(f"  reports of workers 1 and default workers byte-identical: {result['same_bytes']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=20_000)
+    parser.add_argument("--entries", default="20000",
+                        help="corpus size(s), comma-separated (e.g. 5000,20000,100000), each measured in turn")
     parser.add_argument("--baseline", default=_baseline.DEFAULT_BASELINE, help="git revision of the old evaluate.py")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each command line (median)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh-report", action="store_true",
+                        help="remove the report before each run (default: each run replaces the report of the "
+                             "run before, as a repeated command does, which reads the existing report first)")
     parser.add_argument("--as-is-env", action="store_true",
                         help="keep this environment (PYTHONDONTWRITEBYTECODE included) for the runs")
     args = parser.parse_args()
+    sizes = [int(n) for n in args.entries.split(",")]
     env = _baseline.cli_env(args.as_is_env)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    runs = {"baseline": [], "workers 1": ["--workers", "1"], "default": []}
-    wall: dict[str, list[float]] = {name: [] for name in runs}
-    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    print(f"lexical (--no-embeddings), {cpus} CPU(s) available (other processes share the cores when the load "
+          f"average exceeds 0); median of {args.repeats} interleaved runs, "
+          + ("this environment as it is" if args.as_is_env else "bytecode caches on (PYTHONDONTWRITEBYTECODE removed)")
+          + ("; each run writes a new report" if args.fresh_report else "; each run replaces the report of the one "
+             "before (the check of the existing report included)"))
+    failed = False
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        gold, pred = write_corpus(folder, args.entries, args.seed)
-        old_script = _baseline.write_revision(args.baseline, folder)
-        for name, extra in runs.items():  # warm-up: bytecode caches of the imported modules
-            timed_cli(old_script if name == "baseline" else ROOT / "evaluate.py", gold, pred,
-                      folder / f"{name}.json", extra, env)
-        load = os.getloadavg()[0]
-        for _ in range(args.repeats):
-            for name, extra in runs.items():
-                script = old_script if name == "baseline" else ROOT / "evaluate.py"
-                took, used = timed_cli(script, gold, pred, folder / f"{name}.json", extra, env)
-                wall[name].append(took)
-                cpu[name].append(used)
-        reports = {name: json.loads((folder / f"{name}.json").read_text(encoding="utf-8")) for name in runs}
-        same_bytes = (folder / "workers 1.json").read_bytes() == (folder / "default.json").read_bytes()
-    differ, moves = differing_numbers(reports["workers 1"], reports["baseline"])
-    compared = len(numeric_fields(reports["workers 1"]).keys() & numeric_fields(reports["baseline"]).keys())
-    print(f"{args.entries} entries, lexical, {cpus} CPU(s) available, load average {load:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after (other processes share the cores when it exceeds 0); "
-          f"median of {args.repeats} interleaved runs, " + ("this environment as it is" if args.as_is_env else
-                                                            "bytecode caches on (PYTHONDONTWRITEBYTECODE removed)"))
-    base_wall, base_cpu = statistics.median(wall["baseline"]), statistics.median(cpu["baseline"])
-    for name in runs:
-        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        line = f"  {name + ' (' + args.baseline + ')' if name == 'baseline' else name:<20} wall {w:7.2f} s   CPU {c:7.2f} s"
-        if name != "baseline":
-            line += f"   baseline / this: wall {base_wall / w:5.2f}x   CPU {base_cpu / c:5.2f}x"
-        print(line)
-    print(f"numbers identical to the baseline: {not differ} ({compared} shared numeric fields compared; "
-          f"{len(moves)} float(s) moved in the last digits only: exact sums rounded once)")
-    for row in (differ + moves)[:20]:
-        print(f"  {row}")
-    print(f"reports of workers 1 and default workers byte-identical: {same_bytes}")
-    if differ or not same_bytes:
+        for n in sizes:
+            result = measure(n, args, env, Path(tmp))
+            print_size(result, args)
+            failed = failed or bool(result["differ"]) or not (result["same_bytes"] and result["baseline_bytes"])
+    if failed:
         sys.exit("reports differ")
 
 

@@ -328,6 +328,30 @@ def test_records_to_json_shares_what_needs_no_conversion():
     assert ev.records_from_json(json.loads(json.dumps(out))) == {"plain": plain, "exact": exact}
 
 
+def _json_leaves_only(value) -> bool:
+    if isinstance(value, dict):
+        return all(type(k) is str and _json_leaves_only(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_json_leaves_only(v) for v in value)
+    return value is None or type(value) in (int, float, str, bool)
+
+
+def test_entry_records_of_families_without_entry_sums_are_their_own_json(tmp_path):
+    """A family with ``entry_sums`` False (its per-entry rows take its records as they are)
+    makes records of JSON values only: records_to_json returns each of them itself."""
+    plain = {name for name, cls in ev.FAMILIES.items() if not cls.entry_sums}
+    assert {"hgr", "strict", "per-relation", "errors"} <= plain and "calibration" not in plain
+    seen = set()
+    for entries, ctx, names in _datasets(tmp_path):
+        scored = ev.score_entries(entries, ev.families_for(names), ctx)
+        for row in scored.rows:
+            for name in plain & row["stats"].keys():
+                seen.add(name)
+                assert ev.records_to_json({name: row["stats"][name]})[name] is row["stats"][name]
+                assert _json_leaves_only(row["stats"][name]), (name, row["stats"][name])
+    assert seen == plain
+
+
 @needs_nltk
 def test_limit_applies_to_every_family(tmp_path):
     gold, pred, onto = t2kg_files(tmp_path / "full")

@@ -9,6 +9,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import run_main
 from helpers import ROOT, SHARED_DATA, T, entry, load_report
@@ -245,6 +246,101 @@ def test_identities_on_text2kgbench():
     for key in ("1_university", "16_city", "19_film"):
         responses = next(resp_dir.glob(f"{key}_*.jsonl"))
         assert_identities(_report(responses, gt_dir / f"ont_{key}_ground_truth.jsonl"))
+
+
+# ------------------------------------------------------------------ with embeddings: nothing embedded for it
+
+class _LetterEmbedder:
+    """A deterministic stand-in model: each text's letter counts (a-z and one slot for any
+    other character), so near spellings are near vectors (cosine >= 0.8 for many title pairs
+    of the sample) and unrelated ones are not. Records every batch it is given."""
+
+    backend = "fake"
+    model_name = "letters-27d"
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts):
+        self.batches.append(list(texts))
+        out = np.zeros((len(texts), 27), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for c in text:
+                out[row, ord(c) - 97 if "a" <= c <= "z" else 26] += 1.0
+        return out
+
+
+class _SpyEmbedder:
+    """A real :class:`evaluate.Embedder`, with every batch of texts it is given recorded."""
+
+    def __init__(self, real):
+        self.real, self.batches = real, []
+        self.backend, self.model_name, self.model_id = real.backend, real.model_name, real.model_id
+
+    def embed(self, texts):
+        self.batches.append(list(texts))
+        return self.real.embed(texts)
+
+
+WITHOUT_ERRORS = tuple(name for name in ev.DEFAULT_METRICS if name != "errors")
+
+
+def _embedded_run(entries, embedder, families, monkeypatch):
+    """(the report, the batches sent to ``embedder``, the calls of EmbeddingSimilarity.matrix)."""
+    calls = []
+    real_matrix = ev.EmbeddingSimilarity.matrix
+
+    def counting(self, gold, preds, **kw):
+        calls.append((len(gold), len(preds)))
+        return real_matrix(self, gold, preds, **kw)
+
+    monkeypatch.setattr(ev.EmbeddingSimilarity, "matrix", counting)
+    report = ev.evaluate_entries(entries, similarity=ev.EmbeddingSimilarity(embedder), families=families)
+    monkeypatch.undo()
+    return report, embedder.batches, calls
+
+
+def _assert_nothing_embedded_for_errors(entries, make_embedder, monkeypatch):
+    with_report, with_batches, with_calls = _embedded_run(entries, make_embedder(), ev.DEFAULT_METRICS, monkeypatch)
+    without_report, without_batches, without_calls = _embedded_run(entries, make_embedder(), WITHOUT_ERRORS,
+                                                                   monkeypatch)
+    # the family compared titles through the embedding backend (its matrices) ...
+    assert len(with_calls) > len(without_calls)
+    assert "errors" in with_report and "errors" not in without_report
+    assert_identities(with_report)
+    # ... and sent it not one string more: the same batches, every string in them once
+    assert with_batches == without_batches
+    sent = [text for batch in with_batches for text in batch]
+    assert len(sent) == len(set(sent)) > 0
+    # the per-entry metrics do not depend on the family
+    assert [row["metrics"] for row in with_report["per_entry"]] == [row["metrics"] for row in without_report["per_entry"]]
+    return with_report["errors"]
+
+
+def test_the_family_embeds_no_string_with_a_fake_model(monkeypatch):
+    entries = ev.load_inputs(FINETUNED, GOLD).entries
+    section = _assert_nothing_embedded_for_errors(entries, _LetterEmbedder, monkeypatch)
+    # the letter vectors make near titles reach one another: predicted endpoints are found
+    assert section["counts"]["gold"]["found"] > 0
+    if PARITY.is_file():
+        _assert_nothing_embedded_for_errors(ev.load_inputs(PARITY, None).entries, _LetterEmbedder, monkeypatch)
+
+
+def test_the_family_embeds_no_string_with_all_minilm(minilm_dir, tmp_path, monkeypatch):
+    entries = ev.load_inputs(FINETUNED, GOLD).entries
+    made = []
+
+    def make():
+        made.append(ev.load_embedder(str(minilm_dir), cache_dir=tmp_path / f"cache{len(made)}", progress=False))
+        return _SpyEmbedder(made[-1])
+
+    try:
+        _assert_nothing_embedded_for_errors(entries, make, monkeypatch)
+        # each run's model embedded exactly the strings it was sent, none from a cache
+        assert made[0].stats.embedded == made[1].stats.embedded == made[0].stats.cache_misses > 100
+    finally:
+        for embedder in made:
+            embedder.close()
 
 
 # ------------------------------------------------------------------ summary, comparisons, old reports

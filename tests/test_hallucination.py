@@ -107,3 +107,34 @@ def test_prompt_context_is_normalised_like_a_title_without_the_title_memo():
     assert ev._normalize_title_cached.cache_info().currsize == 0
     assert context.text == ev.normalize_title(prompt)
     assert ev.PromptContext.from_prompt(None) == ev.PromptContext("", frozenset())
+
+
+def test_the_prompt_is_normalised_once_per_entry_and_only_when_needed(monkeypatch):
+    """Stage 5 normalises the prompt only for a title that is neither a gold title nor
+    empty; the entry's score keeps that context, so the errors family (which grounds the
+    gold titles: in_prompt) normalises it at most once more, and not again when Stage 5 did."""
+    calls = []
+    real = ev._normalize_text
+
+    def counting(text):
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(ev, "_normalize_text", counting)
+    sim, gold = ev.Similarity(), [trip("Transformer", "based_on", "self-attention")]
+    ctx = ev.ScoringContext(sim, "hgr", VOCAB, ev.DEFAULT_ALIGN_ACCEPT, None)
+    errors = ev.ErrorsFamily()
+    # the unmatched prediction's titles are gold titles: Stage 5 needs no prompt
+    known = ev.score_entry(gold, [trip("self-attention", "extends", "Transformer")], PROMPT, similarity=sim)
+    assert PROMPT not in calls and known.values.novel_grounded == 1
+    record = errors.entry_stats(ev.Entry(ev.GoldRecord("a", PROMPT, gold, 1), ev.Prediction("a", [], "ok", "", 1)),
+                                known, ctx)
+    assert calls.count(PROMPT) == 1 and record["items"]["in_prompt"] == (0,)
+    # an unknown title: Stage 5 normalises the prompt once, the family not again
+    calls.clear()
+    unknown = ev.score_entry(gold, [trip("Quantum Widget", "extends", "Transformer")], PROMPT, similarity=sim)
+    assert calls.count(PROMPT) == 1 and unknown.values.ungrounded == 1
+    errors.entry_stats(ev.Entry(ev.GoldRecord("b", PROMPT, gold, 1), ev.Prediction("b", [], "ok", "", 1)), unknown, ctx)
+    assert calls.count(PROMPT) == 1
+    assert unknown.prompt == ev.PromptContext("the transformer architecture relies on self-attention",
+                                              ev.token_set("the transformer architecture relies on self-attention"))

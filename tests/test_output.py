@@ -583,3 +583,22 @@ def test_per_ontology_tables_in_text_markdown_csv():
 def test_no_slices_no_slice_tables(reports):
     assert ev.slice_tables(reports["finetuned"]) == []
     assert "slices by" not in ev.format_markdown(reports["finetuned"])
+
+
+@pytest.mark.parametrize("value", [
+    {"a": float("nan")}, {"a": [1.0, float("inf")], "b": None}, {"a": {"b": -float("inf")}, "n": 2**70},
+    [None, {"x": (0.5, float("nan"))}], {"s": "null", "f": float("nan")},
+])
+def test_json_bytes_refuses_nan_and_infinity_wherever_they_are(value):
+    """orjson would write a NaN or an infinite float as null: _json_bytes refuses them
+    (the row of a report is strict JSON), with or without another null in the text and on
+    the json module's path (an integer beyond 64 bits)."""
+    with pytest.raises(ValueError, match="NaN or Infinity in the report"):
+        ev._json_bytes(value)
+
+
+def test_json_bytes_writes_finite_values_as_json_does():
+    value = {"id": "null", "x": None, "f": [0.1, 1e300, -0.0], "big": 2**70, "t": (1, "a")}
+    assert ev._json_bytes(value) == json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+    del value["big"]  # orjson's path
+    assert ev._json_bytes(value) == json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")

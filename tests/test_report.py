@@ -319,3 +319,46 @@ def test_reports_are_identical_on_python_311_312_313(tmp_path_factory):
     first = reports["3.11"]
     for version, text in reports.items():
         assert text == first, f"the Python {version} report differs from 3.11's"
+
+
+# ----------------------------------------------- the run a report holds (ReportHead)
+
+
+@pytest.mark.parametrize("text", [
+    '{"summary": {"a": 1}, "per_entry": [{"x": 1.5}, {"y": [1, 2]}], "systems": {"s": {}}}',
+    '{"summary": 1, "summary": 2, "comparison": {"signature": "boot:10"}}',  # the last of repeated keys
+    '{"summary": {"n": 123456789012345678901234567890, "f": 1e400}, "x": "\\u00e9"}',  # a big int, inf
+    '{"summary": 1, "per_entry": [NaN]}',                  # json reads NaN, msgspec does not
+    '{"summary": 1, "per_entry": ["\\ud800"]}',            # a lone surrogate escape: json reads it
+    '[{"summary": 1}]', '"summary"', '3', '{}', '{"per_entry": []}',
+    '{"summary": 1, "per_entry": [1,]}', '{"summary": 1} x', '\ufeff{"summary": 1}', '{"summary": "\x01"}',
+    '{"summary": 1,\r\n "per_entry": []}\r\n',
+])
+def test_report_head_reads_what_json_loads_reads(text):
+    """ReportHead.read gives json.loads's top-level summary/systems/comparison (or its
+    value, when not an object) and its error class, without building the other values."""
+    raw = text.encode("utf-8", "surrogatepass")
+    try:
+        want = json.loads(text)
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            ev.ReportHead.read(raw)
+        return
+    got = ev.ReportHead.read(raw)
+    if isinstance(want, dict):
+        want = {k: want[k] for k in ("summary", "systems", "comparison") if k in want}
+    assert got == want or (json.dumps(got) == json.dumps(want))  # NaN != NaN: compared as text
+
+
+def test_report_head_of_a_real_report_gives_its_run(tmp_path, two_runs):
+    qwen, _, gold = two_runs
+    report = tmp_path / "r.json"
+    assert run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--quiet", "--report", report)[0] == 0
+    raw = report.read_bytes()
+    full = json.loads(raw)
+    assert ev.ReportHead.read(raw) == {"summary": full["summary"]}
+    assert ev._report_runs(ev.ReportHead.read(raw)) == ev._report_runs(full) is not None
+    assert ev._recorded_pred_paths(report) == [str(qwen.resolve())]
+    # non-UTF-8 bytes: the UnicodeDecodeError of the text-mode read
+    with pytest.raises(UnicodeDecodeError):
+        ev.ReportHead.read(raw[:20] + b"\xff" + raw[20:])

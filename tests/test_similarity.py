@@ -369,3 +369,28 @@ def test_first_pairs_hand_computed(matrix_path):
 def test_first_pairs_equals_the_loop(matrix_path, left, right, threshold):
     sim = ev.Similarity(threshold)
     assert sim.first_pairs(left, right) == _first_pairs_by_hand(ev.Similarity(threshold), left, right)
+
+
+def test_reaches_hand_computed(matrix_path):
+    sim = ev.Similarity()
+    others = ["neural networks", "graph", "", "graph"]
+    # 'neural network' vs 'neural networks': ratio 28/29, Jaccard 1/3 ({neural, network} vs
+    # {neural, networks}) -> 0.5*0.9655 + 0.5*0.3333 = 0.649 < 0.8, 0.0; 'graph' equal
+    # -> 1.0; '' equals '' (1.0); 'graphs' vs 'graph': ratio 10/11, Jaccard 0 -> 0.455 < 0.8;
+    # 'net graph' vs 'graph': Jaccard 1/2, ratio 10/14 -> 0.607 < 0.8. At a gate of 0.6 the
+    # first and the last reach (0.649, 0.607 >= 0.6), 'graphs' still not (0.455)
+    titles = ["neural network", "graph", "", "graphs", "net graph"]
+    assert sim.reaches(titles, others) == [False, True, True, False, False]
+    assert ev.Similarity(0.6).reaches(titles, others) == [True, True, True, False, True]
+    assert sim.reaches(titles, []) == [False] * 5 and sim.reaches([], others) == []
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(titles=st.lists(TEXT, max_size=7), others=st.lists(TEXT, max_size=7), threshold=THRESHOLD)
+def test_reaches_is_a_hit_in_each_row_of_the_plain_formula(matrix_path, titles, others, threshold):
+    want = [any(plain_field(a, b, threshold) > 0 for b in others) for a in titles]
+    assert ev.Similarity(threshold).reaches(titles, others) == want
+    # with the memo already holding every pair (a run that compared them before)
+    sim = ev.Similarity(threshold)
+    sim.matrix(titles, others)
+    assert sim.reaches(titles, others) == want
