@@ -4228,6 +4228,122 @@ def line_instruction(obj: Mapping[str, Any]) -> str | None:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+class SampleField:
+    """The ``sample`` field of an input line: several generations per prompt in one file
+    (README "Several samples per prompt"). A label is an integer >= 0 or a string; lines
+    with the same id and different labels are samples of one entry, each sample scored as
+    a run of its own (the lines of its label: :func:`load_inputs` with ``sample``; a
+    combined file: the entries are the ids of every line, a sample's missing ids scored
+    as missing predictions, :meth:`combined_rows`). A file whose lines carry no ``sample``
+    field is read as before; one whose lines all carry the same label is one sample (read
+    as before too). Lines with and without the field in one file are an InputError
+    naming the file and lines (:meth:`labels`)."""
+
+    #: The raw form of a label in an unreadable line (its id is read the same way: _ID_IN_TEXT_RE).
+    RAW = re.compile(rb'"sample"\s*:\s*(?:(\d{1,18})\b|"((?:[^"\\]|\\.){0,200})")')
+
+    @staticmethod
+    def label(obj: Mapping[str, Any], where: str) -> int | str | None:
+        """The line's sample label, None without a ``sample`` field. Raises InputError naming
+        ``where`` (file: line) and the field for a value that is neither an integer >= 0
+        nor a string."""
+        if "sample" not in obj:
+            return None
+        value = obj["sample"]
+        if (type(value) is int and value >= 0) or type(value) is str:
+            return value
+        raise InputError(f"{where}: field 'sample': expected an integer >= 0 or a string (the sample of several "
+                         f"generations per prompt), found {_describe(value)}")
+
+    @staticmethod
+    def raw_label(raw: bytes | None) -> int | str | None:
+        """The label written in the raw bytes of a line that cannot be read as JSON, if any."""
+        match = SampleField.RAW.search(raw or b"")
+        if not match:
+            return None
+        return int(match.group(1)) if match.group(1) is not None else match.group(2).decode("utf-8", "replace")
+
+    @staticmethod
+    def order(label: int | str) -> tuple[int, int, str]:
+        """Sort key of labels: integers ascending, then strings in code-point order."""
+        return (0, label, "") if isinstance(label, int) else (1, 0, label)
+
+    @staticmethod
+    def shown(label: int | str) -> str:
+        """How messages name a label: ``sample 2``, ``sample 'greedy'``."""
+        return f"sample {label}" if isinstance(label, int) else f"sample {label!r}"
+
+    @staticmethod
+    def labels(preds: "_PredLines", path: Path) -> list[int | str]:
+        """The labels of a file read without choosing a sample, sorted (:meth:`order`);
+        InputError naming the file and two lines when some lines carry a label and others
+        do not (a file holds one sample per entry, or every line says its sample)."""
+        if preds.sample_labels and preds.first_unsampled is not None:
+            raise InputError(f"{path}: line {preds.first_unsampled} has no 'sample' field but line "
+                             f"{preds.first_sampled} has one: a file holds one answer per entry (no 'sample' field "
+                             "on any line) or several, every line saying its sample (an integer >= 0 or a string)")
+        return sorted(preds.sample_labels, key=SampleField.order)
+
+    @staticmethod
+    def gold_rows(gold: "_GoldLines", preds: "_PredLines", pred_path: Path, gold_path: Path | None,
+                  sample: int | str | None, duplicate_ids: str, log: "LoadedInputs") -> tuple[np.ndarray, np.ndarray]:
+        """The gold records of a reading (``--duplicate-ids`` applied) and, for a combined file,
+        the prediction row of each (before any join): :class:`SampledInput` when ``sample``
+        is None and the lines carry several labels (:meth:`labels`); a combined file read
+        for one sample: :meth:`combined_rows`."""
+        if sample is None and len(labels := SampleField.labels(preds, pred_path)) > 1:
+            raise SampledInput(pred_path, labels)
+        if gold_path is None and sample is not None:
+            return SampleField.combined_rows(gold, sample, duplicate_ids, pred_path, log)
+        kept = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_path or pred_path,
+                       gold.store.line, log)
+        return kept, kept
+
+    @staticmethod
+    def combined_rows(gold: "_GoldLines", sample: int | str, duplicate_ids: str, path: Path,
+                      log: "LoadedInputs") -> tuple[np.ndarray, np.ndarray]:
+        """A combined file read for one sample: (gold rows, prediction rows) of its entries.
+        The entries are the ids of every line, any sample, in the order of their first line
+        (so every sample of the file has the same entries in the same order); an entry's
+        gold comes from the sample's own line, else from the id's first line, and its
+        prediction is that line (-1: the sample has no line for the id, scored as a missing
+        prediction). The same (id, sample) twice is a duplicate under ``--duplicate-ids``
+        (``duplicate_ids``). InputError naming the file and line when a line has no id."""
+        present = gold.ids.present()
+        if not present.all():
+            line = gold.store.line[int(np.flatnonzero(~present)[0])]
+            raise InputError(f"{path}: line {line} has no id: the lines of several samples per entry are told "
+                             "apart by their id and 'sample' fields (give every line its id)")
+        labels = gold.combined.line_samples if gold.combined is not None else None
+        assert labels is not None
+        mine = np.array([r for r, label in enumerate(labels) if label == sample], dtype=np.int64)
+        kept = _dedupe(gold.ids, mine, duplicate_ids, f"{SampleField.shown(sample)} prediction", path,
+                       gold.store.line, log)
+        own = {gold.ids[int(r)]: int(r) for r in kept}
+        first: dict[str | None, int] = {}
+        for r in range(len(gold.ids)):
+            first.setdefault(gold.ids[r], r)
+        rows = [own.get(rid, r) for rid, r in first.items()]
+        preds = [own[rid] if rid in own else -1 for rid in first]
+        return np.array(rows, dtype=np.int64), np.array(preds, dtype=np.int64)
+
+
+class SampledInput(InputError):
+    """A file whose lines carry several ``sample`` labels, read as one run: the caller
+    scores each sample (:class:`SampledSystem`) or refuses where samples cannot be
+    graded (the message says why)."""
+
+    def __init__(self, path: Path, labels: Sequence[int | str], why: str = "") -> None:
+        shown = ", ".join(map(str, labels[:10])) + (" ..." if len(labels) > 10 else "")
+        super().__init__(f"{path}: its lines hold {len(labels)} samples per entry (a 'sample' field: {shown})"
+                         + (f": {why}" if why else ": grade it as one system of several samples (README, Several "
+                            "samples per prompt)"))
+        self.path, self.labels, self.why = path, list(labels), why
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a worker process, re-raised in the parent
+        return (type(self), (self.path, self.labels, self.why))
+
+
 @dataclass
 class _PredLines:
     """The prediction lines of a file as the join and the notices need them, in compact
@@ -4253,6 +4369,25 @@ class _PredLines:
     problems: list[str] = field(default_factory=list)
     kept: list[Prediction] | None = None
     instructions: set[str] = field(default_factory=set)
+    #: The ``sample`` labels the lines carry (:class:`SampleField`), the line number of the
+    #: first line with one and of the first without one (JSON objects only).
+    sample_labels: set[int | str] = field(default_factory=set)
+    first_sampled: int | None = None
+    first_unsampled: int | None = None
+    #: Each line's label: a combined file read for one sample (the gold of every line counts).
+    line_samples: list[int | str | None] | None = None
+
+    def note_sample(self, label: int | str | None, line_no: int) -> None:
+        """Count one line's sample label (None: no ``sample`` field)."""
+        if label is None:
+            if self.first_unsampled is None:
+                self.first_unsampled = line_no
+        else:
+            self.sample_labels.add(label)
+            if self.first_sampled is None:
+                self.first_sampled = line_no
+        if self.line_samples is not None:
+            self.line_samples.append(label)
 
     def add(self, pred: Prediction) -> None:
         """Count one prediction line (already kept in ``store``, or ``unread``)."""
@@ -4280,6 +4415,12 @@ class _PredLines:
         self.keys_found |= other.keys_found
         self.n_objects += other.n_objects
         self.instructions |= other.instructions
+        self.sample_labels |= other.sample_labels
+        for name in ("first_sampled", "first_unsampled"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(other, name))
+        if self.line_samples is not None and other.line_samples is not None:
+            self.line_samples.extend(other.line_samples)
         if self.kept is not None and other.kept is not None:
             self.kept.extend(other.kept)
 
@@ -4413,6 +4554,7 @@ class _ReadOptions(NamedTuple):
     fields: FieldNames
     gold_field: str | None
     keep: bool = False               # keep the parsed records (a small run)
+    sample: int | str | None = None  # the sample whose lines are read (None: every line; SampleField)
 
 
 class _ReadRange(NamedTuple):
@@ -4499,7 +4641,9 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
     gold_file, options = task.path, task.options
     store = LineStore(gold_file)
     kept = [] if options.keep else None
-    part = _GoldPart(store, _PredLines(store, kept=[] if options.keep else None) if options.combined else None, kept)
+    part = _GoldPart(store, _PredLines(store, kept=[] if options.keep else None,
+                                       line_samples=None if options.sample is None else [])
+                     if options.combined else None, kept)
     preds, gold_field = part.combined, options.gold_field
     for position, (row, offset, size, crc) in enumerate(_range_rows(task)):
         part.n_rows = position + 1
@@ -4535,6 +4679,7 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
         if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
             part.prompt_conflicts.add((row.line_no, conflict))
         if preds is not None:
+            preds.note_sample(SampleField.label(row.value, where), row.line_no)
             preds.keys_found.update(row.value)
             preds.n_objects += 1
             preds.note_instruction(row.value)
@@ -4548,10 +4693,15 @@ def _read_pred_range(task: _ReadRange) -> _PredLines:
     unparseable prediction (attributed by its raw ``"id"`` when it can be read)."""
     pred_path, options = task.path, task.options
     preds = _PredLines(LineStore(pred_path), kept=[] if options.keep else None)
+    wanted = options.sample
     for row, offset, size, crc in _range_rows(task):
-        index = preds.store.add(row, offset, size, crc)
         if row.error is not None or not isinstance(row.value, Mapping):
             reason = row.error or f"line {row.line_no}: expected a JSON object, found {_describe(row.value)}"
+            if wanted is not None and SampleField.raw_label(row.raw_head) != wanted:
+                if SampleField.raw_label(row.raw_head) is None:  # reported in the run of every sample
+                    preds.problems.append(f"{pred_path}: {reason} (its sample cannot be read: not scored)")
+                continue
+            index = preds.store.add(row, offset, size, crc)
             rid = _id_from_raw(row.raw_head) if row.error is not None else None
             preds.problems.append(f"{pred_path}: {reason} ("
                                   + (f"scored as an unparseable prediction for id {rid!r})" if rid else
@@ -4560,6 +4710,11 @@ def _read_pred_range(task: _ReadRange) -> _PredLines:
             pred = preds.unread[index] = Prediction(rid, None, "unparseable", reason, row.line_no)
             preds.add(pred)
             continue
+        label = SampleField.label(row.value, f"{pred_path}: line {row.line_no}")
+        if wanted is not None and label != wanted:
+            continue
+        preds.note_sample(label, row.line_no)
+        preds.store.add(row, offset, size, crc)
         preds.keys_found.update(row.value)
         preds.n_objects += 1
         preds.note_instruction(row.value)
@@ -5080,6 +5235,8 @@ class EntryTable(Sequence[Entry]):
         assert preds is not None
         if p >= 0 and preds.kept is not None:
             return preds.kept[p]
+        if p < 0 and self._preds is None:  # a combined file read for one sample: none of its lines has the id
+            return Prediction(gold.id, [], "missing", "no line of this sample for this id", None)
         if self._preds is None:  # a combined file: the gold line holds the prediction
             return prediction_from_record(gold_value, gold.line, reparse=self._reparse, fields=self._fields)
         if p < 0:
@@ -5107,7 +5264,7 @@ class EntryTable(Sequence[Entry]):
 
     def prediction_lines(self) -> np.ndarray:
         """Index into the prediction lines of each entry (-1: none; a combined file: the gold line)."""
-        return self._gold_rows if self._preds is None else self._pred_rows
+        return self._pred_rows
 
 
 def _entry_notices(entries: EntryTable, preds: _PredLines, pred_path: Path, log: LoadedInputs) -> None:
@@ -5146,7 +5303,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
                 skip_bad_gold: bool = False, duplicate_ids: str = "error",
                 limit: int | None = None, pred_field: str | None = None, gold_field: str | None = None,
                 join: str = "auto", map_ranges: Callable[..., Iterable[Any]] | None = None,
-                ignore_extra_predictions: bool = False) -> LoadedInputs:
+                ignore_extra_predictions: bool = False, sample: int | str | None = None) -> LoadedInputs:
     """Read the gold and prediction files and join them into :class:`Entry` records: the
     one input path of every metric family.
 
@@ -5165,6 +5322,9 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     as missing; a file in which no line has one is an error. ``pred_field``/``gold_field``
     name the field holding the triplets. ``limit`` keeps the first N gold entries. Every
     exclusion, the join by line order and the limit are in ``notices``.
+
+    Lines with two or more ``sample`` labels raise :class:`SampledInput` unless ``sample``
+    names the one to read (only its lines are then the predictions; :class:`SampleField`).
 
     The files are read once, line by line, keeping only what the join and the notices
     need (ids, line numbers, byte offsets, flags: :class:`LineStore`, :class:`_PredLines`);
@@ -5186,14 +5346,11 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
     log = LoadedInputs()
     gold_file = gold_path or pred_path
     fields = FieldNames.of_run(pred_field, combined=gold_path is None)
-    options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field)
+    options = _ReadOptions(gold_path is None, reparse, skip_bad_gold, fields, gold_field, sample=sample)
     gold, preds = _read_inputs(gold_file, None if gold_path is None else pred_path, options, log, map_ranges)
-    kept_gold = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_file,
-                        gold.store.line, log)
+    kept_gold, pred_rows = SampleField.gold_rows(gold, preds, pred_path, gold_path, sample, duplicate_ids, log)
     n_slots = len(kept_gold)
-    if gold_path is None:
-        pred_rows = kept_gold
-    else:
+    if gold_path is not None:
         by_input_line = (_join_by_input_line(gold, kept_gold, preds, pred_path, gold_path, log)
                          if join == "auto" else None)
         if by_input_line is not None:
@@ -6296,7 +6453,7 @@ _SLICE_BITS = 26
 _MAX_SLICES = 12
 
 
-def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[np.ndarray]]:
+def headline_slices(columns: Sequence[np.ndarray], integral: bool, bits: int = _SLICE_BITS) -> list[list[np.ndarray]]:
     """Split one column (the same column of several systems, each shape (n,)) into slices
     whose weighted sums are exact in float64 arithmetic, in any summation order.
 
@@ -6309,7 +6466,10 @@ def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[
     (every partial sum is a representable multiple of the grid), whatever the order of the
     additions (BLAS blocking, threads). Only a column spanning more than 12 * 26 = 312
     binary orders of magnitude leaves its last slice to ordinary float rounding. Returns,
-    per system, the list of slice arrays.
+    per system, the list of slice arrays. ``bits`` (default 26, the numbers above) narrows
+    the slices where the integer weights sum to more than 2**25 (systems of several
+    samples: :func:`headline_data`): slices of b bits stay exact for weights summing to
+    2**(52 - b), at most 12 b orders of magnitude covered.
     """
     if integral:
         return [[np.asarray(c, dtype=np.float64)] for c in columns]
@@ -6318,13 +6478,13 @@ def headline_slices(columns: Sequence[np.ndarray], integral: bool) -> list[list[
     low = min((float(np.min(v[v > 0])) for v in values if np.any(v > 0)), default=0.0)
     e = math.frexp(top)[1] if top else 0
     u = math.frexp(low)[1] - 53 if low else e
-    count = min(_MAX_SLICES, max(2, -(-(e - u) // _SLICE_BITS)))
+    count = min(_MAX_SLICES, max(2, -(-(e - u) // bits)))
     out = []
     for c in columns:
         rest = np.asarray(c, dtype=np.float64)
         slices = []
         for k in range(1, count):
-            scale = math.ldexp(1.0, _SLICE_BITS * k - e)
+            scale = math.ldexp(1.0, bits * k - e)
             s = np.round(rest * scale) / scale
             slices.append(s)
             rest = rest - s
@@ -6472,6 +6632,27 @@ class MetricFamily:
         """The stratum an entry is resampled within (None: the whole sample), e.g. its
         ontology for text2kgbench in directory mode."""
         return None
+
+    def sample_weights(self, columns: Mapping[str, np.ndarray],
+                       counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """How an entry's headline columns are averaged over its samples (a system of
+        several samples: README "Several samples per prompt"), as weighted means.
+
+        ``columns``: column name -> shape (D, k), the column's value in each of the k
+        samples of D draws (each draw one entry with its samples: the entries themselves
+        for the estimate, an entry and its resampled samples in the two-stage bootstrap);
+        ``counts``: shape (D, k) integers, how often each sample is in the draw (all ones
+        for the estimate; each row sums to k).
+
+        Returns column name -> (weights, shape (D, k), integers >= 0; divisor, shape (D,),
+        integers in 0..k): the draw's averaged column is ``sum_s weights[d, s] *
+        columns[name][d, s] / divisor[d]``, 0 where the divisor is 0. A column not returned
+        is the plain mean (weights = counts, divisor = k), the default for every column:
+        right for additive counts and sums whose headline divides one summed column by
+        another (micro ratios pool the samples). Columns averaged alike may share their
+        arrays. With the divisor at most k, every average is exact in units of
+        1/lcm(1..k), which the statistics use (:func:`headline_data`)."""
+        return {}
 
     def headlines(self, sums: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Column sums over R (re)samples (each shape (R,); :class:`HeadlineSums`) ->
@@ -6665,6 +6846,21 @@ class HgrFamily(MetricFamily):
         micro["hallucination_rate"] = headline_ratio(sums, "hard_hallucinations", "pred_triplet_items", 0.0)
         macro = {key: headline_ratio(sums, f"macro_sum/{key}", f"macro_n/{key}", math.nan) for key in MACRO_KEYS}
         return self.pick_headlines({"micro": micro, "macro": macro})
+
+    def sample_weights(self, columns: Mapping[str, np.ndarray],
+                       counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """A macro pair ``macro_sum/KEY``, ``macro_n/KEY`` is the mean over the draw's samples
+        that define KEY (weights: the counts of those samples; divisor 0, the entry N/A,
+        when none does), so that a macro value is the mean over entries of each entry's
+        mean over the samples that define it; the micro counts are plain means (the
+        samples pooled)."""
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for key in MACRO_KEYS:
+            name = f"macro_n/{key}"
+            if name in columns:
+                weights = counts * (columns[name] > 0)
+                out[f"macro_sum/{key}"] = out[name] = (weights, weights.sum(axis=1))
+        return out
 
     @staticmethod
     def _macro_counts(per: Iterable[Mapping[str, Any]], n: int) -> dict[str, int]:
@@ -9051,6 +9247,10 @@ class ScoredFile:
     span: tuple[int, int, int] | None = None
     #: What the summary counts over ``rows`` (computed from ``rows`` when not given).
     tally: RowTally | None = None
+    #: The entries scored and how (a sample of a system of several: :class:`SampledSystem`
+    #: builds the consensus from them); None where not kept.
+    entries: Sequence[Entry] | None = None
+    context: ScoringContext | None = None
 
     def __post_init__(self) -> None:
         if self.tally is None:
@@ -10084,7 +10284,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     loaded = load_inputs(pred, gold, reparse=config.reparse, skip_bad_gold=config.skip_bad_gold,
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
                          gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
-                         ignore_extra_predictions=config.ignore_extra_predictions)
+                         ignore_extra_predictions=config.ignore_extra_predictions, sample=config.sample)
     for problem in loaded.problems:
         log.warning("warning: %s", problem)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
@@ -10101,6 +10301,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
     sink = _row_sink(config, len(entries)) if not group else None
     scored = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress, rows=sink)
     scored.span = span
+    scored.entries, scored.context = entries, ctx
     scored.vocabulary = vocab_info
     scored.problems = loaded.problems
     scored.notices = loaded.notices + scored.notices
@@ -10178,12 +10379,15 @@ def _file_source(scored: ScoredFile, similarity: Similarity, config: RunConfig) 
 
 
 def evaluate_files(config: RunConfig, similarity: Similarity, pred: Path, gold: Path | None,
-                   relations: Path | None) -> dict[str, Any]:
+                   relations: Path | None, scored_out: list[ScoredFile] | None = None) -> dict[str, Any]:
     """Single-file mode: the report of one prediction file (and gold file);
-    ``relations`` gives the vocabulary (and, for text2kgbench, the ontology)."""
+    ``relations`` gives the vocabulary (and, for text2kgbench, the ontology).
+    ``scored_out``: a list that gets the :class:`ScoredFile` (with its entries)."""
     families = requested = families_for(config.metrics)
     scored, vocab_hash = _score_file(config, families, similarity, pred, gold, relations,
                                      given=(config.pred, config.gold, config.vocabulary_path))
+    if scored_out is not None:
+        scored_out.append(scored)
     families = drop_skipped([scored], families)
     source = _file_source(scored, similarity, config)
     source.notices = [*config.notices, *source.notices]
@@ -10616,19 +10820,350 @@ def score_system(config: RunConfig, similarity: Similarity) -> dict[str, Any]:
     _phase("spooling")
     with spooling as spool:
         restore()
-        pred = _spool_stream(config.pred, Path(spool))
         gold = _spool_stream(config.gold, Path(spool))
         relations = _spool_stream(config.vocabulary_path, Path(spool))
+        files = config.sample_files[0] if config.sample_files else ()
+        if len(files) > 1:  # NAME=PATH,PATH...: each file one sample
+            return SampledSystem.of_files(config, similarity, files, gold, relations)
+        pred = _spool_stream(config.pred, Path(spool))
         assert pred is not None
         if (pred, gold, relations) == (config.pred, config.gold, config.vocabulary_path):
-            return evaluate_files(config, similarity, pred, gold, relations)
+            return SampledSystem.or_one(config, similarity, pred, gold, relations)
         try:  # a stream: messages and notices name it as given, not by its temporary copy
-            report = evaluate_files(config, similarity, pred, gold, relations)
+            report = SampledSystem.or_one(config, similarity, pred, gold, relations)
+        except SampledInput as exc:
+            raise InputError(_named_streams(str(exc))) from None
         except InputError as exc:
             raise type(exc)(_named_streams(str(exc))) from None
-        report["summary"] = _named_streams_in(report["summary"])
+        return SampledSystem.named_streams(report)
+
+
+class SampledSystem:
+    """A system of several samples (README "Several samples per prompt"): several files
+    (``--pred NAME=PATH,PATH...``, a glob) or one file whose lines carry a ``sample`` field
+    (:class:`SampleField`). Each sample is scored exactly as a run of its own; the system's
+    report then holds the estimate (each entry's headline columns averaged over its
+    samples, :meth:`MetricFamily.sample_weights`, every headline number computed from the
+    averaged columns as for one run), each sample's numbers and their standard deviation,
+    ``best_of_k``, ``consensus`` and the variance components of the macro composite
+    (:meth:`combine`). Layout: ``summary`` (the run's description; hgr's ``micro`` and
+    ``macro`` are the estimate), each family with headline numbers as a section of its
+    estimates only, ``samples`` (the block: see README "Report") and ``per_entry`` (per
+    entry: id, gold line, slice values, each sample's own row under ``samples`` and the
+    consensus's row under ``consensus``)."""
+
+    #: How the outputs name the two extras.
+    BEST_OF_K = "best of {k} (upper bound)"
+    CONSENSUS = "consensus of {k}"
+    NOTES = {
+        "estimate": "each entry's headline columns averaged over its samples (README, Several samples per prompt); "
+                    "micro numbers pool the samples, a macro number is the mean over entries of each entry's mean over "
+                    "the samples that define it",
+        "sd": "standard deviation (n - 1) of the samples' own numbers (each sample scored as a run of its own)",
+        "best_of_k": "an upper bound, not a system: per entry, the sample with the best composite (ties to the first "
+                     "sample), chosen with the gold",
+        "consensus": "one answer per entry: the triplets (normalised source title, relation type, normalised target "
+                     "title) that more than half of the samples contain, with their most common spelling and types "
+                     "and the median of their weights, scored as a run of its own",
+    }
+
+    @staticmethod
+    def sample_config(config: RunConfig, **changes: Any) -> RunConfig:
+        """The configuration of one sample's own run: the rows kept (the system's report
+        places them), one file."""
+        return dataclasses.replace(config, summary_only=False, per_entry_jsonl=None, sample_files=(), **changes)
+
+    @staticmethod
+    def or_one(config: RunConfig, similarity: Similarity, pred: Path, gold: Path | None,
+               relations: Path | None) -> dict[str, Any]:
+        """The report of one file: a single run's, or, when its lines carry several
+        ``sample`` labels (:class:`SampledInput`), the system of its samples (refused with
+        ``--shard``: a system of several samples is scored whole)."""
+        try:
+            return evaluate_files(config, similarity, pred, gold, relations)
+        except SampledInput as exc:
+            if config.shard is not None:
+                raise SampledInput(exc.path, exc.labels, "--shard is not available for a system of several samples "
+                                   "(score it whole)") from None
+            runs = []
+            for label in exc.labels:
+                out: list[ScoredFile] = []
+                sub = SampledSystem.sample_config(config, sample=label)
+                runs.append((evaluate_files(sub, similarity, pred, gold, relations, out), out[0]))
+            return SampledSystem.combine(config, runs, list(exc.labels))
+
+    @staticmethod
+    def of_files(config: RunConfig, similarity: Similarity, files: Sequence[Path], gold: Path | None,
+                 relations: Path | None) -> dict[str, Any]:
+        """The report of a system whose samples are ``files`` (each one scored as its own run)."""
+        runs = []
+        for path in files:
+            out: list[ScoredFile] = []
+            sub = SampledSystem.sample_config(config, pred=path, preds=(path,))
+            try:
+                runs.append((evaluate_files(sub, similarity, path, gold, relations, out), out[0]))
+            except SampledInput as exc:
+                raise SampledInput(exc.path, exc.labels, "a file of several samples is a system of its own, not one "
+                                   "sample of another: give it alone to --pred") from None
+        return SampledSystem.combine(config, runs, system_names(list(files)))
+
+    @staticmethod
+    def combine(config: RunConfig, runs: Sequence[tuple[dict[str, Any], ScoredFile]],
+                labels: Sequence[int | str]) -> dict[str, Any]:
+        """The system's report from its samples' own runs (each ``(report, scored file)``, in
+        sample order; ``labels``: the samples' names: the files' stems, or the ``sample``
+        values). Raises InputError when the samples were scored with other metric families
+        or do not hold the same entries (:meth:`aligned_rows`)."""
+        reports = [report for report, _ in runs]
+        kinds = {tuple(r["summary"]["config"]["metric_families"]) for r in reports}
+        if len(kinds) > 1:
+            raise InputError(f"the samples ({', '.join(map(str, labels))}) were scored with different metric families "
+                             f"({'; '.join('+'.join(k) for k in sorted(kinds))}): a family left out of one sample "
+                             "(--metrics all) is left out of all; name the families with --metrics")
+        families = families_for(reports[0]["summary"]["config"]["metric_families"])
+        rows, order = SampledSystem.aligned_rows(reports, labels)
+        SampledSystem.check_gold(reports, [scored for _, scored in runs], labels)
+        consensus = SampledSystem.consensus_run(config, [scored for _, scored in runs], order, families,
+                                                reports[0]["summary"])
+        per_entry = [SampledSystem.row([r[i] for r in rows], c) for i, c in enumerate(consensus.pop("per_entry"))]
+        block = SampledSystem.block(reports, labels, per_entry, consensus, families)
+        return SampledSystem.report(reports, labels, per_entry, block, families)
+
+    @staticmethod
+    def aligned_rows(reports: Sequence[Mapping[str, Any]],
+                     labels: Sequence[int | str]) -> tuple[list[list[dict[str, Any]]], list[list[int]]]:
+        """Each sample's per-entry rows in the first sample's entry order: (rows, per sample
+        the index of each aligned entry in its own run). Rows are paired by position when
+        every sample has the same entries (ontology, id, gold line) in the same order, else
+        by (ontology, id) when every id is given once (combined files in other line
+        orders). InputError naming the samples and ids when they hold other entries."""
+        rows = [list(r["per_entry"]) for r in reports]
+        n = len(rows[0])
+        if all([_entry_key(a) for a in r] == [_entry_key(a) for a in rows[0]] for r in rows[1:]):
+            return rows, [list(range(n)) for _ in rows]
+        keyed = [[(row.get("ontology"), row.get("id")) for row in r] for r in rows]
+        base = keyed[0]
+        if any(None in (key[1] for key in keys) or len(set(keys)) != len(keys) for keys in keyed):
+            raise InputError(f"the samples ({', '.join(map(str, labels))}) do not hold the same entries in the same "
+                             "order, and not every entry has one id to pair them by")
+        order = []
+        for label, keys in zip(labels, keyed):
+            at = {key: i for i, key in enumerate(keys)}
+            whole = set(base)
+            lacking = [key[1] for key in base if key not in at] or [key[1] for key in keys if key not in whole]
+            if lacking:
+                raise InputError(f"the samples do not hold the same entries: {labels[0]} and {label} differ at ids "
+                                 f"{_ids_text(lacking)}; combined files hold their own entries, so a sample cannot lack "
+                                 "one: give the gold file with --gold (a sample's missing entry is then scored as "
+                                 "empty), or write the samples to one file with a 'sample' field")
+            order.append([at[key] for key in base])
+        return [[r[j] for j in o] for r, o in zip(rows, order)], order
+
+    @staticmethod
+    def check_gold(reports: Sequence[Mapping[str, Any]], scored: Sequence[ScoredFile],
+                   labels: Sequence[int | str]) -> None:
+        """Combined files: every sample's gold entries are the same (InputError naming the
+        ids whose gold differs)."""
+        hashes = [((r["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256") for r in reports]
+        if len(set(hashes)) < 2:
+            return
+        digests = [gold_entry_digests(_golds(f.entries or [])) for f in scored]
+        for label, mine in zip(labels[1:], digests[1:]):
+            differ = [i for i in dict.fromkeys([*digests[0], *mine]) if digests[0].get(i) != mine.get(i)]
+            if differ:
+                raise InputError(f"the samples {labels[0]} and {label} hold different gold for the same entries "
+                                 f"(ids {_ids_text(differ)}): the samples of one system answer the same gold entries")
+
+    @staticmethod
+    def consensus_items(answers: Sequence[Sequence[Any] | None], profile: str) -> list[Any]:
+        """The consensus answer of one entry from its samples' answers (None: unparseable):
+        the schema-valid triplets whose key (normalised source title, relation type,
+        normalised target title; :func:`normalize_triplets`) strictly more than half of the
+        samples contain, a sample counting each key once (its first item with it); each
+        with the most common raw source title, source type, relation type, target title and
+        target type among the agreeing items (each field on its own, ties to the earliest
+        sample) and the median of their weights (``statistics.median``), in the order of
+        their first appearance (samples in order, items in order). Flat triples (profile
+        ``triples``) give ``[source, relation, target]`` lists."""
+        import statistics
+
+        found: dict[tuple[str, str, str], list[Triplet]] = {}
+        for items in answers:
+            mine: set[tuple[str, str, str]] = set()
+            for t in normalize_triplets(validate_schema(items or [], profile).items, profile):
+                key = (t.source, t.relation, t.target)
+                if key not in mine:
+                    mine.add(key)
+                    found.setdefault(key, []).append(t)
+
+        def common(agreeing: Sequence[Triplet], attr: str) -> Any:
+            counts = Counter(getattr(t, attr) for t in agreeing)
+            top = max(counts.values())
+            return next(getattr(t, attr) for t in agreeing if counts[getattr(t, attr)] == top)
+
+        out: list[Any] = []
+        for agreeing in found.values():
+            if 2 * len(agreeing) <= len(answers):
+                continue
+            if profile != "hgr":
+                out.append([common(agreeing, "source_raw"), common(agreeing, "relation_raw"),
+                            common(agreeing, "target_raw")])
+                continue
+            out.append({"source": {"title": common(agreeing, "source_raw"), "type": common(agreeing, "source_type_raw")},
+                        "relation": {"type": common(agreeing, "relation_raw"),
+                                     "weight": statistics.median(t.weight for t in agreeing)},
+                        "target": {"title": common(agreeing, "target_raw"), "type": common(agreeing, "target_type_raw")}})
+        return out
+
+    @staticmethod
+    def consensus_run(config: RunConfig, scored: Sequence[ScoredFile], order: Sequence[Sequence[int]],
+                      families: Sequence[MetricFamily], summary: Mapping[str, Any]) -> dict[str, Any]:
+        """The consensus scored as a run of its own (:meth:`consensus_items` per entry, the
+        gold of the first sample's entry; the first sample's scoring context): its report,
+        ``per_entry`` in the aligned entry order."""
+        ctx = scored[0].context
+        tables = [f.entries for f in scored]
+        assert ctx is not None and all(t is not None for t in tables)
+        entries = []
+        for i in range(len(order[0])):
+            own = [table[o[i]] for table, o in zip(tables, order)]  # type: ignore[index]
+            items = SampledSystem.consensus_items([e.pred.items for e in own], ctx.profile)
+            entries.append(Entry(own[0].gold, Prediction(own[0].gold.id, items, "ok", "", None)))
+        workers = config.workers if config.workers is not None else default_workers()
+        run = score_entries_parallel(entries, families, ctx, workers=workers, progress=config.progress)
+        run.gold_name = scored[0].gold_name
+        source = ReportSource(ctx.similarity, ctx.align_accept, ctx.profile, scored[0].vocabulary)
+        report = build_report([run], families, source, config=summary.get("config"))
+        report["per_entry"] = list(report["per_entry"])
         return report
 
+    @staticmethod
+    def row(samples: Sequence[dict[str, Any]], consensus: dict[str, Any]) -> dict[str, Any]:
+        """One entry's row: its id and gold line (the first sample's), its slice values,
+        each sample's own row (``samples``) and the consensus's (``consensus``)."""
+        first = samples[0]
+        row = {key: first[key] for key in ("id", "gold_line", "ontology", "slices") if key in first}
+        row["samples"] = list(samples)
+        row["consensus"] = consensus
+        return row
+
+    @staticmethod
+    def estimates(records: Sequence[Any], families: Sequence[MetricFamily]) -> dict[str, float | None]:
+        """Every headline number of one system from its per-entry records (each a mapping,
+        or the list of the entry's samples'): :func:`headline_data` and the families'
+        headlines on the full sample (None = N/A)."""
+        data = headline_data([records], families)
+        values = headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))
+        return {path: None if math.isnan(v[0]) else float(v[0]) for path, v in values.items()}
+
+    @staticmethod
+    def sd(values: Sequence[float | None]) -> float | None:
+        """Standard deviation (divisor n - 1) of the values that are not N/A, exact until one
+        rounding and the square root; None for fewer than two."""
+        xs = [Fraction(v) for v in values if v is not None]
+        if len(xs) < 2:
+            return None
+        mean = sum(xs, Fraction(0)) / len(xs)
+        return math.sqrt(sum(((x - mean) ** 2 for x in xs), Fraction(0)) / (len(xs) - 1))
+
+    @staticmethod
+    def best_of_k(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Per entry, the sample with the highest composite (ties: the first)."""
+        def composite(row: Mapping[str, Any]) -> float:
+            value = (row.get("metrics") or {}).get("composite")
+            return -math.inf if value is None else value
+        return [max(range(len(row["samples"])), key=lambda s: (composite(row["samples"][s]), -s)) for row in rows]
+
+    @staticmethod
+    def block(reports: Sequence[Mapping[str, Any]], labels: Sequence[int | str], rows: Sequence[Mapping[str, Any]],
+              consensus: Mapping[str, Any], families: Sequence[MetricFamily]) -> dict[str, Any]:
+        """The report's ``samples`` block: ``count``, ``labels``, per headline path the
+        ``estimate``, each sample's number (``per_sample``), their ``sd``, ``best_of_k`` and
+        ``consensus``; ``variance_components`` of the macro composite; ``notes`` (what each
+        means); ``runs`` (each sample's own report, without rows) and ``consensus_run``."""
+        headline = [f for f in families if type(f).headlines is not MetricFamily.headlines]
+        records = [[records_from_json({f.name: r["stats"][f.name] for f in headline}) for r in row["samples"]]
+                   for row in rows]
+        estimate = SampledSystem.estimates(records, headline)
+        best = SampledSystem.estimates([rec[b] for rec, b in zip(records, SampledSystem.best_of_k(rows))], headline)
+        metrics = {}
+        for path, value in estimate.items():
+            own = [metric_value(r, path) for r in reports]
+            metrics[path] = {"estimate": value, "per_sample": own, "sd": SampledSystem.sd(own),
+                             "best_of_k": best.get(path), "consensus": metric_value(consensus, path)}
+        composites = [[r["metrics"]["composite"] for r in row["samples"] if r["metrics"].get("composite") is not None]
+                      for row in rows]
+        return {"count": len(reports), "labels": list(labels), "metrics": metrics,
+                "variance_components": {"hgr.macro.composite": variance_components(composites)},
+                "notes": dict(SampledSystem.NOTES),
+                "runs": [{"label": label, **{k: v for k, v in r.items() if k != "per_entry"}}
+                         for label, r in zip(labels, reports)],
+                "consensus_run": dict(consensus)}
+
+    @staticmethod
+    def sections(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
+        """Report sections holding the headline numbers ``values`` at their paths (family
+        key -> nested mapping, as :func:`metric_value` reads them)."""
+        out: dict[str, dict[str, Any]] = {}
+        for path, value in values.items():
+            name, *parts = path.split(".")
+            node = out.setdefault(FAMILIES[name].key if name in FAMILIES else name, {})
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+        return out
+
+    @staticmethod
+    def notices(reports: Sequence[Mapping[str, Any]], labels: Sequence[int | str]) -> list[dict[str, str]]:
+        """The samples' notices: one that every sample has, once; another with the samples
+        that have it named first (``sample 2: ...``: a sample's missing entries)."""
+        seen: dict[tuple[str, str], list[int | str]] = {}
+        for label, report in zip(labels, reports):
+            for item in report["summary"].get("notices", []):
+                seen.setdefault((item["kind"], item["message"]), []).append(label)
+        return [notice(kind, message if len(where) == len(reports)
+                       else f"{', '.join(map(SampledSystem.shown, where))}: {message}")
+                for (kind, message), where in seen.items()]
+
+    @staticmethod
+    def shown(label: int | str) -> str:
+        """How the outputs name a sample: ``sample 2`` (a ``sample`` value), ``seed1`` (a file)."""
+        return SampleField.shown(label) if isinstance(label, int) else str(label)
+
+    @staticmethod
+    def report(reports: Sequence[Mapping[str, Any]], labels: Sequence[int | str], rows: list[dict[str, Any]],
+               block: dict[str, Any], families: Sequence[MetricFamily]) -> dict[str, Any]:
+        """The system's report (layout: the class docstring)."""
+        first = reports[0]["summary"]
+        sections = SampledSystem.sections({p: m["estimate"] for p, m in block["metrics"].items()})
+        status: Counter[str] = Counter()
+        for r in reports:
+            status.update(r["summary"].get("parse_status", {}))
+        summary = {key: first[key] for key in ("n_entries", "embedding_backend", "sim_threshold", "align_accept")}
+        summary.update(sections.pop("summary", {}))
+        summary.update({key: first.get(key) for key in ("embedding_model", "embedding_model_id",
+                                                        "embedding_fallback_reason", "schema_profile")})
+        summary["parse_status"] = {k: status[k] for k in PREDICTION_STATUSES}
+        summary.update({key: first[key] for key in ("relation_vocabulary", "evaluator")})
+        summary["inputs"] = {**first["inputs"], "samples": [{"label": label, **(r["summary"]["inputs"].get("pred") or {})}
+                                                            for label, r in zip(labels, reports)]}
+        summary["notices"] = SampledSystem.notices(reports, labels)
+        summary["config"] = first["config"]
+        report: dict[str, Any] = {"summary": summary}
+        for family in families:
+            if family.key in sections:
+                report[family.key] = sections[family.key]
+        report["samples"] = block
+        report["per_entry"] = rows
+        return report
+
+    @staticmethod
+    def named_streams(report: dict[str, Any]) -> dict[str, Any]:
+        """A report whose input was a stream: its summaries name the stream as given."""
+        report["summary"] = _named_streams_in(report["summary"])
+        for run in (report.get("samples") or {}).get("runs", ()):
+            run["summary"] = _named_streams_in(run["summary"])
+        return report
 
 def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
     """The input files the reports record (``summary.inputs``: predictions, gold,
@@ -10870,19 +11405,40 @@ class PairedTest:
 
 
 @dataclass
+class SampledColumns:
+    """A system of several samples in :class:`HeadlineData`: ``k`` samples of every entry;
+    ``cells``: shape (n, k, c), each entry's headline columns in each sample (the data's
+    ``names``); ``sliced``: shape (n * k, k'), the cells split into the data's slices (row
+    i * k + s: entry i, sample s)."""
+
+    k: int
+    cells: np.ndarray
+    sliced: np.ndarray
+
+
+@dataclass
 class HeadlineData:
     """The headline columns of several systems over the same entries, ready to sum.
 
     ``names``: the columns as (family name, column name), sorted (each family sees only its
     own columns); ``layout``: per column, the indices of its slices in the sliced matrices;
-    ``sliced``: per system, an (n, k') float64 matrix (k' slices); ``strata``: per entry,
-    the index of its stratum; ``strata_names``: those strata (None = the whole sample)."""
+    ``sliced``: per system, an (n, k') float64 matrix (k' slices): each entry's columns,
+    for a system of several samples averaged over its samples
+    (:meth:`MetricFamily.sample_weights`), all times ``scale``; ``strata``: per entry,
+    the index of its stratum; ``strata_names``: those strata (None = the whole sample);
+    ``samples``: per system, its :class:`SampledColumns` (None: one sample; an empty
+    list: none has several); ``scale``: the integer every system's columns are multiplied
+    by, lcm(1, ..., k) over the systems' sample counts k (1 when every system has one
+    sample), so that every average over samples is an exact sum (the headlines are
+    ratios of sums: a common factor does not move them)."""
 
     names: list[tuple[str, str]]
     layout: list[list[int]]
     sliced: list[np.ndarray]
     strata: np.ndarray
     strata_names: list[str | None]
+    samples: list[SampledColumns | None] = field(default_factory=list)
+    scale: int = 1
 
     @property
     def n(self) -> int:
@@ -10895,59 +11451,241 @@ class HeadlineData:
             grouped.setdefault(family, {})[name] = tuple(parts[:, j] for j in idx)
         return {family: HeadlineSums(cols, parts.shape[0]) for family, cols in grouped.items()}
 
+    def subset(self, systems: Sequence[int], rows: np.ndarray) -> "HeadlineData":
+        """The data of ``systems`` (indices, in that order) on the entries ``rows`` (a
+        boolean mask or indices) alone."""
+        picked = [self.samples[s] if self.samples else None for s in systems]
+        samples = [None if c is None else SampledColumns(
+            c.k, c.cells[rows], c.sliced.reshape(len(c.cells), c.k, -1)[rows].reshape(-1, c.sliced.shape[1]))
+            for c in picked]
+        return HeadlineData(self.names, self.layout, [self.sliced[s][rows] for s in systems], self.strata[rows],
+                            self.strata_names, samples if any(c is not None for c in samples) else [], self.scale)
 
-def headline_data(records: Sequence[Sequence[Mapping[str, Record]]],
-                  families: Sequence[MetricFamily], strata: Sequence[str | None] | None = None) -> HeadlineData:
-    """Build :class:`HeadlineData` from per-entry records: ``records[s][i]`` maps family
-    name -> the record of entry i of system s (all systems: the same n entries). An entry's
-    stratum is what the families' :meth:`MetricFamily.headline_strata` say for the first
-    system's record (it depends on the gold side only), else ``strata[i]`` when given (the
-    report row's ontology in directory mode), else None (the whole sample). Raises
-    ValueError on a column value that is not a finite number."""
-    per_system: list[list[dict[tuple[str, str], Any]]] = []
-    names: set[tuple[str, str]] = set()
-    for system in records:
-        rows = []
-        for entry in system:
+
+def _headline_rows(system: Sequence[Any], families: Sequence[MetricFamily]) -> tuple[list[dict[tuple[str, str], Any]], int]:
+    """One system's per-entry records (each a mapping, or the list of its k samples') ->
+    (the headline columns of each entry, or of each entry's each sample in entry order;
+    k). ValueError when the entries have different numbers of samples."""
+    k = 1 if not system or isinstance(system[0], Mapping) else len(system[0])
+    rows = []
+    for entry in system:
+        samples = (entry,) if isinstance(entry, Mapping) else entry
+        if len(samples) != k:
+            raise ValueError(f"every entry of a system has the same number of samples ({k}), found {len(samples)}")
+        for record in samples:
             cols: dict[tuple[str, str], Any] = {}
             for family in families:
-                if family.name in entry:
-                    cols.update(((family.name, k), v) for k, v in family.headline_columns(entry[family.name]).items())
-            names.update(cols)
+                if family.name in record:
+                    cols.update(((family.name, c), v) for c, v in family.headline_columns(record[family.name]).items())
             rows.append(cols)
+    return rows, k
+
+
+def headline_data(records: Sequence[Sequence[Any]],
+                  families: Sequence[MetricFamily], strata: Sequence[str | None] | None = None) -> HeadlineData:
+    """Build :class:`HeadlineData` from per-entry records: ``records[s][i]`` maps family
+    name -> the record of entry i of system s (all systems: the same n entries), or, for
+    a system of several samples, is the list of its k samples' records (the same k for
+    every entry; README "Several samples per prompt"). An entry's
+    stratum is what the families' :meth:`MetricFamily.headline_strata` say for the first
+    system's record (it depends on the gold side only), else ``strata[i]`` when given (the
+    report row's ontology in directory mode), else None (the whole sample). With several
+    samples somewhere, the columns are multiplied by the data's ``scale`` and split into
+    slices narrow enough for sums of n * scale integer weights (:func:`headline_slices`);
+    with one sample everywhere, as before. Raises ValueError on a column value that is
+    not a finite number, and on entries with different numbers of samples."""
+    per_system: list[list[dict[tuple[str, str], Any]]] = []
+    ks: list[int] = []
+    names: set[tuple[str, str]] = set()
+    for system in records:
+        rows, k = _headline_rows(system, families)
+        for cols in rows:
+            names.update(cols)
         per_system.append(rows)
+        ks.append(k)
     ordered = sorted(names)
-    n = len(per_system[0]) if per_system else 0
+    n = len(records[0]) if records else 0
+    scale = math.lcm(*range(1, max(ks, default=1) + 1))
     zeros = [0] * len(ordered)
     matrices = []
     for rows in per_system:
         x = np.array([[v if type(v) in _NUMBER_LEAVES else float(v) for v in map(cols.get, ordered, zeros)]
-                      for cols in rows], dtype=np.float64).reshape(n, len(ordered))
+                      for cols in rows], dtype=np.float64).reshape(len(rows), len(ordered))
         if not np.all(np.isfinite(x)):
             raise ValueError("a headline column holds a value that is not a finite number")
         matrices.append(x)
+    bits = _SLICE_BITS if scale == 1 else max(8, min(_SLICE_BITS, 52 - (n * scale).bit_length()))
     layout: list[list[int]] = []
     pieces: list[list[np.ndarray]] = [[] for _ in matrices]
     width = 0
     for j in range(len(ordered)):
         columns = [m[:, j] for m in matrices]
-        integral = all(np.array_equal(c, np.round(c)) and (not len(c) or np.max(np.abs(c)) < 2.0 ** 40)
+        integral = all(np.array_equal(c, np.round(c)) and (not len(c) or np.max(np.abs(c)) * scale < 2.0 ** 40)
                        for c in columns)
-        slices = headline_slices(columns, integral)
+        slices = headline_slices(columns, integral, bits)
         layout.append(list(range(width, width + len(slices[0]))))
         width += len(slices[0])
         for s, sl in enumerate(slices):
             pieces[s].extend(sl)
-    sliced = [np.column_stack(p) if p else np.zeros((n, 0)) for p in pieces]
+    sliced = [np.column_stack(p) if p else np.zeros((len(m), 0)) for p, m in zip(pieces, matrices)]
+    samples: list[SampledColumns | None] = []
+    if scale > 1:
+        for s, k in enumerate(ks):
+            if k == 1:
+                samples.append(None)
+                sliced[s] = sliced[s] * scale
+                continue
+            cells = matrices[s].reshape(n, k, len(ordered))
+            samples.append(SampledColumns(k, cells, sliced[s]))
+            groups = SampleAverage.groups(families, ordered, cells, np.arange(n), np.ones((n, k), dtype=np.int64),
+                                          k, scale)
+            sliced[s] = SampleAverage.entry_matrix(groups, sliced[s].reshape(n, k, width), layout)
     labels: list[str | None] = []
     for i, entry in enumerate(records[0] if records else ()):
-        found = [family.headline_strata(entry[family.name]) for family in families if family.name in entry]
+        first = entry if isinstance(entry, Mapping) else entry[0]
+        found = [family.headline_strata(first[family.name]) for family in families if family.name in first]
         found = [f for f in found if f is not None]
         labels.append("|".join(found) if found else strata[i] if strata is not None else None)
     strata_names = sorted(set(labels), key=lambda v: (v is not None, v or ""))
     position = {name: k for k, name in enumerate(strata_names)}
     return HeadlineData(ordered, layout, sliced, np.array([position[v] for v in labels], dtype=np.int64),
-                        strata_names)
+                        strata_names, samples, scale)
+
+
+class _DrawColumns(Mapping):
+    """The columns of one family for D draws, as :meth:`MetricFamily.sample_weights` reads
+    them: name -> shape (D, k), gathered when asked for."""
+
+    def __init__(self, cells: np.ndarray, entries: np.ndarray, columns: Mapping[str, int]) -> None:
+        self.cells, self.entries, self.columns = cells, entries, columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.cells[:, :, self.columns[name]][self.entries]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+
+class SampleAverage:
+    """A system's samples averaged entry by entry, as the families say
+    (:meth:`MetricFamily.sample_weights`), in exact integer arithmetic: each average
+    times the data's scale L (a multiple of lcm(1..k)) is an integer-weighted sum of the
+    samples' columns, so sums over entries (and over the draws of the two-stage
+    bootstrap) of the sliced columns are exact (:func:`headline_slices`)."""
+
+    #: Draws (entries with their k samples) handled at once in :meth:`resample_sums`: at
+    #: most this many draw-sample cells (a function of n and k only, never of the machine,
+    #: so that the draws come from the random stream in the same calls everywhere).
+    DRAW_CELLS = 1 << 20
+
+    @staticmethod
+    def groups(families: Sequence[MetricFamily], names: Sequence[tuple[str, str]], cells: np.ndarray,
+               entries: np.ndarray, counts: np.ndarray, k: int, scale: int) -> list[tuple[np.ndarray, list[int]]]:
+        """For D draws (``entries``: shape (D,), the entry of each; ``counts``: shape (D, k))
+        of a system whose ``cells`` are shape (n, k, c): (coefficients, shape (D, k), each
+        column's weights times scale / divisor, integers as float64; the indices into
+        ``names`` of the columns averaged with them), one item per distinct averaging.
+        Raises ValueError on a divisor outside 0..k."""
+        default = (counts, counts.sum(axis=1))
+        by_family: dict[str, dict[str, int]] = {}
+        for j, (family, column) in enumerate(names):
+            by_family.setdefault(family, {})[column] = j
+        chosen: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
+        for family in families:
+            columns = by_family.get(family.name)
+            if not columns:
+                continue
+            own = family.sample_weights(_DrawColumns(cells, entries, columns), counts)
+            for column, j in columns.items():
+                weights, divisor = own.get(column, default)
+                chosen.setdefault((id(weights), id(divisor)), (weights, divisor, []))[2].append(j)
+        out = []
+        for weights, divisor, cols in chosen.values():
+            divisor = np.asarray(divisor, dtype=np.int64)
+            if np.any((divisor < 0) | (divisor > k)):
+                raise ValueError(f"a family's sample weights have a divisor outside 0..{k}")
+            factor = np.where(divisor > 0, scale // np.maximum(divisor, 1), 0)
+            out.append((np.asarray(weights, dtype=np.float64) * factor[:, None], cols))
+        return out
+
+    @staticmethod
+    def entry_matrix(groups: Sequence[tuple[np.ndarray, list[int]]], sliced: np.ndarray,
+                     layout: Sequence[Sequence[int]]) -> np.ndarray:
+        """Each entry's averaged columns times the scale, sliced: shape (n, k') from the
+        cells' slices ``sliced`` (shape (n, k, k')) and the coefficients of one draw per
+        entry (:meth:`groups`); exact."""
+        out = np.zeros((sliced.shape[0], sliced.shape[2]))
+        for coefficients, cols in groups:
+            idx = [i for j in cols for i in layout[j]]
+            out[:, idx] = np.einsum("dk,dkj->dj", coefficients, sliced[:, :, idx])
+        return out
+
+    @staticmethod
+    def resample_sums(data: "HeadlineData", system: int, families: Sequence[MetricFamily], w: np.ndarray,
+                      rng: np.random.Generator) -> np.ndarray:
+        """The second stage of the two-stage bootstrap for one system of several samples:
+        given the entry resamples ``w`` (R x n counts, each row summing to n), every draw of
+        an entry draws its k samples with replacement (``rng.integers``, draw by draw in row
+        order, entries in order within a row; :data:`DRAW_CELLS` cells at a time), is
+        averaged (:meth:`groups`) and summed over the row: the sliced sums of shape (R, k')
+        (exact)."""
+        sampled = data.samples[system]
+        assert sampled is not None
+        k, n = sampled.k, data.n
+        rows_at_once = max(1, SampleAverage.DRAW_CELLS // max(1, n * k))
+        parts = np.zeros((w.shape[0], sampled.sliced.shape[1]))
+        for r0 in range(0, w.shape[0], rows_at_once):
+            r1 = min(w.shape[0], r0 + rows_at_once)
+            entries = np.repeat(np.tile(np.arange(n), r1 - r0), w[r0:r1].astype(np.int64).ravel())
+            d = len(entries)
+            picks = rng.integers(0, k, size=(d, k))
+            counts = np.bincount((np.arange(d)[:, None] * k + picks).ravel(), minlength=d * k).reshape(d, k)
+            cell = ((np.repeat(np.arange(r1 - r0), n) * n + entries) * k)[:, None] + np.arange(k)
+            for coefficients, cols in SampleAverage.groups(families, data.names, sampled.cells, entries, counts, k,
+                                                           data.scale):
+                idx = [i for j in cols for i in data.layout[j]]
+                agg = np.bincount(cell.ravel(), weights=coefficients.ravel(), minlength=(r1 - r0) * n * k)
+                parts[r0:r1, idx] = agg.reshape(r1 - r0, n * k) @ sampled.sliced[:, idx]
+        return parts
+
+
+def variance_components(groups: Sequence[Sequence[float]]) -> dict[str, Any] | None:
+    """Between-entry and within-entry (between-sample) variance components of one
+    per-entry metric (``groups``: per entry, its values in the samples that define it):
+    one-way random-effects model y_ij = mu + a_i + e_ij, ANOVA (method of moments)
+    estimates for unbalanced data (Searle, Casella & McCulloch 1992, Variance
+    Components, sec. 3.5; Snedecor & Cochran's n0):
+
+        MSB = sum_i k_i (mean_i - mean)^2 / (a - 1),  MSW = sum_ij (y_ij - mean_i)^2 / (N - a),
+        n0 = (N - sum_i k_i^2 / N) / (a - 1),
+        within = MSW,  between = (MSB - MSW) / n0
+
+    over the a entries with a value (k_i values each, N in all), computed exactly and
+    rounded once. A negative ``between`` (MSB < MSW: the entries differ less than their
+    samples) is reported as it is in ``between_entry_anova`` and as 0 in
+    ``between_entry``, as is customary (Searle et al. 1992, sec. 3.5d), with
+    ``truncated`` True. ``within_share`` = within / (between_entry + within), the part of
+    one observation's variance that comes from sampling (None when both are 0). None when
+    there are fewer than two entries or no entry with two values (N - a < 1)."""
+    groups = [[Fraction(v) for v in g] for g in groups if len(g)]
+    a, big_n = len(groups), sum(len(g) for g in groups)
+    if a < 2 or big_n - a < 1:
+        return None
+    means = [sum(g, Fraction(0)) / len(g) for g in groups]
+    grand = sum((sum(g, Fraction(0)) for g in groups), Fraction(0)) / big_n
+    msb = sum((len(g) * (m - grand) ** 2 for g, m in zip(groups, means)), Fraction(0)) / (a - 1)
+    msw = sum((sum(((y - m) ** 2 for y in g), Fraction(0)) for g, m in zip(groups, means)), Fraction(0)) / (big_n - a)
+    n0 = (big_n - Fraction(sum(len(g) ** 2 for g in groups), big_n)) / (a - 1)
+    between = (msb - msw) / n0
+    kept = max(between, Fraction(0))
+    return {"method": "one-way random effects, ANOVA estimates (Searle, Casella & McCulloch 1992, sec. 3.5)",
+            "entries": a, "observations": big_n, "n0": float(n0), "ms_between": float(msb), "ms_within": float(msw),
+            "between_entry": float(kept), "between_entry_anova": float(between), "within_entry": float(msw),
+            "truncated": between < 0,
+            "within_share": float(msw / (kept + msw)) if kept + msw else None}
 
 
 def resample_counts(rng: np.random.Generator, strata: np.ndarray, size: int) -> np.ndarray:
@@ -11053,10 +11791,20 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
     blocks (:data:`RESAMPLE_BLOCK`, :data:`RESAMPLE_BLOCK_CELLS`; :func:`resample_counts`); the sums of a block are
     ``W @ X`` (exact, see :func:`headline_slices`), turned into metrics
     :data:`HEADLINE_ROWS` resamples at a time: memory is the B values per metric and system
-    plus bounded work space. Raises ValueError above :data:`MAX_BOOTSTRAP`."""
+    plus bounded work space. Raises ValueError above :data:`MAX_BOOTSTRAP`.
+
+    A system of several samples (``data.samples``) is resampled in two stages (Davison &
+    Hinkley 1997, sec. 3.8, the multistage bootstrap; Efron & Tibshirani 1993): the same
+    entry resamples as every other system (so a system of one sample gets exactly its
+    replicates of a comparison without the others), then each draw of an entry draws that
+    entry's samples with replacement (:meth:`SampleAverage.resample_sums`) from a second,
+    independent stream, ``Generator(PCG64(seed).jumped(2))`` (the randomisation test's
+    is ``jumped()``), drawn block by block in system order; the replicate averages each
+    draw over its drawn samples as the estimate averages each entry over all of its."""
     if bootstrap > MAX_BOOTSTRAP:
         raise ValueError(f"bootstrap must be <= {MAX_BOOTSTRAP}, got {bootstrap}")
     rng = np.random.Generator(np.random.PCG64(seed))
+    draws = np.random.Generator(np.random.PCG64(seed).jumped(2)) if any(c is not None for c in data.samples) else None
     out: list[dict[str, np.ndarray]] = [{} for _ in data.sliced]
     for first, blocks in _headline_blocks(bootstrap, data.n):
         rows = sum(size for _, size in blocks)
@@ -11064,6 +11812,11 @@ def bootstrap_replicates(data: HeadlineData, families: Sequence[MetricFamily], b
         for start, size in blocks:
             w = resample_counts(rng, data.strata, size)
             for s, x in enumerate(data.sliced):
+                if data.samples and data.samples[s] is not None:
+                    assert draws is not None
+                    parts[s][start - first:start - first + size] = SampleAverage.resample_sums(data, s, families, w,
+                                                                                               draws)
+                    continue
                 parts[s][start - first:start - first + size] = w @ x
         for s, p in enumerate(parts):
             for path, values in headline_values(families, data.sums(p)).items():
@@ -11195,16 +11948,25 @@ def _system_records(name: str, report: Mapping[str, Any], families: Sequence[Met
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
-    out = []
+    sampled = isinstance(report.get("samples"), Mapping)
+    out: list[Any] = []
     for i, row in enumerate(rows):
-        stats = row.get("stats") if isinstance(row, Mapping) else None
-        if not isinstance(stats, Mapping):
-            raise InputError(f"system {name}: per_entry[{i}] has no stats (a report written before per-entry "
-                             "statistics were kept cannot be compared)")
-        for family in families:
-            if family.name not in stats:
-                raise InputError(f"system {name}: per_entry[{i}].stats lacks the {family.name} family")
-        out.append(records_from_json({f.name: stats[f.name] for f in families}))
+        own = row.get("samples") if sampled and isinstance(row, Mapping) else [row]
+        if not isinstance(own, list) or not own:
+            raise InputError(f"system {name}: per_entry[{i}] has no samples (a system of several samples keeps each "
+                             "sample's row)")
+        records = []
+        for s, sample_row in enumerate(own):
+            where = f"per_entry[{i}]" + (f".samples[{s}]" if sampled else "")
+            stats = sample_row.get("stats") if isinstance(sample_row, Mapping) else None
+            if not isinstance(stats, Mapping):
+                raise InputError(f"system {name}: {where} has no stats (a report written before per-entry "
+                                 "statistics were kept cannot be compared)")
+            for family in families:
+                if family.name not in stats:
+                    raise InputError(f"system {name}: {where}.stats lacks the {family.name} family")
+            records.append(records_from_json({f.name: stats[f.name] for f in families}))
+        out.append(records if sampled else records[0])
     return out
 
 
@@ -11321,8 +12083,7 @@ def paired_on_joint_entries(data: HeadlineData, families: Sequence[MetricFamily]
     for key, paths in groups.items():
         joint = masks[key]
         k = int(joint.sum())
-        sub = HeadlineData(data.names, data.layout, [data.sliced[0][joint], data.sliced[system][joint]],
-                           data.strata[joint], data.strata_names)
+        sub = data.subset([0, system], joint)
         observed: dict[str, float] = {}
         if k:
             whole = [headline_values(families, sub.sums(x.sum(axis=0)[None, :])) for x in sub.sliced]
@@ -12009,8 +12770,10 @@ SUMMARY_NOTICES_SHOWN = 50
 def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     """Human-readable summary of a report (what the CLI prints to stdout): the run
     description and its notices (one line each), then each family's section present in the
-    report, in registry order."""
+    report, in registry order. A system of several samples: :meth:`SampledText.summary`."""
     s = report["summary"]
+    if isinstance(report.get("samples"), Mapping):
+        return SampledText.summary(report, title)
     n = s["n_entries"]
     backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
     described = s.get("relation_vocabulary", {})
@@ -12041,6 +12804,83 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
         if family.key in report and family.grouped:
             lines += ["", family.format(report[family.key], report)]
     return "\n".join(lines)
+
+
+class SampledText:
+    """The text of a system of several samples (README "Several samples per prompt"):
+    ``mean ± sd`` cells and the summary's table of its headline numbers."""
+
+    #: Per-sample columns of the summary's table for at most this many samples (more: min and max).
+    SAMPLE_COLUMNS = 6
+
+    @staticmethod
+    def pm(value: float | None, sd: float | None, digits: int = 4) -> str:
+        """``0.7345 ± 0.0123`` (``± n/a`` without a deviation; ``n/a`` for an N/A value)."""
+        if value is None:
+            return "n/a"
+        return f"{value:.{digits}f} ± " + ("n/a" if sd is None else f"{sd:.{digits}f}")
+
+    @staticmethod
+    def extras(block: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The labelled extras of a block: (key, label), ``best of 3 (upper bound)``, ``consensus of 3``."""
+        k = block["count"]
+        return [("best_of_k", SampledSystem.BEST_OF_K.format(k=k)), ("consensus", SampledSystem.CONSENSUS.format(k=k))]
+
+    @staticmethod
+    def table(block: Mapping[str, Any]) -> list[str]:
+        """Metric x (estimate ± sd, each sample's number or their min and max, best of k, consensus)."""
+        k, metrics = block["count"], block["metrics"]
+        own = [SampledSystem.shown(label) for label in block["labels"]]
+        spread = k > SampledText.SAMPLE_COLUMNS
+        heads = [f"estimate ± sd ({k} samples)", *(("min", "max") if spread else own),
+                 *(label for _, label in SampledText.extras(block))]
+        rows = []
+        for path, m in metrics.items():
+            values = [v for v in m["per_sample"] if v is not None]
+            shown = ([min(values), max(values)] if values else [None, None]) if spread else m["per_sample"]
+            rows.append([path, SampledText.pm(m["estimate"], m["sd"]), *map(_fmt, shown),
+                         _fmt(m["best_of_k"]), _fmt(m["consensus"])])
+        widths = [max(len(r[i]) for r in [["metric", *heads], *rows]) for i in range(len(heads) + 1)]
+        line = lambda cells: "  ".join(f"{c:<{widths[0]}}" if i == 0 else f"{c:>{widths[i]}}"  # noqa: E731
+                                       for i, c in enumerate(cells)).rstrip()
+        return [line(["metric", *heads]), *map(line, rows)]
+
+    @staticmethod
+    def components(block: Mapping[str, Any]) -> list[str]:
+        """The variance components line(s) of the macro composite."""
+        vc = (block.get("variance_components") or {}).get("hgr.macro.composite")
+        if not vc:
+            return ["variance components of the per-entry composite: n/a (fewer than two entries, or one sample)"]
+        share = vc["within_share"]
+        line = (f"variance of the per-entry composite (one-way random effects, {vc['entries']} entries): between "
+                f"entries {vc['between_entry']:.4f}, within entries (between samples) {vc['within_entry']:.4f}"
+                + (f": {share:.0%} of an entry's variance comes from sampling" if share is not None else ""))
+        return [line] + ([f"  (the ANOVA estimate of the between-entry variance, {vc['between_entry_anova']:.4f}, is "
+                          "negative: reported as 0)"] if vc["truncated"] else [])
+
+    @staticmethod
+    def summary(report: Mapping[str, Any], title: str = "") -> str:
+        """The printed summary of a system of several samples: the run, its notices, the
+        table of its headline numbers (:meth:`table`), the variance components and the
+        predictions' statuses over all samples; each sample's own sections are in the
+        report (``samples.runs``)."""
+        s, block = report["summary"], report["samples"]
+        backend = s["embedding_backend"] + (f" ({s['embedding_model']})" if s.get("embedding_model") else "")
+        labels = ", ".join(SampledSystem.shown(label) for label in block["labels"])
+        lines = [f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
+                 f"entries {s['n_entries']}   samples {block['count']} ({labels})   schema profile {s['schema_profile']}",
+                 f"similarity {backend}   threshold {s['sim_threshold']:.2f}   align accept {s['align_accept']:.2f}"]
+        notices = s.get("notices", [])
+        if notices:
+            lines += [f"notices ({len(notices)}): what changed the numbers below",
+                      *(f"  {n['kind']}: {n['message']}" for n in notices[:SUMMARY_NOTICES_SHOWN])]
+        lines += ["", f"{block['count']} samples of each entry, one system: the estimate averages each entry over its "
+                      "samples (README, Several samples per prompt); "
+                      f"{SampledSystem.BEST_OF_K.format(k=block['count'])}: per entry the sample with the best "
+                      "composite, chosen with the gold", *SampledText.table(block), "", *SampledText.components(block)]
+        ps = s.get("parse_status", {})
+        lines += ["", "predictions (all samples)  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PREDICTION_STATUSES)]
+        return "\n".join(lines)
 
 
 def _format_cell(value: float | None, ci: Sequence[float | None] | None = None, signed: bool = False) -> str:
@@ -14299,12 +15139,18 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _inputs_signature(inputs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``pred:`` (one short hash per system, ``+``-joined in system order), ``gold:`` and
-    (when given) ``rel:`` of the relations/ontology input, from ``summary.inputs``."""
-    items = [f"pred:{'+'.join(_short_hash(i.get('pred')) for i in inputs)}",
-             f"gold:{_short_hash(inputs[0].get('gold'))}"]
+    """``pred:`` (one short hash per system, ``+``-joined in system order; a system of
+    several sample files: its files' hashes, ``,``-joined), ``gold:`` and (when given)
+    ``rel:`` of the relations/ontology input, from ``summary.inputs``; then, when a system
+    has several samples, ``samples:`` (each system's count, ``+``-joined)."""
+    def pred(i: Mapping[str, Any]) -> str:
+        files = list(dict.fromkeys(_short_hash(s) for s in i.get("samples") or ()))
+        return ",".join(files) if len(files) > 1 else _short_hash(i.get("pred"))
+    items = [f"pred:{'+'.join(pred(i) for i in inputs)}", f"gold:{_short_hash(inputs[0].get('gold'))}"]
     if inputs[0].get("relations"):
         items.append(f"rel:{_short_hash(inputs[0]['relations'])}")
+    if any(i.get("samples") for i in inputs):
+        items.append(f"samples:{'+'.join(str(len(i.get('samples') or [None])) for i in inputs)}")
     return items
 
 
@@ -15992,9 +16838,11 @@ def _add_input_output_options(p: argparse.ArgumentParser) -> None:
     """The "inputs and outputs" options: the files read, the report written, how lines pair."""
     defaults = ",".join(DEFAULT_METRICS)
     io = p.add_argument_group("inputs and outputs")
-    io.add_argument("--pred", type=Path, action="append",
+    io.add_argument("--pred", action="append",
                     help="predictions JSONL (or a combined file with gold, used alone); repeat it to compare "
-                         "systems on the same --gold (the first is the baseline; see 'comparing systems')")
+                         "systems on the same --gold (the first is the baseline; see 'comparing systems'); "
+                         "NAME=PATH[,PATH...] or 'NAME=GLOB': one system whose samples are these files (several "
+                         "generations or fine-tuning seeds; write ./PATH for a path holding = or ,)")
     io.add_argument("--gold", type=Path, help="gold JSONL (omit when --pred is a combined file)")
     io.add_argument("--report", type=Path, help="JSON report path, or - for the report on stdout (the summary then "
                     "goes to stderr); default: reports/<pred stem>.json (several systems: "
@@ -16372,6 +17220,76 @@ def _output_families(metrics: tuple[str, ...], args: argparse.Namespace) -> tupl
     return tuple(dict.fromkeys(metrics + extra))
 
 
+class PredSpec(NamedTuple):
+    """One ``--pred`` argument: a plain path (one file, a directory or ``-``), or a named
+    system of several samples, ``NAME=PATH[,PATH...]`` or ``NAME=GLOB`` (README "Several
+    samples per prompt"). ``name``: NAME (None for a plain path); ``paths``: the files in
+    order (a glob's matches sorted); ``given``: the argument as written."""
+
+    name: str | None
+    paths: tuple[Path, ...]
+    given: str
+
+    #: A system's name in ``NAME=...``: letters, digits and ``_ . + -`` (no ``/``, so a path
+    #: such as ``results/lr=1e-4.jsonl`` is never read as one).
+    NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+
+    @classmethod
+    def parse(cls, text: str) -> "PredSpec":
+        """Read one ``--pred`` argument. Plain when it starts with ``./`` (how a path holding
+        ``=`` or ``,`` is written) or ``/``, or when the part before its first ``=`` is not a
+        NAME; else ``NAME=`` and the comma-separated parts after it, each a file or a glob
+        (expanded here, sorted; a part that names an existing file is taken as it is).
+        Raises InputError for an argument that is an existing file and reads as
+        ``NAME=...`` (write ``./PATH``), an empty part, ``-`` among the parts, a glob that
+        matches nothing, and a file named twice."""
+        name, eq, rest = text.partition("=")
+        if text.startswith(("./", "/")) or not eq or not cls.NAME.fullmatch(name):
+            return cls(None, (Path(text),), text)
+        if os.path.lexists(text):
+            raise InputError(f"--pred {text}: a file of that name exists, and the argument reads as NAME=PATH "
+                             f"(system {name!r}, sample files {rest!r}): write ./{text} for the file, or pick a "
+                             "name that is not a file's")
+        files: list[str] = []
+        for part in rest.split(","):
+            if not part or part == "-":
+                raise InputError(f"--pred {text}: {'an empty part' if not part else 'stdin (-)'} among the sample "
+                                 f"files of {name} (NAME=PATH[,PATH...]: each sample is a file)")
+            if any(ch in part for ch in "*?[") and not os.path.lexists(part):
+                import glob
+                matched = sorted(glob.glob(part))
+                if not matched:
+                    raise InputError(f"--pred {text}: the pattern {part!r} matches no file")
+                files += matched
+            else:
+                files.append(part)
+        twice = next((f for f in files if files.count(f) > 1), None)
+        if twice is not None:
+            raise InputError(f"--pred {text}: the file {twice} is named twice (each sample of {name} is one file)")
+        return cls(name, tuple(Path(f) for f in files), text)
+
+    @staticmethod
+    def check(specs: Sequence["PredSpec"], args: argparse.Namespace) -> None:
+        """What ``NAME=`` and several sample files exclude: ``--name`` (the systems are named
+        once), a directory among the samples, and the options of one file's run that a
+        system of several samples cannot take (``--shard``, ``--per-entry-jsonl``).
+        Raises InputError naming the argument."""
+        for spec in specs:
+            if spec.name is not None and args.names:
+                raise InputError(f"--pred {spec.given}: names its system ({spec.name}), and --name names the systems "
+                                 "too: give the names one way (NAME= on every --pred, or --name once per system)")
+            if len(spec.paths) < 2:
+                continue
+            folder = next((p for p in spec.paths if p.is_dir()), None)
+            if folder is not None:
+                raise InputError(f"--pred {spec.given}: {folder} is a directory; the samples of a system are files "
+                                 "(a directory run is one system of one sample)")
+            for flag, value in (("--shard", args.shard), ("--per-entry-jsonl", args.per_entry_jsonl)):
+                if value:
+                    raise InputError(f"{flag} is not available for a system of several samples (--pred {spec.given}): "
+                                     "score it whole (each sample's own run takes it)")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run's settings, built once from the command line (:meth:`from_args`); the
@@ -16410,8 +17328,15 @@ class RunConfig:
     embedding_threshold: float = DEFAULT_SIM_THRESHOLD
     align_accept: float = DEFAULT_ALIGN_ACCEPT
     quiet: bool = False
-    #: Every ``--pred`` in order (``pred`` is the first: the baseline when there are several).
+    #: Every ``--pred`` in order (``pred`` is the first: the baseline when there are several);
+    #: a system of several sample files (``NAME=PATH,PATH...``): its first file.
     preds: tuple[Path, ...] = ()
+    #: Per ``--pred``: its sample files (one for a plain path) and the name ``NAME=`` gave it
+    #: (None: named after its file, or by ``--name``).
+    sample_files: tuple[tuple[Path, ...], ...] = ()
+    pred_names: tuple[str | None, ...] = ()
+    #: The ``sample`` label whose lines a run reads (:class:`SampleField`; None: every line).
+    sample: int | str | None = None
     #: ``--name`` values (one per system), ``--compare`` reports, and the comparison options
     #: as given (None = not given; :func:`comparison_options` resolves the defaults).
     names: tuple[str, ...] = ()
@@ -16449,10 +17374,15 @@ class RunConfig:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
         """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
+        specs = [PredSpec.parse(text) for text in args.pred or ()]
+        args.pred = [spec.paths[0] for spec in specs] or None
+        PredSpec.check(specs, args)
         _refuse_contradictions(args)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-                  if f.name not in ("skip_unavailable", "notices", "preds")}
+                  if f.name not in ("skip_unavailable", "notices", "preds", "sample_files", "pred_names", "sample")}
         preds = [_stdin_input(p, "--pred") for p in args.pred or ()]
+        values["sample_files"] = tuple(spec.paths if len(spec.paths) > 1 else (pred,) for spec, pred in zip(specs, preds))
+        values["pred_names"] = tuple(spec.name for spec in specs)
         values["gold"] = _stdin_input(args.gold, "--gold")
         if sum(p == STDIN_INPUT for p in (*preds, values["gold"])) > 1:
             raise InputError("stdin (-) can be read once: give it to one --pred or --gold, the other inputs as files")
@@ -16799,8 +17729,8 @@ def _single_report_default(config: RunConfig) -> _ReportDefault:
     assert config.pred is not None
     options = _refuse_unnamed_default(config.preds or (config.pred,), shard=config.shard is not None)
     suffix = shard_suffix(*config.shard) if config.shard is not None else ""
-    return _ReportDefault(Path("reports") / f"{config.pred.stem}{suffix}.json", (str(config.pred.resolve()),),
-                         options)
+    stem = config.pred_names[0] if config.pred_names and config.pred_names[0] is not None else config.pred.stem
+    return _ReportDefault(Path("reports") / f"{stem}{suffix}.json", (str(config.pred.resolve()),), options)
 
 
 def _refuse_foreign_report(default: _ReportDefault) -> None:
@@ -17182,13 +18112,30 @@ _PRED_FIELD_WORKAROUND = ("; --pred-field applies to every system of a repeated 
                           "NAME.json), then compare the saved reports: --compare A.json B.json")
 
 
+def _pred_systems(config: RunConfig, what: str) -> list[tuple[str, tuple[Path, ...], str]]:
+    """Per ``--pred``: (the system's name: ``--name``, else ``NAME=``, else from the file
+    stems (:func:`system_names`); its sample files; how titles show them). InputError
+    (:func:`_check_names`, ``what``: how the systems were given) for ``--name`` given
+    another number of times, or names that repeat."""
+    files = config.sample_files or tuple((p,) for p in (config.preds or (config.pred,)))
+    if config.names:
+        _check_names(config.names, len(files), what)
+    names = list(config.names) if config.names else system_names([paths[0] for paths in files])
+    given = config.pred_names or (None,) * len(files)
+    return [(name if config.names or own is None else own, paths, ", ".join(map(str, paths)))
+            for name, own, paths in zip(names, given, files)]
+
+
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     """``--pred`` given several times: score each system exactly as its own run would (one
     shared similarity backend, so the embedding model loads once), sign each report as
     that run does, and compare them (:func:`build_comparison`)."""
-    names = list(config.names) if config.names else system_names(config.preds)
-    _check_names(names, len(config.preds), f"--pred given {len(config.preds)} times")
-    configs = [dataclasses.replace(config, pred=p) for p in config.preds]
+    what = f"--pred given {len(config.preds)} times"
+    systems_given = _pred_systems(config, what)
+    names = [name for name, _, _ in systems_given]
+    _check_names(names, len(config.preds), what)
+    configs = [dataclasses.replace(config, pred=p, sample_files=(files,))
+               for p, (_, files, _) in zip(config.preds, systems_given)]
     _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _refuse_examples_here(config, _check_input_paths(system))
@@ -17210,8 +18157,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     if config.gold is None:
         _name_other_gold_entries(config, names, systems)
     report = build_comparison(systems, options, {n: str(p) for n, p in zip(names, config.preds)})
-    titles = {n: _named_streams(f"{n}: {p}" + (f" vs {config.gold}" if config.gold else ""))
-              for n, p in zip(names, config.preds)}
+    titles = {n: _named_streams(f"{n}: {shown}" + (f" vs {config.gold}" if config.gold else ""))
+              for n, _, shown in systems_given}
     return _emit(config, report, titles, report_path, outcome)
 
 
@@ -17331,12 +18278,14 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
                                        [_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
     options = comparison_options(config, 1)
-    names = list(config.names) or system_names([config.pred])
-    _check_names(names, 1, "one --pred")
+    (name, _, shown), = _pred_systems(config, "one --pred")
+    names = [name]
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
-    title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
+    named = config.pred_names and config.pred_names[0] is not None
+    title = _named_streams((f"{name}: {shown}" if named else f"{config.pred}")
+                           + (f" vs {config.gold}" if config.gold else ""))
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(config, report, {"": title}, report_path, outcome)

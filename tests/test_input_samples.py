@@ -1,0 +1,219 @@
+"""Input: several samples per entry (README "Several samples per prompt"). How a system's
+samples are given on the command line (``--pred NAME=PATH[,PATH...]``, ``'NAME=GLOB'``,
+``./PATH``: :class:`PredSpec`) and read from one file whose lines carry a ``sample`` field
+(:class:`SampleField`, ``load_inputs(sample=...)``): labels, lines with and without the
+field, the same (id, sample) twice, a sample that lacks an entry, combined files.
+
+Reference triplets: A = Acme Inc -located_in-> City Y (0.9), B = Acme Inc -founded_by->
+Person Z (0.8) (conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import ACME_A, ACME_B, run_main, write_jsonl
+from helpers import gold_rec
+
+import evaluate as ev
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD = ROOT / "gold" / "gold.jsonl"
+BASE = ROOT / "predictions" / "base.jsonl"
+FINETUNED = ROOT / "predictions" / "finetuned.jsonl"
+
+
+# ---------------------------------------------------------------- --pred NAME=...
+
+def test_a_plain_path_stays_a_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for text in ("pred.jsonl", "results/lr=1e-4.jsonl", "./lr=1e-4.jsonl", "/abs/x=y.jsonl", "-", "a b=c.jsonl"):
+        spec = ev.PredSpec.parse(text)
+        assert spec.name is None and spec.paths == (Path(text),), text
+
+
+def test_name_equals_paths_in_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = ev.PredSpec.parse("ft=c.jsonl,a.jsonl,./b=1.jsonl")
+    assert spec.name == "ft"
+    assert spec.paths == (Path("c.jsonl"), Path("a.jsonl"), Path("b=1.jsonl"))
+    assert ev.PredSpec.parse("Qwen-0.6B+lora_v2=x.jsonl").name == "Qwen-0.6B+lora_v2"
+
+
+def test_a_glob_is_expanded_in_sorted_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for name in ("seed10.jsonl", "seed2.jsonl", "seed1.jsonl", "other.txt"):
+        (tmp_path / "runs" / name).write_text("{}\n")
+    spec = ev.PredSpec.parse("ft=runs/seed*.jsonl")
+    # sorted as strings: seed1, seed10, seed2
+    assert spec.paths == tuple(Path("runs") / n for n in ("seed1.jsonl", "seed10.jsonl", "seed2.jsonl"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ft=runs/none*.jsonl", "the pattern 'runs/none*.jsonl' matches no file"),
+    ("ft=a.jsonl,,b.jsonl", "an empty part among the sample files of ft"),
+    ("ft=a.jsonl,-", "stdin (-) among the sample files of ft"),
+    ("ft=a.jsonl,a.jsonl", "the file a.jsonl is named twice"),
+])
+def test_name_equals_refusals(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ev.InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+        ev.PredSpec.parse(text)
+
+
+def test_an_existing_file_that_reads_as_name_equals_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lr=1e-4.jsonl").write_text("{}\n")
+    with pytest.raises(ev.InputError, match=r"write \./lr=1e-4\.jsonl for the file"):
+        ev.PredSpec.parse("lr=1e-4.jsonl")
+    assert ev.PredSpec.parse("./lr=1e-4.jsonl").paths == (Path("lr=1e-4.jsonl"),)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--name", "x"], "names its system (ft), and --name names the systems too"),
+    (["--shard", "1/2"], "--shard is not available for a system of several samples"),
+    (["--per-entry-jsonl", "rows.jsonl"], "--per-entry-jsonl is not available for a system of several samples"),
+])
+def test_cli_refusals_of_a_named_system(tmp_path, extra, message):
+    rc, out, err = run_main("--pred", f"ft={FINETUNED},{BASE}", "--gold", GOLD, "--no-embeddings", "--no-report",
+                            *extra, cwd=tmp_path)
+    assert rc == 2 and message in err, err
+
+
+def test_a_directory_is_not_a_sample(tmp_path):
+    (tmp_path / "d").mkdir()
+    rc, out, err = run_main("--pred", f"ft={FINETUNED},{tmp_path / 'd'}", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", cwd=tmp_path)
+    assert rc == 2 and "is a directory; the samples of a system are files" in err
+
+
+def test_name_equals_one_file_names_the_system_and_its_default_report(tmp_path):
+    rc, out, err = run_main("--pred", f"tuned={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
+                            cwd=tmp_path)
+    assert rc == 0, err
+    report = json.loads((tmp_path / "reports" / "tuned.json").read_text())
+    assert "samples" not in report  # one sample: a single run's report
+    plain = tmp_path / "plain.json"
+    assert run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--report", plain, cwd=tmp_path)[0] == 0
+    assert report == json.loads(plain.read_text())
+
+
+# ---------------------------------------------------------------- the sample field
+
+def _lines(rid: str, sample, items=(ACME_A,)) -> dict:
+    return {"id": rid, "triplets": list(items), "sample": sample}
+
+
+def _gold(tmp_path: Path) -> Path:
+    return write_jsonl(tmp_path / "gold.jsonl", [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])])
+
+
+def test_several_labels_raise_sampled_input_with_the_labels_sorted(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", "b"), _lines("r1", 2), _lines("r1", 0), _lines("r2", 2)])
+    with pytest.raises(ev.SampledInput) as exc:
+        ev.load_inputs(pred, _gold(tmp_path))
+    assert exc.value.labels == [0, 2, "b"]  # integers ascending, then strings
+
+
+def test_one_label_everywhere_is_one_sample_read_as_before(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", 0, [ACME_B])])
+    loaded = ev.load_inputs(pred, _gold(tmp_path))
+    assert [e.pred.status for e in loaded.entries] == ["ok", "ok"]
+
+
+def test_lines_with_and_without_the_field_are_refused_naming_the_lines(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), {"id": "r2", "triplets": [ACME_B]}, _lines("r2", 1)])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: line 2 has no 'sample' field but line 1 has one"):
+        ev.load_inputs(pred, _gold(tmp_path))
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, None, [0]])
+def test_a_bad_label_is_refused_naming_file_line_and_field(tmp_path, value):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", value)])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: line 2: field 'sample': expected an integer >= 0 or a "
+                                            "string"):
+        ev.load_inputs(pred, _gold(tmp_path))
+
+
+def test_one_sample_reads_its_lines_and_a_missing_entry_is_missing(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", 0, [ACME_B]), _lines("r1", 1)])
+    one = ev.load_inputs(pred, _gold(tmp_path), sample=1)
+    assert [(e.gold.id, e.pred.status, e.pred.line) for e in one.entries] == [("r1", "ok", 3), ("r2", "missing", None)]
+    assert [n["kind"] for n in one.notices] == ["missing_predictions"]
+    assert "ids 'r2'" in one.notices[0]["message"]
+    zero = ev.load_inputs(pred, _gold(tmp_path), sample=0)
+    assert [(e.gold.id, e.pred.line) for e in zero.entries] == [("r1", 1), ("r2", 2)]
+
+
+def test_the_same_id_and_sample_twice_is_a_duplicate(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r1", 0, [ACME_B]),
+                                              _lines("r2", 0), _lines("r2", 1)])
+    with pytest.raises(ev.InputError, match="duplicate prediction ids: 'r1'"):
+        ev.load_inputs(pred, _gold(tmp_path), sample=0)
+    first = ev.load_inputs(pred, _gold(tmp_path), sample=0, duplicate_ids="first")
+    assert first.entries[0].pred.line == 1 and first.duplicates_dropped == 1
+    assert ev.load_inputs(pred, _gold(tmp_path), sample=1).duplicates_dropped == 0  # r1 once in sample 1
+
+
+def test_a_combined_file_has_the_ids_of_every_line_in_every_sample(tmp_path):
+    rows = [{**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B], "sample": 0},
+            {**gold_rec("r1", [ACME_A]), "pred_parsed": [ACME_A], "sample": 1},
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [], "sample": 1}]
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    zero = ev.load_inputs(path, None, sample=0)
+    # entries: r2 (first line 1), then r1 (first line 2); sample 0 has no line for r1
+    assert [(e.gold.id, e.gold.line, e.pred.status) for e in zero.entries] == [("r2", 1, "ok"), ("r1", 2, "missing")]
+    one = ev.load_inputs(path, None, sample=1)
+    assert [(e.gold.id, e.gold.line, e.pred.items) for e in one.entries] == [("r2", 3, []), ("r1", 2, [ACME_A])]
+
+
+def test_a_combined_file_of_samples_needs_ids(tmp_path):
+    rows = [{**gold_rec(None, [ACME_A]), "pred_parsed": [ACME_A], "sample": s} for s in (0, 1)]
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    with pytest.raises(ev.InputError, match=r"c\.jsonl: line 1 has no id"):
+        ev.load_inputs(path, None, sample=0)
+
+
+def test_an_unreadable_line_belongs_to_the_sample_its_raw_text_names(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", 0), _lines("r1", 1),
+                                              b'{"id": "r2", "sample": 1, "triplets": [oops\n',
+                                              b'{"id": "r2", "triplets": [oops\n'])
+    one = ev.load_inputs(pred, _gold(tmp_path), sample=1)
+    assert [(e.gold.id, e.pred.status, e.pred.line) for e in one.entries] == [("r1", "ok", 3),
+                                                                              ("r2", "unparseable", 4)]
+    assert any("line 5" in p and "its sample cannot be read: not scored" in p for p in one.problems)
+
+
+def test_the_cli_scores_a_file_of_samples_as_one_system(tmp_path):
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((FINETUNED, BASE))
+            for x in path.read_text().splitlines()]
+    pred = write_jsonl(tmp_path / "p.jsonl", rows)
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", report, "--quiet")
+    assert rc == 0, err
+    data = json.loads(report.read_text())
+    assert data["samples"]["count"] == 2 and data["samples"]["labels"] == [0, 1]
+    assert "estimate ± sd (2 samples)" in out
+    with pytest.raises(ev.InputError, match="--shard is not available for a system of several samples"):
+        ev.run(ev.RunConfig(pred=pred, gold=GOLD, no_embeddings=True, shard=(1, 2), report=tmp_path / "s.json"))
+
+
+def test_a_file_of_samples_cannot_be_one_sample_of_another_system(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r2", 0), _lines("r2", 1)])
+    rc, out, err = run_main("--pred", f"ft={pred},{pred.with_name('q.jsonl')}", "--gold", _gold(tmp_path),
+                            "--no-embeddings", "--no-report")
+    assert rc == 2 and "a file of several samples is a system of its own" in err, err
+
+
+def test_combined_sample_files_must_hold_the_same_entries(tmp_path):
+    full = [{**gold_rec(r, [ACME_A]), "pred_parsed": [ACME_A]} for r in ("r1", "r2")]
+    a = write_jsonl(tmp_path / "a.jsonl", full)
+    b = write_jsonl(tmp_path / "b.jsonl", full[:1])
+    rc, out, err = run_main("--pred", f"ft={a},{b}", "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 2 and "the samples do not hold the same entries: a and b differ at ids 'r2'" in err, err
+    assert "give the gold file with --gold" in err
+    os.remove(b)
