@@ -11101,6 +11101,34 @@ class SampledSystem:
                 "consensus_run": dict(consensus)}
 
     @staticmethod
+    def first_sample(report: Mapping[str, Any]) -> dict[str, Any]:
+        """The report of a system's first sample (its own run: summary, sections and rows),
+        marked ``sample_of`` (its label, the system's sample count): what ``--examples`` and
+        the entries of ``--html`` show of a system of several samples."""
+        run = report["samples"]["runs"][0]
+        rows = report.get("per_entry")
+        view = {key: value for key, value in run.items() if key != "label"}
+        if isinstance(rows, list):
+            view["per_entry"] = [row["samples"][0] for row in rows]
+        view["sample_of"] = {"label": run["label"], "count": report["samples"]["count"]}
+        return view
+
+    @staticmethod
+    def sample_note(sample_of: Mapping[str, Any]) -> str:
+        """``its sample 0, the first of 3: the examples of one sample`` for :meth:`first_sample`'s views."""
+        return (f"its {SampledSystem.shown(sample_of['label'])}, the first of {sample_of['count']} samples: "
+                "the examples of one sample; score another sample alone for its own")
+
+    @staticmethod
+    def extras(report: Mapping[str, Any]) -> dict[str, Any]:
+        """What a comparison block keeps of a system of several samples (``samples``: its
+        ``count`` and, per headline path, ``sd``, ``best_of_k`` and ``consensus``), so that
+        the comparison's text and tables show them."""
+        metrics = report["samples"]["metrics"]
+        return {"count": report["samples"]["count"],
+                **{key: {path: m[key] for path, m in metrics.items()} for key in ("sd", "best_of_k", "consensus")}}
+
+    @staticmethod
     def sections(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
         """Report sections holding the headline numbers ``values`` at their paths (family
         key -> nested mapping, as :func:`metric_value` reads them)."""
@@ -12033,6 +12061,12 @@ def _comparison_notes(data: HeadlineData, baseline: str, n_systems: int, bootstr
     return notes
 
 
+#: The note of a comparison with a system of several samples (README "Several samples per prompt").
+SAMPLES_NOTE = ("several samples per entry: {systems}: the estimate averages each entry over its samples; its "
+                "interval is a two-stage bootstrap (the entries drawn with replacement, then each drawn entry's "
+                "samples drawn with replacement), the randomisation test swaps each entry's averages; \u00b1 sd: the "
+                "standard deviation (n - 1) of the samples' own numbers")
+
 #: A paired test on the entries where both systems define a macro metric marks nothing
 #: when fewer of them than this differ: a swap test on d differing entries has 2^d equally
 #: likely outcomes, so its smallest two-sided p is about 2 / 2^d (d = 5: 0.0625, d = 6:
@@ -12235,6 +12269,9 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
             left_out.append(f"{name}: {paired.left_out()}: " + ", ".join(skipped))
         _mark_significant(metrics[name], fix)
     notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, fix, paired)
+    sampled = [f"{name} ({c.k} samples)" for name, c in zip(order, data.samples) if c is not None]
+    if sampled:
+        notes.append(SAMPLES_NOTE.format(systems=", ".join(sampled)))
     if any("paired_entries" in row for rows in metrics.values() for row in rows.values()):
         notes.append(PAIRED_NOTE)
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials,
@@ -12749,6 +12786,9 @@ def build_comparison(systems: Mapping[str, dict[str, Any]], options: ComparisonO
                             seed=options.seed, correction=options.correction, test=options.test,
                             families=families_for(comparison_families(systems)))
     block["notes"] = [*block["notes"], *(item["message"] for item in notices)]
+    extras = {name: SampledSystem.extras(report) for name, report in systems.items() if "samples" in report}
+    if extras:  # after the metrics: each system of several samples' sd, best of k and consensus
+        block = {**{k: v for k, v in block.items() if k != "notes"}, "samples": extras, "notes": block["notes"]}
     block["signature"] = report_signature([systems[n]["summary"] for n in names], options)
     if len(names) == 1:
         return {**base, "comparison": block}
@@ -12846,6 +12886,65 @@ class SampledText:
         return [line(["metric", *heads]), *map(line, rows)]
 
     @staticmethod
+    def table_rows(systems: Mapping[str, Mapping[str, Any]], rows: dict[str, dict[str, MetricCell]],
+                   columns: Sequence[tuple[str, str]]) -> tuple[dict[str, dict[str, MetricCell]],
+                                                               dict[str, tuple[str, str]]]:
+        """The rows of a headline table (:func:`metric_tables`) with each system of several
+        samples' cells given their ``sd`` and sample count, and followed by its labelled
+        rows, ``NAME: best of k (upper bound)`` and ``NAME: consensus of k`` (estimates
+        only, never bold); (rows, the labelled rows: name -> (system, key))."""
+        out: dict[str, dict[str, MetricCell]] = {}
+        extras: dict[str, tuple[str, str]] = {}
+        for name, cells in rows.items():
+            out[name] = cells
+            block = systems[name].get("samples")
+            if not isinstance(block, Mapping):
+                continue
+            metrics = block["metrics"]
+            for path, _ in columns:
+                cells[path].sd, cells[path].samples = (metrics.get(path) or {}).get("sd"), block["count"]
+            for key, label in SampledText.extras(block):
+                extras[f"{name}: {label}"] = (name, key)
+                out[f"{name}: {label}"] = {path: MetricCell((metrics.get(path) or {}).get(key)) for path, _ in columns}
+        return out, extras
+
+    @staticmethod
+    def comparison_columns(block: Mapping[str, Any], paths: Sequence[str]) -> list[tuple[str, list[str]]]:
+        """The columns of a comparison's table of estimates: (header, cell per path) for each
+        system (``0.3087 [0.1899, 0.4359]``; a system of several samples ``0.7628 ± 0.1609
+        [0.6717, 0.8434]``), each system of several samples followed by its best of k and
+        consensus columns (estimates only)."""
+        metrics, extra = block["metrics"], block.get("samples") or {}
+        out = []
+        for name, rows in metrics.items():
+            own = extra.get(name)
+            cells = []
+            for path in paths:
+                m = rows.get(path)
+                cell = "-" if m is None else _format_cell(m["estimate"], m["ci"])
+                if m is not None and own is not None and m["estimate"] is not None:
+                    cell = SampledText.pm(m["estimate"], own["sd"].get(path)) + cell[len(_format_cell(m["estimate"])):]
+                cells.append(cell)
+            out.append((name, cells))
+            for key, label in SampledText.extras(own) if own is not None else ():
+                out.append((f"{name}: {label}", [_fmt(own[key].get(path)) if path in rows else "-" for path in paths]))
+        return out
+
+    @staticmethod
+    def legend(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """The legend lines of the tables when a system has several samples (none otherwise)."""
+        sampled = [f"{name} ({sub['samples']['count']} samples)" for name, sub in systems.items()
+                   if isinstance(sub.get("samples"), Mapping)]
+        if not sampled:
+            return []
+        return [f"Several samples per entry: {', '.join(sampled)}: the value is the estimate (each entry averaged "
+                "over its samples; an interval: the entries and each drawn entry's samples resampled), \u00b1 the "
+                "standard deviation (n - 1) of the samples' own numbers.",
+                "Best of k: an upper bound, not a system (per entry the sample with the best composite, chosen with "
+                "the gold); consensus of k: per entry the triplets that more than half of the samples contain, "
+                "scored as a run; neither is bold or tested."]
+
+    @staticmethod
     def components(block: Mapping[str, Any]) -> list[str]:
         """The variance components line(s) of the macro composite."""
         vc = (block.get("variance_components") or {}).get("hgr.macro.composite")
@@ -12912,12 +13011,11 @@ def format_comparison(block: Mapping[str, Any]) -> str:
         done.append(f"seed {block['seed']}")
     lines = [f"comparison of {len(names)} system{'s' if len(names) > 1 else ''}, baseline {base}: "
              + ", ".join(done), ""]
-    cells = {n: [_format_cell(metrics[n][p]["estimate"], metrics[n][p]["ci"]) if p in metrics[n] else "-"
-                 for p in paths] for n in names}
-    widths = {n: max(len(n), *(len(c) for c in cells[n])) for n in names}
-    lines.append("  ".join([f"{'metric':<{width}}", *(f"{n:>{widths[n]}}" for n in names)]).rstrip())
+    columns = SampledText.comparison_columns(block, paths)
+    widths = [max(len(head), *(len(c) for c in cells)) for head, cells in columns]
+    lines.append("  ".join([f"{'metric':<{width}}", *(f"{h:>{w}}" for (h, _), w in zip(columns, widths))]).rstrip())
     for i, path in enumerate(paths):
-        lines.append("  ".join([f"{path:<{width}}", *(f"{cells[n][i]:>{widths[n]}}" for n in names)]))
+        lines.append("  ".join([f"{path:<{width}}", *(f"{c[i]:>{w}}" for (_, c), w in zip(columns, widths))]))
     adjusted = correction.column
     tested = bool(block["trials"])
     label = f"delta [{level} interval]" if block["bootstrap"] else "delta"
@@ -13391,6 +13489,10 @@ class MetricCell:
     p_adjusted: float | None = None
     significant: bool = False
     best: bool = False
+    #: A system of several samples: the standard deviation of its samples' own numbers and
+    #: their count (1: one sample, no deviation shown).
+    sd: float | None = None
+    samples: int = 1
 
 
 @dataclass
@@ -13404,6 +13506,9 @@ class MetricTable:
     note: str | None = None
     #: The header of the rows' column: "system", or a slice table's key.
     row_label: str = "system"
+    #: The labelled rows of the systems of several samples (``ft: best of 3 (upper bound)``,
+    #: ``ft: consensus of 3``): row name -> (system, ``best_of_k`` or ``consensus``).
+    extras: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -13472,7 +13577,9 @@ def metric_tables(report: Mapping[str, Any]) -> list[MetricTable]:
                 best = min(values) if path in lower else max(values)
                 for n in rows:
                     rows[n][path].best = rows[n][path].estimate == best
-        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note))
+        rows, extras = SampledText.table_rows(systems, rows, kept)
+        tables.append(MetricTable(title, kept, {n: {p: rows[n][p] for p, _ in kept} for n in rows}, note,
+                                  extras=extras))
     return tables
 
 
@@ -13528,7 +13635,7 @@ def _notices(report: Mapping[str, Any]) -> list[tuple[str | None, str, str]]:
 
 #: The general notes of :func:`compare_systems` that the legend's own lines already say
 #: (how the intervals, differences and p-values were made); the legend leaves them out.
-_LEGEND_SAYS = (_INTERVALS_NOTE, _DELTA_NOTE, _SIGNIFICANT_NOTE)
+_LEGEND_SAYS = (_INTERVALS_NOTE, _DELTA_NOTE, _SIGNIFICANT_NOTE, SAMPLES_NOTE.partition(":")[0])
 
 
 def comparison_methods(comparison: Mapping[str, Any]) -> tuple[PairedTest, Correction]:
@@ -13563,6 +13670,7 @@ def legend_lines(report: Mapping[str, Any]) -> list[str]:
                      f"seed {comparison.get('seed')}].")
     else:
         lines.append("Values: point estimates (no intervals: run with --bootstrap N for 95% intervals).")
+    lines += SampledText.legend(systems)
     if len(systems) >= 2:
         lines.append(f"Bold: the best value of each column; lower is better for {_lower_is_better_words()}, "
                      "higher for every other metric.")
@@ -13585,6 +13693,8 @@ def _number(value: float | None, digits: int) -> str:
 
 def _display(cell: MetricCell, digits: int) -> str:
     text = _number(cell.estimate, digits)
+    if cell.samples > 1:
+        text = SampledText.pm(cell.estimate, cell.sd, digits)
     if cell.estimate is not None and cell.ci is not None:
         text += f" [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]"
     return text
@@ -13628,7 +13738,7 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
                   "'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}",
-                  "\u2020": r"$^\dagger$"}
+                  "\u2020": r"$^\dagger$", "\u00b1": r"$\pm$"}
 
 
 def _latex_escape(text: str) -> str:
@@ -13673,6 +13783,8 @@ def format_latex(report: Mapping[str, Any], *, digits: int = 3) -> str:
                 cell = cells[path]
                 value = _number(cell.estimate, digits)
                 value = rf"\textbf{{{value}}}" if cell.best and cell.estimate is not None else value
+                if cell.samples > 1 and cell.estimate is not None:
+                    value += r" $\pm$ " + _number(cell.sd, digits)
                 if cell.estimate is not None and cell.ci is not None:
                     value += rf" {{\scriptsize [{_number(cell.ci[0], digits)}, {_number(cell.ci[1], digits)}]}}"
                 shown.append(value + (r"$^\dagger$" if cell.significant else ""))
@@ -13692,6 +13804,12 @@ CSV_COLUMNS = ("system", "table", "metric", "estimate", "ci_low", "ci_high", "de
                "comparison_notes", "signature")
 
 
+#: Columns added to ``--format csv`` when a system has several samples: the standard
+#: deviation of its samples' numbers (empty for one sample and the labelled rows) and the
+#: sample count (1 for a system of one sample and for the labelled rows).
+CSV_SAMPLE_COLUMNS = ("sd", "samples")
+
+
 def _csv_number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
@@ -13707,15 +13825,18 @@ def format_csv(report: Mapping[str, Any]) -> str:
     ``signature``: the run's signature line."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS)
+    tables = metric_tables(report) + slice_tables(report)
+    sampled = any(table.extras for table in tables)  # a system of several samples: its sd and count
+    writer.writerow(CSV_COLUMNS + (CSV_SAMPLE_COLUMNS if sampled else ()))
     signature = _signature(report) or ""
     notices: dict[str | None, list[str]] = {}
     for name, kind, message in _notices(report):
         notices.setdefault(name, []).append(message if name is None else f"{kind}: {message}")
     comparison_notes = " | ".join(notices.pop(None, []))
     lower = lower_is_better_paths()
-    for table in metric_tables(report) + slice_tables(report):
+    for table in tables:
         for name, cells in table.rows.items():
+            system = table.extras.get(name, (name, ""))[0]
             for path, _ in table.columns:
                 c = cells[path]
                 writer.writerow([name, table.title, path, _csv_number(c.estimate),
@@ -13723,23 +13844,30 @@ def format_csv(report: Mapping[str, Any]) -> str:
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
                                  str(c.best).lower(), str(path in lower).lower(),
-                                 " | ".join(notices.get(name, [])), comparison_notes, signature])
+                                 " | ".join(notices.get(system, [])), comparison_notes, signature]
+                                + ([_csv_number(c.sd), str(c.samples)] if sampled else []))
     return buffer.getvalue()
 
 
 def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
     """The ``--format json`` summary: ``systems`` (name -> ``metrics`` (path -> estimate,
-    ci, delta, delta_ci, p_value, p_adjusted, significant, best), ``notices``,
-    ``signature``), ``baseline``, ``comparison`` settings (None without a block),
-    ``lower_is_better`` and ``legend`` (the Markdown legend lines)."""
+    ci, delta, delta_ci, p_value, p_adjusted, significant, best; a system of several
+    samples adds ``sd`` and ``samples``), ``notices``, ``signature``; a system of several
+    samples also ``best_of_k`` and ``consensus``: path -> number), ``baseline``,
+    ``comparison`` settings (None without a block), ``lower_is_better`` and ``legend`` (the
+    Markdown legend lines)."""
     systems, comparison = report_systems(report)
     out_systems: dict[str, Any] = {name: {"metrics": {}, "notices": list((rep.get("summary") or {}).get("notices", [])),
                                           "signature": (rep.get("summary") or {}).get("signature")}
                                    for name, rep in systems.items()}
     for table in metric_tables(report):
         for name, cells in table.rows.items():
+            system, key = table.extras.get(name, (name, "metrics"))
             for path, _ in table.columns:
-                out_systems[name]["metrics"][path] = dataclasses.asdict(cells[path])
+                cell = dataclasses.asdict(cells[path])
+                if cells[path].samples == 1:  # no deviation to show: the cell of one sample
+                    del cell["sd"], cell["samples"]
+                out_systems[system].setdefault(key, {})[path] = cell if key == "metrics" else cell["estimate"]
     settings = None
     if comparison:
         settings = {k: comparison.get(k) for k in ("baseline", "bootstrap", "trials", "seed", "correction",
@@ -13784,9 +13912,106 @@ def plots_missing() -> str | None:
     return None if importlib.util.find_spec("matplotlib") is not None else PLOTS_INSTALL_HELP
 
 
+class SampledPlot:
+    """What the plots draw of a system of several samples (README "Several samples per
+    prompt"): each sample's own sections (``samples.runs``) as mean ± sd over the samples
+    (error bars, a band), the per-entry composite as each entry's mean over its samples."""
+
+    @staticmethod
+    def runs(report: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+        """The samples' own reports of a system of several samples, else None."""
+        block = report.get("samples")
+        return list(block["runs"]) if isinstance(block, Mapping) else None
+
+    @staticmethod
+    def mean_sd(values: Iterable[float | None]) -> tuple[float | None, float]:
+        """(mean, standard deviation with divisor n - 1, 0.0 for fewer than two) of the
+        values that are not None; (None, 0.0) for none."""
+        xs = [v for v in values if v is not None]
+        if not xs:
+            return None, 0.0
+        return float(np.mean(xs)), SampledSystem.sd(xs) or 0.0
+
+    @staticmethod
+    def label(name: str, report: Mapping[str, Any]) -> str:
+        """A legend's system name: ``ft (mean ± sd of 3 samples)`` for a system of several samples."""
+        block = report.get("samples")
+        return f"{name} (mean \u00b1 sd of {block['count']} samples)" if isinstance(block, Mapping) else name
+
+    @staticmethod
+    def relations(report: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, float]] | None:
+        """relation -> its per-relation row (a system of several samples: gold count and the
+        mean F1 over the samples), and relation -> sd of the F1 (empty for one sample); None
+        without a per-relation section."""
+        runs = SampledPlot.runs(report) or [report]
+        tables = [{row["relation"]: row for row in r["per_relation"]["relations"]} for r in runs if "per_relation" in r]
+        if not tables:
+            return None
+        if len(runs) == 1:
+            return tables[0], {}
+        rows, spread = {}, {}
+        for rel in dict.fromkeys(rel for t in tables for rel in t):
+            mean, sd = SampledPlot.mean_sd((t.get(rel) or {}).get("f1") for t in tables)
+            rows[rel] = {"gold": next(t[rel]["gold"] for t in tables if rel in t), "f1": mean}
+            spread[rel] = sd
+        return rows, spread
+
+    @staticmethod
+    def calibration(report: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
+        """The calibration section to draw (a system of several samples: per bin the mean
+        accuracy and weight over the samples where it has predictions, ``spread`` the sd)
+        and the legend's numbers; None when N/A."""
+        runs = SampledPlot.runs(report)
+        if runs is None:
+            section = report.get("calibration") or {}
+            return (section, f"ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}"
+                    ) if section.get("predictions") else None
+        sections = [r["calibration"] for r in runs if (r.get("calibration") or {}).get("predictions")]
+        if not sections:
+            return None
+        bins = []
+        for k, first in enumerate(sections[0]["bins"]):
+            own = [s["bins"][k] for s in sections if s["bins"][k]["count"]]
+            acc, sd = SampledPlot.mean_sd(b["accuracy"] for b in own)
+            bins.append({"low": first["low"], "count": len(own), "accuracy": acc, "spread": sd,
+                         "mean_weight": SampledPlot.mean_sd(b["mean_weight"] for b in own)[0]})
+        (ece, ece_sd), (brier, brier_sd) = (SampledPlot.mean_sd(s[k] for s in sections) for k in ("ece", "brier"))
+        return {"bins": bins}, f"ECE {ece:.3f} \u00b1 {ece_sd:.3f}, Brier {brier:.3f} \u00b1 {brier_sd:.3f}"
+
+    @staticmethod
+    def composites(report: Mapping[str, Any]) -> list[float]:
+        """The per-entry composites (a system of several samples: each entry's mean over
+        the samples that have one)."""
+        out = []
+        for row in report.get("per_entry", []):
+            own = [row] if "samples" not in row else row["samples"]
+            values = [r["metrics"]["composite"] for r in own if r.get("metrics", {}).get("composite") is not None]
+            if values:
+                out.append(values[0] if len(values) == 1 else float(np.mean(values)))
+        return out
+
+    @staticmethod
+    def sweep(report: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The sweep section to draw (a system of several samples: per threshold the mean
+        entity and triplet F1 over the samples, with ``spread``: their sd); None without one."""
+        runs = SampledPlot.runs(report)
+        if runs is None:
+            return report.get("sweep")
+        sections = [r["sweep"] for r in runs if "sweep" in r]
+        if not sections:
+            return None
+        rows = []
+        for k, first in enumerate(sections[0]["rows"]):
+            row: dict[str, Any] = {"threshold": first["threshold"], "spread": {}}
+            for key in ("entity_f1", "triplet_f1"):
+                row[key], row["spread"][key] = SampledPlot.mean_sd(s["rows"][k][key] for s in sections)
+            rows.append(row)
+        return {"rows": rows}
+
+
 def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
-    tables = {name: {row["relation"]: row for row in rep["per_relation"]["relations"]}
-              for name, rep in reports.items() if "per_relation" in rep}
+    found = {name: SampledPlot.relations(rep) for name, rep in reports.items()}
+    tables = {name: table[0] for name, table in found.items() if table is not None}
     if not tables:
         return False
     gold: dict[str, int] = {}  # the gold support: the same for every system (one gold), so the first's
@@ -13799,7 +14024,10 @@ def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bo
     y = np.arange(len(relations))
     for k, (name, rows) in enumerate(tables.items()):
         values = [(rows.get(r) or {}).get("f1") for r in relations]
-        ax.barh(y - 0.4 + height * (k + 0.5), [v or 0.0 for v in values], height=height, label=name)
+        spread = found[name][1]  # type: ignore[index]
+        bars = {"xerr": [spread.get(r, 0.0) for r in relations], "capsize": 2} if spread else {}
+        ax.barh(y - 0.4 + height * (k + 0.5), [v or 0.0 for v in values], height=height,
+                label=SampledPlot.label(name, reports[name]), **bars)
         for yi, v in zip(y, values):
             if v is None:
                 ax.text(0.005, yi - 0.4 + height * (k + 0.5), "n/a", va="center", fontsize=6)
@@ -13814,18 +14042,18 @@ def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bo
 
 
 def _plot_reliability(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
-    sections = {name: rep["calibration"] for name, rep in reports.items()
-                if (rep.get("calibration") or {}).get("predictions")}
+    sections = {name: found for name, rep in reports.items() if (found := SampledPlot.calibration(rep)) is not None}
     if not sections:
         return False
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     width = 0.1 / (len(sections) + 1)
-    for k, (name, section) in enumerate(sections.items()):
+    for k, (name, (section, numbers)) in enumerate(sections.items()):
         bins = [b for b in section["bins"] if b["count"]]
         centres = [b["low"] + width * (k + 1) for b in bins]
+        bars = {"yerr": [b["spread"] for b in bins], "capsize": 2} if "spread" in (bins or [{}])[0] else {}
         ax.bar(centres, [b["accuracy"] for b in bins], width=width, align="center", alpha=0.75,
-               label=f"{name}: ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}")
+               label=f"{SampledPlot.label(name, reports[name])}: {numbers}", **bars)
         ax.plot([b["mean_weight"] for b in bins], [b["accuracy"] for b in bins], marker="o", linewidth=1)
     ax.set(xlim=(0, 1), ylim=(0, 1.05), xticks=CALIBRATION_EDGES,
            xlabel="relation weight (bars: 10 equal-width bins; dots at each bin's mean weight)",
@@ -13835,17 +14063,17 @@ def _plot_reliability(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> boo
 
 
 def _plot_composite(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
-    values = {name: [row["metrics"]["composite"] for row in rep.get("per_entry", [])
-                     if row.get("metrics", {}).get("composite") is not None]
-              for name, rep in reports.items()}
+    values = {name: SampledPlot.composites(rep) for name, rep in reports.items()}
     values = {name: v for name, v in values.items() if v}
     if not values:
         return False
     ax = fig.add_subplot()
     edges = np.linspace(0.0, 1.0, 21)
     for name, v in values.items():
+        block = reports[name].get("samples")
+        own = f" (each entry's mean over {block['count']} samples)" if isinstance(block, Mapping) else ""
         ax.hist(v, bins=edges, histtype="step", linewidth=1.8,
-                label=f"{name}: mean {exact_mean(sum(map(ExactSum.of, v), ExactSum(0)), len(v)):.3f}, "
+                label=f"{name}{own}: mean {exact_mean(sum(map(ExactSum.of, v), ExactSum(0)), len(v)):.3f}, "
                       f"{len(v)} entries")
     ax.set(xlim=(0, 1), xlabel="per-entry composite score (bins of 0.05)", ylabel="entries",
            title="Distribution of the per-entry composite scores by system")
@@ -13854,16 +14082,20 @@ def _plot_composite(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
 
 
 def _plot_sweep(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
-    sections = {name: rep["sweep"] for name, rep in reports.items() if "sweep" in rep}
+    sections = {name: found for name, rep in reports.items() if (found := SampledPlot.sweep(rep)) is not None}
     if not sections:
         return False
     ax = fig.add_subplot()
     for k, (name, section) in enumerate(sections.items()):
         t = [r["threshold"] for r in section["rows"]]
         color = f"C{k}"
-        ax.plot(t, [r["entity_f1"] for r in section["rows"]], marker="o", color=color, label=f"{name}: entity F1")
-        ax.plot(t, [r["triplet_f1"] for r in section["rows"]], marker="s", linestyle="--", color=color,
-                label=f"{name}: triplet F1")
+        label = SampledPlot.label(name, reports[name])
+        for key, marker, style, what in (("entity_f1", "o", "-", "entity F1"), ("triplet_f1", "s", "--", "triplet F1")):
+            mean = [r[key] for r in section["rows"]]
+            ax.plot(t, mean, marker=marker, linestyle=style, color=color, label=f"{label}: {what}")
+            if "spread" in section["rows"][0]:
+                sd = [r["spread"][key] for r in section["rows"]]
+                ax.fill_between(t, np.subtract(mean, sd), np.add(mean, sd), color=color, alpha=0.15, linewidth=0)
     used = {rep["summary"].get("sim_threshold") for rep in reports.values() if "summary" in rep}
     for threshold in sorted(x for x in used if x is not None):
         ax.axvline(threshold, color="grey", linewidth=1, linestyle=":")
@@ -14683,6 +14915,39 @@ listed below)</p></section>
         return out
 
     @staticmethod
+    def samples(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The systems of several samples: name -> ``{"count", "rows": [{"label" (the
+        column label of the headline path), "path", "estimate", "sd", "best_of_k",
+        "consensus"}, ...]}`` (headline table order); empty when there is none."""
+        systems, _ = report_systems(report)
+        out = {}
+        for name, sub in systems.items():
+            block = sub.get("samples")
+            if isinstance(block, Mapping):
+                rows = [{"label": label, "path": path, **{k: m[k] for k in ("estimate", "sd", "best_of_k", "consensus")}}
+                        for _, _, columns in headline_tables() for path, label in columns
+                        if (m := block["metrics"].get(path)) is not None]
+                out[name] = {"count": block["count"], "rows": rows}
+        return out
+
+    @staticmethod
+    def samples_html(samples: Mapping[str, Mapping[str, Any]]) -> str:
+        """The header's tables of the systems of several samples: per headline number the
+        estimate ± sd, best of k (upper bound) and consensus of k (empty without one)."""
+        esc, parts = html.escape, []
+        for name, block in samples.items():
+            k = block["count"]
+            heads = ["", f"estimate \u00b1 sd ({k} samples)", SampledSystem.BEST_OF_K.format(k=k),
+                     SampledSystem.CONSENSUS.format(k=k)]
+            rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in (
+                r["label"], SampledText.pm(r["estimate"], r["sd"]), _fmt(r["best_of_k"]), _fmt(r["consensus"])))
+                + "</tr>" for r in block["rows"])
+            parts.append(f"<details open><summary>{esc(name)}: {k} samples per entry (README, Several samples per "
+                         "prompt)</summary><table class=\"headline\"><tr>"
+                         + "".join(f"<th>{esc(h)}</th>" for h in heads) + f"</tr>{rows}</table></details>")
+        return "".join(parts)
+
+    @staticmethod
     def notices(report: Mapping[str, Any]) -> list[str]:
         """The header's notices: each system's ``summary.notices`` (``kind: message``, the
         system's name first in a comparison; a message every system has is listed once),
@@ -14743,11 +15008,13 @@ listed below)</p></section>
         names = list(systems)
         signatures = [(sub.get("summary") or {}).get("signature") for sub in systems.values()]
         signature = (comparison or {}).get("signature") or next((s for s in signatures if s), "")
-        return {
+        data = {
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
             "headline": cls.headline(report), "notices": cls.notices(report), "signature": signature,
-            "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}
-                       for name, sub in systems.items() if isinstance(sub.get("errors"), Mapping)},
+            "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}  # the listed entries'
+                       for name, sub in ((n, SampledSystem.first_sample(r) if isinstance(r.get("samples"), Mapping)
+                                          else r) for n, r in systems.items())
+                       if isinstance(sub.get("errors"), Mapping)},
             "slices": cls.slices(report), "slice_columns": [list(c) for c in SLICE_COLUMNS],
             "examples": [{"title": s["title"], "ids": list(s["ids"])} for s in selections],
             "gold_classes": list(ERROR_GOLD_CLASSES), "pred_classes": list(ERROR_PRED_CLASSES),
@@ -14755,6 +15022,15 @@ listed below)</p></section>
             "unmatched_pred": list(cls.UNMATCHED_PRED), "parse_statuses": list(PREDICTION_STATUSES),
             "class_words": dict(cls.CLASS_WORDS), "entries": cls.entries(audits),
         }
+        sampled = cls.samples(report)
+        if sampled:  # systems of several samples: their table (rendered by render) and whose entries are listed
+            data["samples"] = sampled
+            data["notices"] = data["notices"] + [
+                f"{name}: the entries listed are those of "
+                + SampledSystem.sample_note({"label": systems[name]["samples"]["labels"][0],
+                                             "count": systems[name]["samples"]["count"]})
+                + "; the numbers are the system's" for name in sampled]
+        return data
 
     @classmethod
     def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
@@ -14770,6 +15046,7 @@ listed below)</p></section>
         subtitle = (esc(f"{len(data['entries'])} entries; systems: {systems}"
                         + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
                     + "".join(f"<br>{esc(line)}" for line in inputs))
+        block = cls.samples_html(data.get("samples") or {}) + block
         holes = {"@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
                  "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
                  "@DATA@": cls.embed_json(data)}
@@ -14876,6 +15153,8 @@ class Examples:
                 systems[name] = {**sub, "per_entry": read_rows_file(Path("."), sub["per_entry_jsonl"])}
             elif isinstance(sub.get("per_entry"), RowSpool):
                 systems[name] = {**sub, "per_entry": list(sub["per_entry"])}
+            if isinstance(sub.get("samples"), Mapping):  # a system of several samples: its first sample's entries
+                systems[name] = SampledSystem.first_sample(systems[name])
         baseline = (report.get("comparison") or {}).get("baseline") if len(systems) > 1 else None
         return systems, baseline
 
@@ -14984,6 +15263,8 @@ class Examples:
                             if isinstance(info, Mapping))
         n = len(sub.get("per_entry") or ())
         line = f"{files}: {n} entries, {ranked} ranked by composite"
+        if "sample_of" in sub:
+            line += f" (the entries of {SampledSystem.sample_note(sub['sample_of'])})"
         if n > ranked:
             line += f" ({n - ranked} with a null composite: in no list)"
         if "gains" in selections:

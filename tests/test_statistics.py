@@ -840,3 +840,159 @@ def test_slices_equal_runs_on_their_entries_sample(tmp_path):
         assert _slice_of(whole, "n_gold", label)["metrics"] == alone["comparison"]["metrics"]
     # the one entry without gold triplets: the method scores an empty answer to it as perfect
     assert _slice_of(whole, "n_gold", "0")["metrics"]["finetuned"]["hgr.macro.composite"]["estimate"] == 1.0
+
+
+# ---------------------------------------------------------------- several samples per entry
+
+def hgr_record(gold: int, items: int, tp: int, composite: float, type_agreement: float | None = None) -> dict:
+    """An hgr per-entry record with the counts and macro values the tests below read."""
+    macro = {"composite": composite, **({} if type_agreement is None else {"type_agreement": type_agreement})}
+    return {"hgr": {"totals": {"gold_triplets": gold, "pred_triplet_items": items, "entity_true_positives": tp,
+                               "full_triplet_true_positives": tp, "hard_hallucinations": 0},
+                    "macro_sum": macro, "macro_n": dict.fromkeys(macro, 1)}}
+
+
+#: 3 entries x 2 samples: (gold, items, entity tp, composite, type agreement or None = N/A).
+TWO_SAMPLES = [
+    [(2, 2, 2, 1.0, 1.0), (2, 1, 0, 0.25, None)],
+    [(1, 3, 1, 0.5, 0.5), (1, 1, 1, 0.75, 0.0)],
+    [(3, 0, 0, 0.0, None), (3, 2, 1, 0.375, None)],
+]
+
+
+def two_sample_value(draws, path: str) -> Fraction | None:
+    """The headline ``path`` of one two-stage resample, computed by hand: ``draws`` lists
+    (entry, (sample picked first, sample picked second)) per entry draw. Each draw averages
+    the entry over its two picks; micro = ratios of the summed averages; the macro
+    composite = mean over the draws of the draws' means; type agreement: per draw the mean
+    over its picks that define it (the draw N/A when none does), then the mean over the
+    draws that define it."""
+    if path == "hgr.macro.composite":
+        return sum((Fraction(TWO_SAMPLES[i][a][3]) + Fraction(TWO_SAMPLES[i][b][3])) / 2 for i, (a, b) in draws) / 3
+    if path == "hgr.macro.type_agreement":
+        means = []
+        for i, picks in draws:
+            own = [Fraction(TWO_SAMPLES[i][s][4]) for s in picks if TWO_SAMPLES[i][s][4] is not None]
+            if own:
+                means.append(sum(own) / len(own))
+        return sum(means) / len(means) if means else None
+    gold, items, tp = (sum(Fraction(TWO_SAMPLES[i][a][k] + TWO_SAMPLES[i][b][k], 2) for i, (a, b) in draws)
+                       for k in range(3))
+    p = tp / items if items else Fraction(0)
+    r = tp / gold if gold else Fraction(0)
+    return 2 * p * r / (p + r) if p + r else Fraction(0)
+
+
+def two_sample_data() -> tuple[ev.HeadlineData, list]:
+    families = [ev.HgrFamily()]
+    records = [[hgr_record(*sample) for sample in entry_samples] for entry_samples in TWO_SAMPLES]
+    return ev.headline_data([records], families), families
+
+
+def test_the_estimate_averages_each_entry_over_its_samples():
+    data, families = two_sample_data()
+    assert data.scale == 2 and data.samples[0].k == 2
+    got = ev.headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))
+    every = [(i, (0, 1)) for i in range(3)]  # each entry once, each sample once
+    # composite: ((1 + 1/4)/2 + (1/2 + 3/4)/2 + (0 + 3/8)/2) / 3 = (5/8 + 5/8 + 3/16) / 3 = 23/48
+    assert two_sample_value(every, "hgr.macro.composite") == Fraction(23, 48)
+    # type agreement: entry 0 defines it in sample 0 only (1), entry 1 in both ((1/2 + 0)/2 = 1/4),
+    # entry 2 in neither (N/A): (1 + 1/4) / 2 = 5/8, not the pooled (1 + 1/2 + 0) / 3 = 1/2
+    assert two_sample_value(every, "hgr.macro.type_agreement") == Fraction(5, 8)
+    # micro entity F1: tp (2 + 0 + 1 + 1 + 0 + 1)/2 = 5/2, items (2 + 1 + 3 + 1 + 0 + 2)/2 = 9/2,
+    # gold (2 + 2 + 1 + 1 + 3 + 3)/2 = 6: P = 5/9, R = 5/12, F1 = 2PR/(P + R) = 10/21 (pooled samples)
+    assert two_sample_value(every, "hgr.micro.entity_f1") == Fraction(10, 21)
+    for path in ("hgr.macro.composite", "hgr.macro.type_agreement"):
+        assert float(got[path][0]) == float(two_sample_value(every, path)), path
+    # F1 from the rounded P and R, as a single run computes it (f1_score)
+    assert float(got["hgr.micro.entity_f1"][0]) == ev.f1_score(float(Fraction(5, 9)), float(Fraction(5, 12)))
+
+
+def test_two_stage_bootstrap_against_exact_enumeration():
+    # every resample: 3 entry draws with replacement (3**3 = 27 ordered outcomes), then for each
+    # drawn entry its 2 samples drawn with replacement (2**2 = 4 ordered outcomes each, 4**3 = 64):
+    # 1,728 equally likely outcomes, enumerated; 60,000 seeded replicates must take only those values,
+    # with the enumerated frequencies and mean
+    data, families = two_sample_data()
+    big_b = 60000
+    reps = ev.bootstrap_replicates(data, families, big_b, seed=11)[0]
+    pairs = list(itertools.product(range(2), repeat=2))
+    for path in ("hgr.macro.composite", "hgr.macro.type_agreement", "hgr.micro.entity_f1"):
+        exact = [two_sample_value(list(zip(entries, picks)), path)
+                 for entries in itertools.product(range(3), repeat=3)
+                 for picks in itertools.product(pairs, repeat=3)]
+        assert len(exact) == 1728
+        defined = [float(v) for v in exact if v is not None]
+        support = sorted(set(defined))
+        got = reps[path]
+        # the N/A resamples (type agreement: every draw undefined) in their share
+        na_share = (len(exact) - len(defined)) / len(exact)
+        assert abs(np.isnan(got).mean() - na_share) <= 5 * math.sqrt(na_share * (1 - na_share) / big_b) + 1e-12
+        values = got[~np.isnan(got)]
+        nearest = np.searchsorted(support, values).clip(0, len(support) - 1)
+        below = (nearest - 1).clip(0)
+        gap = np.minimum(np.abs(np.array(support)[nearest] - values), np.abs(np.array(support)[below] - values))
+        assert gap.max() <= 1e-12, path  # every replicate is an enumerated value
+        for value in support:
+            p = defined.count(value) / len(exact) / (1 - na_share)
+            f = np.count_nonzero(np.abs(values - value) <= 1e-12) / len(values)
+            assert abs(f - p) <= 5 * math.sqrt(p * (1 - p) / len(values)) + 1e-9, (path, value)
+        mean = sum(defined) / len(defined)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in defined) / len(defined))
+        assert abs(values.mean() - mean) <= 5 * sd / math.sqrt(len(values)), path
+
+
+def test_identical_samples_give_the_single_sample_numbers_bit_for_bit(sample_reports):
+    families = headline_families()
+    records = entry_records(sample_reports["finetuned"], families)
+    one = ev.headline_data([records], families)
+    three = ev.headline_data([[[r, r, r] for r in records]], families)
+    assert three.scale == 6
+    whole = [ev.headline_values(families, d.sums(d.sliced[0].sum(axis=0)[None, :])) for d in (one, three)]
+    for path, value in whole[0].items():
+        assert np.array_equal(value, whole[1][path], equal_nan=True), path
+    # the averages of three equal values are exact: every replicate of the two-stage bootstrap
+    # is the replicate of the single sample on the same entry resamples
+    single, triple = (ev.bootstrap_replicates(d, families, 300, seed=4)[0] for d in (one, three))
+    for path, value in single.items():
+        assert np.array_equal(value, triple[path], equal_nan=True), path
+
+
+def test_a_single_sample_system_keeps_its_replicates_next_to_a_system_of_samples(sample_reports):
+    families = headline_families()
+    base, fine = (entry_records(sample_reports[n], families) for n in ("base", "finetuned"))
+    alone = ev.bootstrap_replicates(ev.headline_data([base, fine], families), families, 500, seed=3)
+    mixed = ev.bootstrap_replicates(ev.headline_data([base, [[f, b] for f, b in zip(fine, base)]], families),
+                                    families, 500, seed=3)
+    for path, value in alone[0].items():
+        assert np.array_equal(value, mixed[0][path], equal_nan=True), path
+
+
+def test_variance_components_by_hand():
+    # entries [1, 3] and [5, 7, 9]: a = 2, N = 5, means 2 and 7, grand mean 25/5 = 5
+    # MSB = (2 (2 - 5)^2 + 3 (7 - 5)^2) / (2 - 1) = 30; MSW = (1 + 1 + 4 + 0 + 4) / (5 - 2) = 10/3
+    # n0 = (5 - (2^2 + 3^2)/5) / 1 = 12/5; between = (30 - 10/3) / (12/5) = 100/9
+    vc = ev.variance_components([[1.0, 3.0], [5.0, 7.0, 9.0]])
+    assert (vc["entries"], vc["observations"]) == (2, 5)
+    assert vc["n0"] == 2.4 and vc["ms_between"] == 30.0 and vc["ms_within"] == float(Fraction(10, 3))
+    assert vc["between_entry"] == vc["between_entry_anova"] == float(Fraction(100, 9))
+    assert vc["within_entry"] == float(Fraction(10, 3)) and vc["truncated"] is False
+    assert vc["within_share"] == float(Fraction(10, 3) / (Fraction(100, 9) + Fraction(10, 3)))  # 3/13
+    # entries [0, 10] and [4, 6]: equal means, MSB = 0 < MSW = (25 + 25 + 1 + 1) / 2 = 26,
+    # n0 = (4 - 8/4) / 1 = 2: between = -13, reported as 0 (truncated)
+    neg = ev.variance_components([[0.0, 10.0], [4.0, 6.0]])
+    assert neg["between_entry_anova"] == -13.0 and neg["between_entry"] == 0.0 and neg["truncated"] is True
+    assert neg["within_share"] == 1.0
+    assert ev.variance_components([[1.0], [2.0]]) is None  # no entry with two samples
+    assert ev.variance_components([[1.0, 2.0]]) is None  # one entry
+
+
+def test_hgr_sample_weights_average_a_macro_pair_over_the_samples_that_define_it():
+    counts = np.array([[1, 1, 1], [2, 0, 1], [0, 3, 0]])
+    defined = np.array([[1, 0, 1], [1, 0, 1], [0, 1, 0]], dtype=float)
+    out = ev.HgrFamily().sample_weights({"macro_n/type_agreement": defined, "macro_sum/type_agreement": defined},
+                                        counts)
+    weights, divisor = out["macro_sum/type_agreement"]
+    assert out["macro_n/type_agreement"][0] is weights
+    assert weights.tolist() == [[1, 0, 1], [2, 0, 1], [0, 3, 0]] and divisor.tolist() == [2, 3, 3]
+    assert ev.MetricFamily().sample_weights({}, counts) == {}  # the default: plain means
