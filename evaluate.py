@@ -11101,6 +11101,18 @@ class SampledSystem:
                 "consensus_run": dict(consensus)}
 
     @staticmethod
+    def slice_report(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+                     families: Sequence[MetricFamily]) -> dict[str, Any]:
+        """What :func:`compare_systems` reads of the system on the entries ``rows`` alone:
+        the estimates on them (as the system's own report holds its estimates), the sample
+        count and the rows."""
+        records = [[records_from_json({f.name: r["stats"][f.name] for f in families}) for r in row["samples"]]
+                   for row in rows]
+        sections = SampledSystem.sections(SampledSystem.estimates(records, families)) if rows else {}
+        return {**sections, "summary": {**sections.get("summary", {}), "n_entries": len(rows)},
+                "samples": {"count": report["samples"]["count"]}, "per_entry": list(rows)}
+
+    @staticmethod
     def first_sample(report: Mapping[str, Any]) -> dict[str, Any]:
         """The report of a system's first sample (its own run: summary, sections and rows),
         marked ``sample_of`` (its label, the system's sample count): what ``--examples`` and
@@ -11970,9 +11982,12 @@ def _system_records(name: str, report: Mapping[str, Any], families: Sequence[Met
     if not isinstance(rows, list):
         inputs = (report.get("summary") or {}).get("inputs") or {}
         pred, gold = (inputs.get("pred") or {}).get("path"), (inputs.get("gold") or {}).get("path")
+        files = list(dict.fromkeys(str(s.get("path")) for s in inputs.get("samples") or ()))
+        if len(files) > 1:  # a system of several sample files: its rows stay in its report
+            pred = f"{name}={','.join(files)}"
         command = " ".join(shlex.quote(str(x)) for x in (
             "uv", "run", "evaluate.py", "--pred", pred or "PRED.jsonl", *(["--gold", gold] if gold else []),
-            "--per-entry-jsonl", f"{name}.rows.jsonl", "--report", f"{name}.json"))
+            *([] if "samples" in report else ["--per-entry-jsonl", f"{name}.rows.jsonl"]), "--report", f"{name}.json"))
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
@@ -12340,7 +12355,10 @@ def slice_report(report: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     """The report that a run on ``rows`` alone (entries of ``report``) has, as far as
     :func:`compare_systems` reads it: the summary families' sections in ``summary``, every
     other family's section, and ``per_entry``; every number finished from the rows'
-    merged statistics (exact: the same as scoring those entries on their own)."""
+    merged statistics (exact: the same as scoring those entries on their own). A system of
+    several samples: its estimates on those entries (:meth:`SampledSystem.slice_report`)."""
+    if isinstance(report.get("samples"), Mapping):
+        return SampledSystem.slice_report(report, rows, families)
     parts = (records_from_json({f.name: row["stats"][f.name] for f in families if f.name in row["stats"]})
              for row in rows)
     sections = _sections(families, merge_records(families, parts))

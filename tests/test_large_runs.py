@@ -87,6 +87,31 @@ def test_reports_are_byte_identical_for_1_2_and_3_workers(tmp_path, monkeypatch)
                 (name, workers)
 
 
+def test_a_comparison_of_two_systems_of_several_samples_is_byte_identical_for_1_2_and_3_workers(
+        tmp_path, monkeypatch, capsys):
+    # system a: one file of 3 samples (a 'sample' field: the predictions of three seeded corpora
+    # on the gold of the first); system b: two sample files; both scored, their consensus too,
+    # by the workers, then compared with a fixed seed (two-stage bootstrap, randomisation)
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    monkeypatch.setattr(ev, "WORKER_CHUNK_MAX", 7)
+    gold, _, onto = _corpus(tmp_path / "c0", n=60)
+    preds = [[json.loads(x) for x in _corpus(tmp_path / f"c{s}", n=60, seed=3 + s)[1].read_text().splitlines()]
+             for s in range(5)]
+    multi = write_jsonl(tmp_path / "a.jsonl", [{**row, "sample": s} for s in range(3) for row in preds[s]])
+    files = [write_jsonl(tmp_path / f"b{s}.jsonl", preds[s]) for s in (3, 4)]
+    args = ["--pred", str(multi), "--pred", f"b={files[0]},{files[1]}", "--gold", str(gold), "--ontology", str(onto),
+            "--bootstrap", "200", "--trials", "300", "--seed", "5"]
+    outputs = []
+    for workers in ("1", "2", "3"):
+        capsys.readouterr()
+        report = _report_bytes(tmp_path, f"w{workers}.json", *args, "--workers", workers)
+        outputs.append((report, capsys.readouterr().out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    data = json.loads(outputs[0][0])
+    assert [s["samples"]["count"] for s in data["systems"].values()] == [3, 2]
+    assert data["comparison"]["samples"]["b"]["count"] == 2
+
+
 def test_chunks_cover_the_input_in_order():
     for n in (1, 2, 63, 64, 1000, 20_000):
         for workers in (1, 2, 3, 16):
