@@ -10926,7 +10926,9 @@ class SampledSystem:
         consensus = SampledSystem.consensus_run(config, [scored for _, scored in runs], order, families,
                                                 reports[0]["summary"])
         per_entry = [SampledSystem.row([r[i] for r in rows], c) for i, c in enumerate(consensus.pop("per_entry"))]
-        block = SampledSystem.block(reports, labels, per_entry, consensus, families)
+        name = (config.pred_names[0] if config.pred_names and config.pred_names[0] is not None
+                else system_names([config.pred])[0] if config.pred is not None else "system")
+        block = SampledSystem.block(reports, labels, per_entry, consensus, families, name)
         return SampledSystem.report(reports, labels, per_entry, block, families)
 
     @staticmethod
@@ -11076,8 +11078,9 @@ class SampledSystem:
 
     @staticmethod
     def block(reports: Sequence[Mapping[str, Any]], labels: Sequence[int | str], rows: Sequence[Mapping[str, Any]],
-              consensus: Mapping[str, Any], families: Sequence[MetricFamily]) -> dict[str, Any]:
-        """The report's ``samples`` block: ``count``, ``labels``, per headline path the
+              consensus: Mapping[str, Any], families: Sequence[MetricFamily], name: str) -> dict[str, Any]:
+        """The report's ``samples`` block: ``count``, ``name`` (the system's: ``NAME=``, else
+        its file's stem), ``labels``, per headline path the
         ``estimate``, each sample's number (``per_sample``), their ``sd``, ``best_of_k`` and
         ``consensus``; ``variance_components`` of the macro composite; ``notes`` (what each
         means); ``runs`` (each sample's own report, without rows) and ``consensus_run``."""
@@ -11093,7 +11096,7 @@ class SampledSystem:
                              "best_of_k": best.get(path), "consensus": metric_value(consensus, path)}
         composites = [[r["metrics"]["composite"] for r in row["samples"] if r["metrics"].get("composite") is not None]
                       for row in rows]
-        return {"count": len(reports), "labels": list(labels), "metrics": metrics,
+        return {"count": len(reports), "name": name, "labels": list(labels), "metrics": metrics,
                 "variance_components": {"hgr.macro.composite": variance_components(composites)},
                 "notes": dict(SampledSystem.NOTES),
                 "runs": [{"label": label, **{k: v for k, v in r.items() if k != "per_entry"}}
@@ -13448,6 +13451,8 @@ def report_systems(report: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, An
     names = list((comparison or {}).get("metrics", {}))
     if len(names) == 1:
         name = names[0]
+    elif isinstance(report.get("samples"), Mapping) and report["samples"].get("name"):
+        name = report["samples"]["name"]
     else:
         pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
         name = Path(pred.get("name") or "system").stem or "system"
@@ -15161,7 +15166,7 @@ class Examples:
         if "systems" in report:
             systems = dict(report["systems"])
         else:
-            name = (report.get("comparison") or {}).get("baseline")
+            name = (report.get("comparison") or {}).get("baseline") or (report.get("samples") or {}).get("name")
             if name is None:
                 pred = ((report.get("summary") or {}).get("inputs") or {}).get("pred") or {}
                 name = system_names([Path(pred.get("name") or "predictions")])[0]
@@ -18433,8 +18438,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     systems_given = _pred_systems(config, what)
     names = [name for name, _, _ in systems_given]
     _check_names(names, len(config.preds), what)
-    configs = [dataclasses.replace(config, pred=p, sample_files=(files,))
-               for p, (_, files, _) in zip(config.preds, systems_given)]
+    configs = [dataclasses.replace(config, pred=p, sample_files=(files,), pred_names=(name,))
+               for p, (name, files, _) in zip(config.preds, systems_given)]
     _refuse_mixed_systems(config.preds)
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _refuse_examples_here(config, _check_input_paths(system))

@@ -6,10 +6,12 @@ statistics, one report builder for single-file and directory mode, the run confi
 from __future__ import annotations
 
 import csv
+import math
 import io
 import json
 import os
 import random
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -557,3 +559,107 @@ def test_slice_groups_order_and_errors():
         ev.slice_groups("", [{"slices": {"k": None}}], ["k"])
     with pytest.raises(ev.InputError, match="system B: the report's per-entry rows have no slice values for j"):
         ev.slice_groups("B", rows, ["j"])
+
+
+# ---------------------------------------------------------------- a system of several samples
+
+SAMPLE_ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_GOLD = SAMPLE_ROOT / "gold" / "gold.jsonl"
+SAMPLE_FINETUNED = SAMPLE_ROOT / "predictions" / "finetuned.jsonl"
+SAMPLE_BASE = SAMPLE_ROOT / "predictions" / "base.jsonl"
+
+
+def typed(source: str, relation: str, target: str, weight: float, source_type: str = "entity") -> dict:
+    return {"source": {"title": source, "type": source_type}, "relation": {"type": relation, "weight": weight},
+            "target": {"title": target, "type": "entity"}}
+
+
+def test_consensus_by_hand():
+    a, a_caps = typed("Acme Inc", "located_in", "City Y", 0.9), typed("ACME INC", "located_in", "City Y", 0.7, "org")
+    b, c = typed("Acme Inc", "founded_by", "Person Z", 0.8), typed("Person Z", "works_at", "Acme Inc", 0.5)
+    # keys: "acme inc" normalises to "acme" (company suffix), so a and a_caps share the key
+    # (acme, located_in, city y): samples 0 and 1 hold it (sample 1 twice: counted once): 2 of 3 > 3/2;
+    # b: samples 0 and 2, 2 of 3; c: sample 2 only, 1 of 3: left out
+    answers = [[a, b], [a_caps, a], [typed("Acme Inc", "founded_by", "Person Z", 0.6), c]]
+    got = ev.SampledSystem.consensus_items(answers, "hgr")
+    # a: spellings "Acme Inc" (sample 0) and "ACME INC" (sample 1) tie 1-1: the earliest; types
+    # "entity" and "org" tie: the earliest; weight median(0.9, 0.7) = 0.8
+    # b: median(0.8, 0.6) = 0.7; in the order of first appearance (sample 0: a, then b)
+    assert got == [typed("Acme Inc", "located_in", "City Y", 0.8), typed("Acme Inc", "founded_by", "Person Z", 0.7)]
+    # three agreeing items: the most common spelling wins (2 of 3), weights median(0.9, 0.7, 0.5) = 0.7
+    three = [[a], [a_caps], [typed("ACME INC", "located_in", "City Y", 0.5, "org")]]
+    assert ev.SampledSystem.consensus_items(three, "hgr") == [typed("ACME INC", "located_in", "City Y", 0.7, "org")]
+    # four samples: a key in 2 of them is not more than half; an unparseable sample (None) holds nothing
+    assert ev.SampledSystem.consensus_items([[a], [a], [b], None], "hgr") == []
+    # flat triples: "X" normalises to "x"; 2 of 3 samples hold (x, r, y); the earliest spelling on a tie
+    assert ev.SampledSystem.consensus_items([[["x", "r", "y"]], [["X", "r", "y"]], [["z", "r", "y"]]], "triples") == [
+        ["x", "r", "y"]]
+
+
+def test_best_of_k_picks_the_best_composite_ties_to_the_first_sample():
+    rows = [{"samples": [{"metrics": {"composite": c}} for c in composites]}
+            for composites in ([0.5, 0.9, 0.9], [0.2, 0.1, 0.2], [None, 0.3, 0.1])]
+    assert ev.SampledSystem.best_of_k(rows) == [1, 0, 1]
+
+
+def test_sd_is_exact_and_na_for_one_value():
+    # values 1, 2, 4: mean 7/3, squares (16 + 1 + 25)/9 = 42/9, / (3 - 1) = 7/3
+    assert ev.SampledSystem.sd([1.0, 2.0, 4.0]) == math.sqrt(7 / 3)
+    assert ev.SampledSystem.sd([0.1, 0.1, 0.1]) == 0.0
+    assert ev.SampledSystem.sd([0.3, None]) is None
+
+
+def _cli_report(tmp_path: Path, name: str, *args) -> dict:
+    from conftest import run_main
+    report = tmp_path / f"{name}.json"
+    rc, out, err = run_main(*args, "--no-embeddings", "--quiet", "--report", report)
+    assert rc == 0, err
+    return json.loads(report.read_text())
+
+
+def test_each_sample_is_scored_as_a_run_of_its_own(tmp_path):
+    both = _cli_report(tmp_path, "both", "--pred", f"ft={SAMPLE_FINETUNED},{SAMPLE_BASE}", "--gold", SAMPLE_GOLD)
+    for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE)):
+        alone = _cli_report(tmp_path, path.stem, "--pred", path, "--gold", SAMPLE_GOLD)
+        assert [row["samples"][s] for row in both["per_entry"]] == alone["per_entry"]
+        run_s = both["samples"]["runs"][s]
+        assert run_s["label"] == path.stem
+        assert {k: v for k, v in run_s.items() if k != "label"} == {
+            **{k: v for k, v in alone.items() if k != "per_entry"},
+            "summary": {k: v for k, v in alone["summary"].items() if k != "signature"}}
+        for p, m in both["samples"]["metrics"].items():
+            assert m["per_sample"][s] == ev.metric_value(alone, p), p
+    # best of 2: per entry the higher composite, mean over the 25 entries (exact, rounded once)
+    best = sum(Fraction(max(r["samples"][0]["metrics"]["composite"], r["samples"][1]["metrics"]["composite"]))
+               for r in both["per_entry"]) / 25
+    assert both["samples"]["metrics"]["hgr.macro.composite"]["best_of_k"] == float(best)
+    assert both["samples"]["count"] == 2 and both["summary"]["inputs"]["samples"][1]["name"] == "base.jsonl"
+
+
+def test_identical_samples_give_sd_0_and_the_single_sample_numbers(tmp_path):
+    copies = [tmp_path / f"copy{k}.jsonl" for k in range(3)]
+    for copy in copies:
+        copy.write_bytes(SAMPLE_FINETUNED.read_bytes())
+    three = _cli_report(tmp_path, "three", "--pred", "ft=" + ",".join(map(str, copies)), "--gold", SAMPLE_GOLD)
+    one = _cli_report(tmp_path, "one", "--pred", SAMPLE_FINETUNED, "--gold", SAMPLE_GOLD)
+    for path, m in three["samples"]["metrics"].items():
+        assert m["estimate"] == m["best_of_k"] == ev.metric_value(one, path), path
+        assert m["sd"] == (None if m["estimate"] is None else 0.0), path
+        assert m["per_sample"] == [ev.metric_value(one, path)] * 3
+    vc = three["samples"]["variance_components"]["hgr.macro.composite"]
+    assert vc["within_entry"] == 0.0 and vc["within_share"] == 0.0
+
+
+def test_the_consensus_is_scored_as_a_run_of_its_own(tmp_path):
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE, SAMPLE_FINETUNED))
+            for x in path.read_text().splitlines()]
+    multi = write_jsonl(tmp_path / "multi.jsonl", rows)
+    report = _cli_report(tmp_path, "multi", "--pred", multi, "--gold", SAMPLE_GOLD)
+    loaded = [ev.load_inputs(multi, SAMPLE_GOLD, sample=s).entries for s in range(3)]
+    items = [ev.SampledSystem.consensus_items([t[i].pred.items for t in loaded], "hgr") for i in range(25)]
+    consensus = write_jsonl(tmp_path / "consensus.jsonl", [{"id": t.gold.id, "triplets": it}
+                                                           for t, it in zip(loaded[0], items)])
+    alone = _cli_report(tmp_path, "alone", "--pred", consensus, "--gold", SAMPLE_GOLD)
+    for path, m in report["samples"]["metrics"].items():
+        assert m["consensus"] == ev.metric_value(alone, path), path
+    assert [r["consensus"]["stats"] for r in report["per_entry"]] == [r["stats"] for r in alone["per_entry"]]

@@ -602,3 +602,102 @@ def test_json_bytes_writes_finite_values_as_json_does():
     assert ev._json_bytes(value) == json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
     del value["big"]  # orjson's path
     assert ev._json_bytes(value) == json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+# ---------------------------------------------------------------- several samples per entry
+
+SAMPLE_BASE, SAMPLE_FINETUNED = ROOT / "predictions" / "base.jsonl", ROOT / "predictions" / "finetuned.jsonl"
+FORMATS = ("text", "markdown", "latex", "csv", "json")
+
+
+def _outputs(tmp_path: Path, name: str, *preds: str) -> tuple[dict[str, str], bytes]:
+    """stdout of every --format and the report's bytes of one comparison (200 resamples, 300 trials)."""
+    outs, report = {}, tmp_path / f"{name}.json"
+    for fmt in FORMATS:
+        rc, out, err = run_main(*preds, "--gold", GOLD, "--no-embeddings", "--quiet", "--bootstrap", "200",
+                                "--trials", "300", "--format", fmt, "--report", report, "--overwrite", cwd=tmp_path)
+        assert rc == 0, err
+        outs[fmt] = out
+    return outs, report.read_bytes()
+
+
+def test_one_sample_per_system_is_todays_output_in_every_format(tmp_path):
+    plain = _outputs(tmp_path, "plain", "--pred", SAMPLE_BASE, "--pred", SAMPLE_FINETUNED)
+    named = _outputs(tmp_path, "named", "--pred", f"base={SAMPLE_BASE}", "--pred", f"finetuned={SAMPLE_FINETUNED}")
+    assert named == plain
+    assert "samples" not in json.loads(plain[1])["comparison"] and "samples:" not in plain[0]["text"]
+
+
+@pytest.fixture(scope="module")
+def sampled_outputs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sampled")
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE, SAMPLE_FINETUNED))
+            for x in path.read_text().splitlines()]
+    multi = tmp / "multi.jsonl"
+    multi.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return _outputs(tmp, "sampled", "--pred", SAMPLE_BASE, "--pred", f"ft={multi}")
+
+
+def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_every_format(sampled_outputs):
+    outs, raw = sampled_outputs
+    report = json.loads(raw)
+    m = report["systems"]["ft"]["samples"]["metrics"]["hgr.macro.composite"]
+    assert report["comparison"]["samples"]["ft"]["sd"]["hgr.macro.composite"] == m["sd"]
+    est, sd = m["estimate"], m["sd"]
+    # the composite is defined on every entry: the estimate is the mean of the samples' composites
+    assert est == pytest.approx(sum(m["per_sample"]) / 3, abs=1e-15)
+    assert f"{est:.4f} ± {sd:.4f} [" in outs["text"]
+    assert "ft: best of 3 (upper bound)" in outs["text"] and "ft: consensus of 3" in outs["text"]
+    row = next(line for line in outs["markdown"].splitlines() if line.startswith(f"| ft | **{est:.3f} ± {sd:.3f} ["))
+    assert row.endswith("|")
+    best = next(line for line in outs["markdown"].splitlines() if line.startswith("| ft: best of 3 (upper bound) |"))
+    assert "**" not in best and "[" not in best  # never bold, no interval
+    assert "Best of k: an upper bound, not a system" in outs["markdown"]
+    assert rf"\textbf{{{est:.3f}}} $\pm$ {sd:.3f}" in outs["latex"] and r"{ft: consensus of 3}" in outs["latex"]
+    table = list(csv.DictReader(io.StringIO(outs["csv"])))
+    cell = next(r for r in table if r["system"] == "ft" and r["metric"] == "hgr.macro.composite")
+    assert (float(cell["estimate"]), float(cell["sd"]), cell["samples"]) == (est, sd, "3")
+    base = next(r for r in table if r["system"] == "base" and r["metric"] == "hgr.macro.composite")
+    assert (base["sd"], base["samples"]) == ("", "1")
+    extra = next(r for r in table if r["system"] == "ft: best of 3 (upper bound)" and r["metric"] == "hgr.macro.composite")
+    assert float(extra["estimate"]) == m["best_of_k"]
+    summary = json.loads(outs["json"])
+    assert summary["systems"]["ft"]["metrics"]["hgr.macro.composite"]["sd"] == sd
+    assert "sd" not in summary["systems"]["base"]["metrics"]["hgr.macro.composite"]
+    assert summary["systems"]["ft"]["consensus"]["hgr.macro.composite"] == m["consensus"]
+
+
+def test_the_audit_page_and_examples_of_a_system_of_several_samples(tmp_path):
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE))
+            for x in path.read_text().splitlines()]
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page, examples = tmp_path / "page.html", tmp_path / "ex.md"
+    rc, out, err = run_main("--pred", f"ft={multi}", "--gold", GOLD, "--no-embeddings", "--quiet", "--no-report",
+                            "--html", page, "--examples", examples, cwd=tmp_path)
+    assert rc == 0, err
+    text = page.read_text()
+    assert "ft: 2 samples per entry" in text and "estimate ± sd (2 samples)" in text
+    assert "ft: the entries listed are those of its sample 0, the first of 2 samples" in text
+    # the entries listed are sample 0's: the finetuned predictions, whose examples a run of them alone gives
+    alone = tmp_path / "alone.md"
+    assert run_main("--pred", SAMPLE_FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--no-report",
+                    "--examples", alone, cwd=tmp_path)[0] == 0
+    mine = examples.read_text()
+    assert "(the entries of its sample 0, the first of 2 samples" in mine
+    assert mine.split("### ", 1)[1] == alone.read_text().split("### ", 1)[1].replace("finetuned", "ft")
+
+
+def test_plots_of_a_system_of_several_samples(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE))
+            for x in path.read_text().splitlines()]
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rc, out, err = run_main("--pred", SAMPLE_BASE, "--pred", f"ft={multi}", "--gold", GOLD, "--no-embeddings",
+                            "--quiet", "--no-report", "--bootstrap", "100", "--trials", "100", "--plots",
+                            tmp_path / "plots", cwd=tmp_path)
+    assert rc == 0, err
+    svg = (tmp_path / "plots" / "reliability_diagram.svg").read_text()
+    assert "ft (mean ± sd of 2 samples): ECE" in svg
+    assert "each entry's mean over 2 samples" in (tmp_path / "plots" / "composite_distribution.svg").read_text()
