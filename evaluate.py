@@ -25,7 +25,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
     2. Inputs                   InputError, GoldRecord, Prediction, Entry; read_jsonl
                                 (JsonlReader); INPUT_READERS (RecordReader, JsonlInput,
                                 WebNLGReader); load_inputs -> LoadedInputs (FieldNames,
-                                LineStore, IdColumn, EntryTable); files as read;
+                                LineStore, IdColumn, EntryTable; SampleField,
+                                SampledInput: several samples per entry); files as read;
                                 audit_entries -> AuditEntry (AuditInputs, Audit:
                                 a report's entries read again)
     3. Metric families          MetricFamily (the protocol; FamilyGuard),
@@ -40,9 +41,12 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 shard_range, check_shard_parts, evaluate_files,
                                 run_directory, partial_report, merge_partial_reports;
                                 SLICE_BUILTINS, slice_values, check_slice_keys
-                                (--slice-by)
-    5. Statistics               compare_systems, bootstrap_replicates,
-                                randomization_test; PAIRED_TESTS (PairedTest),
+                                (--slice-by); SampledSystem (a system of several
+                                samples: each scored, combined, consensus, best of k)
+    5. Statistics               compare_systems, bootstrap_replicates (two-stage
+                                for samples: SampledColumns, SampleAverage),
+                                randomization_test, variance_components;
+                                PAIRED_TESTS (PairedTest),
                                 CORRECTIONS (Correction); compare_slices
                                 (slice_groups, slice_report); check_comparable,
                                 build_comparison
@@ -50,7 +54,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 format_comparison, format_text, metric_tables,
                                 format_markdown, format_latex, format_csv,
                                 format_slices, slice_tables (ontology_slices:
-                                directory mode's per-ontology tables),
+                                directory mode's per-ontology tables), SampledText
+                                (mean ± sd), SampledPlot,
                                 write_json_atomic,
                                 write_plots; AuditPage (--html: the audit
                                 page); example_selections, examples_markdown
@@ -61,7 +66,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 (--embedding-device), EmbeddingCache,
                                 ModelStore, Embedder, load_embedder,
                                 EmbeddingSimilarity
-    8. Command line             build_parser, RunConfig, config_record, the report
+    8. Command line             build_parser, PredSpec (--pred NAME=...), RunConfig,
+                                config_record, the report
                                 path (_resolve_report_path; ReportHead: the run a
                                 report holds), run (one function per mode:
                                 run_systems, run_compare, ...), main
@@ -12692,21 +12698,31 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                                   f"the baseline {base} with {_instructions_text(theirs)}: the models were prompted "
                                   "differently (generate_predictions.ipynb's instruction parameter)"))
     notices += _families_left_out(systems)
-    by_hash: dict[str, str] = {}
-    for name in names:
-        sha = ((systems[name]["summary"].get("inputs") or {}).get("pred") or {}).get("sha256")
-        if sha and sha in by_hash:
-            notices.append(notice("same_predictions", f"{name} and {by_hash[sha]} were scored from prediction "
-                                  f"files with the same SHA-256 ({sha[:8]}): the comparison is of a system "
-                                  "with itself"))
-        elif sha:
-            by_hash[sha] = name
+    notices += _same_predictions(systems)
     for name in names:
         missing = systems[name]["summary"].get("parse_status", {}).get("missing", 0)
         if missing:
             notices.append(notice("missing_predictions", f"{name}: {missing} gold entries have no prediction "
                                   "(scored as empty predictions, as its own run scores them)"))
     return notices
+
+
+def _same_predictions(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """A notice (kind ``same_predictions``) for each system scored from the same prediction
+    files as an earlier one (SHA-256; a system of several samples: all its samples)."""
+    by_hash: dict[Any, str] = {}
+    out = []
+    for name, report in systems.items():
+        inputs = report["summary"].get("inputs") or {}
+        sha = ((inputs.get("pred") or {}).get("sha256") if not inputs.get("samples") else
+               tuple(dict.fromkeys((s.get("sha256"), s.get("label")) for s in inputs["samples"])))
+        if sha and sha in by_hash:
+            first = sha if isinstance(sha, str) else str(sha[0][0])
+            out.append(notice("same_predictions", f"{name} and {by_hash[sha]} were scored from prediction files "
+                              f"with the same SHA-256 ({first[:8]}): the comparison is of a system with itself"))
+        elif sha:
+            by_hash[sha] = name
+    return out
 
 
 def comparison_families(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -18424,10 +18440,13 @@ def _pred_systems(config: RunConfig, what: str) -> list[tuple[str, tuple[Path, .
     files = config.sample_files or tuple((p,) for p in (config.preds or (config.pred,)))
     if config.names:
         _check_names(config.names, len(files), what)
-    names = list(config.names) if config.names else system_names([paths[0] for paths in files])
-    given = config.pred_names or (None,) * len(files)
-    return [(name if config.names or own is None else own, paths, ", ".join(map(str, paths)))
-            for name, own, paths in zip(names, given, files)]
+    given = list(config.pred_names or (None,) * len(files))
+    if config.names:
+        names = list(config.names)
+    else:  # the systems that NAME= does not name: after their files
+        stems = iter(system_names([paths[0] for paths, own in zip(files, given) if own is None]))
+        names = [own if own is not None else next(stems) for own in given]
+    return [(name, paths, ", ".join(map(str, paths))) for name, paths in zip(names, files)]
 
 
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
