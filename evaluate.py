@@ -4249,17 +4249,16 @@ class SampleField:
     RAW = re.compile(rb'"sample"\s*:\s*(?:(\d{1,18})\b|"((?:[^"\\]|\\.){0,200})")')
 
     @staticmethod
-    def label(obj: Mapping[str, Any], where: str) -> int | str | None:
+    def label(obj: Mapping[str, Any], path: Path, line: int) -> int | str | None:
         """The line's sample label, None without a ``sample`` field. Raises InputError naming
-        ``where`` (file: line) and the field for a value that is neither an integer >= 0
-        nor a string."""
+        the file, line and field for a value that is neither an integer >= 0 nor a string."""
         if "sample" not in obj:
             return None
         value = obj["sample"]
         if (type(value) is int and value >= 0) or type(value) is str:
             return value
-        raise InputError(f"{where}: field 'sample': expected an integer >= 0 or a string (the sample of several "
-                         f"generations per prompt), found {_describe(value)}")
+        raise InputError(f"{path}: line {line}: field 'sample': expected an integer >= 0 or a string (the sample of "
+                         f"several generations per prompt), found {_describe(value)}")
 
     @staticmethod
     def raw_label(raw: bytes | None) -> int | str | None:
@@ -4685,7 +4684,7 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
         if len(prompts) > 1 and (conflict := _disagreement(row.value, prompts)):
             part.prompt_conflicts.add((row.line_no, conflict))
         if preds is not None:
-            preds.note_sample(SampleField.label(row.value, where), row.line_no)
+            preds.note_sample(SampleField.label(row.value, gold_file, row.line_no), row.line_no)
             preds.keys_found.update(row.value)
             preds.n_objects += 1
             preds.note_instruction(row.value)
@@ -4716,7 +4715,7 @@ def _read_pred_range(task: _ReadRange) -> _PredLines:
             pred = preds.unread[index] = Prediction(rid, None, "unparseable", reason, row.line_no)
             preds.add(pred)
             continue
-        label = SampleField.label(row.value, f"{pred_path}: line {row.line_no}")
+        label = SampleField.label(row.value, pred_path, row.line_no)
         if wanted is not None and label != wanted:
             continue
         preds.note_sample(label, row.line_no)

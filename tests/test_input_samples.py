@@ -190,7 +190,7 @@ def test_an_unreadable_line_belongs_to_the_sample_its_raw_text_names(tmp_path):
 
 def test_the_cli_scores_a_file_of_samples_as_one_system(tmp_path):
     rows = [{**json.loads(x), "sample": s} for s, path in enumerate((FINETUNED, BASE))
-            for x in path.read_text().splitlines()]
+            for x in path.read_text().splitlines() if not (s == 1 and json.loads(x)["id"] in ("s05", "s09"))]
     pred = write_jsonl(tmp_path / "p.jsonl", rows)
     report = tmp_path / "r.json"
     rc, out, err = run_main("--pred", pred, "--gold", GOLD, "--no-embeddings", "--report", report, "--quiet")
@@ -198,6 +198,12 @@ def test_the_cli_scores_a_file_of_samples_as_one_system(tmp_path):
     data = json.loads(report.read_text())
     assert data["samples"]["count"] == 2 and data["samples"]["labels"] == [0, 1]
     assert "estimate ± sd (2 samples)" in out
+    # sample 1 lacks s05 and s09: scored as empty predictions, with a notice naming the sample and the ids
+    assert [n for n in data["summary"]["notices"] if n["kind"] == "missing_predictions"] == [{
+        "kind": "missing_predictions", "message": f"sample 1: {pred}: 2 gold entries have no prediction line, "
+                                                  "scored as empty predictions (ids 's05', 's09')"}]
+    assert f"missing_predictions: sample 1: {pred}: 2 gold entries" in out
+    assert [r["samples"][1]["parse_status"] for r in data["per_entry"] if r["id"] in ("s05", "s09")] == ["missing"] * 2
     with pytest.raises(ev.InputError, match="--shard is not available for a system of several samples"):
         ev.run(ev.RunConfig(pred=pred, gold=GOLD, no_embeddings=True, shard=(1, 2), report=tmp_path / "s.json"))
 
