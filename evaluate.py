@@ -6864,7 +6864,10 @@ class HgrFamily(MetricFamily):
             name = f"macro_n/{key}"
             if name in columns:
                 weights = counts * (columns[name] > 0)
-                out[f"macro_sum/{key}"] = out[name] = (weights, weights.sum(axis=1))
+                divisor = weights[:, 0].copy()
+                for s in range(1, weights.shape[1]):  # faster than sum(axis=1) over a few columns
+                    divisor += weights[:, s]
+                out[f"macro_sum/{key}"] = out[name] = (weights, divisor)
         return out
 
     @staticmethod
@@ -11463,6 +11466,12 @@ class SampledColumns:
     cells: np.ndarray
     sliced: np.ndarray
 
+    @functools.cached_property
+    def by_column(self) -> np.ndarray:
+        """The cells by column, shape (c, n, k), contiguous: one column's values of the
+        drawn entries are gathered in one pass."""
+        return np.ascontiguousarray(self.cells.transpose(2, 0, 1))
+
 
 @dataclass
 class HeadlineData:
@@ -11585,8 +11594,8 @@ def headline_data(records: Sequence[Sequence[Any]],
                 continue
             cells = matrices[s].reshape(n, k, len(ordered))
             samples.append(SampledColumns(k, cells, sliced[s]))
-            groups = SampleAverage.groups(families, ordered, cells, np.arange(n), np.ones((n, k), dtype=np.int64),
-                                          k, scale)
+            groups = SampleAverage.groups(families, ordered, samples[-1].by_column, np.arange(n),
+                                          np.ones((n, k), dtype=np.int64), k, scale)
             sliced[s] = SampleAverage.entry_matrix(groups, sliced[s].reshape(n, k, width), layout)
     labels: list[str | None] = []
     for i, entry in enumerate(records[0] if records else ()):
@@ -11604,11 +11613,14 @@ class _DrawColumns(Mapping):
     """The columns of one family for D draws, as :meth:`MetricFamily.sample_weights` reads
     them: name -> shape (D, k), gathered when asked for."""
 
-    def __init__(self, cells: np.ndarray, entries: np.ndarray, columns: Mapping[str, int]) -> None:
-        self.cells, self.entries, self.columns = cells, entries, columns
+    def __init__(self, by_column: np.ndarray, entries: np.ndarray, columns: Mapping[str, int]) -> None:
+        self.by_column, self.entries, self.columns = by_column, entries, columns
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.cells[:, :, self.columns[name]][self.entries]
+        return self.by_column[self.columns[name]][self.entries]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.columns
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.columns)
@@ -11633,11 +11645,12 @@ class SampleAverage:
     def groups(families: Sequence[MetricFamily], names: Sequence[tuple[str, str]], cells: np.ndarray,
                entries: np.ndarray, counts: np.ndarray, k: int, scale: int) -> list[tuple[np.ndarray, list[int]]]:
         """For D draws (``entries``: shape (D,), the entry of each; ``counts``: shape (D, k))
-        of a system whose ``cells`` are shape (n, k, c): (coefficients, shape (D, k), each
+        of a system whose ``cells`` are by column, shape (c, n, k)
+        (:attr:`SampledColumns.by_column`): (coefficients, shape (D, k), each
         column's weights times scale / divisor, integers as float64; the indices into
         ``names`` of the columns averaged with them), one item per distinct averaging.
         Raises ValueError on a divisor outside 0..k."""
-        default = (counts, counts.sum(axis=1))
+        default = (counts, np.full(len(counts), k))  # every draw holds k samples
         by_family: dict[str, dict[str, int]] = {}
         for j, (family, column) in enumerate(names):
             by_family.setdefault(family, {})[column] = j
@@ -11649,14 +11662,18 @@ class SampleAverage:
             own = family.sample_weights(_DrawColumns(cells, entries, columns), counts)
             for column, j in columns.items():
                 weights, divisor = own.get(column, default)
-                chosen.setdefault((id(weights), id(divisor)), (weights, divisor, []))[2].append(j)
+                key = (id(weights), id(divisor))
+                if key not in chosen:  # averaged as an earlier column (equal arrays): summed with it
+                    key = next((other for other, (w, d, _) in chosen.items()
+                                if np.array_equal(d, divisor) and np.array_equal(w, weights)), key)
+                chosen.setdefault(key, (weights, divisor, []))[2].append(j)
         out = []
         for weights, divisor, cols in chosen.values():
             divisor = np.asarray(divisor, dtype=np.int64)
             if np.any((divisor < 0) | (divisor > k)):
                 raise ValueError(f"a family's sample weights have a divisor outside 0..{k}")
-            factor = np.where(divisor > 0, scale // np.maximum(divisor, 1), 0)
-            out.append((np.asarray(weights, dtype=np.float64) * factor[:, None], cols))
+            factor = np.where(divisor > 0, scale // np.maximum(divisor, 1), 0).astype(np.float64)  # scale / divisor
+            out.append((weights * factor[:, None], cols))  # integers below 2**53: exact in float64
         return out
 
     @staticmethod
@@ -11692,8 +11709,8 @@ class SampleAverage:
             picks = rng.integers(0, k, size=(d, k))
             counts = np.bincount((np.arange(d)[:, None] * k + picks).ravel(), minlength=d * k).reshape(d, k)
             cell = ((np.repeat(np.arange(r1 - r0), n) * n + entries) * k)[:, None] + np.arange(k)
-            for coefficients, cols in SampleAverage.groups(families, data.names, sampled.cells, entries, counts, k,
-                                                           data.scale):
+            for coefficients, cols in SampleAverage.groups(families, data.names, sampled.by_column, entries, counts,
+                                                           k, data.scale):
                 idx = [i for j in cols for i in data.layout[j]]
                 agg = np.bincount(cell.ravel(), weights=coefficients.ravel(), minlength=(r1 - r0) * n * k)
                 parts[r0:r1, idx] = agg.reshape(r1 - r0, n * k) @ sampled.sliced[:, idx]
