@@ -14987,15 +14987,15 @@ listed below)</p></section>
 
     @staticmethod
     def samples_html(samples: Mapping[str, Mapping[str, Any]]) -> str:
-        """The header's tables of the systems of several samples: per headline number the
-        estimate ± sd, best of k (upper bound) and consensus of k (empty without one)."""
+        """The header's tables of the systems of several samples: per headline number (its
+        path) the estimate ± sd, best of k (upper bound) and consensus of k (empty without one)."""
         esc, parts = html.escape, []
         for name, block in samples.items():
             k = block["count"]
             heads = ["", f"estimate \u00b1 sd ({k} samples)", SampledSystem.BEST_OF_K.format(k=k),
                      SampledSystem.CONSENSUS.format(k=k)]
             rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in (
-                r["label"], SampledText.pm(r["estimate"], r["sd"]), _fmt(r["best_of_k"]), _fmt(r["consensus"])))
+                r["path"], SampledText.pm(r["estimate"], r["sd"]), _fmt(r["best_of_k"]), _fmt(r["consensus"])))
                 + "</tr>" for r in block["rows"])
             parts.append(f"<details open><summary>{esc(name)}: {k} samples per entry (README, Several samples per "
                          "prompt)</summary><table class=\"headline\"><tr>"
