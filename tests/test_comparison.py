@@ -942,3 +942,21 @@ def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_
                    "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
                    "rescore emb with the baseline's settings (--no-embeddings; its other options as before): "
                    f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings --report emb.json\n")
+
+
+def test_the_baseline_keeps_its_intervals_next_to_a_system_of_several_samples(tmp_path):
+    # the entry resamples are the same stream with or without a system of several samples:
+    # the baseline's rows (estimates and intervals) are the same bytes in both comparisons
+    rows = [{**json.loads(x), "sample": s} for s, path in enumerate((FINETUNED, BASE, FINETUNED))
+            for x in path.read_text().splitlines()]
+    multi = write_jsonl(tmp_path / "multi.jsonl", rows)
+    blocks = []
+    for second in (FINETUNED, f"ft={multi}"):
+        report = tmp_path / "r.json"
+        rc, out, err = run_main("--pred", BASE, "--pred", second, "--gold", GOLD, "--no-embeddings", "--quiet",
+                                "--bootstrap", "300", "--trials", "300", "--report", report, "--overwrite")
+        assert rc == 0, err
+        blocks.append(json.loads(report.read_text())["comparison"])
+    assert json.dumps(blocks[0]["metrics"]["base"]) == json.dumps(blocks[1]["metrics"]["base"])
+    ft = blocks[1]["metrics"]["ft"]["hgr.macro.composite"]
+    assert ft["ci"][0] <= ft["estimate"] <= ft["ci"][1] and ft["p_value"] is not None
