@@ -422,6 +422,116 @@ def test_grading_command(helpers, tmp_path):
     assert cmd(ROOT / "evaluate.py", ROOT / "p.jsonl", cwd=ROOT, colab=True) == "python evaluate.py --pred p.jsonl"
 
 
+def test_sample_seed(helpers):
+    seed_of = helpers["sample_seed"]
+    assert seed_of(0, 0) == 0 and seed_of(11, 0) == 11 and seed_of(-3, 0) == -3  # sample 0 keeps the seed
+    # sha256(b"0:1") starts ef134f2a, sha256(b"11:2") starts 3b54c463 (big-endian, 4 bytes)
+    assert seed_of(0, 1) == 0xEF134F2A == 4011020074
+    assert seed_of(11, 2) == 0x3B54C463 == 995411043
+    seeds = [seed_of(0, s) for s in range(1, 200)]
+    assert len(set(seeds)) == 199 and all(0 <= x < 2**32 for x in seeds)
+    assert seed_of(0, 1) != seed_of(1, 0)  # neighbouring runs share no sample seed
+
+
+@pytest.mark.parametrize("value, do_sample, message", [
+    (0, True, r"num_samples=0: expected an integer >= 1"),
+    (-2, True, r"num_samples=-2: expected an integer >= 1"),
+    (2.0, True, r"num_samples=2.0: expected an integer >= 1"),
+    ("3", True, r"num_samples='3': expected an integer >= 1"),
+    (True, True, r"num_samples=True: expected an integer >= 1"),
+    (None, True, r"num_samples=None: expected an integer >= 1"),
+    (3, False, r"num_samples=3 with do_sample=False: greedy decoding gives the same answer every time, "
+               r"so the 3 samples would be identical; set do_sample=True"),
+])
+def test_check_num_samples_refuses(helpers, value, do_sample, message):
+    with pytest.raises(ValueError, match=message):
+        helpers["check_num_samples"](value, do_sample)
+
+
+def test_check_num_samples_accepts(helpers):
+    import numpy as np
+
+    check = helpers["check_num_samples"]
+    assert check(1, False) == 1 and check(1, True) == 1 and check(3, True) == 3
+    assert type(check(np.int64(2), True)) is int and check(np.int64(2), True) == 2
+
+
+def test_prepare_output_keys_lines_by_id_and_sample(helpers, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(b'{"id": "a", "sample": 0}\n{"id": "a", "sample": 1}\n{"id": "b", "sample": 0}\n')
+    lines, cut = helpers["prepare_output"](out)
+    assert [(o["id"], o["sample"]) for o in lines] == [("a", 0), ("a", 1), ("b", 0)] and cut == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": "a", "sample": 1}\n{"id": "a", "sample": 0}\n{"id": "a", "sample": 1}\n',
+     r"o.jsonl: line 3: id 'a' sample 1 repeats line 1"),
+    (b'{"id": "a", "sample": "1"}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found \"1\""),
+    (b'{"id": "a", "sample": -1}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found -1"),
+    (b'{"id": "a", "sample": true}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found true"),
+    (b'{"id": "a", "sample": 1.0}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found 1.0"),
+])
+def test_prepare_output_refuses_bad_samples(helpers, tmp_path, content, message):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(content)
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["prepare_output"](out)
+
+
+def _sampled(helpers, rid, sample, seed=0):
+    return {"id": rid, "sample": sample, "seed": helpers["sample_seed"](seed, sample)}
+
+
+def test_written_samples_continues_and_extends(helpers):
+    written = helpers["written_samples"]
+    assert written([], 3, 0, "o.jsonl") == set()
+    assert written([{"id": 1}, {"id": "b"}], 1, 0, "o.jsonl") == {("1", 0), ("b", 0)}  # a one-sample file
+    lines = [_sampled(helpers, "a", 0, 7), _sampled(helpers, "a", 2, 7), _sampled(helpers, 5, 1, 7)]
+    assert written(lines, 3, 7, "o.jsonl") == {("a", 0), ("a", 2), ("5", 1)}
+    assert written(lines, 5, 7, "o.jsonl") == {("a", 0), ("a", 2), ("5", 1)}  # more samples: continued
+
+
+@pytest.mark.parametrize("lines, num_samples, message", [
+    ([{"id": "a"}], 3, r"o.jsonl holds one sample per id \(its lines have no 'sample'\), this run asks for "
+                       r"num_samples=3: write to a new output_path"),
+    ([{"id": "a"}, {"id": "b", "sample": 0, "seed": 0}], 3,
+     r"o.jsonl: 1 line\(s\) have a 'sample' and 1 have none \(e.g. id a\): two kinds of run in one file"),
+    ([{"id": "a", "sample": 0, "seed": 0}], 1,
+     r"o.jsonl holds several samples per id \(up to sample 0\), this run asks for num_samples=1: "
+     r"set num_samples to 2 or more"),
+    ([{"id": "a", "sample": 0, "seed": 0}, {"id": "a", "sample": 2, "seed": 2468915676}], 2,
+     r"up to sample 2\), this run asks for num_samples=2: set num_samples to 3 or more to continue it"),
+    ([{"id": "a", "sample": 1, "seed": 1}], 2,
+     r"o.jsonl: 1 line\(s\) have a seed that is not their sample's seed for seed=0 \(e.g. id a sample 1: "
+     r"seed 1, expected 4011020074\)"),
+])
+def test_written_samples_refuses(helpers, lines, num_samples, message):
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["written_samples"](lines, num_samples, 0, "o.jsonl")
+
+
+def test_check_resume_content_names_the_sample(helpers, tmp_path):
+    rec = _flat(helpers, "s01", "P", gold=[1])
+    lines = [_written(rec, sample=0), _written(rec, sample=1, prompt="old")]
+    with pytest.raises(helpers["InputProblem"], match=r"1 line\(s\) already written .*changed: s01 sample 1 \(prompt\)"):
+        helpers["check_resume_content"](lines, [rec], tmp_path / "o.jsonl", "in.jsonl")
+
+
+def test_grading_advice_with_samples(helpers):
+    advice = helpers["grading_advice"]
+    cmd = "uv run evaluate.py --pred p.jsonl"
+    note = ("note: 3 samples per id (field 'sample', 0 to 2): the command grades them as one system "
+            "(README, Several samples per prompt)")
+    lines = [{"id": "a", "sample": s, "gold_parsed": []} for s in range(3)]
+    assert advice(cmd, lines, True, samples=3) == [note, f"grade with: {cmd}"]
+    assert advice(cmd, lines, True) == [f"grade with: {cmd}"]
+    no_gold = lines + [{"id": "c", "sample": s} for s in range(3)]
+    got = advice(cmd, no_gold, True, samples=3)
+    assert got[0] == note
+    assert got[1] == ("note: 3 of 6 output lines have no gold (ids c); the evaluator stops at such a line "
+                      "unless told to exclude it")  # the id once, its lines counted
+
+
 # --------------------------------------------------------------------------------------
 # A tiny Qwen3 model built offline
 # --------------------------------------------------------------------------------------
