@@ -1170,7 +1170,8 @@ def test_more_samples_continue_a_file_fewer_are_refused(three_samples, helpers, 
     new = read_out(out)[12:]
     assert sorted(_pairs(new)) == [(i, 3) for i in ("chat-1", "s01", "s02", "s03")]
     assert {o["seed"] for o in new} == {helpers["sample_seed"](SAMPLES_SEED, 3)} == {1383671826}
-    assert "4 already in" not in printed(nb) and "4 (id, sample) pair(s) to generate" in printed(nb)
+    text = printed(nb)
+    assert f"0 already in {out}; 4 to generate" in text and "4 (id, sample) pair(s) to generate" in text
 
 
 def test_printed_command_grades_the_samples_as_one_system(three_samples, tmp_path):
