@@ -38,6 +38,10 @@
 #   0). Chat inputs keep their own turns. Each line records the instruction used (`instruction`:
 #   name and a 12-hex SHA-256), and the evaluator notes a comparison of runs made with
 #   different ones.
+# * **Several samples** (`num_samples` > 1, with `do_sample = True`): each prompt is answered
+#   `num_samples` times, sample `s` seeded with `sample_seed(seed, s)` (sample 0: `seed`);
+#   each line records `sample` and `seed`, and one grading command scores all samples as one
+#   system. Resumable per (id, sample); a larger `num_samples` continues such a file.
 #
 # Set the parameters in the next cell, or pass them with papermill:
 # `papermill generate_predictions.ipynb run.ipynb -p model_id ... -p output_path ...`.
@@ -62,6 +66,7 @@ temperature = 0.7                 # used only with do_sample
 top_p = 0.8                       # used only with do_sample
 top_k = 20                        # used only with do_sample
 seed = 0
+num_samples = 1                   # answers per prompt; > 1 needs do_sample (sample s is seeded with sample_seed(seed, s))
 enable_thinking = False           # passed to the chat template (Qwen3: empty <think> block when False)
 limit = None                      # only the first N input records in input order (None: all)
 resume = True                     # continue an existing output file (False: refuse to touch it)
@@ -129,6 +134,7 @@ print(f"evaluate.py {ev.__version__} from {evaluator_file}")
 # %% tags=["helpers"]
 import hashlib
 import json
+import numbers
 import os
 import shlex
 from pathlib import Path
@@ -170,6 +176,38 @@ INSTRUCTION_PRESETS = ("schema", "none")
 
 class InputProblem(ValueError):
     """A bad input record or output file: the message names the file, line and field."""
+
+
+def sample_seed(seed, sample):
+    """The seed of sample ``sample`` (an int >= 0) of a run with seed ``seed`` (an int).
+
+    Sample 0 keeps ``seed`` itself (a one-sample run is the run it always was). Sample
+    ``s >= 1`` gets the first 4 bytes of the SHA-256 of the ASCII text ``"{seed}:{s}"``,
+    read as a big-endian unsigned integer: ``0 <= seed_s < 2**32`` (what numpy, torch and
+    vLLM accept). A hash rather than ``seed + s``: runs with neighbouring seeds share no
+    sample (seed 0's sample 1 is not seed 1's sample 0). Example: ``sample_seed(0, 1) ==
+    int(hashlib.sha256(b"0:1").hexdigest()[:8], 16)``."""
+    if sample == 0:
+        return int(seed)
+    digest = hashlib.sha256(f"{int(seed)}:{int(sample)}".encode("ascii")).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def check_num_samples(num_samples, do_sample):
+    """The parameter ``num_samples`` as an int, after checking it: an integer >= 1 (not a
+    bool), and exactly 1 under greedy decoding (``do_sample`` False), where every sample
+    would be the same answer.
+
+    Raises:
+        ValueError: naming the value found and what to set instead.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) or num_samples < 1:
+        raise ValueError(f"num_samples={num_samples!r}: expected an integer >= 1 (answers per prompt)")
+    if num_samples > 1 and not do_sample:
+        raise ValueError(f"num_samples={num_samples} with do_sample=False: greedy decoding gives the same "
+                         f"answer every time, so the {num_samples} samples would be identical; set "
+                         "do_sample=True (temperature, top_p, top_k; seeds from seed) or num_samples=1")
+    return int(num_samples)
 
 
 def instruction_text(name, relations):
@@ -339,15 +377,17 @@ def prepare_output(path):
     """Make ``path`` ready for appending and return what it already holds.
 
     A last line without its newline (left by a crash mid-write) is cut off. Every complete
-    line must be a JSON object with an ``id``.
+    line must be a JSON object with an ``id``, and an integer ``sample`` >= 0 where it has one
+    (a run with ``num_samples`` > 1); an (id, sample) pair appears once.
 
     Returns:
         ``(lines, cut_bytes)``: the decoded existing lines in file order, and how many bytes
         of a partial last line were removed (0 when none).
 
     Raises:
-        InputProblem: a complete line that is not a JSON object with an id, or a repeated id
-            (the file was edited or is not this notebook's output).
+        InputProblem: a complete line that is not a JSON object with an id, a bad ``sample``,
+            or a repeated id (or id and sample): the file was edited or is not this
+            notebook's output.
     """
     path = Path(path)
     if not path.exists():
@@ -372,9 +412,14 @@ def prepare_output(path):
         if not isinstance(obj, dict) or obj.get("id") is None:
             raise InputProblem(f"{path}: line {no}: expected a JSON object with an 'id', found "
                                f"{raw[:60].decode('utf-8', 'replace')}")
-        key = str(obj["id"])
+        sample = obj.get("sample")
+        if "sample" in obj and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 0):
+            raise InputProblem(f"{path}: line {no}: field 'sample': expected an integer >= 0, "
+                               f"found {json.dumps(sample)[:60]}")
+        key = (str(obj["id"]), sample)
         if key in seen:
-            raise InputProblem(f"{path}: line {no}: id {key!r} repeats line {seen[key]}")
+            of = "" if sample is None else f" sample {sample}"
+            raise InputProblem(f"{path}: line {no}: id {key[0]!r}{of} repeats line {seen[key]}")
         seen[key] = no
         lines.append(obj)
     return lines, cut
@@ -390,6 +435,46 @@ def resume_conflicts(existing_lines, settings):
             if name in old and old[name] != settings.get(name):
                 out.append(f"{name}: file {old[name]!r}, now {settings.get(name)!r}")
     return out
+
+
+def written_samples(existing_lines, num_samples, seed, out_file):
+    """The ``(key, sample)`` pairs that an output file already holds, after checking that
+    this run (``num_samples``, base ``seed``) may continue it.
+
+    ``existing_lines`` are :func:`prepare_output`'s lines. A one-sample file has no
+    ``sample`` field (each line is sample 0 of its id, ``key = str(id)``); a file written with
+    ``num_samples`` > 1 has ``sample`` and ``seed`` on every line. A larger ``num_samples``
+    continues a multi-sample file: the new samples are added for every id.
+
+    Raises:
+        InputProblem: naming ``out_file``: lines with and without ``sample`` in one file; a
+            one-sample file continued with ``num_samples`` > 1, or a multi-sample file with
+            ``num_samples`` = 1; a sample >= ``num_samples`` (the file holds more samples
+            than asked); a line whose ``seed`` is not ``sample_seed(seed, sample)``.
+    """
+    multi = [o for o in existing_lines if "sample" in o]
+    if not multi:
+        if existing_lines and num_samples > 1:
+            raise InputProblem(f"{out_file} holds one sample per id (its lines have no 'sample'), this run asks for "
+                               f"num_samples={num_samples}: write to a new output_path (its sample 0 has the same "
+                               "seed), or set num_samples=1 to continue this file")
+        return {(str(o["id"]), 0) for o in existing_lines}
+    if len(multi) < len(existing_lines):
+        plain = next(str(o["id"]) for o in existing_lines if "sample" not in o)
+        raise InputProblem(f"{out_file}: {len(multi)} line(s) have a 'sample' and {len(existing_lines) - len(multi)} "
+                           f"have none (e.g. id {plain}): two kinds of run in one file; move it away to start over")
+    top = max(o["sample"] for o in multi)
+    if num_samples == 1 or top >= num_samples:
+        raise InputProblem(f"{out_file} holds several samples per id (up to sample {top}), this run asks for "
+                           f"num_samples={num_samples}: set num_samples to {max(top + 1, 2)} or more to continue it, "
+                           "or write to a new output_path")
+    wrong = [o for o in multi if o.get("seed") != sample_seed(seed, o["sample"])]
+    if wrong:
+        o = wrong[0]
+        raise InputProblem(f"{out_file}: {len(wrong)} line(s) have a seed that is not their sample's seed for seed={seed} "
+                           f"(e.g. id {o['id']} sample {o['sample']}: seed {o.get('seed')!r}, expected "
+                           f"{sample_seed(seed, o['sample'])}); move it away to start over")
+    return {(str(o["id"]), o["sample"]) for o in multi}
 
 
 #: Output fields that hold the input's gold (the evaluator reads either).
@@ -439,7 +524,8 @@ def check_resume_content(existing_lines, records, out_file, input_path, *, cap=1
         rec = by_key.get(str(obj["id"]))
         fields = changed_fields(obj, rec) if rec is not None else []
         if fields:
-            stale.append(f"{rec['key']} ({', '.join(fields)})")
+            of = f" sample {obj['sample']}" if "sample" in obj else ""
+            stale.append(f"{rec['key']}{of} ({', '.join(fields)})")
     if stale:
         raise InputProblem(
             f"{out_file}: {len(stale)} line(s) already written no longer match {input_path} (changed: "
@@ -461,16 +547,24 @@ def prompt_token_limit(max_prompt_tokens, context_length, max_new_tokens):
     return None, None
 
 
-def grading_advice(command, output_lines, input_has_gold, *, cap=10):
+def grading_advice(command, output_lines, input_has_gold, *, samples=1, cap=10):
     """The closing lines about grading: notes and the command(s) that grade the output.
 
     ``command`` grades the combined file (:func:`grading_command`). Every output line has
     gold: that command. No input record has gold: a note and the command with ``--gold``.
     Some output lines have no gold (a chat line without an assistant turn, a record without
     a gold field): the evaluator stops at such a line (exit 2), so the note names how many
-    and which ids (at most ``cap``) and the commands are ``--skip-bad-gold`` (those lines
-    are excluded and listed in the evaluator's notices, the others scored) and ``--gold``.
-    Returns the lines to print."""
+    and which ids (each once, at most ``cap``) and the commands are ``--skip-bad-gold``
+    (those lines are excluded and listed in the evaluator's notices, the others scored) and
+    ``--gold``. With ``samples`` > 1 (lines told apart by ``sample``) a first line says that
+    the command grades all samples as one system. Returns the lines to print."""
+    head = [f"note: {samples} samples per id (field 'sample', 0 to {samples - 1}): the command grades them as "
+            "one system (README, Several samples per prompt)"] if samples > 1 else []
+    return head + _grading_lines(command, output_lines, input_has_gold, cap)
+
+
+def _grading_lines(command, output_lines, input_has_gold, cap):
+    """:func:`grading_advice` without its samples note."""
     if not input_has_gold:
         return ["note: the input has no gold answers; pass the gold file to the evaluator",
                 f"grade with: {command} --gold YOUR_GOLD.jsonl"]
@@ -478,7 +572,8 @@ def grading_advice(command, output_lines, input_has_gold, *, cap=10):
     if not no_gold:
         return [f"grade with: {command}"]
     n_scored = len(output_lines) - len(no_gold)
-    return [f"note: {len(no_gold)} of {len(output_lines)} output lines have no gold (ids {_some_ids(no_gold, cap)}); "
+    ids = list(dict.fromkeys(no_gold))  # an id with several samples is named once
+    return [f"note: {len(no_gold)} of {len(output_lines)} output lines have no gold (ids {_some_ids(ids, cap)}); "
             "the evaluator stops at such a line unless told to exclude it",
             f"grade with: {command} --skip-bad-gold",
             f"  (excludes and lists the {len(no_gold)} line(s) without gold, scores the other {n_scored})",
@@ -551,6 +646,8 @@ def grading_command(evaluator_file, output_file, *, colab=False, cwd=None):
 # ## Inputs and resume state
 
 # %%
+num_samples = check_num_samples(num_samples, do_sample)
+sample_seeds = [sample_seed(int(seed), s) for s in range(num_samples)]
 check_output_path(input_path, output_path)
 instruction_used = instruction_text(instruction, ev.SPEC_RELATIONS)
 flat_instruction = instruction_record(instruction, instruction_used, system_prompt=system_prompt,
@@ -586,15 +683,21 @@ if conflicts:
     raise InputProblem(f"{out_file} was written with other settings ({'; '.join(conflicts)}): "
                        "choose another output_path, or move the file away to start over")
 check_resume_content(existing, records, out_file, input_path)
-done = {str(obj["id"]) for obj in existing}
+done_pairs = written_samples(existing, num_samples, int(seed), out_file)
+done = {key for key, _ in done_pairs}
 input_keys = {r["key"] for r in records}
 foreign = sorted(done - input_keys)
 if foreign and limit is None:
     print(f"note: {len(foreign)} id(s) in {out_file} are not in {input_path} "
           f"(e.g. {', '.join(foreign[:5])}); the evaluator grades every line of the file")
-pending = [r for r in records if r["key"] not in done]
+for rec in records:  # the samples still to generate for each record (0 only, for one sample)
+    rec["samples"] = [s for s in range(num_samples) if (rec["key"], s) not in done_pairs]
+pending = [r for r in records if r["samples"]]
 print(f"{len(records)} input records ({len(input_problems)} bad input line(s) skipped); "
       f"{len(records) - len(pending)} already in {out_file}; {len(pending)} to generate")
+if num_samples > 1:
+    print(f"{num_samples} samples per id, seeds {', '.join(map(str, sample_seeds))} (sample_seed(seed, s)); "
+          f"{sum(len(r['samples']) for r in pending)} (id, sample) pair(s) to generate")
 
 # %% [markdown]
 # ## Tokenizer and prompts
@@ -704,16 +807,21 @@ elif pending and backend == "vllm":
               dtype=dtype, seed=int(seed), enable_lora=bool(adapter),
               **({"max_model_len": int(context_length)} if context_length else {}))
     lora_request = LoRARequest("adapter", 1, adapter) if adapter else None
-    sampling = SamplingParams(
-        max_tokens=int(max_new_tokens), seed=int(seed), stop_token_ids=sorted(eos_ids), detokenize=False,
+    # One SamplingParams per sample, seeded with the sample's seed (sample 0: seed).
+    samplings = [SamplingParams(
+        max_tokens=int(max_new_tokens), seed=sample_seeds[s], stop_token_ids=sorted(eos_ids), detokenize=False,
         **({"temperature": float(temperature), "top_p": float(top_p), "top_k": int(top_k)} if do_sample
-           else {"temperature": 0.0}))
+           else {"temperature": 0.0})) for s in range(num_samples)]
 print(f"backend {backend}, device {device}, dtype {dtype}, end-of-sequence ids {sorted(eos_ids)}")
 
 # %% [markdown]
 # ## Generate
 # One batch at a time, longest prompts first; each batch is appended to the output, flushed
-# and fsynced before the next starts.
+# and fsynced before the next starts. With several samples each batch is generated once per
+# sample and its lines are written together, those of one id in sample order. Sampling with
+# transformers draws from torch's global random generator: each sample keeps a stream of
+# its own (seeded with its seed, saved and restored around its batches), so sample `s` is
+# exactly the one-sample run with seed `sample_seed(seed, s)`; vLLM seeds each request.
 
 # %%
 import warnings
@@ -743,48 +851,101 @@ def generate_transformers(batch):
     return [(row[width:].tolist(), None) for row in out.cpu()]
 
 
-def generate_vllm(batch):
+def generate_vllm(batch, sample):
     """Token ids and finish reason per prompt, from vLLM with the same prompt token ids."""
-    outs = llm.generate([{"prompt_token_ids": r["input_ids"]} for r in batch], sampling,
+    outs = llm.generate([{"prompt_token_ids": r["input_ids"]} for r in batch], samplings[sample],
                         use_tqdm=False, lora_request=lora_request)
     return [(list(o.outputs[0].token_ids), o.outputs[0].finish_reason) for o in outs]
 
 
+class SampleStreams:
+    """One random stream per sample for transformers' sampling, which draws from torch's
+    global generators (the CPU one and the device's): stream ``s`` starts at
+    ``transformers.set_seed(seeds[s])`` and :meth:`generate` restores it before a batch and
+    saves it after, so each sample sees the random numbers of a one-sample run with its seed."""
+
+    def __init__(self, seeds):
+        self.states = []
+        for one in seeds:
+            transformers.set_seed(one)
+            self.states.append(self._get())
+
+    @staticmethod
+    def _get():
+        if device.startswith("cuda"):
+            return torch.get_rng_state(), torch.cuda.get_rng_state(device)
+        return torch.get_rng_state(), torch.mps.get_rng_state() if device == "mps" else None
+
+    @staticmethod
+    def _set(state):
+        torch.set_rng_state(state[0])
+        if device.startswith("cuda"):
+            torch.cuda.set_rng_state(state[1], device)
+        elif device == "mps":
+            torch.mps.set_rng_state(state[1])
+
+    def generate(self, batch, sample):
+        self._set(self.states[sample])
+        try:
+            return generate_transformers(batch)
+        finally:
+            self.states[sample] = self._get()
+
+
+def output_line(rec, sample, ids, engine_reason, timing):
+    """The output line (a dict) for sample ``sample`` of record ``rec``: generated token ``ids``
+    (cut here at the first end-of-sequence id), the engine's finish reason (vLLM) or None."""
+    ids, finish_reason = cut_at_eos(ids, eos_ids)
+    pred_raw = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    parsed = ev.parse_model_output(pred_raw)
+    line = {"id": rec["id"]}
+    if num_samples > 1:  # one sample: no sample/seed fields, the lines of a one-sample run as before
+        line.update({"sample": sample, "seed": sample_seeds[sample]})
+    line["prompt"] = rec["prompt"]
+    if rec["gold_field"]:
+        line[rec["gold_field"]] = rec["gold"]
+    line.update({
+        "pred_raw": pred_raw, "finish_reason": engine_reason or finish_reason,
+        "parse_status": parsed.status, "parse_reason": parsed.reason,
+        "prompt_messages": rec["chat"], "prompt_rendered": rec["rendered"],
+        "n_prompt_tokens": len(rec["input_ids"]), "n_generated_tokens": len(ids),
+        "input_line": rec["line"], "id_source": "input" if rec["own_id"] else "input_line",
+        "instruction": CHAT_INSTRUCTION if rec["own_turns"] else flat_instruction,
+        "generation": run_settings, "timing": dict(timing, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+    })
+    return line
+
+
 batches = length_batches(pending, int(batch_size), lambda r: len(r["input_ids"]))
 run_tokens, run_seconds, written = 0, 0.0, 0
-if batches and do_sample:
-    transformers.set_seed(int(seed))
+streams = SampleStreams(sample_seeds) if batches and do_sample else None
 with open(out_file, "a", encoding="utf-8") as sink:
     for index, batch in enumerate(tqdm(batches, desc="batches", unit="batch")):
-        start = time.perf_counter()
-        results = generate_transformers(batch) if backend == "transformers" else generate_vllm(batch)
-        seconds = time.perf_counter() - start
+        made = {}
+        for sample in range(num_samples):
+            part = [r for r in batch if sample in r["samples"]]
+            if not part:
+                continue
+            start = time.perf_counter()
+            if backend == "vllm":
+                results = generate_vllm(part, sample)
+            else:
+                results = streams.generate(part, sample) if streams else generate_transformers(part)
+            seconds = time.perf_counter() - start
+            run_seconds += seconds
+            timing = {"batch": index, "batch_size": len(part), "batch_seconds": round(seconds, 4)}
+            for rec, (ids, engine_reason) in zip(part, results):
+                made[rec["key"], sample] = (ids, engine_reason, timing)
         lines = []
-        for rec, (ids, engine_reason) in zip(batch, results):
-            ids, finish_reason = cut_at_eos(ids, eos_ids)
-            finish_reason = engine_reason or finish_reason
-            pred_raw = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-            parsed = ev.parse_model_output(pred_raw)
-            run_tokens += len(ids)
-            line = {"id": rec["id"], "prompt": rec["prompt"]}
-            if rec["gold_field"]:
-                line[rec["gold_field"]] = rec["gold"]
-            line.update({
-                "pred_raw": pred_raw, "finish_reason": finish_reason,
-                "parse_status": parsed.status, "parse_reason": parsed.reason,
-                "prompt_messages": rec["chat"], "prompt_rendered": rec["rendered"],
-                "n_prompt_tokens": len(rec["input_ids"]), "n_generated_tokens": len(ids),
-                "input_line": rec["line"], "id_source": "input" if rec["own_id"] else "input_line",
-                "instruction": CHAT_INSTRUCTION if rec["own_turns"] else flat_instruction,
-                "generation": run_settings,
-                "timing": {"batch": index, "batch_size": len(batch), "batch_seconds": round(seconds, 4),
-                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-            })
-            lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+        for rec in batch:
+            for sample in rec["samples"]:
+                ids, engine_reason, timing = made[rec["key"], sample]
+                line = output_line(rec, sample, ids, engine_reason, timing)
+                run_tokens += line["n_generated_tokens"]
+                lines.append(json.dumps(line, ensure_ascii=False) + "\n")
         sink.write("".join(lines))
         sink.flush()
         os.fsync(sink.fileno())
-        run_seconds += seconds
         written += len(lines)
 
 # %% [markdown]
@@ -794,7 +955,10 @@ with open(out_file, "a", encoding="utf-8") as sink:
 final_lines, _ = prepare_output(out_file)
 status_counts = Counter(obj.get("parse_status", "?") for obj in final_lines)
 finish_counts = Counter(obj.get("finish_reason", "?") for obj in final_lines)
-missing = [r["key"] for r in records if r["key"] not in {str(o["id"]) for o in final_lines}]
+final_pairs = {(str(o["id"]), o.get("sample", 0)) for o in final_lines}
+missing = [r["key"] for r in records if not any((r["key"], s) in final_pairs for s in range(num_samples))]
+missing_samples = [f"{r['key']} sample {s}" for r in records if r["key"] not in missing
+                   for s in range(num_samples) if (r["key"], s) not in final_pairs]
 print(f"output: {out_file} ({len(final_lines)} lines; {written} written by this run)")
 print("parse status:", ", ".join(f"{k} {v}" for k, v in sorted(status_counts.items())) or "-")
 print("finish reason:", ", ".join(f"{k} {v}" for k, v in sorted(finish_counts.items())) or "-")
@@ -806,8 +970,11 @@ print(f"bad input lines skipped: {len(input_problems)}; prompts too long, skippe
 if missing:
     print(f"WARNING: {len(missing)} input record(s) have no output line (e.g. {', '.join(missing[:5])}); "
           "grading the output alone scores only the lines it has")
+if missing_samples:
+    print(f"WARNING: {len(missing_samples)} sample(s) of ids in the output have no line (e.g. "
+          f"{', '.join(missing_samples[:5])}); the evaluator scores a missing sample's entry as empty")
 grading = grading_command(evaluator_file, out_file, colab=IN_COLAB)
-print("\n".join(grading_advice(grading, final_lines, any(r["gold_field"] for r in records))))
+print("\n".join(grading_advice(grading, final_lines, any(r["gold_field"] for r in records), samples=num_samples)))
 if (missing and limit is None and not input_problems
         and all(r["own_id"] and r["gold_field"] for r in records)):
     print("to count the records without an output line as missing predictions:",

@@ -82,8 +82,9 @@ def test_parameters_cell_is_papermill_readable():
     params = pm_inspect.inspect_notebook(str(NOTEBOOK))
     assert {"model_id", "adapter", "input_path", "output_path", "batch_size", "max_new_tokens",
             "do_sample", "enable_thinking", "limit", "resume", "device", "dtype",
-            "backend", "instruction"} <= set(params)
+            "backend", "instruction", "seed", "num_samples"} <= set(params)
     assert params["instruction"]["default"] == '"schema"'
+    assert params["num_samples"]["default"] == "1" and params["seed"]["default"] == "0"
     assert params["enable_thinking"]["default"] == "False"
     assert params["do_sample"]["default"] == "False"
     assert params["model_id"]["default"] == '"mohar07/qwen3-0.6b-kg-triplets"'
@@ -420,6 +421,116 @@ def test_grading_command(helpers, tmp_path):
     (tmp_path / "evaluate.py").write_text("")
     assert cmd(tmp_path / "evaluate.py", tmp_path / "p.jsonl", cwd=tmp_path) == "python evaluate.py --pred p.jsonl"
     assert cmd(ROOT / "evaluate.py", ROOT / "p.jsonl", cwd=ROOT, colab=True) == "python evaluate.py --pred p.jsonl"
+
+
+def test_sample_seed(helpers):
+    seed_of = helpers["sample_seed"]
+    assert seed_of(0, 0) == 0 and seed_of(11, 0) == 11 and seed_of(-3, 0) == -3  # sample 0 keeps the seed
+    # sha256(b"0:1") starts ef134f2a, sha256(b"11:2") starts 3b54c463 (big-endian, 4 bytes)
+    assert seed_of(0, 1) == 0xEF134F2A == 4011020074
+    assert seed_of(11, 2) == 0x3B54C463 == 995411043
+    seeds = [seed_of(0, s) for s in range(1, 200)]
+    assert len(set(seeds)) == 199 and all(0 <= x < 2**32 for x in seeds)
+    assert seed_of(0, 1) != seed_of(1, 0)  # neighbouring runs share no sample seed
+
+
+@pytest.mark.parametrize("value, do_sample, message", [
+    (0, True, r"num_samples=0: expected an integer >= 1"),
+    (-2, True, r"num_samples=-2: expected an integer >= 1"),
+    (2.0, True, r"num_samples=2.0: expected an integer >= 1"),
+    ("3", True, r"num_samples='3': expected an integer >= 1"),
+    (True, True, r"num_samples=True: expected an integer >= 1"),
+    (None, True, r"num_samples=None: expected an integer >= 1"),
+    (3, False, r"num_samples=3 with do_sample=False: greedy decoding gives the same answer every time, "
+               r"so the 3 samples would be identical; set do_sample=True"),
+])
+def test_check_num_samples_refuses(helpers, value, do_sample, message):
+    with pytest.raises(ValueError, match=message):
+        helpers["check_num_samples"](value, do_sample)
+
+
+def test_check_num_samples_accepts(helpers):
+    import numpy as np
+
+    check = helpers["check_num_samples"]
+    assert check(1, False) == 1 and check(1, True) == 1 and check(3, True) == 3
+    assert type(check(np.int64(2), True)) is int and check(np.int64(2), True) == 2
+
+
+def test_prepare_output_keys_lines_by_id_and_sample(helpers, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(b'{"id": "a", "sample": 0}\n{"id": "a", "sample": 1}\n{"id": "b", "sample": 0}\n')
+    lines, cut = helpers["prepare_output"](out)
+    assert [(o["id"], o["sample"]) for o in lines] == [("a", 0), ("a", 1), ("b", 0)] and cut == 0
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"id": "a", "sample": 1}\n{"id": "a", "sample": 0}\n{"id": "a", "sample": 1}\n',
+     r"o.jsonl: line 3: id 'a' sample 1 repeats line 1"),
+    (b'{"id": "a", "sample": "1"}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found \"1\""),
+    (b'{"id": "a", "sample": -1}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found -1"),
+    (b'{"id": "a", "sample": true}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found true"),
+    (b'{"id": "a", "sample": 1.0}\n', r"o.jsonl: line 1: field 'sample': expected an integer >= 0, found 1.0"),
+])
+def test_prepare_output_refuses_bad_samples(helpers, tmp_path, content, message):
+    out = tmp_path / "o.jsonl"
+    out.write_bytes(content)
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["prepare_output"](out)
+
+
+def _sampled(helpers, rid, sample, seed=0):
+    return {"id": rid, "sample": sample, "seed": helpers["sample_seed"](seed, sample)}
+
+
+def test_written_samples_continues_and_extends(helpers):
+    written = helpers["written_samples"]
+    assert written([], 3, 0, "o.jsonl") == set()
+    assert written([{"id": 1}, {"id": "b"}], 1, 0, "o.jsonl") == {("1", 0), ("b", 0)}  # a one-sample file
+    lines = [_sampled(helpers, "a", 0, 7), _sampled(helpers, "a", 2, 7), _sampled(helpers, 5, 1, 7)]
+    assert written(lines, 3, 7, "o.jsonl") == {("a", 0), ("a", 2), ("5", 1)}
+    assert written(lines, 5, 7, "o.jsonl") == {("a", 0), ("a", 2), ("5", 1)}  # more samples: continued
+
+
+@pytest.mark.parametrize("lines, num_samples, message", [
+    ([{"id": "a"}], 3, r"o.jsonl holds one sample per id \(its lines have no 'sample'\), this run asks for "
+                       r"num_samples=3: write to a new output_path"),
+    ([{"id": "a"}, {"id": "b", "sample": 0, "seed": 0}], 3,
+     r"o.jsonl: 1 line\(s\) have a 'sample' and 1 have none \(e.g. id a\): two kinds of run in one file"),
+    ([{"id": "a", "sample": 0, "seed": 0}], 1,
+     r"o.jsonl holds several samples per id \(up to sample 0\), this run asks for num_samples=1: "
+     r"set num_samples to 2 or more"),
+    ([{"id": "a", "sample": 0, "seed": 0}, {"id": "a", "sample": 2, "seed": 2468915676}], 2,
+     r"up to sample 2\), this run asks for num_samples=2: set num_samples to 3 or more to continue it"),
+    ([{"id": "a", "sample": 1, "seed": 1}], 2,
+     r"o.jsonl: 1 line\(s\) have a seed that is not their sample's seed for seed=0 \(e.g. id a sample 1: "
+     r"seed 1, expected 4011020074\)"),
+])
+def test_written_samples_refuses(helpers, lines, num_samples, message):
+    with pytest.raises(helpers["InputProblem"], match=message):
+        helpers["written_samples"](lines, num_samples, 0, "o.jsonl")
+
+
+def test_check_resume_content_names_the_sample(helpers, tmp_path):
+    rec = _flat(helpers, "s01", "P", gold=[1])
+    lines = [_written(rec, sample=0), _written(rec, sample=1, prompt="old")]
+    with pytest.raises(helpers["InputProblem"], match=r"1 line\(s\) already written .*changed: s01 sample 1 \(prompt\)"):
+        helpers["check_resume_content"](lines, [rec], tmp_path / "o.jsonl", "in.jsonl")
+
+
+def test_grading_advice_with_samples(helpers):
+    advice = helpers["grading_advice"]
+    cmd = "uv run evaluate.py --pred p.jsonl"
+    note = ("note: 3 samples per id (field 'sample', 0 to 2): the command grades them as one system "
+            "(README, Several samples per prompt)")
+    lines = [{"id": "a", "sample": s, "gold_parsed": []} for s in range(3)]
+    assert advice(cmd, lines, True, samples=3) == [note, f"grade with: {cmd}"]
+    assert advice(cmd, lines, True) == [f"grade with: {cmd}"]
+    no_gold = lines + [{"id": "c", "sample": s} for s in range(3)]
+    got = advice(cmd, no_gold, True, samples=3)
+    assert got[0] == note
+    assert got[1] == ("note: 3 of 6 output lines have no gold (ids c); the evaluator stops at such a line "
+                      "unless told to exclude it")  # the id once, its lines counted
 
 
 # --------------------------------------------------------------------------------------
@@ -899,6 +1010,180 @@ def test_sigkill_mid_run_resumes_to_a_complete_file(qwen3_tiny, prompts, tmp_pat
     assert sorted(map(str, (o["id"] for o in lines))) == sorted(map(str, info["expected"]))
     assert len({str(o["id"]) for o in lines}) == len(lines)
     assert grade(out, tmp_path)["summary"]["n_entries"] == len(info["expected"])
+
+
+# --------------------------------------------------------------------------------------
+# Several samples per prompt (num_samples)
+# --------------------------------------------------------------------------------------
+
+#: The fields of an output line and of its "generation" record, in order, as a one-sample run
+#: writes them (before num_samples existed, and still): a one-sample file keeps its bytes.
+ONE_SAMPLE_FIELDS = ["id", "prompt", "GOLD", "pred_raw", "finish_reason", "parse_status", "parse_reason",
+                     "prompt_messages", "prompt_rendered", "n_prompt_tokens", "n_generated_tokens", "input_line",
+                     "id_source", "instruction", "generation", "timing"]
+GENERATION_FIELDS = ["model", "adapter", "max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "seed",
+                     "enable_thinking", "system_prompt", "user_template", "instruction", "backend", "device",
+                     "dtype", "batch_size", "transformers", "torch"]
+SAMPLES_SEED = 11
+
+
+def _fields(line: dict) -> list[str]:
+    return ["GOLD" if k in ("gold_parsed", "gold_raw") else k for k in line]
+
+
+def test_one_sample_lines_keep_their_fields(first_run):
+    """num_samples = 1 (the default): no sample/seed fields, the line layout of before."""
+    _, lines, text = first_run
+    for o in lines:
+        assert _fields(o) == ONE_SAMPLE_FIELDS
+        assert list(o["generation"]) == GENERATION_FIELDS
+        assert list(o["timing"]) == ["batch", "batch_size", "batch_seconds", "finished_at"]
+    assert "samples per id" not in text
+
+
+@pytest.fixture(scope="module")
+def three_samples(qwen3_tiny, prompts, tmp_path_factory):
+    """num_samples=3, do_sample=True, seed 11: the first four readable records (three gold
+    lines and the chat line) in two batches of two."""
+    inputs, _ = prompts
+    work = tmp_path_factory.mktemp("three-samples")
+    out = work / "samples.jsonl"
+    params = tiny_params(qwen3_tiny, inputs, out, limit=4, batch_size=2, do_sample=True, num_samples=3,
+                         seed=SAMPLES_SEED)
+    nb = run_notebook(work / "samples.ipynb", **params)
+    return out, read_out(out), printed(nb), params
+
+
+def test_three_samples_layout(three_samples, helpers):
+    out, lines, text, _ = three_samples
+    seeds = [helpers["sample_seed"](SAMPLES_SEED, s) for s in range(3)]
+    assert seeds == [11, 1342523285, 995411043]  # 11 itself; sha256(b"11:1") starts 50054795, b"11:2" 3b54c463
+    assert len(lines) == 12
+    ids = list(dict.fromkeys(str(o["id"]) for o in lines))
+    assert sorted(ids) == ["chat-1", "s01", "s02", "s03"]
+    # the lines of one id together, in sample order; ids in batch order
+    assert [(str(o["id"]), o["sample"]) for o in lines] == [(i, s) for i in ids for s in range(3)]
+    for o in lines:
+        assert o["seed"] == seeds[o["sample"]] and type(o["sample"]) is int
+        assert _fields(o) == ["id", "sample", "seed", *ONE_SAMPLE_FIELDS[1:]]
+        assert list(o["generation"]) == GENERATION_FIELDS
+        assert o["generation"]["seed"] == SAMPLES_SEED and o["generation"]["do_sample"] is True
+        assert o["timing"]["batch_size"] == 2
+    # sampling at temperature 0.7: the three answers of some prompt differ
+    answers = {i: {o["pred_raw"] for o in lines if str(o["id"]) == i} for i in ids}
+    assert any(len(a) > 1 for a in answers.values()), answers
+    assert f"3 samples per id, seeds 11, 1342523285, 995411043 (sample_seed(seed, s)); 12 (id, sample) pair(s) " \
+           "to generate" in text
+    assert "note: 3 samples per id (field 'sample', 0 to 2): the command grades them as one system" in text
+    assert "have no line" not in text and "no output line" not in text
+
+
+def test_each_sample_is_the_one_sample_run_of_its_seed(three_samples, qwen3_tiny, helpers):
+    """Sample s holds exactly what a one-sample run with seed sample_seed(11, s) generates:
+    transformers.set_seed once, then the same batches in the same order (regenerated here,
+    independently of the notebook). Sample 0 is therefore the one-sample run with seed 11."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    _, lines, _, _ = three_samples
+    tok = AutoTokenizer.from_pretrained(qwen3_tiny)
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(qwen3_tiny, dtype=torch.float32).eval()
+    eos = [151643, 151645]
+    config = GenerationConfig(max_new_tokens=TINY_NEW_TOKENS, do_sample=True, eos_token_id=eos, pad_token_id=151643,
+                              temperature=0.7, top_p=0.8, top_k=20)  # the notebook's sampling defaults
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(KERNEL_ENV["OMP_NUM_THREADS"]))
+    try:
+        for sample in range(3):
+            mine = [o for o in lines if o["sample"] == sample]
+            transformers.set_seed(helpers["sample_seed"](SAMPLES_SEED, sample))
+            for batch in sorted({o["timing"]["batch"] for o in mine}):
+                group = [o for o in mine if o["timing"]["batch"] == batch]  # file order is the batch's order
+                enc = tok.pad({"input_ids": [tok(o["prompt_rendered"], add_special_tokens=False)["input_ids"]
+                                             for o in group]}, return_tensors="pt")
+                with torch.inference_mode():
+                    out = model.generate(**enc, generation_config=config)
+                for o, row in zip(group, out[:, enc["input_ids"].shape[1]:].tolist()):
+                    cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+                    assert o["pred_raw"] == tok.decode(row[:cut], skip_special_tokens=False,
+                                                       clean_up_tokenization_spaces=False), (sample, o["id"])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_num_samples_with_greedy_decoding_is_refused(qwen3_tiny, prompts, tmp_path):
+    """Refused before anything is read or written."""
+    import papermill as pm
+
+    out = tmp_path / "greedy.jsonl"
+    with pytest.raises(pm.PapermillExecutionError,
+                       match=r"num_samples=3 with do_sample=False: greedy decoding gives the same answer every "
+                             r"time, so the 3 samples would be identical"):
+        run_notebook(tmp_path / "g.ipynb", **tiny_params(qwen3_tiny, prompts[0], out, num_samples=3))
+    assert not out.exists()
+
+
+def _pairs(lines) -> list[tuple[str, int]]:
+    return [(str(o["id"]), o["sample"]) for o in lines]
+
+
+def test_resume_mid_samples_adds_exactly_the_missing_pairs(three_samples, helpers, tmp_path):
+    """An interrupted run: the first batch complete, the second cut after its first line, then
+    half a line. The rerun cuts the half line and generates the five missing (id, sample)
+    pairs, nothing else."""
+    src, lines, _, params = three_samples
+    out = tmp_path / "cut.jsonl"
+    kept = src.read_bytes().splitlines(keepends=True)[:7]
+    out.write_bytes(b"".join(kept) + b'{"id": "s02", "sample": 1, "pro')
+    params = dict(params, output_path=str(out))
+    nb = run_notebook(tmp_path / "resume.ipynb", **params)
+    text = printed(nb)
+    assert "removed a partial last line" in text
+    assert "5 (id, sample) pair(s) to generate" in text
+    after = out.read_bytes()
+    assert after.startswith(b"".join(kept))
+    new = read_out(out)[7:]
+    first = _pairs(lines)
+    assert sorted(_pairs(new)) == sorted(first[7:])  # exactly the missing pairs
+    assert sorted(_pairs(read_out(out))) == sorted(first) and len(set(_pairs(read_out(out)))) == 12
+    assert all(o["seed"] == helpers["sample_seed"](SAMPLES_SEED, o["sample"]) for o in new)
+    assert "have no line" not in text
+
+
+def test_more_samples_continue_a_file_fewer_are_refused(three_samples, helpers, tmp_path):
+    """num_samples 3 -> 4 adds sample 3 for every id; 3 -> 2 is refused, the file untouched."""
+    import papermill as pm
+
+    src, _, _, params = three_samples
+    out = tmp_path / "more.jsonl"
+    out.write_bytes(src.read_bytes())
+    before = out.read_bytes()
+    with pytest.raises(pm.PapermillExecutionError,
+                       match=r"holds several samples per id \(up to sample 2\), this run asks for num_samples=2: "
+                             r"set num_samples to 3 or more to continue it"):
+        run_notebook(tmp_path / "fewer.ipynb", **dict(params, output_path=str(out), num_samples=2))
+    assert out.read_bytes() == before
+    nb = run_notebook(tmp_path / "more.ipynb", **dict(params, output_path=str(out), num_samples=4))
+    assert out.read_bytes().startswith(before)
+    new = read_out(out)[12:]
+    assert sorted(_pairs(new)) == [(i, 3) for i in ("chat-1", "s01", "s02", "s03")]
+    assert {o["seed"] for o in new} == {helpers["sample_seed"](SAMPLES_SEED, 3)} == {1383671826}
+    text = printed(nb)
+    assert f"0 already in {out}; 4 to generate" in text and "4 (id, sample) pair(s) to generate" in text
+
+
+def test_printed_command_grades_the_samples_as_one_system(three_samples, tmp_path):
+    """The command the summary prints grades the three samples of each id as one system."""
+    _, _, text, _ = three_samples
+    command = re.search(r"grade with: (.*)\n", text).group(1)
+    assert command.endswith(f"--pred {three_samples[0]}") and "evaluate.py" in command
+    proc = _run_printed(command, tmp_path, "samples.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "samples.json").read_text(encoding="utf-8"))
+    assert report["samples"]["count"] == 3
+    assert report["summary"]["n_entries"] == 4
 
 
 # --------------------------------------------------------------------------------------
