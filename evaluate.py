@@ -52,7 +52,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 format_slices, slice_tables (ontology_slices:
                                 directory mode's per-ontology tables),
                                 write_json_atomic,
-                                write_plots; AuditPage (--html: the audit
+                                write_plots; OutputMark (a page or examples
+                                file of ours); AuditPage (--html: the audit
                                 page); example_selections, examples_markdown
                                 (Examples), write_examples (--examples);
                                 config_signature, report_signature, sign_report
@@ -13106,6 +13107,61 @@ def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) ->
 # The audit page (--html PATH)
 # --------------------------------------------------------------------------------------
 
+class OutputMark:
+    """The mark by which an audit page (``--html``) or an examples file (``--examples``) of
+    ours is known again, so that a later run replaces only such a file, and only the same
+    run's (``--overwrite``: any of ours; :func:`_check_audit_output`): the page's
+    ``<meta name="generator">`` tag and the examples file's first line, an HTML comment
+    (no text in the rendered Markdown), each naming the run by :meth:`run_id` of the
+    inputs its report records."""
+
+    #: The mark of each kind of file, ``{run}`` its :meth:`run_id`.
+    PAGE = f'<meta name="generator" content="{PRODUCT} audit page, run {{run}}">'
+    EXAMPLES = f"<!-- {PRODUCT} examples, run {{run}} -->"
+    #: Each kind's mark as it is looked for in the first 4 KB of a file: group 1 the run.
+    FOUND = {kind: re.compile(re.escape(mark).replace(re.escape("{run}"), "([0-9a-f]{16})"))
+             for kind, mark in (("page", PAGE), ("examples", EXAMPLES))}
+
+    @staticmethod
+    def run_id(runs: Sequence[tuple[str | None, str | None]]) -> str:
+        """16 hex digits of the SHA-256 of the runs' inputs: per system, in order, the
+        (predictions, gold) paths as ``summary.inputs`` records them (resolved; None for a
+        stream or no gold file): what names the run of a report (:func:`_run_inputs`)."""
+        return hashlib.sha256(json.dumps([list(r) for r in runs]).encode("utf-8")).hexdigest()[:16]
+
+    @staticmethod
+    def report_runs(report: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
+        """Per system of ``report`` (:func:`report_systems`), the (predictions, gold) paths
+        its ``summary.inputs`` records."""
+        out = []
+        for sub in report_systems(report)[0].values():
+            inputs = (sub.get("summary") or {}).get("inputs") or {}
+            out.append(tuple((info or {}).get("path") if isinstance(info, Mapping) else None
+                             for info in (inputs.get("pred"), inputs.get("gold"))))
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def of_report(kind: str, report: Mapping[str, Any]) -> str:
+        """The mark (``kind``: "page" or "examples") of the file written for ``report``."""
+        mark = OutputMark.PAGE if kind == "page" else OutputMark.EXAMPLES
+        return mark.format(run=OutputMark.run_id(OutputMark.report_runs(report)))
+
+    @staticmethod
+    def held(path: Path, kind: str) -> str | None:
+        """What the existing file ``path`` holds: "" when empty, the :meth:`run_id` of
+        the run whose ``kind`` of file (page, examples) it is, None for any other file
+        (unreadable, or without the mark in its first 4 KB)."""
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096)
+        except OSError:
+            return None
+        if not head:
+            return ""
+        found = OutputMark.FOUND[kind].search(head.decode("utf-8", "replace"))
+        return found.group(1) if found is not None else None
+
+
 class AuditPage:
     """The audit page (``--html PATH``): one self-contained HTML file of a run or a
     comparison (no network: CSS and plain JavaScript inline, a Content-Security-Policy of
@@ -13728,6 +13784,7 @@ a.ex { margin-right: 8px; }
 <meta http-equiv="Content-Security-Policy"
   content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+@MARK@
 <title>@TITLE@</title>
 <link rel="icon" href="data:,">
 <style>
@@ -13917,8 +13974,9 @@ listed below)</p></section>
         }
 
     @classmethod
-    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
-        """The page's HTML for ``data`` (:meth:`page_data`): the template with the escaped
+    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = (), mark: str = "") -> str:
+        """The page's HTML for ``data`` (:meth:`page_data`): the template with ``mark``
+        (:meth:`OutputMark.of_report`: the generator tag), the escaped
         ``title``, the systems line and ``inputs`` (what each system scored, as the text
         summary's titles say it), the notices (a collapsed list), the signature, the CSS,
         the script and the data (:meth:`embed_json`). Deterministic: no date, no random id."""
@@ -13930,7 +13988,7 @@ listed below)</p></section>
         subtitle = (esc(f"{len(data['entries'])} entries; systems: {systems}"
                         + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
                     + "".join(f"<br>{esc(line)}" for line in inputs))
-        holes = {"@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
+        holes = {"@MARK@": mark, "@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
                  "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
                  "@DATA@": cls.embed_json(data)}
         return re.sub("|".join(map(re.escape, holes)), lambda m: holes[m.group(0)], cls.TEMPLATE)
@@ -13941,7 +13999,8 @@ listed below)</p></section>
         """Write the page of ``report`` to ``path`` atomically (:func:`_write_atomic`; same
         inputs, same bytes); ``title`` and ``inputs`` as :meth:`render` takes them. An
         unwritable path is an :class:`InputError` naming it."""
-        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs)
+        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs,
+                          OutputMark.of_report("page", report))
         try:
             _write_atomic(path, [text.encode("utf-8")])
         except OSError as exc:
@@ -14188,7 +14247,7 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
     values = {name: Examples.composites(sub) for name, sub in systems.items()}
     comparison = EXAMPLES_COMPARISON.format(baseline=Examples.escape(baseline)) if baseline is not None else ""
     intro = EXAMPLES_INTRO.format(k=k, decimals=EXAMPLE_TIE_DECIMALS, chars=EXAMPLE_PROMPT_CHARS, comparison=comparison)
-    lines = ["# Examples for the write-up", "", intro, ""]
+    lines = [OutputMark.of_report("examples", report), "", "# Examples for the write-up", "", intro, ""]
     for name, sub in systems.items():
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
@@ -16002,9 +16061,9 @@ def _add_input_output_options(p: argparse.ArgumentParser) -> None:
                     "an existing file is replaced only when it is empty or a report of the same run (inputs and "
                     "options; see --overwrite)")
     io.add_argument("--overwrite", action="store_true",
-                    help="let --report replace the report of another run (other inputs or options), and "
-                         "--per-entry-jsonl the rows file of another run; a file that is not a report (or rows "
-                         "file) is never replaced")
+                    help="let --report replace the report of another run (other inputs or options), "
+                         "--per-entry-jsonl the rows file of another run, and --html/--examples the page/examples "
+                         "file of another run; a file that is not one of these (of ours) is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -16349,10 +16408,11 @@ def _refuse_html_contradictions(args: argparse.Namespace) -> None:
     if any(Path(p).is_dir() for p in getattr(args, "pred", None) or ()):
         raise InputError(f"--html {page}: the audit page is made for predictions files, not directories (score each "
                          "ontology's files with --pred FILE --gold FILE for its page)")
-    if page.is_dir():
-        raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
+    with contextlib.suppress(OSError):  # a folder that cannot be searched: checked before scoring (run)
+        if page.is_dir():
+            raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
     inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None),
-              *(getattr(args, "compare", None) or ())]
+              *(getattr(args, "compare", None) or ()), *(getattr(args, "merge", None) or ())]
     if any(p is not None and _same_file(page, p) for p in inputs):
         raise InputError(f"--html {page}: is one of the inputs; give a new path for the page")
     for flag in ("--report", "--per-entry-jsonl", "--examples"):
@@ -16613,10 +16673,18 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
 
 
 def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
-    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
-    cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
-    of the input files, or a folder that cannot be created or written (a temporary file is
-    made and removed in the nearest existing folder: nothing is left behind)."""
+    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``,
+    ``--examples``, ``--html``) cannot be written at ``path``: a directory, a non-regular file
+    (a device, a pipe), one of the input files, or a folder that cannot be searched, created
+    or written (a temporary file is made and removed in the nearest existing folder: nothing
+    is left behind)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a folder on the way that cannot be searched (no x permission)
+        _check_writable_folder(path, flag)
+        raise InputError(f"{flag} {path}: {exc.strerror or exc}") from None
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
             raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
@@ -16628,8 +16696,19 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
         raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
         raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+    _check_writable_folder(path, flag)
+
+
+def _check_writable_folder(path: Path, flag: str) -> None:
+    """The nearest existing folder of ``path`` is a folder where ``flag``'s file can be
+    made (:func:`_check_report_path`), else an InputError naming ``flag``."""
+    def seen(folder: Path) -> bool:  # False too where a folder above cannot be searched
+        try:
+            return folder.exists()
+        except OSError:
+            return False
     parent = path.parent
-    while not parent.exists() and parent != parent.parent:
+    while not seen(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise InputError(f"{flag} {path}: {parent} is not a directory")
@@ -16945,6 +17024,33 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
                      "pass --overwrite to replace it, or give another path")
 
 
+def _check_audit_outputs(config: RunConfig, runs: Sequence[tuple[str | None, str | None]],
+                         inputs: Iterable[Path] = ()) -> None:
+    """``--html`` and ``--examples`` that exist, checked before scoring once the run's
+    inputs are known (``runs``: per system, the (predictions, gold) paths its report will
+    record, :func:`_run_inputs`), as ``--report`` is (:func:`_refuse_replacing_another_run`):
+    a file is replaced when empty, or when it is a page (an examples file) of ours
+    (:class:`OutputMark`) of the same run, or with ``--overwrite`` any of ours; never any
+    other file (notes, an input, a report, a rows file, a ``--merge`` part). ``inputs``: the
+    input files the saved reports record (``--compare``, ``--merge``), named in the refusal.
+    Raises InputError naming the option."""
+    run = OutputMark.run_id(runs)
+    inputs = list(inputs)
+    for flag, path, kind, what in (("--html", config.html, "page", "an audit page"),
+                                   ("--examples", config.examples, "examples", "an examples file")):
+        if path is None or not path.is_file():
+            continue
+        if any(_same_file(path, source) for source in inputs):
+            raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
+        held = OutputMark.held(path, kind)
+        if held is None:
+            raise InputError(f"{flag} {path}: exists and is not {what} written by {PRODUCT}; refusing to overwrite "
+                             "it: remove it first or give another path")
+        if held and held != run and not config.overwrite:
+            raise InputError(f"{flag} {path}: exists and is {what} of another run (other inputs than this run); "
+                             "refusing to overwrite it: pass --overwrite to replace it, or give another path")
+
+
 def _merge_report_default(config: RunConfig, report: Mapping[str, Any]) -> _ReportDefault:
     """``--merge``'s default report: the first part's path without its ``.shard-K-of-N``
     (InputError when its name has none), holding the report of the parts' ``--pred``."""
@@ -17195,6 +17301,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _resolve_report_path(
         config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
         (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
+    _check_audit_outputs(config, [_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -17263,6 +17370,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
     report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
                                        (*config.compare, *_recorded_inputs(systems.values())))
+    _check_audit_outputs(config, OutputMark.report_runs({"systems": systems}), _recorded_inputs(systems.values()))
     options = comparison_options(config, len(names))
     assert options is not None
     _check_saved_slices(config, systems)
@@ -17281,9 +17389,10 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     outcome = outcome if outcome is not None else RunOutcome()
     if config.download_model is not None:
         return _run_download_model(config)
-    if config.examples is not None:
-        _check_report_path(config.examples, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
-                                             *config.merge), "--examples")
+    for flag, path in (("--examples", config.examples), ("--html", config.html)):
+        if path is not None:
+            _check_report_path(path, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
+                                      *config.merge), flag)
     if config.compare:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
@@ -17312,6 +17421,7 @@ def _run_merge(config: RunConfig, outcome: RunOutcome) -> int:
     report = sign_report(merge_partial_reports(config.merge))
     report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
                                        (*config.merge, *_recorded_inputs([report])))
+    _check_audit_outputs(config, OutputMark.report_runs(report), _recorded_inputs([report]))
     return _emit(config, report, {"": _merged_title(report)}, report_path, outcome)
 
 
@@ -17330,6 +17440,7 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
                                        (config.pred, config.gold, config.vocabulary_path),
                                        [_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
+    _check_audit_outputs(config, [_run_inputs(config, config.pred)])
     options = comparison_options(config, 1)
     names = list(config.names) or system_names([config.pred])
     _check_names(names, 1, "one --pred")
