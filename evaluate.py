@@ -5453,9 +5453,15 @@ class AuditEntry:
     @staticmethod
     def key_of(row: Mapping[str, Any]) -> str:
         """The key that names an entry (a per-entry row) in the lists of examples and on
-        the HTML page: its id, or ``line N`` (its gold line) for an entry without one."""
+        the HTML page: its id, or ``line N`` (its gold line) for an entry without one; an
+        id that reads ``line N`` (N digits) or begins with ``"`` is written as a JSON
+        string (``"line 2"``, in double quotes), so that no two entries share a key: the
+        keys of ids without quotes, of quoted ids and of ``line N`` are apart."""
         rid = row.get("id")
-        return f"line {row.get('gold_line')}" if rid is None else str(rid)
+        if rid is None:
+            return f"line {row.get('gold_line')}"
+        rid = str(rid)
+        return json.dumps(rid, ensure_ascii=False) if rid.startswith('"') or re.fullmatch("line [0-9]+", rid) else rid
 
     @property
     def key(self) -> str:
@@ -14215,7 +14221,7 @@ class Examples:
 #: comparison's adds after its second sentence.
 EXAMPLES_INTRO = (
     "Entries ranked by their composite score (hgr, per entry: SPEC.md section 8), {k} per list; composites equal "
-    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id). An "
+    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id, an id that reads `line N` or begins with " "`\"` in double quotes). An "
     "unparseable or missing answer has composite 0.0 and ranks among the worst.{comparison} Prompts are cut at "
     "{chars} characters. Each table puts a gold triplet and the prediction paired with it on one line, then the "
     "gold triplets no prediction pairs with, then the unpaired predicted items; classes as in README \"Error "

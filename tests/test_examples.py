@@ -49,6 +49,28 @@ def test_selections_by_hand_ties_by_id():
         ev.example_selections({"base": base}, 0)
 
 
+def test_an_id_that_reads_line_n_keeps_apart_from_the_entry_without_an_id(tmp_path):
+    """Gold line 1 has the id "line 2", lines 2 and 3 none (joined by line order): three
+    keys, "line 2" quoted for the id; before, the id and the entry of line 2 shared the key
+    "line 2" (one of them was lost: "2 ranked", its example the other's). Composites:
+    line 1 and 3 predicted exactly (1.0), line 2 nothing (0.0)."""
+    assert [ev.AuditEntry.key_of(r) for r in ({"id": "line 2", "gold_line": 1}, {"id": None, "gold_line": 2},
+                                              {"id": '"line 2"', "gold_line": 4}, {"id": "line2", "gold_line": 5})] \
+        == ['"line 2"', "line 2", '"\\"line 2\\""', "line2"]
+    items = [[T(f"Foo{k}", "part_of", f"Bar{k}")] for k in (1, 2, 3)]
+    gold = write(tmp_path / "g.jsonl", [{"prompt": f"Foo{k} is part of Bar{k}.", "triplets": items[k - 1],
+                                         **({"id": "line 2"} if k == 1 else {})} for k in (1, 2, 3)])
+    pred = write(tmp_path / "p.jsonl", [{"triplets": items[k - 1] if k != 2 else [],
+                                         **({"id": "line 2"} if k == 1 else {})} for k in (1, 2, 3)])
+    rc, _, err = run_main("--pred", pred, "--gold", gold, *FAST, "--join", "order", "--no-report",
+                          "--examples", tmp_path / "e.md", "--examples-per", "3")
+    assert rc == 0, err
+    text = (tmp_path / "e.md").read_text(encoding="utf-8")
+    assert "3 entries, 3 ranked by composite." in text
+    worst = [line for line in text.splitlines() if line.startswith("#### ")][:3]
+    assert worst == ["#### 1. line 2 · p 0.0000", '#### 2. "line 2" · p 1.0000', "#### 3. line 3 · p 1.0000"]
+
+
 # ------------------------------------------------------------------ the sample comparison
 
 

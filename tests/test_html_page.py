@@ -481,6 +481,27 @@ def test_entries_without_ids_are_named_by_their_gold_line(browser, tmp_path):
     assert _console_errors(browser) == []
 
 
+def test_an_id_that_reads_line_n_is_an_entry_of_its_own(browser, tmp_path):
+    """Gold line 1 has the id "line 2", line 2 none (joined by order): two entries, keyed
+    '"line 2"' and 'line 2' (before, one key: the page lost an entry); each address opens
+    its own prompt."""
+    triplet = {"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "Bar", "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "line 2", "prompt": "first prompt", "triplets": [triplet]},
+                                 {"prompt": "second prompt", "triplets": [triplet]}])
+    write(tmp_path / "p.jsonl", [{"id": "line 2", "triplets": [triplet]}, {"triplets": []}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--join", "order", "--no-report", "--html", tmp_path / "ids.html")
+    assert rc == 0, err
+    data = page_data((tmp_path / "ids.html").read_text(encoding="utf-8"))
+    assert [(e["id"], e["prompt"]) for e in data["entries"]] == [('"line 2"', "first prompt"), ("line 2", "second prompt")]
+    for address, key, prompt in (("line%202", "line 2", "second prompt"), ("%22line%202%22", '"line 2"', "first prompt")):
+        browser.get((tmp_path / "ids.html").resolve().as_uri() + "#entry=" + address)
+        assert _entry_shown(browser, key)
+        assert browser.find_element("css selector", "#entry .prompt").text == prompt
+    assert _console_errors(browser) == []
+
+
 def test_virtual_list_renders_only_the_visible_rows(browser, tmp_path):
     """400 entries (the sample's gold and predictions, 16 copies with new ids): about a
     window's worth of rows is in the document, and scrolling to the end renders the last."""
