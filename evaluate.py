@@ -11499,9 +11499,52 @@ MAX_SLICES = 50
 MISSING_SLICE = "(missing)"
 
 
-def slice_label(value: str | int | None) -> str:
-    """How a slice value is shown: the string, the integer's digits, :data:`MISSING_SLICE` for None."""
-    return MISSING_SLICE if value is None else str(value)
+def slice_label(value: str | int | None, key: str = "") -> str:
+    """How a slice value of ``key`` is shown: a built-in's bin label (:data:`SLICE_BUILTINS`);
+    for a field, the integer's digits, :data:`MISSING_SLICE` for None, and the string as it
+    is, unless two slices could then look the same: a string that reads like an integer
+    (``-?[0-9]+``) or ``(missing)``, begins with ``"``, is empty, has a space at an end, or
+    holds what a reader cannot see or tell apart (a character that is not printed, such as
+    a control, format or line-separator character, a space other than U+0020, a lone
+    surrogate, or text not in Unicode NFC, where "é" may be one or two code points) is
+    written as a JSON string in double quotes, those characters as ``\\uXXXX`` (for text
+    not in NFC, every non-ASCII character). So distinct values of a key have distinct
+    labels (``1`` and ``"1"``, ``(missing)`` and ``"(missing)"``)."""
+    if value is None:
+        return MISSING_SLICE
+    text = str(value)
+    if key in SLICE_BUILTINS or isinstance(value, int):
+        return text
+    hidden = [c for c in text if c != " " and unicodedata.category(c) in _UNSEEN_CATEGORIES]
+    nfc = _is_nfc(text)
+    if not (hidden or not nfc or not text or text != text.strip() or text.startswith('"') or text == MISSING_SLICE
+            or re.fullmatch("-?[0-9]+", text)):
+        return text
+    quoted = json.dumps(text, ensure_ascii=not nfc)
+    return "".join(c if c == " " or unicodedata.category(c) not in _UNSEEN_CATEGORIES else _u_escape(c)
+                   for c in quoted)
+
+
+#: The Unicode categories of characters a reader cannot see (controls, format characters,
+#: separators (U+0020 aside), surrogates, private use, unassigned): :func:`slice_label`.
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _is_nfc(text: str) -> bool:
+    """Whether ``text`` is in Unicode NFC (False for text with a lone surrogate)."""
+    try:
+        return unicodedata.is_normalized("NFC", text)
+    except UnicodeError:
+        return False
+
+
+def _u_escape(char: str) -> str:
+    """``\\uXXXX`` of one character (two, a UTF-16 surrogate pair, beyond U+FFFF)."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _slice_order(key: str, value: str | int | None) -> tuple:
@@ -11591,7 +11634,7 @@ def compare_slices(reports: Mapping[str, Mapping[str, Any]], keys: Sequence[str]
                                     trials=options.trials if options else 0, seed=options.seed if options else 0,
                                     correction=options.correction if options else None, families=families,
                                     test=options.test if options else DEFAULT_TEST)
-            out[key].append({"value": value, "label": slice_label(value), "n_entries": len(indices),
+            out[key].append({"value": value, "label": slice_label(value, key), "n_entries": len(indices),
                              "metrics": block["metrics"], "notes": block["notes"]})
     return {"by": list(keys), "max_slices": max_slices, "keys": out}
 
@@ -13381,6 +13424,11 @@ a.ex { margin-right: 8px; }
       });
     });
   }
+  /* the label of a slice (by its id: type and value as JSON) of a --slice-by key */
+  function sliceLabel(key, id) {
+    var found = (D.slices[key] || []).filter(function (x) { return x.id === id; })[0];
+    return found ? found.label : id;
+  }
   function buildHay() {
     D.entries.forEach(function (e) {
       var parts = [e.id, e.prompt || ""];
@@ -13584,7 +13632,7 @@ a.ex { margin-right: 8px; }
       a.gold.forEach(function (g) { titles.gold.push(g.source, g.target); });
       a.pred.forEach(function (p) { if (p.valid) titles.pred.push(p.source, p.target); });
     });
-    var sl = Object.keys(e.slices || {}).map(function (k) { return k + " " + e.slices[k]; }).join(", ");
+    var sl = Object.keys(e.slices || {}).map(function (k) { return k + " " + sliceLabel(k, e.slices[k]); }).join(", ");
     box.appendChild(el("h2", {text: "entry " + e.id}));
     if (sl) box.appendChild(el("p", {cls: "muted", text: "slices: " + sl}));
     box.appendChild(highlight(e.prompt || "", titles.gold, titles.pred));
@@ -13632,7 +13680,7 @@ a.ex { margin-right: 8px; }
     Object.keys(D.slices).forEach(function (key) {
       var s = el("select", {cls: "f-slice", "data-key": key, "aria-label": "slice " + key});
       options(s, [["", "any " + key]].concat(D.slices[key].map(function (x) {
-        return [x.label, key + ": " + x.label];
+        return [x.id, key + ": " + x.label];
       })));
       s.addEventListener("change", function () { state.slices[key] = s.value; applyFilters(); });
       $("f-slices").appendChild(s);
@@ -13708,7 +13756,7 @@ a.ex { margin-right: 8px; }
       });
       box.appendChild(el("h3", {text: "slices by " + key}));
       box.appendChild(table(head, D.slices[key].map(function (x) {
-        var sl = {}; sl[key] = x.label;
+        var sl = {}; sl[key] = x.id;
         var r = [link(x.label, {slices: sl}), String(x.n_entries)];
         SYS.forEach(function (s, i) {
           D.slice_columns.forEach(function (c) {
@@ -13923,21 +13971,29 @@ listed below)</p></section>
     @staticmethod
     def slices(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """The slice tables: per ``--slice-by`` key of the report's ``slices`` section, each
-        slice's ``value``, ``label``, ``n_entries`` and, per system, the
+        slice's ``value``, ``id`` (:meth:`slice_id`: what the filter compares), ``label``,
+        ``n_entries`` and, per system, the
         :data:`SLICE_COLUMNS` cells (``estimate``, ``ci``, ``delta``, ``significant``)."""
         keys = (report.get("slices") or {}).get("keys") or {}
         wanted = ("estimate", "ci", "delta", "significant")
-        return {key: [{"value": s["value"], "label": s["label"], "n_entries": s["n_entries"],
+        return {key: [{"value": s["value"], "id": AuditPage.slice_id(s["value"]), "label": s["label"],
+                       "n_entries": s["n_entries"],
                        "metrics": {name: {p: {k: m[p][k] for k in wanted if k in m[p]}
                                           for p, _ in SLICE_COLUMNS if p in m}
                                    for name, m in s["metrics"].items()}} for s in slices]
                 for key, slices in keys.items()}
 
+    @staticmethod
+    def slice_id(value: str | int | None) -> str:
+        """A slice's identity on the page: its value's type and value as JSON text (ASCII),
+        ``1`` and ``"1"``, ``null`` and ``"(missing)"`` apart."""
+        return json.dumps(value)
+
     @classmethod
     def entries(cls, audits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """The entry list: one item per entry key (:meth:`AuditEntry.key_of`: the id, or
         ``line N``) in the baseline's order (then keys only later systems have), ``{"id"
-        (the key), "prompt", "slices": {key: label}, "systems": [the system's
+        (the key), "prompt", "slices": {key: its slice's id (:meth:`slice_id`)}, "systems": [the system's
         audit entry (:meth:`AuditEntry.as_json`) without id, prompt and slices and with the
         :data:`ENTRY_METRICS` of its metrics, or None, in system order]}``."""
         names = list(audits)
@@ -13945,8 +14001,8 @@ listed below)</p></section>
         for s, name in enumerate(names):
             for a in audits[name]:
                 key = AuditEntry.key_of(a)
-                labels = {k: slice_label(v) for k, v in (a.get("slices") or {}).items()}
-                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": labels,
+                slices = {k: cls.slice_id(v) for k, v in (a.get("slices") or {}).items()}
+                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": slices,
                                               "systems": [None] * len(names)})
                 own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
                 own["metrics"] = {k: a["metrics"][k] for k in cls.ENTRY_METRICS if k in (a.get("metrics") or {})}
@@ -14178,7 +14234,7 @@ class Examples:
                  f"gold line {entry.gold_line}", "no prediction line" if entry.pred_line is None
                  else f"prediction line {entry.pred_line}",
                  f"entity F1 {_fmt(metrics.get('entity_f1'))}", f"triplet F1 {_fmt(metrics.get('triplet_f1'))}"]
-        parts += [f"{key} {slice_label(value)}" for key, value in (entry.slices or {}).items()]
+        parts += [f"{key} {slice_label(value, key)}" for key, value in (entry.slices or {}).items()]
         return Examples.escape(" · ".join(parts))
 
     @staticmethod

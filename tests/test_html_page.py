@@ -364,7 +364,7 @@ def test_class_and_slice_links_filter_the_list(browser, sample):
     assert browser.find_element("id", "f-class").get_attribute("value") == "gold:entities_absent"
     browser.find_element("id", "f-reset").click()
     first = report["slices"]["keys"]["n_gold"][1]
-    browser.find_element("css selector", f'#slices a[data-filter*=\'"{first["label"]}"\']').click()
+    next(a for a in browser.find_elements("css selector", "#slices a") if a.text == first["label"]).click()
     shown = browser.execute_script("return auditPage.viewIds()")
     rows = {r["id"]: r["slices"]["n_gold"] for r in report["systems"]["base"]["per_entry"]}
     assert len(shown) == first["n_entries"] and all(ev.slice_label(rows[i]) == first["label"] for i in shown)
@@ -499,6 +499,38 @@ def test_an_id_that_reads_line_n_is_an_entry_of_its_own(browser, tmp_path):
         browser.get((tmp_path / "ids.html").resolve().as_uri() + "#entry=" + address)
         assert _entry_shown(browser, key)
         assert browser.find_element("css selector", "#entry .prompt").text == prompt
+    assert _console_errors(browser) == []
+
+
+def test_slice_filter_keeps_apart_what_the_report_keeps_apart(browser, tmp_path):
+    """grp = 1, "1", "(missing)", absent: four slices; each slice link and each option of
+    the slice select lists that slice's entry only (before: the filter compared labels, so
+    1 and "1", "(missing)" and absent each listed two entries)."""
+    triplet = {"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "Bar", "type": "c"}}
+    groups = {"e0": 1, "e1": "1", "e2": "(missing)", "e3": None}
+    write(tmp_path / "g.jsonl", [{"id": i, "prompt": "Foo is part of Bar.", "triplets": [triplet],
+                                  **({"grp": g} if g is not None else {})} for i, g in groups.items()])
+    write(tmp_path / "p.jsonl", [{"id": i, "triplets": [triplet]} for i in groups])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--slice-by", "grp", "--no-report", "--html", tmp_path / "s.html")
+    assert rc == 0, err
+    _open(browser, tmp_path / "s.html")
+    from selenium.webdriver.support.ui import Select
+    want = {"1": ["e0"], '"(missing)"': ["e2"], '"1"': ["e1"], "(missing)": ["e3"]}
+    links = browser.find_elements("css selector", "#slices a")
+    assert [a.text for a in links] == list(want)
+    for k, label in enumerate(want):
+        browser.find_elements("css selector", "#slices a")[k].click()
+        assert browser.execute_script("return auditPage.viewIds()") == want[label], label
+        browser.find_element("id", "f-reset").click()
+        select = Select(browser.find_element("css selector", "select.f-slice"))
+        select.select_by_visible_text("grp: " + label)
+        assert browser.execute_script("return auditPage.viewIds()") == want[label], label
+        browser.find_element("id", "f-reset").click()
+    browser.execute_script("location.hash = 'entry=e1'")
+    _entry_shown(browser, "e1")
+    assert browser.find_element("css selector", "#entry p.muted").text == 'slices: grp "1"'
     assert _console_errors(browser) == []
 
 
