@@ -13359,7 +13359,12 @@ a.ex { margin-right: 8px; }
 (function () {
   var D = JSON.parse(document.getElementById("audit-data").textContent);
   var SYS = D.systems, NS = SYS.length, ROW = 30, BUF = 10;
-  var byId = {}, state = {sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}};
+  /* data keys (ids, relations, slice keys, system names) never index a plain object: a
+     key such as "constructor" or "__proto__" would find Object.prototype's; a Map, a Set,
+     an object without prototype (dict) or own() instead */
+  function dict() { return Object.create(null); }
+  function own(o, k) { return o != null && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined; }
+  var byId = new Map(), state = {sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: dict()};
   var view = [], hayBuilt = false;
 
   function $(id) { return document.getElementById(id); }
@@ -13393,9 +13398,9 @@ a.ex { margin-right: 8px; }
      (key, n, key, n ...) per system, the differences to the baseline */
   function prepare() {
     D.entries.forEach(function (e, i) {
-      e.order = i; byId[e.id] = e; e.keys = []; e.rels = {}; e.counts = [];
+      e.order = i; byId.set(e.id, e); e.keys = []; e.rels = new Set(); e.counts = [];
       e.systems.forEach(function (a, s) {
-        var k = {}, c = {};
+        var k = dict(), c = dict();
         if (a) {
           a.gold.forEach(function (g) {
             if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1;
@@ -13408,12 +13413,12 @@ a.ex { margin-right: 8px; }
           a.gold.forEach(function (g) {
             if (g["class"]) k["gold:" + g["class"]] = 1;
             if (g.in_prompt) k["flag:in_prompt"] = 1;
-            e.rels[g.relation] = 1;
+            e.rels.add(String(g.relation));
           });
           a.pred.forEach(function (p) {
             k["pred:" + p["class"]] = 1;
             (p.flags || []).forEach(function (f) { k["flag:" + f] = 1; });
-            if (p.valid) e.rels[p.relation] = 1;
+            if (p.valid) e.rels.add(String(p.relation));
           });
         }
         e.keys[s] = k;
@@ -13426,7 +13431,7 @@ a.ex { margin-right: 8px; }
   }
   /* the label of a slice (by its id: type and value as JSON) of a --slice-by key */
   function sliceLabel(key, id) {
-    var found = (D.slices[key] || []).filter(function (x) { return x.id === id; })[0];
+    var found = (own(D.slices, key) || []).filter(function (x) { return x.id === id; })[0];
     return found ? found.label : id;
   }
   function buildHay() {
@@ -13452,8 +13457,8 @@ a.ex { margin-right: 8px; }
       }
       if (!hit) return false;
     }
-    if (state.rel && !e.rels[state.rel]) return false;
-    for (var key in state.slices) if (state.slices[key] && (e.slices || {})[key] !== state.slices[key]) return false;
+    if (state.rel && !e.rels.has(state.rel)) return false;
+    for (var key in state.slices) if (state.slices[key] && own(e.slices, key) !== state.slices[key]) return false;
     if (state.search && e.hay.indexOf(state.search) < 0) return false;
     return true;
   }
@@ -13586,14 +13591,14 @@ a.ex { margin-right: 8px; }
       el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
       el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(cell)); }))]);
   }
-  function classTag(c) { return el("span", {cls: "cls cls-" + c, title: D.class_words[c] || "", text: word(c)}); }
+  function classTag(c) { return el("span", {cls: "cls cls-" + c, title: own(D.class_words, c) || "", text: word(c)}); }
   function systemView(name, a) {
     if (!a) return el("div", {cls: "sys"}, [el("h3", {text: name}), el("p", {text: "no row for this entry"})]);
-    var gi = {}, pi = {};
-    a.gold.forEach(function (g) { gi[g.index] = g; });
-    a.pred.forEach(function (p) { pi[p.index] = p; });
+    var gi = new Map(), pi = new Map();
+    a.gold.forEach(function (g) { gi.set(g.index, g); });
+    a.pred.forEach(function (p) { pi.set(p.index, p); });
     var pairs = a.pairs.map(function (p) {
-      var g = gi[p.gold_index], q = pi[p.pred_index];
+      var g = gi.get(p.gold_index), q = pi.get(p.pred_index);
       return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim),
         fmt(p.align_sim),
         el("span", null, [classTag(q["class"]), q.reason ? el("span", {cls: "why", text: q.reason}) : null])];
@@ -13601,7 +13606,7 @@ a.ex { margin-right: 8px; }
     var ug = a.gold.filter(function (g) { return g.valid && D.unmatched_gold.indexOf(g["class"]) >= 0; })
       .map(function (g) {
         return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "",
-          g.reason || D.class_words[g["class"]] || ""];
+          g.reason || own(D.class_words, g["class"]) || ""];
       });
     var up = a.pred.filter(function (p) { return D.unmatched_pred.indexOf(p["class"]) >= 0; })
       .map(function (p) {
@@ -13622,7 +13627,7 @@ a.ex { margin-right: 8px; }
       table(["predicted", "class", "flags", "reason"], up, "upred")]);
   }
   function openEntry(id) {
-    var e = byId[id], box = $("entry");
+    var e = byId.get(id), box = $("entry");
     if (!e) return;
     state.open = id;
     box.textContent = "";
@@ -13644,7 +13649,11 @@ a.ex { margin-right: 8px; }
   }
 
   function setFilter(changes) {
-    for (var k in changes) if (k === "slices") state.slices = changes.slices; else state[k] = changes[k];
+    Object.keys(changes).forEach(function (k) {
+      if (k !== "slices") { state[k] = changes[k]; return; }
+      state.slices = dict();
+      Object.keys(changes.slices).forEach(function (key) { state.slices[key] = changes.slices[key]; });
+    });
     syncControls();
     applyFilters();
     $("list").scrollIntoView();
@@ -13667,9 +13676,9 @@ a.ex { margin-right: 8px; }
       D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
       D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }),
       D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));
-    var rels = {};
-    D.entries.forEach(function (e) { for (var r in e.rels) rels[r] = 1; });
-    options($("f-rel"), [["", "any relation"]].concat(Object.keys(rels).sort().map(function (r) { return [r, r]; })));
+    var rels = new Set();
+    D.entries.forEach(function (e) { e.rels.forEach(function (r) { rels.add(r); }); });
+    options($("f-rel"), [["", "any relation"]].concat(Array.from(rels).sort().map(function (r) { return [r, r]; })));
     var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"],
       ["composite_desc", "composite \u2193"]];
     SYS.forEach(function (name, s) {
@@ -13728,7 +13737,7 @@ a.ex { margin-right: 8px; }
       var t = table(head, side[1].map(function (c) {
         var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
         SYS.forEach(function (s, i) {
-          var er = D.errors[s];
+          var er = own(D.errors, s);
           r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
                  er ? fmt(er[side[0]][c]) : "n/a", "");
         });
@@ -13741,7 +13750,7 @@ a.ex { margin-right: 8px; }
           td.setAttribute("data-sys", String(i));
           td.setAttribute("data-key", side[0] + ":" + side[1][row]);
         });
-        tr.children[0].title = D.class_words[side[1][row]] || "";
+        tr.children[0].title = own(D.class_words, side[1][row]) || "";
       });
       box.appendChild(el("h3", {text: side[2]}));
       box.appendChild(t);
@@ -13760,7 +13769,7 @@ a.ex { margin-right: 8px; }
         var r = [link(x.label, {slices: sl}), String(x.n_entries)];
         SYS.forEach(function (s, i) {
           D.slice_columns.forEach(function (c) {
-            var m = (x.metrics[s] || {})[c[0]] || {};
+            var m = own(own(x.metrics, s), c[0]) || {};
             var d = i && m.delta != null ? " (" + sfmt(m.delta) + (m.significant ? "*" : "") + ")" : "";
             r.push(fmt(m.estimate) + ci(m.ci) + d);
           });
@@ -13782,7 +13791,7 @@ a.ex { margin-right: 8px; }
     if (!(D.examples || []).length) box.appendChild(el("p", {cls: "muted", text: "no selections"}));
   }
   function header() {
-    var head = [""], groups = {}, order = [];
+    var head = [""], groups = dict(), order = [];
     SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
     D.headline.forEach(function (h) {
       if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); }
@@ -13796,7 +13805,7 @@ a.ex { margin-right: 8px; }
     return table(head, rows.map(function (h) {
       var r = [el("span", {title: h.path, text: h.label})];
       SYS.forEach(function (s, i) {
-        var v = h.values[s] || {};
+        var v = own(h.values, s) || {};
         r.push(fmt(v.estimate) + ci(v.ci));
         if (i && D.baseline) {
           r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""),

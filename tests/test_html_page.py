@@ -534,6 +534,44 @@ def test_slice_filter_keeps_apart_what_the_report_keeps_apart(browser, tmp_path)
     assert _console_errors(browser) == []
 
 
+def test_keys_named_like_object_properties_are_data(browser, tmp_path):
+    """Relations, ids, a slice key and system names that JavaScript objects have as
+    properties (constructor, toString, valueOf, __proto__): each filter lists exactly its
+    entries, each address opens its entry and an unknown one nothing, the class and
+    header tables show the systems' numbers (before: relation constructor listed every
+    entry, and a system named like a property broke the tables)."""
+    def item(rel):
+        return {"source": {"title": "Foo", "type": "c"}, "relation": {"type": rel, "weight": 0.9},
+                "target": {"title": "Bar", "type": "c"}}
+    rels = {"toString": "constructor", "__proto__": "country", "hasOwnProperty": "valueOf"}
+    write(tmp_path / "g.jsonl", [{"id": i, "prompt": "Foo is part of Bar.", "triplets": [item(r)], "__proto__": r}
+                                 for i, r in rels.items()])
+    write(tmp_path / "p.jsonl", [{"id": i, "triplets": [item(r)]} for i, r in rels.items()])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl",
+                          "--name", "constructor", "--name", "__proto__", *FAST, "--slice-by", "__proto__",
+                          "--no-report", "--html", tmp_path / "o.html")
+    assert rc == 0, err
+    _open(browser, tmp_path / "o.html")
+    from selenium.webdriver.support.ui import Select
+    for entry, rel in rels.items():
+        Select(browser.find_element("id", "f-rel")).select_by_value(rel)
+        assert browser.execute_script("return auditPage.viewIds()") == [entry], rel
+        browser.find_element("id", "f-reset").click()
+        Select(browser.find_element("css selector", "select.f-slice")).select_by_visible_text("__proto__: " + rel)
+        assert browser.execute_script("return auditPage.viewIds()") == [entry], rel
+        browser.find_element("id", "f-reset").click()
+        browser.execute_script("location.hash = arguments[0]", "entry=" + entry)
+        assert len(_entry_shown(browser, entry)) == 2
+    browser.execute_script("auditPage.open('valueOf'); auditPage.open('constructor')")
+    assert _text(browser, "#entry h2") == ["entry hasOwnProperty"]
+    for s in ("0", "1"):  # the report's count of found gold triplets, and the shown count, per system
+        cell = browser.find_element("css selector", f'td.live[data-sys="{s}"][data-key="gold:found"]')
+        assert cell.text == "3" and cell.find_element("xpath", "preceding-sibling::td[2]").text == "3"
+    first = browser.find_element("css selector", "#headline table tbody tr")
+    assert [td.text.split(" ")[0] for td in first.find_elements("tag name", "td")][1:3] == ["1.0000", "1.0000"]
+    assert _console_errors(browser) == []
+
+
 def test_virtual_list_renders_only_the_visible_rows(browser, tmp_path):
     """400 entries (the sample's gold and predictions, 16 copies with new ids): about a
     window's worth of rows is in the document, and scrolling to the end renders the last."""
