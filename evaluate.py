@@ -5617,8 +5617,12 @@ class Audit:
 
     @staticmethod
     def shown(value: Any) -> Any:
-        """A field as shown: strings and numbers as they are, None for absent, any other
-        JSON value as its compact JSON text."""
+        """A field as shown: strings and finite numbers as they are, None for absent, a NaN
+        or infinite number as its JSON text (the string ``NaN``, ``Infinity`` or
+        ``-Infinity``: JSON has no such number), any other JSON value as its compact JSON
+        text."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return json.dumps(value)
         if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return value
         return json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -139,6 +139,29 @@ def test_a_report_without_the_errors_family_gets_the_classes_its_pairs_decide(tm
     assert all(g["in_prompt"] for g in e.gold)   # grounded, computed here (no flags recorded)
 
 
+def test_nan_and_infinite_numbers_are_shown_as_their_json_text(tmp_path):
+    """A predicted weight NaN (the output text), a gold weight Infinity and a predicted
+    title -Infinity: the audit entry shows the strings "NaN", "Infinity", "-Infinity"
+    (JSON has no such number), and --html writes the page with them (before: ValueError
+    "Out of range float values are not JSON compliant", exit 1)."""
+    bad = T("Foo", "part_of", "Bar")
+    bad["relation"]["weight"] = float("inf")
+    gold = write(tmp_path / "g.jsonl", [{"id": "a", "prompt": "Foo is part of Bar.",
+                                         "triplets": [bad, T("Foo", "part_of", "Baz")]}])
+    pred = tmp_path / "p.jsonl"
+    pred.write_text('{"id": "a", "output": "[{\\"source\\": {\\"title\\": \\"Foo\\", \\"type\\": \\"c\\"}, '
+                    '\\"relation\\": {\\"type\\": \\"part_of\\", \\"weight\\": NaN}, \\"target\\": '
+                    '{\\"title\\": -Infinity, \\"type\\": \\"c\\"}}]"}\n')
+    rc, _, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--report", tmp_path / "r.json",
+                          "--html", tmp_path / "a.html")
+    assert rc == 0, err
+    (entry,) = ev.audit_entries(load_report(tmp_path / "r.json"), "p")
+    assert (entry.gold[0]["weight"], entry.pred[0]["weight"], entry.pred[0]["target"]) == \
+        ("Infinity", "NaN", "-Infinity")
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '"weight":"Infinity"' in page and '"weight":"NaN"' in page and '"target":"-Infinity"' in page
+
+
 def test_combined_file_missing_prediction_and_slices(tmp_path):
     """A gold id without a prediction line (pred_line null, status missing), and a
     combined file (gold and answer on one line)."""
