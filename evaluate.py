@@ -12962,6 +12962,19 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
             "lower_is_better": sorted(lower_is_better_paths()), "legend": legend_lines(report)}
 
 
+#: A UTF-16 surrogate code point: in a Python string read from JSON (``"\\ud800"``), always
+#: a lone one (a pair becomes one character), which UTF-8 cannot encode.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (:data:`_SURROGATE_RE`) replaced by U+FFFD, the
+    replacement character: how the human-facing outputs (the printed summary, the tables,
+    the examples, the page's text) show what JSON escapes (``\\ud800``: the report and the
+    page's data keep it), so that writing them never fails."""
+    return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) else text
+
+
 def format_output(report: Mapping[str, Any], fmt: str, titles: Mapping[str, str] | None = None) -> str:
     """What stdout carries for ``--format fmt``: the renderer of :data:`OUTPUT_FORMATS` on
     the report (any of the three layouts): the printed summary (``text``, ending in a
@@ -13937,10 +13950,12 @@ listed below)</p></section>
     def embed_json(data: Any) -> str:
         """``data`` as JSON that is safe inside ``<script type="application/json">``: compact,
         keys in their order, non-ASCII kept, every ``<`` written ``\\u003c`` (so no
-        ``</script>`` or ``<!--`` can end or change the element), U+2028/U+2029 escaped;
-        ``JSON.parse`` and :func:`json.loads` read back ``data``. NaN is refused (ValueError)."""
+        ``</script>`` or ``<!--`` can end or change the element), U+2028/U+2029 and lone
+        surrogates escaped (the text is UTF-8); ``JSON.parse`` and :func:`json.loads` read
+        back ``data``. NaN is refused (ValueError)."""
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE_RE.search(text) else text
 
     @staticmethod
     def headline(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -14064,7 +14079,8 @@ listed below)</p></section>
                         + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
                     + "".join(f"<br>{esc(line)}" for line in inputs))
         holes = {"@MARK@": mark, "@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
-                 "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
+                 "@SIGNATURE@": esc(data["signature"])}
+        holes = {**{k: replace_surrogates(v) for k, v in holes.items()}, "@CSS@": cls.CSS, "@JS@": cls.JS,
                  "@DATA@": cls.embed_json(data)}
         return re.sub("|".join(map(re.escape, holes)), lambda m: holes[m.group(0)], cls.TEMPLATE)
 
@@ -14338,7 +14354,7 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
                 both = kind in ("gains", "losses")
                 lines += Examples.example(rank, audits[name][key], (name, baseline), base.get(key),
                                           audits[baseline][key] if both and baseline is not None else None)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return replace_surrogates("\n".join(lines).rstrip("\n") + "\n")
 
 
 def write_examples(path: Path, report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> None:
@@ -17226,7 +17242,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         except OSError as exc:
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
-        sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
+        sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
         _write_run_examples(config, examples_of)
         _write_run_plots(config, report)
         _write_run_html(config, examples_of, titles)
@@ -17533,7 +17549,7 @@ def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[
     default the printed summary with ``titles``); ``where`` (the report's path, or that
     none was written) goes to stderr with the other notes (``--quiet`` silences it), so
     ``> summary.txt`` captures the summary alone."""
-    sys.stdout.write(format_output(report, config.output_format or DEFAULT_FORMAT, titles))
+    sys.stdout.write(replace_surrogates(format_output(report, config.output_format or DEFAULT_FORMAT, titles)))
     sys.stdout.flush()
     log.info("%s", where)
 

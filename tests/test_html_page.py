@@ -144,6 +144,25 @@ def test_script_end_in_a_title_stays_data(tmp_path):
     assert entry["systems"][0]["gold"][0]["source"] == title and entry["prompt"].startswith(title)
 
 
+def test_lone_surrogates_in_ids_prompts_and_titles(tmp_path):
+    """An id "a\\ud800", a prompt and a title with lone surrogate escapes (valid JSON):
+    the page's data keeps them (escaped: the file is UTF-8, and json.loads reads back the
+    same strings), the examples show U+FFFD; before, both crashed (UnicodeEncodeError)."""
+    triplet = '{"source": {"title": "Foo\\udc00", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9}, ' \
+              '"target": {"title": "Bar", "type": "c"}}'
+    (tmp_path / "g.jsonl").write_text('{"id": "a\\ud800", "prompt": "Foo\\udc00 is part of Bar.", '
+                                      '"triplets": [%s]}\n' % triplet)
+    (tmp_path / "p.jsonl").write_text('{"id": "a\\ud800", "triplets": [%s]}\n' % triplet)
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "s.html", "--examples", tmp_path / "s.md")
+    assert rc == 0, err
+    entry = page_data((tmp_path / "s.html").read_text(encoding="utf-8"))["entries"][0]
+    assert (entry["id"], entry["prompt"], entry["systems"][0]["gold"][0]["source"]) == \
+        ("a\ud800", "Foo\udc00 is part of Bar.", "Foo\udc00")
+    text = (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert "#### 1. a\ufffd · p 1.0000" in text and "> Foo\ufffd is part of Bar." in text
+
+
 def test_html_adds_the_errors_family(tmp_path):
     """--metrics hgr --html: the errors family is added (the page shows the classes)."""
     rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--metrics", "hgr",

@@ -553,6 +553,27 @@ def test_slices_that_would_print_alike_get_labels_of_their_own(tmp_path):
     assert [r.split(" (n=")[0][2:] for r in rows] == [labels[i].replace("\\", "\\\\") for i in order]  # \\ in Markdown
 
 
+def test_lone_surrogates_print_as_the_replacement_character(tmp_path):
+    """A relation "part\\ud800of" (a lone surrogate escape, valid JSON): the text summary's
+    per-relation lines print it with U+FFFD, the slice table of --slice-by cat
+    ("x\\ud83d") its escaped label; exit 0 on a real (UTF-8) stdout, before: a
+    UnicodeEncodeError, exit 1. The report keeps the escape (its JSON writer)."""
+    from helpers import run_cli
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    triplet = ('{"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part\\ud800of", "weight": 0.9}, '
+               '"target": {"title": "Bar", "type": "c"}}')
+    gold.write_text('{"id": "a", "prompt": "Foo is part of Bar.", "cat": "x\\ud83d", "triplets": [%s]}\n' % triplet)
+    pred.write_text('{"id": "a", "triplets": [%s]}\n' % triplet)
+    done = run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--metrics", "all", "--slice-by", "cat",
+                   "--report", tmp_path / "r.json")
+    assert done.returncode == 0, done.stderr
+    assert "part\ufffdof" in done.stdout and '  "x\\ud83d"  1  1.0000' in done.stdout
+    assert "part\\ud800of" in (tmp_path / "r.json").read_text(encoding="utf-8")
+    for fmt in ("markdown", "csv", "latex", "json"):
+        assert run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "cat", "--no-report",
+                       "--format", fmt).returncode == 0, fmt
+
+
 def _ontology_report(composites, f1s):
     """A directory run's report, as far as the per-ontology tables read it: ontologies 1_a
     (2 entries) and 2_b (3 entries), their hgr composite and micro triplet F1 (entity F1
