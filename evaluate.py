@@ -109,7 +109,8 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 #: group, the workers too) SIGNAL the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start (the file's first statements), imports (after the third-party
 #: imports), spooling (the run's temporary folder just made, signals held), reading,
-#: scoring, pool, merging, writing, written (the report renamed into place), interrupted
+#: scoring, pool, merging, writing, written (the report renamed into place), output (a file
+#: after the report in place: --examples, --plots, --html; :meth:`RunOutcome.placed`), interrupted
 #: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
@@ -17178,10 +17179,56 @@ def _check_input_paths(config: RunConfig) -> bool:
 
 @dataclass
 class RunOutcome:
-    """What a run produced: the report and where it was written (None until written)."""
+    """What a run produced: the report and where it was written (None until written), and
+    the files it writes after it (``--examples``, ``--plots``, ``--html``): the one place
+    that knows what is in place, which every message of a run that ends early (a signal,
+    a file that cannot be written) takes from :meth:`account`."""
 
     report: dict[str, Any] | None = None
     written: Path | None = None
+    #: ``--no-report`` (no report is to be written).
+    no_report: bool = False
+    #: The files after the report, in the order they are written: (what, option, path).
+    planned: list[tuple[str, str, Path]] = field(default_factory=list)
+    #: How many of :attr:`planned` are in place.
+    done: int = 0
+    #: The summary (or the ``--format`` output) is printed in full.
+    printed: bool = False
+
+    def plan(self, config: RunConfig) -> None:
+        """Before a run of ``config`` starts: the files it is to write after the report."""
+        self.no_report = config.no_report
+        self.planned = [(what, flag, path) for what, flag, path in (
+            ("the examples", "--examples", config.examples), ("the plots", "--plots", config.plots),
+            ("the audit page", "--html", config.html)) if path is not None]
+
+    def placed(self, flag: str) -> None:
+        """The file of ``flag`` (the next of :attr:`planned`) is in place."""
+        assert self.planned[self.done][1] == flag
+        self.done += 1
+        _phase("output")
+
+    def account(self, error: bool = False) -> str:
+        """What is in place and what is not, for the message of a run that ends early:
+        "no report written" when nothing is; with no file planned after the report, the
+        report's path and that what comes after it may be incomplete; else ``written:
+        the report (PATH), the examples (PATH); not written: the audit page (--html
+        PATH)`` (the summary first when it is not printed in full), leading with "no report
+        written (--no-report)" when none is to be.
+        ``error``: for an error's message, "" when nothing is written (the error says
+        why)."""
+        if self.written is None and not self.done:
+            return "" if error else "no report written"
+        if not self.planned:
+            return (f"the report was written to {self.written}"
+                    + ("" if error else "; what comes after it (the summary on stdout, --plots) may be incomplete"))
+        files = ([("the report", self.written)] if self.written is not None else []) + [
+            (what, path) for what, _, path in self.planned[:self.done]]
+        head = [] if self.written is not None else ["no report written" + (" (--no-report)" if self.no_report else "")]
+        rest = ([] if self.printed else ["the summary on stdout (may be incomplete)"]) + [
+            f"{what} ({flag} {path})" for what, flag, path in self.planned[self.done:]]
+        return "; ".join(head + [f"written: {', '.join(f'{what} ({path})' for what, path in files)}"]
+                         + ([f"not written: {', '.join(rest)}"] if rest else []))
 
 
 #: A default comparison report name longer than this is shortened (see _systems_report_default).
@@ -17243,9 +17290,10 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
         sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
-        _write_run_examples(config, examples_of)
-        _write_run_plots(config, report)
-        _write_run_html(config, examples_of, titles)
+        outcome.printed = True
+        _write_run_examples(config, examples_of, outcome)
+        _write_run_plots(config, report, outcome)
+        _write_run_html(config, examples_of, titles, outcome)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -17266,16 +17314,18 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
-    _write_run_examples(config, examples_of)
-    _write_run_plots(config, report)
-    _write_run_html(config, examples_of, titles)
+    outcome.printed = True
+    _write_run_examples(config, examples_of, outcome)
+    _write_run_plots(config, report, outcome)
+    _write_run_html(config, examples_of, titles, outcome)
     return 0
 
 
-def _write_run_examples(config: RunConfig, report: Mapping[str, Any]) -> None:
+def _write_run_examples(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
     """``--examples PATH``: :func:`write_examples` of the run's report (with its rows)."""
     if config.examples is not None:
         write_examples(config.examples, report, config.examples_per)
+        outcome.placed("--examples")
         log.info("examples written to %s", config.examples)
 
 
@@ -17478,6 +17528,7 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     status; prints the summary to stdout. Every mode that writes a report finds its path
     with :func:`_resolve_report_path`."""
     outcome = outcome if outcome is not None else RunOutcome()
+    outcome.plan(config)
     if config.download_model is not None:
         return _run_download_model(config)
     for flag, path in (("--examples", config.examples), ("--html", config.html)):
@@ -17554,16 +17605,18 @@ def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[
     log.info("%s", where)
 
 
-def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
+def _write_run_plots(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
     """``--plots DIR``: the plots of the run's systems (:func:`write_plots`), listed on stderr."""
     if config.plots is None:
         return
     systems, _ = report_systems(report)
     paths = write_plots(systems, config.plots)
+    outcome.placed("--plots")
     log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
 
 
-def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str]) -> None:
+def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str],
+                    outcome: RunOutcome) -> None:
     """``--html PATH``: the audit page of the run's systems (:class:`AuditPage`), each
     system's entries re-read from its inputs (:func:`audit_entries`; rows in the report, a
     ``--per-entry-jsonl`` file, or kept for it with ``--summary-only``), with the lists of
@@ -17580,6 +17633,7 @@ def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mappin
     selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER)
     AuditPage.write(config.html, report, audits, selections, f"{PRODUCT} audit: {' vs '.join(systems)}",
                     [t for t in titles.values() if t])
+    outcome.placed("--html")
     log.info("audit page written to %s", config.html)
 
 
@@ -17734,13 +17788,12 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             return run(RunConfig.from_args(args), outcome)
         except InputError as exc:
-            print(f"error: {_named_streams(str(exc))}", file=sys.stderr)
+            done = outcome.account(error=True)
+            print(f"error: {_named_streams(str(exc))}" + (f"; {done}" if done else ""), file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"{what}: the report was written to {outcome.written}; what comes after it (the summary on "
-                  "stdout, --plots) may be incomplete" if outcome.written else f"{what}: no report written",
-                  file=sys.stderr)
+            print(f"{what}: {outcome.account()}", file=sys.stderr)
             _phase("interrupted")
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
@@ -17754,13 +17807,13 @@ def _main(argv: Sequence[str] | None) -> int:
             _silence_stdout()
             return 0
         except OSError as exc:
-            if outcome.written is None and exc.filename is not None:  # a file that cannot be read or written
-                print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            done = outcome.account(error=True)
+            if exc.filename is not None:  # a file that cannot be read or written
+                print(f"error: {exc.filename}: {exc.strerror or exc}" + (f"; {done}" if done else ""), file=sys.stderr)
                 return 2
-            if outcome.written is None:
+            if not done:
                 return _internal_error()
-            print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "
-                  f"{outcome.written}", file=sys.stderr)
+            print(f"error: cannot print the summary ({exc.strerror or exc}); {done}", file=sys.stderr)
             return 2
         except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
             return _internal_error()

@@ -365,6 +365,56 @@ def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path, phase):
     assert not report.exists()
 
 
+@pytest.mark.parametrize("at, report, message", [
+    # after the report and the examples: the page is missing (before: "what comes after it
+    # (the summary on stdout, --plots) may be incomplete", naming neither)
+    ("output:TERM:1", True, "terminated: written: the report (R), the examples (E); not written: the audit page "
+                            "(--html A)"),
+    # --no-report: before, "terminated: no report written", though the examples were written
+    ("output:INT:1", False, "interrupted: no report written (--no-report); written: the examples (E); not written: "
+                            "the audit page (--html A)"),
+    ("output:TERM:2", False, "terminated: no report written (--no-report); written: the examples (E), the audit page "
+                             "(A)"),
+    ("written:TERM:1", True, "terminated: written: the report (R); not written: the summary on stdout (may be "
+                             "incomplete), the examples (--examples E), the audit page (--html A)"),
+    ("scoring:TERM:1", True, "terminated: no report written"),
+])
+def test_a_signal_names_what_was_written_and_what_was_not(tmp_path, at, report, message):
+    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "A": tmp_path / "a.html"}
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
+                           str(ROOT / GOLD), "--no-embeddings", "--workers", "1", "--quiet",
+                           *(("--report", str(paths["R"])) if report else ("--no-report",)),
+                           "--examples", str(paths["E"]), "--html", str(paths["A"])],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": at})
+    assert done.returncode == (130 if ":INT" in at else 143), done.stderr
+    for key, path in paths.items():
+        message = message.replace(f"({key})", f"({path})").replace(f" {key})", f" {path})")
+    assert done.stderr.splitlines() == [message]
+    for path in paths.values():  # what the line says was written is there, and only that
+        assert path.exists() == (f"({path})" in message), path
+
+
+def test_a_full_disk_under_the_page_names_what_was_written(tmp_path, monkeypatch):
+    """The page cannot be written (ENOSPC): exit 2, the line names the report and the
+    examples left in place (before: only "--html A: cannot write the page: No space left on
+    device")."""
+    import errno
+    write_atomic = ev._write_atomic
+    page = tmp_path / "a.html"
+    def full_under_the_page(path, chunks, placed=None):
+        if path == page:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_atomic(path, chunks, placed)
+    monkeypatch.setattr(ev, "_write_atomic", full_under_the_page)
+    report, examples = tmp_path / "r.json", tmp_path / "e.md"
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report,
+                          "--examples", examples, "--html", page, cwd=ROOT)
+    assert rc == 2 and err.splitlines() == [
+        f"error: --html {page}: cannot write the page: No space left on device; written: the report ({report}), the "
+        f"examples ({examples}); not written: the audit page (--html {page})"]
+    assert report.is_file() and examples.is_file() and not page.exists()
+
+
 _SIGTERM_AT_FORK = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
