@@ -13810,7 +13810,11 @@ a.ex { margin-right: 8px; }
   }
   function header() {
     var head = [""], groups = dict(), order = [];
-    SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
+    SYS.forEach(function (s, i) {
+      head.push(s);
+      if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p");
+      if (i && D.baseline && D.adjusted_column) head.push(D.adjusted_column);
+    });
     D.headline.forEach(function (h) {
       if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); }
       groups[h.table].push(h);
@@ -13825,9 +13829,11 @@ a.ex { margin-right: 8px; }
       SYS.forEach(function (s, i) {
         var v = own(h.values, s) || {};
         r.push(fmt(v.estimate) + ci(v.ci));
-        if (i && D.baseline) {
-          r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""),
-                 v.p_value == null ? "" : v.p_value.toPrecision(2));
+        if (i && D.baseline) {  /* significance (*) by the p that decides it: the adjusted one of a correction */
+          var star = v.significant ? " *" : "";
+          r.push(sfmt(v.delta) + dci(v.delta_ci), v.p_value == null ? "" : v.p_value.toPrecision(2) +
+                 (D.adjusted_column ? "" : star));
+          if (D.adjusted_column) r.push(v.p_adjusted == null ? "" : v.p_adjusted.toPrecision(2) + star);
         }
       });
       return r;
@@ -13963,7 +13969,7 @@ listed below)</p></section>
         """The header's metrics: each headline path (:func:`headline_tables`, in table
         order) that some system has, ``{"table" (its table's title), "path", "label" (its
         column label), "values": {system: {"estimate", "ci",
-        "delta", "delta_ci", "p_value", "significant"}}}`` from the comparison block when
+        "delta", "delta_ci", "p_value", "p_adjusted", "significant"}}}`` from the comparison block when
         there is one (intervals; differences for the systems after the baseline), else the
         single run's numbers (:func:`metric_value`, no interval)."""
         systems, comparison = report_systems(report)
@@ -13975,7 +13981,7 @@ listed below)</p></section>
                     row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
                     if isinstance(row, Mapping):
                         values[name] = {k: row.get(k) for k in ("estimate", "ci", "delta", "delta_ci", "p_value",
-                                                                "significant") if k in row}
+                                                                "p_adjusted", "significant") if k in row}
                     elif metric_value(sub, path) is not None:
                         values[name] = {"estimate": metric_value(sub, path)}
                 if values:
@@ -14042,7 +14048,8 @@ listed below)</p></section>
     def page_data(cls, report: Mapping[str, Any], audits: Mapping[str, Sequence[Mapping[str, Any]]],
                   selections: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         """The page's embedded data: ``systems`` (names, the baseline first), ``baseline``
-        (None for one system), the header (:meth:`headline`, :meth:`notices`,
+        (None for one system), the header (:meth:`headline`, ``adjusted_column`` (the
+        correction's column title, e.g. "Holm p", or None), :meth:`notices`,
         ``signature``), ``errors`` (system -> the report's errors section, or absent),
         ``slices`` (:meth:`slices`), ``examples`` (``selections``: ``{"title", "ids"}``),
         the class vocabularies and words, and ``entries`` (:meth:`entries` of ``audits``:
@@ -14051,9 +14058,11 @@ listed below)</p></section>
         names = list(systems)
         signatures = [(sub.get("summary") or {}).get("signature") for sub in systems.values()]
         signature = (comparison or {}).get("signature") or next((s for s in signatures if s), "")
+        adjusted = comparison_methods(comparison)[1].column if comparison is not None else None
         return {
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
-            "headline": cls.headline(report), "notices": cls.notices(report), "signature": signature,
+            "headline": cls.headline(report), "adjusted_column": adjusted, "notices": cls.notices(report),
+            "signature": signature,
             "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}
                        for name, sub in systems.items() if isinstance(sub.get("errors"), Mapping)},
             "slices": cls.slices(report), "slice_columns": [list(c) for c in SLICE_COLUMNS],

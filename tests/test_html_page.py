@@ -553,6 +553,42 @@ def test_slice_filter_keeps_apart_what_the_report_keeps_apart(browser, tmp_path)
     assert _console_errors(browser) == []
 
 
+def _p(x):
+    """A p-value as the page prints it: two significant digits (JavaScript's toPrecision(2))."""
+    return "" if x is None else f"{x:#.2g}"
+
+
+@pytest.mark.parametrize("correction", ["holm", None])
+def test_header_shows_the_p_that_decides_significance(browser, tmp_path, correction):
+    """--correction holm: the header has a "Holm p" column after "p", and * marks the Holm p
+    of the significant differences (before: the raw p alone, next to a legend that said
+    "after Holm's correction"); without one, * marks the p."""
+    extra = ("--correction", correction) if correction else ()  # 2000 trials: p >= 1/2001, Holm's up to 29 times that
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet",
+                          "--bootstrap", "200", "--trials", "2000", *extra,
+                          "--report", tmp_path / "r.json", "--html", tmp_path / "h.html")
+    assert rc == 0, err
+    block = load_report(tmp_path / "r.json")["comparison"]["metrics"]["finetuned"]
+    _open(browser, tmp_path / "h.html")
+    table = browser.find_element("css selector", "#headline table")
+    head = [th.text for th in table.find_elements("css selector", "thead th")]
+    assert head == ["", "base", "finetuned", "finetuned \u2212 base", "p", *(["Holm p"] if correction else [])]
+    data = page_data((tmp_path / "h.html").read_text(encoding="utf-8"))
+    paths = [h["path"] for h in data["headline"] if h["table"] == data["headline"][0]["table"]]
+    rows = [[td.text for td in tr.find_elements("tag name", "td")] for tr in table.find_elements("css selector", "tbody tr")]
+    marks = 0
+    for path, cells in zip(paths, rows):
+        m = block[path]
+        star = " *" if m["significant"] else ""
+        marks += bool(star)
+        if correction:
+            assert (cells[4], cells[5]) == (_p(m["p_value"]), _p(m["p_adjusted"]) + star), path
+        else:
+            assert cells[4] == _p(m["p_value"]) + star and "*" not in cells[3], path
+    assert marks and len(rows) == len(paths)
+    assert not correction or any(cells[4] != cells[5].rstrip(" *") for cells in rows)  # the two p columns differ
+
+
 def test_keys_named_like_object_properties_are_data(browser, tmp_path):
     """Relations, ids, a slice key and system names that JavaScript objects have as
     properties (constructor, toString, valueOf, __proto__): each filter lists exactly its
