@@ -5373,6 +5373,16 @@ def _vocabulary(relations: Path | None, profile: str,
                   "description": "none: relation check skipped (flat benchmark without --relations)"}
 
 
+def vocabulary_words(described: Mapping[str, Any]) -> str:
+    """A report's relation vocabulary (``summary.relation_vocabulary``) in words a user can
+    look up: the method's, where the report records its source as ``SPEC.md`` (a file users
+    do not have; the report keeps the record), "the method (README, The method; 20
+    relations)", else the description ("rels.txt (12 relations)")."""
+    if described.get("source") == "SPEC.md":
+        return f"the method (README, The method; {described.get('size')} relations)"
+    return str(described.get("description") or "-")
+
+
 def _vocabulary_hash(vocabulary: frozenset[str] | None) -> str | None:
     """SHA-256 of the normalised vocabulary (sorted, one label a line); None = no check."""
     if vocabulary is None:
@@ -5502,7 +5512,7 @@ class AuditInputs:
         self.gold_field = config.get("gold_field")
         self.fields = FieldNames.of_run(config.get("pred_field"), combined=gold_path is None)
         self.profile = summary.get("schema_profile") or "hgr"
-        self.vocabulary = (summary.get("relation_vocabulary") or {}).get("description") or "the vocabulary"
+        self.vocabulary = vocabulary_words(summary.get("relation_vocabulary") or {})
         #: Records paired by line order: a prediction line's id need not be the gold line's.
         self.by_order = any(n.get("kind") == "join_by_line_order" for n in summary.get("notices") or ()
                             if isinstance(n, Mapping))
@@ -5698,7 +5708,7 @@ class Audit:
             why = "the entities match" if part == "relation" else "field similarity 0"
             return f"{part} `{mine}` does not match gold `{theirs}` ({why})"
         if cls == "hallucinated_relation":
-            return f"relation `{triplet.relation}` is not in the vocabulary ({vocabulary})"
+            return f"relation `{triplet.relation}` is not in the vocabulary: {vocabulary}"
         if cls == "novel_grounded":
             return ("not in the gold, but both entities are gold titles or grounded in the prompt (costs "
                     "precision; not a hard hallucination)")
@@ -12071,7 +12081,7 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     described = s.get("relation_vocabulary", {})
     vocabulary = described.get("description", "-")
     if described.get("source") == "SPEC.md":  # the report keeps "SPEC.md"; print what a user can find
-        vocabulary = f"of the method (README, The method; {described.get('size')} relations)"
+        vocabulary = f"of {vocabulary_words(described)}"
     lines = [
         f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
@@ -14315,7 +14325,7 @@ class Examples:
 #: The first paragraph of an examples file (:func:`examples_markdown`), and the sentence a
 #: comparison's adds after its second sentence.
 EXAMPLES_INTRO = (
-    "Entries ranked by their composite score (hgr, per entry: SPEC.md section 8), {k} per list; composites equal "
+    "Entries ranked by their composite score (hgr, per entry: README, The method), {k} per list; composites equal "
     "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id, an id that reads `line N` or begins with " "`\"` in double quotes). An "
     "unparseable or missing answer has composite 0.0 and ranks among the worst.{comparison} Prompts are cut at "
     "{chars} characters. Each table puts a gold triplet and the prediction paired with it on one line, then the "

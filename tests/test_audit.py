@@ -94,8 +94,9 @@ def test_stage5_classes_and_flags_in_words(sample):
         "ungrounded", "entity `Typeworks Foundry` is in neither the gold nor the prompt")
     swapped = audits["finetuned"]["s02"].pred[1]
     assert (swapped["class"], swapped["flags"]) == ("hallucinated_relation", ["reversed"])
-    assert swapped["reason"] == ("relation `works_for` is not in the vocabulary (SPEC.md (20 relations)); reversed: "
-                                 "its source and target are swapped against a gold triplet")
+    # the vocabulary in words a user can look up (before: "(SPEC.md (20 relations))", a file users do not have)
+    assert swapped["reason"] == ("relation `works_for` is not in the vocabulary: the method (README, The method; 20 "
+                                 "relations); reversed: its source and target are swapped against a gold triplet")
     duplicate = audits["base"]["s24"].pred[1]
     assert (duplicate["class"], duplicate["flags"]) == ("novel_grounded", ["duplicate"])
     assert duplicate["reason"].startswith("not in the gold, but both entities are gold titles or grounded")

@@ -144,6 +144,14 @@ def test_an_example_in_full(sample):
         "**finetuned**:", "", "(no gold triplets and no predicted items)", ""]
 
 
+def test_the_method_is_named_where_users_find_it(sample):
+    """The file names README's "The method", not SPEC.md (which users do not have), in its
+    first paragraph (the why of a relation outside the vocabulary: test_audit)."""
+    _, _, text = sample
+    assert "SPEC" not in text
+    assert "Entries ranked by their composite score (hgr, per entry: README, The method), 3 per list" in text
+
+
 def test_a_table_pairs_gold_and_predictions_line_by_line(sample):
     """finetuned s04 (3 pairs: 0-0 wrong_target, 1-1 wrong_source, 2-2 match)."""
     folder, report, _ = sample

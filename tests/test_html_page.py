@@ -108,6 +108,12 @@ def test_data_round_trips_and_matches_the_report(sample):
     assert data["signature"] == report["comparison"]["signature"]
 
 
+def test_the_method_is_named_where_users_find_it(sample):
+    """The page's reasons name README's "The method", never SPEC.md (users do not have it)."""
+    text = sample[1].read_text(encoding="utf-8")
+    assert "SPEC" not in text and "is not in the vocabulary: the method (README, The method; 20 relations)" in text
+
+
 def test_same_bytes_twice(sample, tmp_path):
     """Deterministic: a second run writes the same bytes."""
     rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *FAST, "--slice-by", "n_gold",
