@@ -12841,9 +12841,16 @@ def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
 
 
 def _markdown_escape(text: str, table: bool = True) -> str:
-    """Escape what Markdown would read as emphasis (and, inside a table, a cell border)."""
+    """Escape what Markdown would read as emphasis and, inside a table (a name, a slice
+    label, a title), what would not show as written: a cell border ``|``, a code span's
+    backtick, the ``<`` of an HTML tag, the ``&`` of an entity (``&amp;``); a line break
+    (which would end the row) becomes a space."""
     text = text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
-    return text.replace("|", "\\|") if table else text
+    if not table:
+        return text
+    text = re.sub(r"\s*[\r\n]+\s*", " ", text).replace("`", "\\`")
+    text = re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+    return re.sub(r"&(?=#?[A-Za-z0-9]+;)", r"\\&", text).replace("|", "\\|")
 
 
 #: How each character special to LaTeX (or turned into something else by the OT1 font

@@ -523,6 +523,18 @@ def test_slice_tables_in_text_markdown_latex_csv(reports):
         ("(missing) (n=22)", "hgr.micro.triplet_f1", "1.0", "")]
 
 
+@pytest.mark.parametrize("label, shown", [
+    ("<b>x</b>", "\\<b>x\\</b>"), ("`tick`", "\\`tick\\`"), ("a &amp; b", "a \\&amp; b"), ("R&D", "R&D"),
+    ("line\nbreak", "line break"), ("p < 0.05", "p < 0.05"), ("a|b", "a\\|b")])
+def test_markdown_slice_labels_show_as_written(reports, label, shown):
+    """A slice label in a Markdown table: a tag, a code span, an entity and a line break
+    (which ended the row) are escaped as the other tables' names are (before: raw)."""
+    report = sliced_report(reports)
+    report["slices"]["keys"]["topic"][0]["label"] = label
+    rows = [line for line in ev.format_markdown(report).splitlines() if line.endswith("| 0.125 [0.025, 0.175] |")]
+    assert rows == [f"| {shown} (n=3) | 0.500 [0.400, 0.550] | 0.250 [0.150, 0.300] | 0.125 [0.025, 0.175] |"]
+
+
 def test_slices_that_would_print_alike_get_labels_of_their_own(tmp_path):
     """--slice-by grp over the values 1, "1", "(missing)", a missing value and NFC/NFD "é":
     five slices in the report, five distinct labels in the text summary and the Markdown
