@@ -12840,6 +12840,11 @@ def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The ``&`` that begins a character reference (``&amp;``, ``&#38;``), which Markdown would
+#: show as the character: escaped (``\\&``) where text is to show as written.
+_MARKDOWN_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
 def _markdown_escape(text: str, table: bool = True) -> str:
     """Escape what Markdown would read as emphasis and, inside a table (a name, a slice
     label, a title), what would not show as written: a cell border ``|``, a code span's
@@ -12850,7 +12855,8 @@ def _markdown_escape(text: str, table: bool = True) -> str:
         return text
     text = re.sub(r"\s*[\r\n]+\s*", " ", text).replace("`", "\\`")
     text = re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
-    return re.sub(r"&(?=#?[A-Za-z0-9]+;)", r"\\&", text).replace("|", "\\|")
+    return _MARKDOWN_ENTITY.sub(r"\\&", text).replace("|", "\\|")
+
 
 
 #: How each character special to LaTeX (or turned into something else by the OT1 font
@@ -14238,19 +14244,30 @@ class Examples:
         """Text for a Markdown heading, paragraph or table cell, shown as written: a line
         break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
         an ``_`` that is not inside a word (``based_on`` stays as it is: no emphasis
-        there), and the ``(`` of ``](`` (no link)."""
+        there), the ``&`` of a character reference (``&amp;``) and the ``(`` of ``](`` (no link)."""
         text = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
         text = re.sub(r"([\\`|*<])", r"\\\1", text)
         text = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
-        return text.replace("](", "]\\(")
+        return _MARKDOWN_ENTITY.sub(r"\\&", text).replace("](", "]\\(")
 
     @staticmethod
     def prompt(text: str) -> list[str]:
         """The prompt as a Markdown quote, cut at :data:`EXAMPLE_PROMPT_CHARS` characters."""
         shown = text if len(text) <= EXAMPLE_PROMPT_CHARS else (
             text[:EXAMPLE_PROMPT_CHARS].rstrip() + f"… ({len(text)} characters)")
-        lines = [Examples.escape(line) for line in shown.splitlines() if line.strip()]
+        lines = [Examples.quoted(Examples.escape(line.lstrip())) for line in shown.splitlines() if line.strip()]
         return ["> " + line for line in lines] or ["> (empty prompt)"]
+
+    @staticmethod
+    def quoted(line: str) -> str:
+        """An escaped line (:meth:`escape`, its leading spaces dropped: four would start
+        code) as a line of the prompt's quote: what would begin a block there (a heading
+        ``#``, a quote ``>``, a list item ``-``, ``+`` or ``1.``, a rule or underline ``-``,
+        ``=``, a fence ``~``) is backslash-escaped, so the line shows as written."""
+        number = re.match(r"[0-9]{1,9}(?=[.)])", line)
+        if number:
+            return number.group() + "\\" + line[number.end():]
+        return "\\" + line if line[:1] in ("#", ">", "-", "+", "=", "~") else line
 
     @staticmethod
     def triplet(item: Mapping[str, Any] | None) -> str:

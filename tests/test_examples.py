@@ -186,9 +186,20 @@ def test_same_input_same_bytes_run_or_compare(sample, tmp_path):
 @pytest.mark.parametrize("text, shown", [
     ("a|b\nc", "a\\|b c"), ("based_on", "based_on"), ("_private_", "\\_private\\_"), ("x*y", "x\\*y"),
     ("<b>", "\\<b>"), ("[t](http://x)", "[t]\\(http://x)"), ("back\\slash", "back\\\\slash"), ("tick`s", "tick\\`s"),
+    ("&amp;", "\\&amp;"), ("&#38; R&D", "\\&#38; R&D"),   # an entity would show as "&" (before: raw)
 ])
 def test_escape(text, shown):
     assert ev.Examples.escape(text) == shown
+
+
+def test_prompt_lines_that_would_begin_a_block_show_as_written():
+    """In the prompt's quote a line "# heading" was a heading, "- x" a list, "1. x" a
+    numbered list, "---" a rule (or underlined the line before it into a heading), four
+    leading spaces code: escaped (CommonMark reads "\\#" as "#")."""
+    prompt = "Intro.\n# heading\n> quoted\n- item\n+ item\n12. item\n3) item\n---\n===\n~~~\n    code\nplain 1. x"
+    assert ev.Examples.prompt(prompt) == [
+        "> Intro.", "> \\# heading", "> \\> quoted", "> \\- item", "> \\+ item", "> 12\\. item", "> 3\\) item",
+        "> \\---", "> \\===", "> \\~~~", "> code", "> plain 1. x"]
 
 
 def test_titles_ids_and_long_prompts_are_escaped_and_cut(tmp_path):
