@@ -13972,8 +13972,8 @@ listed below)</p></section>
         it), ``"ids"`` (entry keys)}``,
         per system in order, its lists in the order of ``--examples``."""
         chosen = example_selections(systems, k, baseline)
-        return [{"title": (title if k > 1 else title_one).format(k=k, name=name, baseline=baseline),
-                 "ids": chosen[name][kind]} for name in systems for kind, title, title_one in Examples.LISTS
+        return [{"title": Examples.heading(kind, len(chosen[name][kind]), k, name, baseline),
+                 "ids": chosen[name][kind]} for name in systems for kind, _, _ in Examples.LISTS
                 if kind in chosen[name]]
 
     @staticmethod
@@ -14161,15 +14161,19 @@ def example_selections(systems: Mapping[str, Mapping[str, Any]], k: int,
     descending, and ``losses``: the ``k`` most negative, ascending. Ties (values equal to
     :data:`EXAMPLE_TIE_DECIMALS` decimals) go by key, in string order; an entry whose
     composite is null is in no list; an unchanged entry (difference 0) is neither a gain
-    nor a loss. Fewer entries than ``k`` give shorter lists; ``k`` >= 1 (ValueError)."""
+    nor a loss. No entry is both worst and best: the worst list takes at most the lower
+    half of the ranked entries (``ceil(n / 2)`` of n), the best list comes from the rest
+    (so with ``2k > n`` the two lists split the entries). Fewer entries than ``k`` give
+    shorter lists; ``k`` >= 1 (ValueError)."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     scores = {name: Examples.composites(sub) for name, sub in systems.items()}
     out: dict[str, dict[str, list[str]]] = {}
     for name, values in scores.items():
-        ranked = [(_ranking_value(v), key) for key, v in values.items()]
-        out[name] = {"worst": [key for _, key in sorted(ranked)[:k]],
-                     "best": [key for _, key in sorted(ranked, key=lambda t: (-t[0], t[1]))[:k]]}
+        ranked = sorted((_ranking_value(v), key) for key, v in values.items())
+        worst = min(k, (len(ranked) + 1) // 2)  # at most the lower half: no entry is worst and best
+        out[name] = {"worst": [key for _, key in ranked[:worst]],
+                     "best": [key for _, key in sorted(ranked[worst:], key=lambda t: (-t[0], t[1]))[:k]]}
         if baseline is None or name == baseline or len(systems) < 2:
             continue
         base = scores[baseline]
@@ -14190,6 +14194,15 @@ class Examples:
              ("gains", "The {k} largest gains of {name} over {baseline}", "The largest gain of {name} over {baseline}"),
              ("losses", "The {k} largest losses of {name} against {baseline}",
               "The largest loss of {name} against {baseline}"))
+
+    @staticmethod
+    def heading(kind: str, shown: int, k: int, name: str, baseline: str | None) -> str:
+        """The heading of list ``kind`` (:data:`LISTS`) of system ``name`` with ``shown``
+        entries: the count it has (``--examples-per 1000`` on 10 entries: "The 5 worst
+        entries", not "The 1000"), ``k`` for an empty list (followed by "(none)")."""
+        title, title_one = next((t, one) for kind_, t, one in Examples.LISTS if kind_ == kind)
+        count = shown or k
+        return (title if count > 1 else title_one).format(k=count, name=name, baseline=baseline)
 
     @staticmethod
     def composites(report: Mapping[str, Any]) -> dict[str, float]:
@@ -14387,11 +14400,11 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
         lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
-        for kind, title, title_one in Examples.LISTS:
+        for kind, _, _ in Examples.LISTS:
             if kind not in selections[name]:
                 continue
             keys = selections[name][kind]
-            lines += ["### " + (title if k > 1 else title_one).format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
+            lines += ["### " + Examples.heading(kind, len(keys), k, Examples.escape(name), Examples.escape(baseline)), ""]
             if not keys:
                 lines += ["(none)", ""]
             for rank, key in enumerate(keys, 1):
