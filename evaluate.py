@@ -13594,35 +13594,102 @@ a.ex { margin-right: 8px; }
     return r;
   }
 
-  /* the prompt with each grounded title marked: its case-insensitive occurrences, else
-     (a title grounded by its tokens) the prompt's words among the title's tokens */
+  /* the prompt with each grounded title marked as the method grounds it (README, The method,
+     Stage 5): where the title occurs (case-insensitive); else, when at least 60% of its
+     [a-z0-9] tokens are among the prompt's, one occurrence of each of those tokens, longest
+     runs of adjacent title tokens first (a title's "of" or "the" is marked where it joins
+     its other words, not wherever the prompt has one). Linear in the prompt: it is
+     tokenised once and each kind's titles are found in one pass; the first SHOWN
+     characters are drawn, the rest on "show all". Gold marks win over predicted ones. */
+  var SHOWN = 50000;
+  function reEscape(s) { return s.replace(/[.*+?^${}()|[\]\\\/]/g, "\\$&"); }
+  function paint(marks, from, to, kind) {
+    if (kind === 1) { marks.fill(1, from, to); return; }
+    for (var k = from; k < to; k++) if (!marks[k]) marks[k] = kind;
+  }
+  /* one pass for the titles of a kind: at each position the longest title that starts
+     there (a shorter one starting there too is its prefix, found with it); returns the
+     titles that do not occur, with their tokens, for the token rule */
+  function markOccurrences(prompt, titles, kind, marks) {
+    var want = Array.from(new Set(titles.map(function (t) { return t == null ? "" : String(t).trim().toLowerCase(); })
+      .filter(Boolean))).sort(function (a, b) { return b.length - a.length; });
+    if (!want.length) return [];
+    var re = new RegExp(want.map(reEscape).join("|"), "gi"), m, found = new Set();
+    while ((m = re.exec(prompt)) !== null) {
+      paint(marks, m.index, m.index + m[0].length, kind);
+      found.add(m[0]);
+      re.lastIndex = m.index + 1;
+    }
+    var seen = Array.from(found, function (f) { return f.toLowerCase(); });
+    return want.filter(function (t) { return !seen.some(function (f) { return f.indexOf(t) >= 0; }); })
+      .map(function (t) { return {kind: kind, toks: Array.from(new Set(t.match(/[a-z0-9]+/g) || []))}; });
+  }
+  /* one pass over the prompt's [A-Za-z0-9] tokens: the occurrences [number, start, end,
+     token] of the tokens in ``wanted``, in order, and which of them the prompt has */
+  function tokenHits(prompt, wanted) {
+    var re = /[A-Za-z0-9]+/g, m, n = 0, hits = [], present = new Set();
+    while ((m = re.exec(prompt)) !== null) {
+      var t = m[0].toLowerCase();
+      if (wanted.has(t)) { hits.push([n, m.index, m.index + m[0].length, t]); present.add(t); }
+      n++;
+    }
+    return {hits: hits, present: present};
+  }
+  /* a title grounded by its tokens (>= 60% among the prompt's): one occurrence of each
+     token used, in the runs of adjacent title tokens with the most distinct words first
+     (then in prompt order) */
+  function markTokens(title, found, marks) {
+    var used = title.toks.filter(function (x) { return found.present.has(x); });
+    if (!title.toks.length || used.length / title.toks.length < 0.6) return;
+    var mine = new Set(used), bySize = title.toks.map(function () { return []; }), run = null;
+    found.hits.forEach(function (h) {
+      if (!mine.has(h[3])) return;
+      if (run && run.last[0] === h[0] - 1) {
+        run.last = h;
+        if (run.words.indexOf(h[3]) < 0) run.words.push(h[3]);
+        return;
+      }
+      if (run) bySize[run.words.length - 1].push(run);
+      run = {first: h, last: h, words: [h[3]]};
+    });
+    if (run) bySize[run.words.length - 1].push(run);
+    var left = new Set(used);
+    for (var size = bySize.length - 1; size >= 0 && left.size; size--) {
+      for (var r = 0; r < bySize[size].length && left.size; r++) {
+        var one = bySize[size][r], fresh = false;
+        one.words.forEach(function (w) { if (left.delete(w)) fresh = true; });
+        if (fresh) paint(marks, one.first[1], one.last[2], title.kind);
+      }
+    }
+  }
   function highlight(prompt, golds, preds) {
-    var low = prompt.toLowerCase(), marks = new Array(prompt.length);
-    function mark(from, to, kind) { for (var k = from; k < to; k++) if (marks[k] !== "g") marks[k] = kind; }
-    function one(title, kind) {
-      var t = (title || "").toLowerCase().trim(); if (!t) return;
-      var at = low.indexOf(t), found = false;
-      while (at >= 0) { mark(at, at + t.length, kind); found = true; at = low.indexOf(t, at + t.length); }
-      if (found) return;
-      var toks = t.match(/[a-z0-9]+/g) || [], seen = {}, re = /[a-z0-9]+/g, m, hits = [];
-      while ((m = re.exec(low)) !== null) {
-        if (toks.indexOf(m[0]) >= 0) { hits.push([m.index, m.index + m[0].length]); seen[m[0]] = 1; }
-      }
-      if (toks.length && Object.keys(seen).length / toks.length >= 0.6) {
-        hits.forEach(function (h) { mark(h[0], h[1], kind); });
-      }
+    var marks = new Uint8Array(prompt.length);
+    var rest = markOccurrences(prompt, golds, 1, marks).concat(markOccurrences(prompt, preds, 2, marks));
+    if (rest.length) {
+      var wanted = new Set();
+      rest.forEach(function (t) { t.toks.forEach(function (x) { wanted.add(x); }); });
+      var found = tokenHits(prompt, wanted);
+      rest.forEach(function (t) { markTokens(t, found, marks); });
     }
-    golds.forEach(function (t) { one(t, "g"); });
-    preds.forEach(function (t) { one(t, "p"); });
-    var out = el("div", {cls: "prompt"}), run = "", kind = undefined;
-    function flush() {
-      if (!run) return;
-      out.appendChild(kind ? el("mark", {cls: "m-" + kind, text: run}) : document.createTextNode(run));
-      run = "";
+    function draw(end) {
+      var out = el("div", {cls: "prompt"});
+      for (var k = 0; k < end;) {
+        var kind = marks[k], j = k + 1;
+        while (j < end && marks[j] === kind) j++;
+        var text = prompt.slice(k, j);
+        out.appendChild(kind ? el("mark", {cls: kind === 1 ? "m-g" : "m-p", text: text}) : document.createTextNode(text));
+        k = j;
+      }
+      if (end < prompt.length) {
+        var more = el("button", {type: "button", cls: "show-all",
+                                 text: "show all " + prompt.length + " characters"});
+        more.addEventListener("click", function () { out.replaceWith(draw(prompt.length)); });
+        out.appendChild(document.createTextNode(" \u2026 "));
+        out.appendChild(more);
+      }
+      return out;
     }
-    for (var k = 0; k < prompt.length; k++) { if (marks[k] !== kind) { flush(); kind = marks[k]; } run += prompt[k]; }
-    flush();
-    return out;
+    return draw(Math.min(prompt.length, SHOWN));
   }
 
   function table(head, rows, cls) {

@@ -633,6 +633,58 @@ def test_keys_named_like_object_properties_are_data(browser, tmp_path):
     assert _console_errors(browser) == []
 
 
+def test_marks_follow_the_grounding_rule(browser, tmp_path):
+    """Gold "Bank of the West" is not in the prompt as written but grounded by its tokens
+    (bank, of, the, west: 4 of 4): one occurrence of each, in the runs of adjacent title
+    words with the most distinct words ("The bank of the", then "west of the"), not every
+    "the" and "of" of the prompt (before: all 9 marked); "Lake Varnu" where it occurs;
+    predicted "river" blue, predicted "Varnu" inside a gold mark stays gold, "Foo Bar Baz
+    Qux" (1 of 4 tokens: not grounded) unmarked."""
+    prompt = "The bank of the river lies west of the city. Of all the lakes, Lake Varnu is the largest; Lake Varnu freezes."
+    def item(source, target):
+        return {"source": {"title": source, "type": "c"}, "relation": {"type": "located_in", "weight": 0.9},
+                "target": {"title": target, "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "a", "prompt": prompt, "triplets": [item("Bank of the West", "Lake Varnu")]}])
+    write(tmp_path / "p.jsonl", [{"id": "a", "triplets": [item("river", "Varnu"), item("Foo Bar Baz Qux", "Lake Varnu")]}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "m.html")
+    assert rc == 0, err
+    browser.get((tmp_path / "m.html").resolve().as_uri() + "#entry=a")
+    _entry_shown(browser, "a")
+    assert _text(browser, "#entry .prompt mark.m-g") == ["The bank of the", "west of the", "Lake Varnu", "Lake Varnu"]
+    assert _text(browser, "#entry .prompt mark.m-p") == ["river"]
+    assert browser.find_element("css selector", "#entry .prompt").text == prompt
+    assert _console_errors(browser) == []
+
+
+def test_a_long_prompt_is_drawn_in_part_until_show_all(browser, tmp_path):
+    """A 119,999-character prompt: the first 50,000 characters are drawn with their marks
+    and a "show all" button; a click draws the whole prompt, marks included."""
+    prompt = "Alpha is part of Beta. " + "lorem ipsum " * 9998   # 23 + 12 * 9998 = 119,999
+    triplet = {"source": {"title": "Alpha", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "ipsum", "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "a", "prompt": prompt, "triplets": [triplet]}])
+    write(tmp_path / "p.jsonl", [{"id": "a", "triplets": [triplet]}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "l.html")
+    assert rc == 0, err
+    browser.get((tmp_path / "l.html").resolve().as_uri() + "#entry=a")
+    _entry_shown(browser, "a")
+    box = "#entry .prompt"
+    assert browser.execute_script(f"return document.querySelector('{box}').firstChild.textContent") == "Alpha"
+    drawn = browser.execute_script(f"return Array.from(document.querySelector('{box}').childNodes).filter("
+                                   "function (n) { return n.nodeName !== 'BUTTON'; }).map(function (n) { "
+                                   "return n.textContent; }).join('')")
+    assert drawn == prompt[:50000] + " \u2026 "
+    count = f"return document.querySelectorAll('{box} mark.m-g').length"
+    # Alpha, the 4164 whole ipsum of the first 50,000 characters (23 + 12 * 4164 + 9), and the one cut there ("ips")
+    assert prompt[:50000].endswith("lorem ips") and browser.execute_script(count) == 1 + 4164 + 1
+    browser.find_element("css selector", f"{box} button.show-all").click()
+    assert browser.execute_script(f"return document.querySelector('{box}').textContent") == prompt
+    assert browser.execute_script(count) == 1 + 9998
+    assert _console_errors(browser) == []
+
+
 def test_virtual_list_renders_only_the_visible_rows(browser, tmp_path):
     """400 entries (the sample's gold and predictions, 16 copies with new ids): about a
     window's worth of rows is in the document, and scrolling to the end renders the last."""
