@@ -16545,6 +16545,9 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--shard writes a partial report: --no-report would throw the shard's work away")
     if args.no_report and args.report is not None:
         raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
+    if args.no_report and args.summary_only:
+        raise InputError("--summary-only leaves the per-entry rows out of the report, and --no-report writes no "
+                         "report, so it would change nothing: give one of them")
     if args.no_embeddings and args.require_embeddings:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
