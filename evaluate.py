@@ -10273,7 +10273,9 @@ def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[Met
     configuration for the requested families (``requested_config``); the run's
     description (similarity, profile, vocabulary, input problems and checksums, and the
     notices of the whole input, without this shard's ``family_skipped`` ones, which are
-    ``skip_notices``); and the family records of the shard's entries."""
+    ``skip_notices``); the title of the run's printed summary (:func:`_run_title`: the
+    input paths as given, which the ``--merge`` prints as the run in one piece does); and
+    the family records of the shard's entries."""
     assert config.shard is not None and scored.span is not None
     (k, n), (start, stop, total) = config.shard, scored.span
     skip_notices = source.notices[len(source.notices) - len(scored.skipped):] if scored.skipped else []
@@ -10291,7 +10293,7 @@ def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[Met
                    "problems": list(source.problems), "duplicates_dropped": source.duplicates_dropped,
                    "inputs": dict(source.inputs), "notices": base},
         "gold_name": scored.gold_name, "skipped": list(scored.skipped), "skip_notices": list(skip_notices),
-        "records": records_to_json(scored.records),
+        "title": _run_title(config), "records": records_to_json(scored.records),
     }
     return {"summary": report.pop("summary"), "shard": block, **report}
 
@@ -10664,9 +10666,19 @@ def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
     return paths
 
 
-def _merged_title(report: Mapping[str, Any]) -> str:
-    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"),
-    from the inputs the parts recorded (resolved path, else name)."""
+def _merged_title(report: Mapping[str, Any], paths: Sequence[Path] = ()) -> str:
+    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"):
+    the title the parts at ``paths`` recorded (``shard.title``: the paths as the shard runs
+    were given them) when they all recorded the same, else from the inputs the report
+    records (resolved path, else name)."""
+    titles = set()
+    for path in paths:
+        try:
+            titles.add(str((read_part(path).get("shard") or {}).get("title") or ""))
+        except (OSError, ValueError, AttributeError):
+            titles.add("")
+    if len(titles) == 1 and "" not in titles:
+        return titles.pop()
     inputs = report["summary"].get("inputs") or {}
     pred, gold = ((info.get("path") or info.get("name")) if info else None
                   for info in (inputs.get("pred"), inputs.get("gold")))
@@ -17690,7 +17702,7 @@ def _run_merge(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
                                        (*config.merge, *_recorded_inputs([report])))
     _check_audit_outputs(config, OutputMark.report_runs(report), _recorded_inputs([report]))
-    return _emit(config, report, {"": _merged_title(report)}, report_path, outcome)
+    return _emit(config, report, {"": _merged_title(report, config.merge)}, report_path, outcome)
 
 
 def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
@@ -17715,10 +17727,16 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
-    title = _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
+    title = _run_title(config)
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(config, report, {"": title}, report_path, outcome)
+
+
+def _run_title(config: RunConfig) -> str:
+    """The title of a single run's printed summary: ``PRED vs GOLD``, the paths as given
+    (a stream named as given, :func:`_named_streams`)."""
+    return _named_streams(f"{config.pred}" + (f" vs {config.gold}" if config.gold else ""))
 
 
 def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str], where: str) -> None:

@@ -235,6 +235,27 @@ def test_compare_and_merge_make_the_runs_page_data(sample, tmp_path):
         page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
 
 
+def test_merge_prints_and_shows_the_paths_as_the_shards_were_given_them(tmp_path):
+    """Shards run on relative paths: the merge's summary title and its page's header name
+    them as the run in one piece does (before: the resolved paths the parts record)."""
+    one = ("--gold", "gold/gold.jsonl", "--no-embeddings", "--quiet")
+    for k in (1, 2):
+        assert run_main("--pred", "predictions/finetuned.jsonl", *one, "--shard", f"{k}/2",
+                        "--report", tmp_path / f"p{k}.json", cwd=ROOT)[0] == 0
+    rc, merged, err = run_main("--merge", tmp_path / "p1.json", tmp_path / "p2.json", "--quiet", "--no-report",
+                               "--html", tmp_path / "m.html")
+    assert rc == 0, err
+    rc, direct, err = run_main("--pred", "predictions/finetuned.jsonl", *one, "--no-report", "--html",
+                               tmp_path / "d.html", cwd=ROOT)
+    assert rc == 0, err
+    title = f"kg-triplet-eval {ev.__version__}  predictions/finetuned.jsonl vs gold/gold.jsonl"
+    assert merged.splitlines()[0] == direct.splitlines()[0] == title
+    def header(page):
+        return re.search(r'<p class="muted">(.*?)</p>', page.read_text(encoding="utf-8")).group(1)
+    assert header(tmp_path / "m.html") == header(tmp_path / "d.html")
+    assert header(tmp_path / "d.html").endswith("<br>predictions/finetuned.jsonl vs gold/gold.jsonl")
+
+
 def test_compare_refuses_before_resampling_when_an_input_is_gone(tmp_path):
     """A saved report whose predictions file moved: exit 2 naming the system and the path."""
     pred = tmp_path / "pred.jsonl"
