@@ -17655,7 +17655,25 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     _check_saved_slices(config, systems)
     _check_saved_examples(config, systems)
     report = build_comparison(systems, options, origins)
+    left_out = _slices_left_out(config, systems, origins)
+    if left_out:
+        log.warning("note: %s", left_out)
+        report["comparison"]["notes"] = [*report["comparison"]["notes"], left_out]
     return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
+
+
+def _slices_left_out(config: RunConfig, systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> str:
+    """``--compare`` without ``--slice-by`` of reports whose ``summary.config.slice_by``
+    differ (one with slices, one without): the comparison has no slice table; the note
+    (one of the comparison's ``notes``) names each report and its keys ("" otherwise)."""
+    held = {name: tuple(((sub.get("summary") or {}).get("config") or {}).get("slice_by") or ())
+            for name, sub in systems.items()}
+    if config.slice_by or len(set(held.values())) < 2:
+        return ""
+    each = "; ".join(f"{name} ({origins[name]}): " + (", ".join(keys) if keys else "none, scored without --slice-by")
+                     for name, keys in held.items())
+    return (f"the comparison has no slice table: the reports hold slices by other keys ({each}); give --slice-by KEY "
+            "for a key whose values every report's rows hold, or score the others again with --slice-by KEY")
 
 
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:

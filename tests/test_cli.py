@@ -1024,6 +1024,25 @@ def test_slice_by_compare_refuses_a_key_not_in_the_rows_before_resampling(tmp_pa
     assert rc == 2 and "--slice-by topic: 3 distinct values, more than the 2 slices allowed" in err
 
 
+def test_compare_of_a_sliced_and_an_unsliced_report_says_why_there_are_no_slices(tmp_path):
+    """a.json has slices by topic, b.json none: the comparison has no slice table, and a
+    note (stderr, the printed comparison, the report's comparison notes) names both
+    reports and their keys (before: the table was dropped silently)."""
+    gold = _sliced_gold(tmp_path)
+    for name, pred, extra in (("a", SAMPLE_PRED, ("--slice-by", "topic")), ("b", SAMPLE_BASE, ())):
+        assert run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", *extra,
+                        "--report", tmp_path / f"{name}.json")[0] == 0
+    rc, out, err = run_main("--compare", tmp_path / "a.json", tmp_path / "b.json", "--bootstrap", "100",
+                            "--trials", "100", "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    note = (f"the comparison has no slice table: the reports hold slices by other keys (a ({tmp_path / 'a.json'}): "
+            f"topic; b ({tmp_path / 'b.json'}): none, scored without --slice-by); give --slice-by KEY for a key whose "
+            "values every report's rows hold, or score the others again with --slice-by KEY")
+    report = load_report(tmp_path / "c.json")
+    assert f"note: {note}" in err and note in out and note in report["comparison"]["notes"]
+    assert "slices" not in report and "slices by topic:" not in out
+
+
 def test_slice_by_with_summary_only_gives_the_same_slices(tmp_path):
     """--summary-only with --slice-by: the slices are made from the rows before they are
     dropped, so the section is the one of the run with its rows; no per_entry; the same
