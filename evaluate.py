@@ -57,7 +57,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 directory mode's per-ontology tables), SampledText
                                 (mean ± sd), SampledPlot,
                                 write_json_atomic,
-                                write_plots; AuditPage (--html: the audit
+                                write_plots; OutputMark (a page or examples
+                                file of ours); AuditPage (--html: the audit
                                 page); example_selections, examples_markdown
                                 (Examples), write_examples (--examples);
                                 config_signature, report_signature, sign_report
@@ -114,7 +115,8 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 #: group, the workers too) SIGNAL the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start (the file's first statements), imports (after the third-party
 #: imports), spooling (the run's temporary folder just made, signals held), reading,
-#: scoring, pool, merging, writing, written (the report renamed into place), interrupted
+#: scoring, pool, merging, writing, written (the report renamed into place), output (a file
+#: after the report in place: --examples, --plots, --html; :meth:`RunOutcome.placed`), interrupted
 #: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
 #: tests are deterministic instead of racing a timer. Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
@@ -5533,6 +5535,16 @@ def _vocabulary(relations: Path | None, profile: str,
                   "description": "none: relation check skipped (flat benchmark without --relations)"}
 
 
+def vocabulary_words(described: Mapping[str, Any]) -> str:
+    """A report's relation vocabulary (``summary.relation_vocabulary``) in words a user can
+    look up: the method's, where the report records its source as ``SPEC.md`` (a file users
+    do not have; the report keeps the record), "the method (README, The method; 20
+    relations)", else the description ("rels.txt (12 relations)")."""
+    if described.get("source") == "SPEC.md":
+        return f"the method (README, The method; {described.get('size')} relations)"
+    return str(described.get("description") or "-")
+
+
 def _vocabulary_hash(vocabulary: frozenset[str] | None) -> str | None:
     """SHA-256 of the normalised vocabulary (sorted, one label a line); None = no check."""
     if vocabulary is None:
@@ -5614,9 +5626,15 @@ class AuditEntry:
     @staticmethod
     def key_of(row: Mapping[str, Any]) -> str:
         """The key that names an entry (a per-entry row) in the lists of examples and on
-        the HTML page: its id, or ``line N`` (its gold line) for an entry without one."""
+        the HTML page: its id, or ``line N`` (its gold line) for an entry without one; an
+        id that reads ``line N`` (N digits) or begins with ``"`` is written as a JSON
+        string (``"line 2"``, in double quotes), so that no two entries share a key: the
+        keys of ids without quotes, of quoted ids and of ``line N`` are apart."""
         rid = row.get("id")
-        return f"line {row.get('gold_line')}" if rid is None else str(rid)
+        if rid is None:
+            return f"line {row.get('gold_line')}"
+        rid = str(rid)
+        return json.dumps(rid, ensure_ascii=False) if rid.startswith('"') or re.fullmatch("line [0-9]+", rid) else rid
 
     @property
     def key(self) -> str:
@@ -5656,7 +5674,7 @@ class AuditInputs:
         self.gold_field = config.get("gold_field")
         self.fields = FieldNames.of_run(config.get("pred_field"), combined=gold_path is None)
         self.profile = summary.get("schema_profile") or "hgr"
-        self.vocabulary = (summary.get("relation_vocabulary") or {}).get("description") or "the vocabulary"
+        self.vocabulary = vocabulary_words(summary.get("relation_vocabulary") or {})
         #: Records paired by line order: a prediction line's id need not be the gold line's.
         self.by_order = any(n.get("kind") == "join_by_line_order" for n in summary.get("notices") or ()
                             if isinstance(n, Mapping))
@@ -5772,8 +5790,12 @@ class Audit:
 
     @staticmethod
     def shown(value: Any) -> Any:
-        """A field as shown: strings and numbers as they are, None for absent, any other
-        JSON value as its compact JSON text."""
+        """A field as shown: strings and finite numbers as they are, None for absent, a NaN
+        or infinite number as its JSON text (the string ``NaN``, ``Infinity`` or
+        ``-Infinity``: JSON has no such number), any other JSON value as its compact JSON
+        text."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return json.dumps(value)
         if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return value
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -5848,7 +5870,7 @@ class Audit:
             why = "the entities match" if part == "relation" else "field similarity 0"
             return f"{part} `{mine}` does not match gold `{theirs}` ({why})"
         if cls == "hallucinated_relation":
-            return f"relation `{triplet.relation}` is not in the vocabulary ({vocabulary})"
+            return f"relation `{triplet.relation}` is not in the vocabulary: {vocabulary}"
         if cls == "novel_grounded":
             return ("not in the gold, but both entities are gold titles or grounded in the prompt (costs "
                     "precision; not a hard hallucination)")
@@ -10463,7 +10485,9 @@ def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[Met
     configuration for the requested families (``requested_config``); the run's
     description (similarity, profile, vocabulary, input problems and checksums, and the
     notices of the whole input, without this shard's ``family_skipped`` ones, which are
-    ``skip_notices``); and the family records of the shard's entries."""
+    ``skip_notices``); the title of the run's printed summary (:func:`_run_title`: the
+    input paths as given, which the ``--merge`` prints as the run in one piece does); and
+    the family records of the shard's entries."""
     assert config.shard is not None and scored.span is not None
     (k, n), (start, stop, total) = config.shard, scored.span
     skip_notices = source.notices[len(source.notices) - len(scored.skipped):] if scored.skipped else []
@@ -10481,7 +10505,7 @@ def partial_report(config: RunConfig, scored: ScoredFile, families: Sequence[Met
                    "problems": list(source.problems), "duplicates_dropped": source.duplicates_dropped,
                    "inputs": dict(source.inputs), "notices": base},
         "gold_name": scored.gold_name, "skipped": list(scored.skipped), "skip_notices": list(skip_notices),
-        "records": records_to_json(scored.records),
+        "title": _run_title(config), "records": records_to_json(scored.records),
     }
     return {"summary": report.pop("summary"), "shard": block, **report}
 
@@ -11228,9 +11252,19 @@ def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
     return paths
 
 
-def _merged_title(report: Mapping[str, Any]) -> str:
-    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"),
-    from the inputs the parts recorded (resolved path, else name)."""
+def _merged_title(report: Mapping[str, Any], paths: Sequence[Path] = ()) -> str:
+    """The printed summary's title of a merged run, as the single run's ("PRED vs GOLD"):
+    the title the parts at ``paths`` recorded (``shard.title``: the paths as the shard runs
+    were given them) when they all recorded the same, else from the inputs the report
+    records (resolved path, else name)."""
+    titles = set()
+    for path in paths:
+        try:
+            titles.add(str((read_part(path).get("shard") or {}).get("title") or ""))
+        except (OSError, ValueError, AttributeError):
+            titles.add("")
+    if len(titles) == 1 and "" not in titles:
+        return titles.pop()
     inputs = report["summary"].get("inputs") or {}
     pred, gold = ((info.get("path") or info.get("name")) if info else None
                   for info in (inputs.get("pred"), inputs.get("gold")))
@@ -12330,9 +12364,52 @@ MAX_SLICES = 50
 MISSING_SLICE = "(missing)"
 
 
-def slice_label(value: str | int | None) -> str:
-    """How a slice value is shown: the string, the integer's digits, :data:`MISSING_SLICE` for None."""
-    return MISSING_SLICE if value is None else str(value)
+def slice_label(value: str | int | None, key: str = "") -> str:
+    """How a slice value of ``key`` is shown: a built-in's bin label (:data:`SLICE_BUILTINS`);
+    for a field, the integer's digits, :data:`MISSING_SLICE` for None, and the string as it
+    is, unless two slices could then look the same: a string that reads like an integer
+    (``-?[0-9]+``) or ``(missing)``, begins with ``"``, is empty, has a space at an end, or
+    holds what a reader cannot see or tell apart (a character that is not printed, such as
+    a control, format or line-separator character, a space other than U+0020, a lone
+    surrogate, or text not in Unicode NFC, where "é" may be one or two code points) is
+    written as a JSON string in double quotes, those characters as ``\\uXXXX`` (for text
+    not in NFC, every non-ASCII character). So distinct values of a key have distinct
+    labels (``1`` and ``"1"``, ``(missing)`` and ``"(missing)"``)."""
+    if value is None:
+        return MISSING_SLICE
+    text = str(value)
+    if key in SLICE_BUILTINS or isinstance(value, int):
+        return text
+    hidden = [c for c in text if c != " " and unicodedata.category(c) in _UNSEEN_CATEGORIES]
+    nfc = _is_nfc(text)
+    if not (hidden or not nfc or not text or text != text.strip() or text.startswith('"') or text == MISSING_SLICE
+            or re.fullmatch("-?[0-9]+", text)):
+        return text
+    quoted = json.dumps(text, ensure_ascii=not nfc)
+    return "".join(c if c == " " or unicodedata.category(c) not in _UNSEEN_CATEGORIES else _u_escape(c)
+                   for c in quoted)
+
+
+#: The Unicode categories of characters a reader cannot see (controls, format characters,
+#: separators (U+0020 aside), surrogates, private use, unassigned): :func:`slice_label`.
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _is_nfc(text: str) -> bool:
+    """Whether ``text`` is in Unicode NFC (False for text with a lone surrogate)."""
+    try:
+        return unicodedata.is_normalized("NFC", text)
+    except UnicodeError:
+        return False
+
+
+def _u_escape(char: str) -> str:
+    """``\\uXXXX`` of one character (two, a UTF-16 surrogate pair, beyond U+FFFF)."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _slice_order(key: str, value: str | int | None) -> tuple:
@@ -12425,7 +12502,7 @@ def compare_slices(reports: Mapping[str, Mapping[str, Any]], keys: Sequence[str]
                                     trials=options.trials if options else 0, seed=options.seed if options else 0,
                                     correction=options.correction if options else None, families=families,
                                     test=options.test if options else DEFAULT_TEST)
-            out[key].append({"value": value, "label": slice_label(value), "n_entries": len(indices),
+            out[key].append({"value": value, "label": slice_label(value, key), "n_entries": len(indices),
                              "metrics": block["metrics"], "notes": block["notes"]})
     return {"by": list(keys), "max_slices": max_slices, "keys": out}
 
@@ -12872,7 +12949,7 @@ def format_summary(report: Mapping[str, Any], *, title: str = "") -> str:
     described = s.get("relation_vocabulary", {})
     vocabulary = described.get("description", "-")
     if described.get("source") == "SPEC.md":  # the report keeps "SPEC.md"; print what a user can find
-        vocabulary = f"of the method (README, The method; {described.get('size')} relations)"
+        vocabulary = f"of {vocabulary_words(described)}"
     lines = [
         f"{PRODUCT} {__version__}" + (f"  {title}" if title else ""),
         f"entries {n}   schema profile {s['schema_profile']}   relation vocabulary {vocabulary}",
@@ -13780,10 +13857,23 @@ def format_markdown(report: Mapping[str, Any], *, digits: int = 3) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The ``&`` that begins a character reference (``&amp;``, ``&#38;``), which Markdown would
+#: show as the character: escaped (``\\&``) where text is to show as written.
+_MARKDOWN_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
 def _markdown_escape(text: str, table: bool = True) -> str:
-    """Escape what Markdown would read as emphasis (and, inside a table, a cell border)."""
+    """Escape what Markdown would read as emphasis and, inside a table (a name, a slice
+    label, a title), what would not show as written: a cell border ``|``, a code span's
+    backtick, the ``<`` of an HTML tag, the ``&`` of an entity (``&amp;``); a line break
+    (which would end the row) becomes a space."""
     text = text.replace("\\", "\\\\").replace("*", "\\*").replace("_", "\\_")
-    return text.replace("|", "\\|") if table else text
+    if not table:
+        return text
+    text = re.sub(r"\s*[\r\n]+\s*", " ", text).replace("`", "\\`")
+    text = re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+    return _MARKDOWN_ENTITY.sub(r"\\&", text).replace("|", "\\|")
+
 
 
 #: How each character special to LaTeX (or turned into something else by the OT1 font
@@ -13929,6 +14019,19 @@ def summary_json(report: Mapping[str, Any]) -> dict[str, Any]:
                                                     "confidence", "signature", "notes")}
     return {"systems": out_systems, "baseline": next(iter(systems)), "comparison": settings,
             "lower_is_better": sorted(lower_is_better_paths()), "legend": legend_lines(report)}
+
+
+#: A UTF-16 surrogate code point: in a Python string read from JSON (``"\\ud800"``), always
+#: a lone one (a pair becomes one character), which UTF-8 cannot encode.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (:data:`_SURROGATE_RE`) replaced by U+FFFD, the
+    replacement character: how the human-facing outputs (the printed summary, the tables,
+    the examples, the page's text) show what JSON escapes (``\\ud800``: the report and the
+    page's data keep it), so that writing them never fails."""
+    return _SURROGATE_RE.sub("\ufffd", text) if _SURROGATE_RE.search(text) else text
 
 
 def format_output(report: Mapping[str, Any], fmt: str, titles: Mapping[str, str] | None = None) -> str:
@@ -14233,6 +14336,61 @@ def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) ->
 # The audit page (--html PATH)
 # --------------------------------------------------------------------------------------
 
+class OutputMark:
+    """The mark by which an audit page (``--html``) or an examples file (``--examples``) of
+    ours is known again, so that a later run replaces only such a file, and only the same
+    run's (``--overwrite``: any of ours; :func:`_check_audit_output`): the page's
+    ``<meta name="generator">`` tag and the examples file's first line, an HTML comment
+    (no text in the rendered Markdown), each naming the run by :meth:`run_id` of the
+    inputs its report records."""
+
+    #: The mark of each kind of file, ``{run}`` its :meth:`run_id`.
+    PAGE = f'<meta name="generator" content="{PRODUCT} audit page, run {{run}}">'
+    EXAMPLES = f"<!-- {PRODUCT} examples, run {{run}} -->"
+    #: Each kind's mark as it is looked for in the first 4 KB of a file: group 1 the run.
+    FOUND = {kind: re.compile(re.escape(mark).replace(re.escape("{run}"), "([0-9a-f]{16})"))
+             for kind, mark in (("page", PAGE), ("examples", EXAMPLES))}
+
+    @staticmethod
+    def run_id(runs: Sequence[tuple[str | None, str | None]]) -> str:
+        """16 hex digits of the SHA-256 of the runs' inputs: per system, in order, the
+        (predictions, gold) paths as ``summary.inputs`` records them (resolved; None for a
+        stream or no gold file): what names the run of a report (:func:`_run_inputs`)."""
+        return hashlib.sha256(json.dumps([list(r) for r in runs]).encode("utf-8")).hexdigest()[:16]
+
+    @staticmethod
+    def report_runs(report: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
+        """Per system of ``report`` (:func:`report_systems`), the (predictions, gold) paths
+        its ``summary.inputs`` records."""
+        out = []
+        for sub in report_systems(report)[0].values():
+            inputs = (sub.get("summary") or {}).get("inputs") or {}
+            out.append(tuple((info or {}).get("path") if isinstance(info, Mapping) else None
+                             for info in (inputs.get("pred"), inputs.get("gold"))))
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def of_report(kind: str, report: Mapping[str, Any]) -> str:
+        """The mark (``kind``: "page" or "examples") of the file written for ``report``."""
+        mark = OutputMark.PAGE if kind == "page" else OutputMark.EXAMPLES
+        return mark.format(run=OutputMark.run_id(OutputMark.report_runs(report)))
+
+    @staticmethod
+    def held(path: Path, kind: str) -> str | None:
+        """What the existing file ``path`` holds: "" when empty, the :meth:`run_id` of
+        the run whose ``kind`` of file (page, examples) it is, None for any other file
+        (unreadable, or without the mark in its first 4 KB)."""
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096)
+        except OSError:
+            return None
+        if not head:
+            return ""
+        found = OutputMark.FOUND[kind].search(head.decode("utf-8", "replace"))
+        return found.group(1) if found is not None else None
+
+
 class AuditPage:
     """The audit page (``--html PATH``): one self-contained HTML file of a run or a
     comparison (no network: CSS and plain JavaScript inline, a Content-Security-Policy of
@@ -14381,7 +14539,12 @@ a.ex { margin-right: 8px; }
 (function () {
   var D = JSON.parse(document.getElementById("audit-data").textContent);
   var SYS = D.systems, NS = SYS.length, ROW = 30, BUF = 10;
-  var byId = {}, state = {sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: {}};
+  /* data keys (ids, relations, slice keys, system names) never index a plain object: a
+     key such as "constructor" or "__proto__" would find Object.prototype's; a Map, a Set,
+     an object without prototype (dict) or own() instead */
+  function dict() { return Object.create(null); }
+  function own(o, k) { return o != null && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined; }
+  var byId = new Map(), state = {sys: "any", status: "", cls: "", rel: "", search: "", sort: "order", slices: dict()};
   var view = [], hayBuilt = false;
 
   function $(id) { return document.getElementById(id); }
@@ -14415,9 +14578,9 @@ a.ex { margin-right: 8px; }
      (key, n, key, n ...) per system, the differences to the baseline */
   function prepare() {
     D.entries.forEach(function (e, i) {
-      e.order = i; byId[e.id] = e; e.keys = []; e.rels = {}; e.counts = [];
+      e.order = i; byId.set(e.id, e); e.keys = []; e.rels = new Set(); e.counts = [];
       e.systems.forEach(function (a, s) {
-        var k = {}, c = {};
+        var k = dict(), c = dict();
         if (a) {
           a.gold.forEach(function (g) {
             if (g["class"]) c["gold:" + g["class"]] = (c["gold:" + g["class"]] || 0) + 1;
@@ -14430,12 +14593,12 @@ a.ex { margin-right: 8px; }
           a.gold.forEach(function (g) {
             if (g["class"]) k["gold:" + g["class"]] = 1;
             if (g.in_prompt) k["flag:in_prompt"] = 1;
-            e.rels[g.relation] = 1;
+            e.rels.add(String(g.relation));
           });
           a.pred.forEach(function (p) {
             k["pred:" + p["class"]] = 1;
             (p.flags || []).forEach(function (f) { k["flag:" + f] = 1; });
-            if (p.valid) e.rels[p.relation] = 1;
+            if (p.valid) e.rels.add(String(p.relation));
           });
         }
         e.keys[s] = k;
@@ -14445,6 +14608,11 @@ a.ex { margin-right: 8px; }
         return s && base && a && base.composite != null && a.composite != null ? a.composite - base.composite : null;
       });
     });
+  }
+  /* the label of a slice (by its id: type and value as JSON) of a --slice-by key */
+  function sliceLabel(key, id) {
+    var found = (own(D.slices, key) || []).filter(function (x) { return x.id === id; })[0];
+    return found ? found.label : id;
   }
   function buildHay() {
     D.entries.forEach(function (e) {
@@ -14469,8 +14637,8 @@ a.ex { margin-right: 8px; }
       }
       if (!hit) return false;
     }
-    if (state.rel && !e.rels[state.rel]) return false;
-    for (var key in state.slices) if (state.slices[key] && (e.slices || {})[key] !== state.slices[key]) return false;
+    if (state.rel && !e.rels.has(state.rel)) return false;
+    for (var key in state.slices) if (state.slices[key] && own(e.slices, key) !== state.slices[key]) return false;
     if (state.search && e.hay.indexOf(state.search) < 0) return false;
     return true;
   }
@@ -14565,35 +14733,102 @@ a.ex { margin-right: 8px; }
     return r;
   }
 
-  /* the prompt with each grounded title marked: its case-insensitive occurrences, else
-     (a title grounded by its tokens) the prompt's words among the title's tokens */
+  /* the prompt with each grounded title marked as the method grounds it (README, The method,
+     Stage 5): where the title occurs (case-insensitive); else, when at least 60% of its
+     [a-z0-9] tokens are among the prompt's, one occurrence of each of those tokens, longest
+     runs of adjacent title tokens first (a title's "of" or "the" is marked where it joins
+     its other words, not wherever the prompt has one). Linear in the prompt: it is
+     tokenised once and each kind's titles are found in one pass; the first SHOWN
+     characters are drawn, the rest on "show all". Gold marks win over predicted ones. */
+  var SHOWN = 50000;
+  function reEscape(s) { return s.replace(/[.*+?^${}()|[\]\\\/]/g, "\\$&"); }
+  function paint(marks, from, to, kind) {
+    if (kind === 1) { marks.fill(1, from, to); return; }
+    for (var k = from; k < to; k++) if (!marks[k]) marks[k] = kind;
+  }
+  /* one pass for the titles of a kind: at each position the longest title that starts
+     there (a shorter one starting there too is its prefix, found with it); returns the
+     titles that do not occur, with their tokens, for the token rule */
+  function markOccurrences(prompt, titles, kind, marks) {
+    var want = Array.from(new Set(titles.map(function (t) { return t == null ? "" : String(t).trim().toLowerCase(); })
+      .filter(Boolean))).sort(function (a, b) { return b.length - a.length; });
+    if (!want.length) return [];
+    var re = new RegExp(want.map(reEscape).join("|"), "gi"), m, found = new Set();
+    while ((m = re.exec(prompt)) !== null) {
+      paint(marks, m.index, m.index + m[0].length, kind);
+      found.add(m[0]);
+      re.lastIndex = m.index + 1;
+    }
+    var seen = Array.from(found, function (f) { return f.toLowerCase(); });
+    return want.filter(function (t) { return !seen.some(function (f) { return f.indexOf(t) >= 0; }); })
+      .map(function (t) { return {kind: kind, toks: Array.from(new Set(t.match(/[a-z0-9]+/g) || []))}; });
+  }
+  /* one pass over the prompt's [A-Za-z0-9] tokens: the occurrences [number, start, end,
+     token] of the tokens in ``wanted``, in order, and which of them the prompt has */
+  function tokenHits(prompt, wanted) {
+    var re = /[A-Za-z0-9]+/g, m, n = 0, hits = [], present = new Set();
+    while ((m = re.exec(prompt)) !== null) {
+      var t = m[0].toLowerCase();
+      if (wanted.has(t)) { hits.push([n, m.index, m.index + m[0].length, t]); present.add(t); }
+      n++;
+    }
+    return {hits: hits, present: present};
+  }
+  /* a title grounded by its tokens (>= 60% among the prompt's): one occurrence of each
+     token used, in the runs of adjacent title tokens with the most distinct words first
+     (then in prompt order) */
+  function markTokens(title, found, marks) {
+    var used = title.toks.filter(function (x) { return found.present.has(x); });
+    if (!title.toks.length || used.length / title.toks.length < 0.6) return;
+    var mine = new Set(used), bySize = title.toks.map(function () { return []; }), run = null;
+    found.hits.forEach(function (h) {
+      if (!mine.has(h[3])) return;
+      if (run && run.last[0] === h[0] - 1) {
+        run.last = h;
+        if (run.words.indexOf(h[3]) < 0) run.words.push(h[3]);
+        return;
+      }
+      if (run) bySize[run.words.length - 1].push(run);
+      run = {first: h, last: h, words: [h[3]]};
+    });
+    if (run) bySize[run.words.length - 1].push(run);
+    var left = new Set(used);
+    for (var size = bySize.length - 1; size >= 0 && left.size; size--) {
+      for (var r = 0; r < bySize[size].length && left.size; r++) {
+        var one = bySize[size][r], fresh = false;
+        one.words.forEach(function (w) { if (left.delete(w)) fresh = true; });
+        if (fresh) paint(marks, one.first[1], one.last[2], title.kind);
+      }
+    }
+  }
   function highlight(prompt, golds, preds) {
-    var low = prompt.toLowerCase(), marks = new Array(prompt.length);
-    function mark(from, to, kind) { for (var k = from; k < to; k++) if (marks[k] !== "g") marks[k] = kind; }
-    function one(title, kind) {
-      var t = (title || "").toLowerCase().trim(); if (!t) return;
-      var at = low.indexOf(t), found = false;
-      while (at >= 0) { mark(at, at + t.length, kind); found = true; at = low.indexOf(t, at + t.length); }
-      if (found) return;
-      var toks = t.match(/[a-z0-9]+/g) || [], seen = {}, re = /[a-z0-9]+/g, m, hits = [];
-      while ((m = re.exec(low)) !== null) {
-        if (toks.indexOf(m[0]) >= 0) { hits.push([m.index, m.index + m[0].length]); seen[m[0]] = 1; }
-      }
-      if (toks.length && Object.keys(seen).length / toks.length >= 0.6) {
-        hits.forEach(function (h) { mark(h[0], h[1], kind); });
-      }
+    var marks = new Uint8Array(prompt.length);
+    var rest = markOccurrences(prompt, golds, 1, marks).concat(markOccurrences(prompt, preds, 2, marks));
+    if (rest.length) {
+      var wanted = new Set();
+      rest.forEach(function (t) { t.toks.forEach(function (x) { wanted.add(x); }); });
+      var found = tokenHits(prompt, wanted);
+      rest.forEach(function (t) { markTokens(t, found, marks); });
     }
-    golds.forEach(function (t) { one(t, "g"); });
-    preds.forEach(function (t) { one(t, "p"); });
-    var out = el("div", {cls: "prompt"}), run = "", kind = undefined;
-    function flush() {
-      if (!run) return;
-      out.appendChild(kind ? el("mark", {cls: "m-" + kind, text: run}) : document.createTextNode(run));
-      run = "";
+    function draw(end) {
+      var out = el("div", {cls: "prompt"});
+      for (var k = 0; k < end;) {
+        var kind = marks[k], j = k + 1;
+        while (j < end && marks[j] === kind) j++;
+        var text = prompt.slice(k, j);
+        out.appendChild(kind ? el("mark", {cls: kind === 1 ? "m-g" : "m-p", text: text}) : document.createTextNode(text));
+        k = j;
+      }
+      if (end < prompt.length) {
+        var more = el("button", {type: "button", cls: "show-all",
+                                 text: "show all " + prompt.length + " characters"});
+        more.addEventListener("click", function () { out.replaceWith(draw(prompt.length)); });
+        out.appendChild(document.createTextNode(" \u2026 "));
+        out.appendChild(more);
+      }
+      return out;
     }
-    for (var k = 0; k < prompt.length; k++) { if (marks[k] !== kind) { flush(); kind = marks[k]; } run += prompt[k]; }
-    flush();
-    return out;
+    return draw(Math.min(prompt.length, SHOWN));
   }
 
   function table(head, rows, cls) {
@@ -14603,14 +14838,14 @@ a.ex { margin-right: 8px; }
       el("thead", null, [el("tr", null, head.map(function (h) { return el("th", {text: h}); }))]),
       el("tbody", null, rows.map(function (r) { return el("tr", null, r.map(cell)); }))]);
   }
-  function classTag(c) { return el("span", {cls: "cls cls-" + c, title: D.class_words[c] || "", text: word(c)}); }
+  function classTag(c) { return el("span", {cls: "cls cls-" + c, title: own(D.class_words, c) || "", text: word(c)}); }
   function systemView(name, a) {
     if (!a) return el("div", {cls: "sys"}, [el("h3", {text: name}), el("p", {text: "no row for this entry"})]);
-    var gi = {}, pi = {};
-    a.gold.forEach(function (g) { gi[g.index] = g; });
-    a.pred.forEach(function (p) { pi[p.index] = p; });
+    var gi = new Map(), pi = new Map();
+    a.gold.forEach(function (g) { gi.set(g.index, g); });
+    a.pred.forEach(function (p) { pi.set(p.index, p); });
     var pairs = a.pairs.map(function (p) {
-      var g = gi[p.gold_index], q = pi[p.pred_index];
+      var g = gi.get(p.gold_index), q = pi.get(p.pred_index);
       return [tripletCell(g), tripletCell(q), fmt(p.source_sim), fmt(p.relation_sim), fmt(p.target_sim),
         fmt(p.align_sim),
         el("span", null, [classTag(q["class"]), q.reason ? el("span", {cls: "why", text: q.reason}) : null])];
@@ -14618,7 +14853,7 @@ a.ex { margin-right: 8px; }
     var ug = a.gold.filter(function (g) { return g.valid && D.unmatched_gold.indexOf(g["class"]) >= 0; })
       .map(function (g) {
         return [tripletCell(g), classTag(g["class"]), g.in_prompt ? "in prompt" : "",
-          g.reason || D.class_words[g["class"]] || ""];
+          g.reason || own(D.class_words, g["class"]) || ""];
       });
     var up = a.pred.filter(function (p) { return D.unmatched_pred.indexOf(p["class"]) >= 0; })
       .map(function (p) {
@@ -14639,7 +14874,7 @@ a.ex { margin-right: 8px; }
       table(["predicted", "class", "flags", "reason"], up, "upred")]);
   }
   function openEntry(id) {
-    var e = byId[id], box = $("entry");
+    var e = byId.get(id), box = $("entry");
     if (!e) return;
     state.open = id;
     box.textContent = "";
@@ -14649,7 +14884,7 @@ a.ex { margin-right: 8px; }
       a.gold.forEach(function (g) { titles.gold.push(g.source, g.target); });
       a.pred.forEach(function (p) { if (p.valid) titles.pred.push(p.source, p.target); });
     });
-    var sl = Object.keys(e.slices || {}).map(function (k) { return k + " " + e.slices[k]; }).join(", ");
+    var sl = Object.keys(e.slices || {}).map(function (k) { return k + " " + sliceLabel(k, e.slices[k]); }).join(", ");
     box.appendChild(el("h2", {text: "entry " + e.id}));
     if (sl) box.appendChild(el("p", {cls: "muted", text: "slices: " + sl}));
     box.appendChild(highlight(e.prompt || "", titles.gold, titles.pred));
@@ -14661,7 +14896,11 @@ a.ex { margin-right: 8px; }
   }
 
   function setFilter(changes) {
-    for (var k in changes) if (k === "slices") state.slices = changes.slices; else state[k] = changes[k];
+    Object.keys(changes).forEach(function (k) {
+      if (k !== "slices") { state[k] = changes[k]; return; }
+      state.slices = dict();
+      Object.keys(changes.slices).forEach(function (key) { state.slices[key] = changes.slices[key]; });
+    });
     syncControls();
     applyFilters();
     $("list").scrollIntoView();
@@ -14684,9 +14923,9 @@ a.ex { margin-right: 8px; }
       D.gold_classes.map(function (c) { return ["gold:" + c, "gold: " + word(c)]; }),
       D.pred_classes.map(function (c) { return ["pred:" + c, "predicted: " + word(c)]; }),
       D.flags.map(function (f) { return ["flag:" + f, "flag: " + word(f)]; })));
-    var rels = {};
-    D.entries.forEach(function (e) { for (var r in e.rels) rels[r] = 1; });
-    options($("f-rel"), [["", "any relation"]].concat(Object.keys(rels).sort().map(function (r) { return [r, r]; })));
+    var rels = new Set();
+    D.entries.forEach(function (e) { e.rels.forEach(function (r) { rels.add(r); }); });
+    options($("f-rel"), [["", "any relation"]].concat(Array.from(rels).sort().map(function (r) { return [r, r]; })));
     var sorts = [["order", "file order"], ["composite_asc", "composite \u2191"],
       ["composite_desc", "composite \u2193"]];
     SYS.forEach(function (name, s) {
@@ -14697,7 +14936,7 @@ a.ex { margin-right: 8px; }
     Object.keys(D.slices).forEach(function (key) {
       var s = el("select", {cls: "f-slice", "data-key": key, "aria-label": "slice " + key});
       options(s, [["", "any " + key]].concat(D.slices[key].map(function (x) {
-        return [x.label, key + ": " + x.label];
+        return [x.id, key + ": " + x.label];
       })));
       s.addEventListener("change", function () { state.slices[key] = s.value; applyFilters(); });
       $("f-slices").appendChild(s);
@@ -14745,7 +14984,7 @@ a.ex { margin-right: 8px; }
       var t = table(head, side[1].map(function (c) {
         var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
         SYS.forEach(function (s, i) {
-          var er = D.errors[s];
+          var er = own(D.errors, s);
           r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
                  er ? fmt(er[side[0]][c]) : "n/a", "");
         });
@@ -14758,7 +14997,7 @@ a.ex { margin-right: 8px; }
           td.setAttribute("data-sys", String(i));
           td.setAttribute("data-key", side[0] + ":" + side[1][row]);
         });
-        tr.children[0].title = D.class_words[side[1][row]] || "";
+        tr.children[0].title = own(D.class_words, side[1][row]) || "";
       });
       box.appendChild(el("h3", {text: side[2]}));
       box.appendChild(t);
@@ -14773,11 +15012,11 @@ a.ex { margin-right: 8px; }
       });
       box.appendChild(el("h3", {text: "slices by " + key}));
       box.appendChild(table(head, D.slices[key].map(function (x) {
-        var sl = {}; sl[key] = x.label;
+        var sl = {}; sl[key] = x.id;
         var r = [link(x.label, {slices: sl}), String(x.n_entries)];
         SYS.forEach(function (s, i) {
           D.slice_columns.forEach(function (c) {
-            var m = (x.metrics[s] || {})[c[0]] || {};
+            var m = own(own(x.metrics, s), c[0]) || {};
             var d = i && m.delta != null ? " (" + sfmt(m.delta) + (m.significant ? "*" : "") + ")" : "";
             r.push(fmt(m.estimate) + ci(m.ci) + d);
           });
@@ -14799,8 +15038,12 @@ a.ex { margin-right: 8px; }
     if (!(D.examples || []).length) box.appendChild(el("p", {cls: "muted", text: "no selections"}));
   }
   function header() {
-    var head = [""], groups = {}, order = [];
-    SYS.forEach(function (s, i) { head.push(s); if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p"); });
+    var head = [""], groups = dict(), order = [];
+    SYS.forEach(function (s, i) {
+      head.push(s);
+      if (i && D.baseline) head.push(s + " \u2212 " + D.baseline, "p");
+      if (i && D.baseline && D.adjusted_column) head.push(D.adjusted_column);
+    });
     D.headline.forEach(function (h) {
       if (!groups[h.table]) { groups[h.table] = []; order.push(h.table); }
       groups[h.table].push(h);
@@ -14813,11 +15056,13 @@ a.ex { margin-right: 8px; }
     return table(head, rows.map(function (h) {
       var r = [el("span", {title: h.path, text: h.label})];
       SYS.forEach(function (s, i) {
-        var v = h.values[s] || {};
+        var v = own(h.values, s) || {};
         r.push(fmt(v.estimate) + ci(v.ci));
-        if (i && D.baseline) {
-          r.push(sfmt(v.delta) + dci(v.delta_ci) + (v.significant ? " *" : ""),
-                 v.p_value == null ? "" : v.p_value.toPrecision(2));
+        if (i && D.baseline) {  /* significance (*) by the p that decides it: the adjusted one of a correction */
+          var star = v.significant ? " *" : "";
+          r.push(sfmt(v.delta) + dci(v.delta_ci), v.p_value == null ? "" : v.p_value.toPrecision(2) +
+                 (D.adjusted_column ? "" : star));
+          if (D.adjusted_column) r.push(v.p_adjusted == null ? "" : v.p_adjusted.toPrecision(2) + star);
         }
       });
       return r;
@@ -14855,6 +15100,7 @@ a.ex { margin-right: 8px; }
 <meta http-equiv="Content-Security-Policy"
   content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+@MARK@
 <title>@TITLE@</title>
 <link rel="icon" href="data:,">
 <style>
@@ -14932,25 +15178,27 @@ listed below)</p></section>
         it), ``"ids"`` (entry keys)}``,
         per system in order, its lists in the order of ``--examples``."""
         chosen = example_selections(systems, k, baseline)
-        return [{"title": (title if k > 1 else title_one).format(k=k, name=name, baseline=baseline),
-                 "ids": chosen[name][kind]} for name in systems for kind, title, title_one in Examples.LISTS
+        return [{"title": Examples.heading(kind, len(chosen[name][kind]), k, name, baseline),
+                 "ids": chosen[name][kind]} for name in systems for kind, _, _ in Examples.LISTS
                 if kind in chosen[name]]
 
     @staticmethod
     def embed_json(data: Any) -> str:
         """``data`` as JSON that is safe inside ``<script type="application/json">``: compact,
         keys in their order, non-ASCII kept, every ``<`` written ``\\u003c`` (so no
-        ``</script>`` or ``<!--`` can end or change the element), U+2028/U+2029 escaped;
-        ``JSON.parse`` and :func:`json.loads` read back ``data``. NaN is refused (ValueError)."""
+        ``</script>`` or ``<!--`` can end or change the element), U+2028/U+2029 and lone
+        surrogates escaped (the text is UTF-8); ``JSON.parse`` and :func:`json.loads` read
+        back ``data``. NaN is refused (ValueError)."""
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        text = text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE_RE.search(text) else text
 
     @staticmethod
     def headline(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The header's metrics: each headline path (:func:`headline_tables`, in table
         order) that some system has, ``{"table" (its table's title), "path", "label" (its
         column label), "values": {system: {"estimate", "ci",
-        "delta", "delta_ci", "p_value", "significant"}}}`` from the comparison block when
+        "delta", "delta_ci", "p_value", "p_adjusted", "significant"}}}`` from the comparison block when
         there is one (intervals; differences for the systems after the baseline), else the
         single run's numbers (:func:`metric_value`, no interval)."""
         systems, comparison = report_systems(report)
@@ -14962,7 +15210,7 @@ listed below)</p></section>
                     row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
                     if isinstance(row, Mapping):
                         values[name] = {k: row.get(k) for k in ("estimate", "ci", "delta", "delta_ci", "p_value",
-                                                                "significant") if k in row}
+                                                                "p_adjusted", "significant") if k in row}
                     elif metric_value(sub, path) is not None:
                         values[name] = {"estimate": metric_value(sub, path)}
                 if values:
@@ -15020,21 +15268,29 @@ listed below)</p></section>
     @staticmethod
     def slices(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """The slice tables: per ``--slice-by`` key of the report's ``slices`` section, each
-        slice's ``value``, ``label``, ``n_entries`` and, per system, the
+        slice's ``value``, ``id`` (:meth:`slice_id`: what the filter compares), ``label``,
+        ``n_entries`` and, per system, the
         :data:`SLICE_COLUMNS` cells (``estimate``, ``ci``, ``delta``, ``significant``)."""
         keys = (report.get("slices") or {}).get("keys") or {}
         wanted = ("estimate", "ci", "delta", "significant")
-        return {key: [{"value": s["value"], "label": s["label"], "n_entries": s["n_entries"],
+        return {key: [{"value": s["value"], "id": AuditPage.slice_id(s["value"]), "label": s["label"],
+                       "n_entries": s["n_entries"],
                        "metrics": {name: {p: {k: m[p][k] for k in wanted if k in m[p]}
                                           for p, _ in SLICE_COLUMNS if p in m}
                                    for name, m in s["metrics"].items()}} for s in slices]
                 for key, slices in keys.items()}
 
+    @staticmethod
+    def slice_id(value: str | int | None) -> str:
+        """A slice's identity on the page: its value's type and value as JSON text (ASCII),
+        ``1`` and ``"1"``, ``null`` and ``"(missing)"`` apart."""
+        return json.dumps(value)
+
     @classmethod
     def entries(cls, audits: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
         """The entry list: one item per entry key (:meth:`AuditEntry.key_of`: the id, or
         ``line N``) in the baseline's order (then keys only later systems have), ``{"id"
-        (the key), "prompt", "slices": {key: label}, "systems": [the system's
+        (the key), "prompt", "slices": {key: its slice's id (:meth:`slice_id`)}, "systems": [the system's
         audit entry (:meth:`AuditEntry.as_json`) without id, prompt and slices and with the
         :data:`ENTRY_METRICS` of its metrics, or None, in system order]}``."""
         names = list(audits)
@@ -15042,8 +15298,8 @@ listed below)</p></section>
         for s, name in enumerate(names):
             for a in audits[name]:
                 key = AuditEntry.key_of(a)
-                labels = {k: slice_label(v) for k, v in (a.get("slices") or {}).items()}
-                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": labels,
+                slices = {k: cls.slice_id(v) for k, v in (a.get("slices") or {}).items()}
+                item = by_id.setdefault(key, {"id": key, "prompt": a.get("prompt") or "", "slices": slices,
                                               "systems": [None] * len(names)})
                 own = {k: v for k, v in a.items() if k not in ("id", "prompt", "slices")}
                 own["metrics"] = {k: a["metrics"][k] for k in cls.ENTRY_METRICS if k in (a.get("metrics") or {})}
@@ -15054,7 +15310,8 @@ listed below)</p></section>
     def page_data(cls, report: Mapping[str, Any], audits: Mapping[str, Sequence[Mapping[str, Any]]],
                   selections: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         """The page's embedded data: ``systems`` (names, the baseline first), ``baseline``
-        (None for one system), the header (:meth:`headline`, :meth:`notices`,
+        (None for one system), the header (:meth:`headline`, ``adjusted_column`` (the
+        correction's column title, e.g. "Holm p", or None), :meth:`notices`,
         ``signature``), ``errors`` (system -> the report's errors section, or absent),
         ``slices`` (:meth:`slices`), ``examples`` (``selections``: ``{"title", "ids"}``),
         the class vocabularies and words, and ``entries`` (:meth:`entries` of ``audits``:
@@ -15063,9 +15320,11 @@ listed below)</p></section>
         names = list(systems)
         signatures = [(sub.get("summary") or {}).get("signature") for sub in systems.values()]
         signature = (comparison or {}).get("signature") or next((s for s in signatures if s), "")
+        adjusted = comparison_methods(comparison)[1].column if comparison is not None else None
         data = {
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
-            "headline": cls.headline(report), "notices": cls.notices(report), "signature": signature,
+            "headline": cls.headline(report), "adjusted_column": adjusted, "notices": cls.notices(report),
+            "signature": signature,
             "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}  # the listed entries'
                        for name, sub in ((n, SampledSystem.first_sample(r) if isinstance(r.get("samples"), Mapping)
                                           else r) for n, r in systems.items())
@@ -15088,8 +15347,9 @@ listed below)</p></section>
         return data
 
     @classmethod
-    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = ()) -> str:
-        """The page's HTML for ``data`` (:meth:`page_data`): the template with the escaped
+    def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = (), mark: str = "") -> str:
+        """The page's HTML for ``data`` (:meth:`page_data`): the template with ``mark``
+        (:meth:`OutputMark.of_report`: the generator tag), the escaped
         ``title``, the systems line and ``inputs`` (what each system scored, as the text
         summary's titles say it), the notices (a collapsed list), the signature, the CSS,
         the script and the data (:meth:`embed_json`). Deterministic: no date, no random id."""
@@ -15102,8 +15362,9 @@ listed below)</p></section>
                         + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
                     + "".join(f"<br>{esc(line)}" for line in inputs))
         block = cls.samples_html(data.get("samples") or {}) + block
-        holes = {"@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
-                 "@SIGNATURE@": esc(data["signature"]), "@CSS@": cls.CSS, "@JS@": cls.JS,
+        holes = {"@MARK@": mark, "@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
+                 "@SIGNATURE@": esc(data["signature"])}
+        holes = {**{k: replace_surrogates(v) for k, v in holes.items()}, "@CSS@": cls.CSS, "@JS@": cls.JS,
                  "@DATA@": cls.embed_json(data)}
         return re.sub("|".join(map(re.escape, holes)), lambda m: holes[m.group(0)], cls.TEMPLATE)
 
@@ -15113,7 +15374,8 @@ listed below)</p></section>
         """Write the page of ``report`` to ``path`` atomically (:func:`_write_atomic`; same
         inputs, same bytes); ``title`` and ``inputs`` as :meth:`render` takes them. An
         unwritable path is an :class:`InputError` naming it."""
-        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs)
+        text = cls.render(cls.page_data(report, audits, selections), title or f"{PRODUCT} audit", inputs,
+                          OutputMark.of_report("page", report))
         try:
             _write_atomic(path, [text.encode("utf-8")])
         except OSError as exc:
@@ -15150,15 +15412,19 @@ def example_selections(systems: Mapping[str, Mapping[str, Any]], k: int,
     descending, and ``losses``: the ``k`` most negative, ascending. Ties (values equal to
     :data:`EXAMPLE_TIE_DECIMALS` decimals) go by key, in string order; an entry whose
     composite is null is in no list; an unchanged entry (difference 0) is neither a gain
-    nor a loss. Fewer entries than ``k`` give shorter lists; ``k`` >= 1 (ValueError)."""
+    nor a loss. No entry is both worst and best: the worst list takes at most the lower
+    half of the ranked entries (``ceil(n / 2)`` of n), the best list comes from the rest
+    (so with ``2k > n`` the two lists split the entries). Fewer entries than ``k`` give
+    shorter lists; ``k`` >= 1 (ValueError)."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     scores = {name: Examples.composites(sub) for name, sub in systems.items()}
     out: dict[str, dict[str, list[str]]] = {}
     for name, values in scores.items():
-        ranked = [(_ranking_value(v), key) for key, v in values.items()]
-        out[name] = {"worst": [key for _, key in sorted(ranked)[:k]],
-                     "best": [key for _, key in sorted(ranked, key=lambda t: (-t[0], t[1]))[:k]]}
+        ranked = sorted((_ranking_value(v), key) for key, v in values.items())
+        worst = min(k, (len(ranked) + 1) // 2)  # at most the lower half: no entry is worst and best
+        out[name] = {"worst": [key for _, key in ranked[:worst]],
+                     "best": [key for _, key in sorted(ranked[worst:], key=lambda t: (-t[0], t[1]))[:k]]}
         if baseline is None or name == baseline or len(systems) < 2:
             continue
         base = scores[baseline]
@@ -15179,6 +15445,15 @@ class Examples:
              ("gains", "The {k} largest gains of {name} over {baseline}", "The largest gain of {name} over {baseline}"),
              ("losses", "The {k} largest losses of {name} against {baseline}",
               "The largest loss of {name} against {baseline}"))
+
+    @staticmethod
+    def heading(kind: str, shown: int, k: int, name: str, baseline: str | None) -> str:
+        """The heading of list ``kind`` (:data:`LISTS`) of system ``name`` with ``shown``
+        entries: the count it has (``--examples-per 1000`` on 10 entries: "The 5 worst
+        entries", not "The 1000"), ``k`` for an empty list (followed by "(none)")."""
+        title, title_one = next((t, one) for kind_, t, one in Examples.LISTS if kind_ == kind)
+        count = shown or k
+        return (title if count > 1 else title_one).format(k=count, name=name, baseline=baseline)
 
     @staticmethod
     def composites(report: Mapping[str, Any]) -> dict[str, float]:
@@ -15235,19 +15510,30 @@ class Examples:
         """Text for a Markdown heading, paragraph or table cell, shown as written: a line
         break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
         an ``_`` that is not inside a word (``based_on`` stays as it is: no emphasis
-        there), and the ``(`` of ``](`` (no link)."""
+        there), the ``&`` of a character reference (``&amp;``) and the ``(`` of ``](`` (no link)."""
         text = re.sub(r"\s*[\r\n]+\s*", " ", str(text))
         text = re.sub(r"([\\`|*<])", r"\\\1", text)
         text = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", text)
-        return text.replace("](", "]\\(")
+        return _MARKDOWN_ENTITY.sub(r"\\&", text).replace("](", "]\\(")
 
     @staticmethod
     def prompt(text: str) -> list[str]:
         """The prompt as a Markdown quote, cut at :data:`EXAMPLE_PROMPT_CHARS` characters."""
         shown = text if len(text) <= EXAMPLE_PROMPT_CHARS else (
             text[:EXAMPLE_PROMPT_CHARS].rstrip() + f"… ({len(text)} characters)")
-        lines = [Examples.escape(line) for line in shown.splitlines() if line.strip()]
+        lines = [Examples.quoted(Examples.escape(line.lstrip())) for line in shown.splitlines() if line.strip()]
         return ["> " + line for line in lines] or ["> (empty prompt)"]
+
+    @staticmethod
+    def quoted(line: str) -> str:
+        """An escaped line (:meth:`escape`, its leading spaces dropped: four would start
+        code) as a line of the prompt's quote: what would begin a block there (a heading
+        ``#``, a quote ``>``, a list item ``-``, ``+`` or ``1.``, a rule or underline ``-``,
+        ``=``, a fence ``~``) is backslash-escaped, so the line shows as written."""
+        number = re.match(r"[0-9]{1,9}(?=[.)])", line)
+        if number:
+            return number.group() + "\\" + line[number.end():]
+        return "\\" + line if line[:1] in ("#", ">", "-", "+", "=", "~") else line
 
     @staticmethod
     def triplet(item: Mapping[str, Any] | None) -> str:
@@ -15287,7 +15573,7 @@ class Examples:
                  f"gold line {entry.gold_line}", "no prediction line" if entry.pred_line is None
                  else f"prediction line {entry.pred_line}",
                  f"entity F1 {_fmt(metrics.get('entity_f1'))}", f"triplet F1 {_fmt(metrics.get('triplet_f1'))}"]
-        parts += [f"{key} {slice_label(value)}" for key, value in (entry.slices or {}).items()]
+        parts += [f"{key} {slice_label(value, key)}" for key, value in (entry.slices or {}).items()]
         return Examples.escape(" · ".join(parts))
 
     @staticmethod
@@ -15331,8 +15617,8 @@ class Examples:
 #: The first paragraph of an examples file (:func:`examples_markdown`), and the sentence a
 #: comparison's adds after its second sentence.
 EXAMPLES_INTRO = (
-    "Entries ranked by their composite score (hgr, per entry: SPEC.md section 8), {k} per list; composites equal "
-    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id). An "
+    "Entries ranked by their composite score (hgr, per entry: README, The method), {k} per list; composites equal "
+    "to {decimals} decimals are ties, broken by id (string order; `line N` for an entry without an id, an id that reads `line N` or begins with " "`\"` in double quotes). An "
     "unparseable or missing answer has composite 0.0 and ranks among the worst.{comparison} Prompts are cut at "
     "{chars} characters. Each table puts a gold triplet and the prediction paired with it on one line, then the "
     "gold triplets no prediction pairs with, then the unpaired predicted items; classes as in README \"Error "
@@ -15364,23 +15650,23 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
     values = {name: Examples.composites(sub) for name, sub in systems.items()}
     comparison = EXAMPLES_COMPARISON.format(baseline=Examples.escape(baseline)) if baseline is not None else ""
     intro = EXAMPLES_INTRO.format(k=k, decimals=EXAMPLE_TIE_DECIMALS, chars=EXAMPLE_PROMPT_CHARS, comparison=comparison)
-    lines = ["# Examples for the write-up", "", intro, ""]
+    lines = [OutputMark.of_report("examples", report), "", "# Examples for the write-up", "", intro, ""]
     for name, sub in systems.items():
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
         lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
-        for kind, title, title_one in Examples.LISTS:
+        for kind, _, _ in Examples.LISTS:
             if kind not in selections[name]:
                 continue
             keys = selections[name][kind]
-            lines += ["### " + (title if k > 1 else title_one).format(k=k, name=Examples.escape(name), baseline=Examples.escape(baseline)), ""]
+            lines += ["### " + Examples.heading(kind, len(keys), k, Examples.escape(name), Examples.escape(baseline)), ""]
             if not keys:
                 lines += ["(none)", ""]
             for rank, key in enumerate(keys, 1):
                 both = kind in ("gains", "losses")
                 lines += Examples.example(rank, audits[name][key], (name, baseline), base.get(key),
                                           audits[baseline][key] if both and baseline is not None else None)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return replace_surrogates("\n".join(lines).rstrip("\n") + "\n")
 
 
 def write_examples(path: Path, report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) -> None:
@@ -17186,9 +17472,9 @@ def _add_input_output_options(p: argparse.ArgumentParser) -> None:
                     "an existing file is replaced only when it is empty or a report of the same run (inputs and "
                     "options; see --overwrite)")
     io.add_argument("--overwrite", action="store_true",
-                    help="let --report replace the report of another run (other inputs or options), and "
-                         "--per-entry-jsonl the rows file of another run; a file that is not a report (or rows "
-                         "file) is never replaced")
+                    help="let --report replace the report of another run (other inputs or options), "
+                         "--per-entry-jsonl the rows file of another run, and --html/--examples the page/examples "
+                         "file of another run; a file that is not one of these (of ours) is never replaced")
     io.add_argument("--no-report", action="store_true", help="write no report file (print the summary only)")
     io.add_argument("--relations", type=Path, help="relation vocabulary: text file (one per line), JSON list, "
                     "or Text2KGBench ontology JSON (default: the 20 types of the method, listed in the README)")
@@ -17455,6 +17741,9 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--shard writes a partial report: --no-report would throw the shard's work away")
     if args.no_report and args.report is not None:
         raise InputError(f"--no-report contradicts --report {args.report}: give one of them")
+    if args.no_report and args.summary_only:
+        raise InputError("--summary-only leaves the per-entry rows out of the report, and --no-report writes no "
+                         "report, so it would change nothing: give one of them")
     if args.no_embeddings and args.require_embeddings:
         raise InputError("--no-embeddings contradicts --require-embeddings: give one of them")
     if args.no_embeddings and args.embedding_model is not None:
@@ -17533,10 +17822,11 @@ def _refuse_html_contradictions(args: argparse.Namespace) -> None:
     if any(Path(p).is_dir() for p in getattr(args, "pred", None) or ()):
         raise InputError(f"--html {page}: the audit page is made for predictions files, not directories (score each "
                          "ontology's files with --pred FILE --gold FILE for its page)")
-    if page.is_dir():
-        raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
+    with contextlib.suppress(OSError):  # a folder that cannot be searched: checked before scoring (run)
+        if page.is_dir():
+            raise InputError(f"--html {page}: is a directory (give the path of the page's file, e.g. audit.html)")
     inputs = [*(getattr(args, "pred", None) or ()), getattr(args, "gold", None),
-              *(getattr(args, "compare", None) or ())]
+              *(getattr(args, "compare", None) or ()), *(getattr(args, "merge", None) or ())]
     if any(p is not None and _same_file(page, p) for p in inputs):
         raise InputError(f"--html {page}: is one of the inputs; give a new path for the page")
     for flag in ("--report", "--per-entry-jsonl", "--examples"):
@@ -17879,10 +18169,18 @@ def config_record(config: RunConfig, families: Sequence[MetricFamily], similarit
 
 
 def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str = "--report") -> None:
-    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``)
-    cannot be written at ``path``: a directory, a non-regular file (a device, a pipe), one
-    of the input files, or a folder that cannot be created or written (a temporary file is
-    made and removed in the nearest existing folder: nothing is left behind)."""
+    """Fail early (before scoring) when the output ``flag`` (``--report``, ``--per-entry-jsonl``,
+    ``--examples``, ``--html``) cannot be written at ``path``: a directory, a non-regular file
+    (a device, a pipe), one of the input files, or a folder that cannot be searched, created
+    or written (a temporary file is made and removed in the nearest existing folder: nothing
+    is left behind)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a folder on the way that cannot be searched (no x permission)
+        _check_writable_folder(path, flag)
+        raise InputError(f"{flag} {path}: {exc.strerror or exc}") from None
     for source in inputs:
         if source is not None and path.exists() and source.exists() and path.resolve() == source.resolve():
             raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
@@ -17894,8 +18192,19 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
         raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
         raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+    _check_writable_folder(path, flag)
+
+
+def _check_writable_folder(path: Path, flag: str) -> None:
+    """The nearest existing folder of ``path`` is a folder where ``flag``'s file can be
+    made (:func:`_check_report_path`), else an InputError naming ``flag``."""
+    def seen(folder: Path) -> bool:  # False too where a folder above cannot be searched
+        try:
+            return folder.exists()
+        except OSError:
+            return False
     parent = path.parent
-    while not parent.exists() and parent != parent.parent:
+    while not seen(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise InputError(f"{flag} {path}: {parent} is not a directory")
@@ -18211,6 +18520,33 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
                      "pass --overwrite to replace it, or give another path")
 
 
+def _check_audit_outputs(config: RunConfig, runs: Sequence[tuple[str | None, str | None]],
+                         inputs: Iterable[Path] = ()) -> None:
+    """``--html`` and ``--examples`` that exist, checked before scoring once the run's
+    inputs are known (``runs``: per system, the (predictions, gold) paths its report will
+    record, :func:`_run_inputs`), as ``--report`` is (:func:`_refuse_replacing_another_run`):
+    a file is replaced when empty, or when it is a page (an examples file) of ours
+    (:class:`OutputMark`) of the same run, or with ``--overwrite`` any of ours; never any
+    other file (notes, an input, a report, a rows file, a ``--merge`` part). ``inputs``: the
+    input files the saved reports record (``--compare``, ``--merge``), named in the refusal.
+    Raises InputError naming the option."""
+    run = OutputMark.run_id(runs)
+    inputs = list(inputs)
+    for flag, path, kind, what in (("--html", config.html, "page", "an audit page"),
+                                   ("--examples", config.examples, "examples", "an examples file")):
+        if path is None or not path.is_file():
+            continue
+        if any(_same_file(path, source) for source in inputs):
+            raise InputError(f"{flag} {path}: is one of the input files; refusing to overwrite it")
+        held = OutputMark.held(path, kind)
+        if held is None:
+            raise InputError(f"{flag} {path}: exists and is not {what} written by {PRODUCT}; refusing to overwrite "
+                             "it: remove it first or give another path")
+        if held and held != run and not config.overwrite:
+            raise InputError(f"{flag} {path}: exists and is {what} of another run (other inputs than this run); "
+                             "refusing to overwrite it: pass --overwrite to replace it, or give another path")
+
+
 def _merge_report_default(config: RunConfig, report: Mapping[str, Any]) -> _ReportDefault:
     """``--merge``'s default report: the first part's path without its ``.shard-K-of-N``
     (InputError when its name has none), holding the report of the parts' ``--pred``."""
@@ -18247,10 +18583,56 @@ def _check_input_paths(config: RunConfig) -> bool:
 
 @dataclass
 class RunOutcome:
-    """What a run produced: the report and where it was written (None until written)."""
+    """What a run produced: the report and where it was written (None until written), and
+    the files it writes after it (``--examples``, ``--plots``, ``--html``): the one place
+    that knows what is in place, which every message of a run that ends early (a signal,
+    a file that cannot be written) takes from :meth:`account`."""
 
     report: dict[str, Any] | None = None
     written: Path | None = None
+    #: ``--no-report`` (no report is to be written).
+    no_report: bool = False
+    #: The files after the report, in the order they are written: (what, option, path).
+    planned: list[tuple[str, str, Path]] = field(default_factory=list)
+    #: How many of :attr:`planned` are in place.
+    done: int = 0
+    #: The summary (or the ``--format`` output) is printed in full.
+    printed: bool = False
+
+    def plan(self, config: RunConfig) -> None:
+        """Before a run of ``config`` starts: the files it is to write after the report."""
+        self.no_report = config.no_report
+        self.planned = [(what, flag, path) for what, flag, path in (
+            ("the examples", "--examples", config.examples), ("the plots", "--plots", config.plots),
+            ("the audit page", "--html", config.html)) if path is not None]
+
+    def placed(self, flag: str) -> None:
+        """The file of ``flag`` (the next of :attr:`planned`) is in place."""
+        assert self.planned[self.done][1] == flag
+        self.done += 1
+        _phase("output")
+
+    def account(self, error: bool = False) -> str:
+        """What is in place and what is not, for the message of a run that ends early:
+        "no report written" when nothing is; with no file planned after the report, the
+        report's path and that what comes after it may be incomplete; else ``written:
+        the report (PATH), the examples (PATH); not written: the audit page (--html
+        PATH)`` (the summary first when it is not printed in full), leading with "no report
+        written (--no-report)" when none is to be.
+        ``error``: for an error's message, "" when nothing is written (the error says
+        why)."""
+        if self.written is None and not self.done:
+            return "" if error else "no report written"
+        if not self.planned:
+            return (f"the report was written to {self.written}"
+                    + ("" if error else "; what comes after it (the summary on stdout, --plots) may be incomplete"))
+        files = ([("the report", self.written)] if self.written is not None else []) + [
+            (what, path) for what, _, path in self.planned[:self.done]]
+        head = [] if self.written is not None else ["no report written" + (" (--no-report)" if self.no_report else "")]
+        rest = ([] if self.printed else ["the summary on stdout (may be incomplete)"]) + [
+            f"{what} ({flag} {path})" for what, flag, path in self.planned[self.done:]]
+        return "; ".join(head + [f"written: {', '.join(f'{what} ({path})' for what, path in files)}"]
+                         + ([f"not written: {', '.join(rest)}"] if rest else []))
 
 
 #: A default comparison report name longer than this is shortened (see _systems_report_default).
@@ -18311,10 +18693,11 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         except OSError as exc:
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
-        sys.stderr.write(format_output(report, DEFAULT_FORMAT, titles))
-        _write_run_examples(config, examples_of)
-        _write_run_plots(config, report)
-        _write_run_html(config, examples_of, titles)
+        sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
+        outcome.printed = True
+        _write_run_examples(config, examples_of, outcome)
+        _write_run_plots(config, report, outcome)
+        _write_run_html(config, examples_of, titles, outcome)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -18335,16 +18718,18 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         raise StdoutUnwritable(f"cannot write {what} to stdout: {exc.strerror or exc}"
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
-    _write_run_examples(config, examples_of)
-    _write_run_plots(config, report)
-    _write_run_html(config, examples_of, titles)
+    outcome.printed = True
+    _write_run_examples(config, examples_of, outcome)
+    _write_run_plots(config, report, outcome)
+    _write_run_html(config, examples_of, titles, outcome)
     return 0
 
 
-def _write_run_examples(config: RunConfig, report: Mapping[str, Any]) -> None:
+def _write_run_examples(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
     """``--examples PATH``: :func:`write_examples` of the run's report (with its rows)."""
     if config.examples is not None:
         write_examples(config.examples, report, config.examples_per)
+        outcome.placed("--examples")
         log.info("examples written to %s", config.examples)
 
 
@@ -18481,6 +18866,7 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     report_path = _resolve_report_path(
         config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
         (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
+    _check_audit_outputs(config, [_run_inputs(config, p) for p in config.preds])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -18549,12 +18935,31 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
     pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
     report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
                                        (*config.compare, *_recorded_inputs(systems.values())))
+    _check_audit_outputs(config, OutputMark.report_runs({"systems": systems}), _recorded_inputs(systems.values()))
     options = comparison_options(config, len(names))
     assert options is not None
     _check_saved_slices(config, systems)
     _check_saved_examples(config, systems)
     report = build_comparison(systems, options, origins)
+    left_out = _slices_left_out(config, systems, origins)
+    if left_out:
+        log.warning("note: %s", left_out)
+        report["comparison"]["notes"] = [*report["comparison"]["notes"], left_out]
     return _emit(config, report, {n: f"{n}: {origins[n]}" for n in names}, report_path, outcome)
+
+
+def _slices_left_out(config: RunConfig, systems: Mapping[str, Mapping[str, Any]], origins: Mapping[str, str]) -> str:
+    """``--compare`` without ``--slice-by`` of reports whose ``summary.config.slice_by``
+    differ (one with slices, one without): the comparison has no slice table; the note
+    (one of the comparison's ``notes``) names each report and its keys ("" otherwise)."""
+    held = {name: tuple(((sub.get("summary") or {}).get("config") or {}).get("slice_by") or ())
+            for name, sub in systems.items()}
+    if config.slice_by or len(set(held.values())) < 2:
+        return ""
+    each = "; ".join(f"{name} ({origins[name]}): " + (", ".join(keys) if keys else "none, scored without --slice-by")
+                     for name, keys in held.items())
+    return (f"the comparison has no slice table: the reports hold slices by other keys ({each}); give --slice-by KEY "
+            "for a key whose values every report's rows hold, or score the others again with --slice-by KEY")
 
 
 def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
@@ -18565,11 +18970,13 @@ def run(config: RunConfig, outcome: RunOutcome | None = None) -> int:
     status; prints the summary to stdout. Every mode that writes a report finds its path
     with :func:`_resolve_report_path`."""
     outcome = outcome if outcome is not None else RunOutcome()
+    outcome.plan(config)
     if config.download_model is not None:
         return _run_download_model(config)
-    if config.examples is not None:
-        _check_report_path(config.examples, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
-                                             *config.merge), "--examples")
+    for flag, path in (("--examples", config.examples), ("--html", config.html)):
+        if path is not None:
+            _check_report_path(path, (*config.preds, config.gold, config.vocabulary_path, *config.compare,
+                                      *config.merge), flag)
     if config.compare:
         return run_compare(config, outcome)
     if len(config.preds) > 1:
@@ -18598,7 +19005,8 @@ def _run_merge(config: RunConfig, outcome: RunOutcome) -> int:
     report = sign_report(merge_partial_reports(config.merge))
     report_path = _resolve_report_path(config, lambda: _merge_report_default(config, report),
                                        (*config.merge, *_recorded_inputs([report])))
-    return _emit(config, report, {"": _merged_title(report)}, report_path, outcome)
+    _check_audit_outputs(config, OutputMark.report_runs(report), _recorded_inputs([report]))
+    return _emit(config, report, {"": _merged_title(report, config.merge)}, report_path, outcome)
 
 
 def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
@@ -18616,18 +19024,27 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
                                        (config.pred, config.gold, config.vocabulary_path),
                                        [_run_inputs(config, config.pred)])
     _check_rows_path(config, report_path)
+    _check_audit_outputs(config, [_run_inputs(config, config.pred)])
     options = comparison_options(config, 1)
     (name, _, shown), = _pred_systems(config, "one --pred")
     names = [name]
     similarity = build_similarity(config)
     report = sign_report(score_system(config, similarity), options)
     _log_embedding_stats(similarity)
-    named = config.pred_names and config.pred_names[0] is not None
-    title = _named_streams((f"{name}: {shown}" if named else f"{config.pred}")
-                           + (f" vs {config.gold}" if config.gold else ""))
+    title = _run_title(config, name, shown)
     if options is not None:  # --bootstrap: the intervals of this one system
         report = build_comparison({names[0]: report}, options, {names[0]: str(config.pred)})
     return _emit(config, report, {"": title}, report_path, outcome)
+
+
+def _run_title(config: RunConfig, name: str | None = None, shown: str | None = None) -> str:
+    """The title of a single run's printed summary: ``PRED vs GOLD``, the paths as given
+    (a stream named as given, :func:`_named_streams`); a system named by ``--pred
+    NAME=...`` is ``NAME: SHOWN vs GOLD`` (``name`` and ``shown``: its
+    :func:`_pred_systems` entry)."""
+    named = config.pred_names and config.pred_names[0] is not None and name is not None
+    return _named_streams((f"{name}: {shown}" if named else f"{config.pred}")
+                          + (f" vs {config.gold}" if config.gold else ""))
 
 
 def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str], where: str) -> None:
@@ -18635,21 +19052,23 @@ def _print_output(config: RunConfig, report: Mapping[str, Any], titles: Mapping[
     default the printed summary with ``titles``); ``where`` (the report's path, or that
     none was written) goes to stderr with the other notes (``--quiet`` silences it), so
     ``> summary.txt`` captures the summary alone."""
-    sys.stdout.write(format_output(report, config.output_format or DEFAULT_FORMAT, titles))
+    sys.stdout.write(replace_surrogates(format_output(report, config.output_format or DEFAULT_FORMAT, titles)))
     sys.stdout.flush()
     log.info("%s", where)
 
 
-def _write_run_plots(config: RunConfig, report: Mapping[str, Any]) -> None:
+def _write_run_plots(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
     """``--plots DIR``: the plots of the run's systems (:func:`write_plots`), listed on stderr."""
     if config.plots is None:
         return
     systems, _ = report_systems(report)
     paths = write_plots(systems, config.plots)
+    outcome.placed("--plots")
     log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
 
 
-def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str]) -> None:
+def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mapping[str, str],
+                    outcome: RunOutcome) -> None:
     """``--html PATH``: the audit page of the run's systems (:class:`AuditPage`), each
     system's entries re-read from its inputs (:func:`audit_entries`; rows in the report, a
     ``--per-entry-jsonl`` file, or kept for it with ``--summary-only``), with the lists of
@@ -18666,6 +19085,7 @@ def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mappin
     selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER)
     AuditPage.write(config.html, report, audits, selections, f"{PRODUCT} audit: {' vs '.join(systems)}",
                     [t for t in titles.values() if t])
+    outcome.placed("--html")
     log.info("audit page written to %s", config.html)
 
 
@@ -18820,13 +19240,12 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             return run(RunConfig.from_args(args), outcome)
         except InputError as exc:
-            print(f"error: {_named_streams(str(exc))}", file=sys.stderr)
+            done = outcome.account(error=True)
+            print(f"error: {_named_streams(str(exc))}" + (f"; {done}" if done else ""), file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"{what}: the report was written to {outcome.written}; what comes after it (the summary on "
-                  "stdout, --plots) may be incomplete" if outcome.written else f"{what}: no report written",
-                  file=sys.stderr)
+            print(f"{what}: {outcome.account()}", file=sys.stderr)
             _phase("interrupted")
             return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
@@ -18840,13 +19259,13 @@ def _main(argv: Sequence[str] | None) -> int:
             _silence_stdout()
             return 0
         except OSError as exc:
-            if outcome.written is None and exc.filename is not None:  # a file that cannot be read or written
-                print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            done = outcome.account(error=True)
+            if exc.filename is not None:  # a file that cannot be read or written
+                print(f"error: {exc.filename}: {exc.strerror or exc}" + (f"; {done}" if done else ""), file=sys.stderr)
                 return 2
-            if outcome.written is None:
+            if not done:
                 return _internal_error()
-            print(f"error: cannot print the summary ({exc.strerror or exc}); the report was written to "
-                  f"{outcome.written}", file=sys.stderr)
+            print(f"error: cannot print the summary ({exc.strerror or exc}); {done}", file=sys.stderr)
             return 2
         except Exception:  # noqa: BLE001 - last-resort guard: a bug, not bad input
             return _internal_error()

@@ -183,6 +183,31 @@ def run_cli(*args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = No
                           cwd=cwd, capture_output=True, text=True, env=full_env, timeout=300)
 
 
+def main_as_nobody(*args: str | Path) -> tuple[int, str]:
+    """``evaluate.main(args)`` in a forked child of this (root) process that becomes the
+    user nobody (uid 65534), for what only a non-root user sees (Permission denied): the
+    child's exit status and its stderr. The inputs must be where nobody may read them."""
+    import multiprocessing.connection  # noqa: F401 - imported lazily; nobody cannot read /root
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:
+            status = 3
+            try:
+                os.dup2(err.fileno(), 2)
+                sys.stderr = open(2, "w", closefd=False)
+                os.setgid(65534)
+                os.setuid(65534)
+                status = ev.main([str(a) for a in args])
+                sys.stderr.flush()
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        err.seek(0)
+        return os.WEXITSTATUS(status), err.read().decode("utf-8")
+
+
 def load_report(path: Path) -> dict:
     def reject(token: str) -> Any:
         raise AssertionError(f"report contains the non-JSON token {token}")

@@ -94,8 +94,9 @@ def test_stage5_classes_and_flags_in_words(sample):
         "ungrounded", "entity `Typeworks Foundry` is in neither the gold nor the prompt")
     swapped = audits["finetuned"]["s02"].pred[1]
     assert (swapped["class"], swapped["flags"]) == ("hallucinated_relation", ["reversed"])
-    assert swapped["reason"] == ("relation `works_for` is not in the vocabulary (SPEC.md (20 relations)); reversed: "
-                                 "its source and target are swapped against a gold triplet")
+    # the vocabulary in words a user can look up (before: "(SPEC.md (20 relations))", a file users do not have)
+    assert swapped["reason"] == ("relation `works_for` is not in the vocabulary: the method (README, The method; 20 "
+                                 "relations); reversed: its source and target are swapped against a gold triplet")
     duplicate = audits["base"]["s24"].pred[1]
     assert (duplicate["class"], duplicate["flags"]) == ("novel_grounded", ["duplicate"])
     assert duplicate["reason"].startswith("not in the gold, but both entities are gold titles or grounded")
@@ -137,6 +138,29 @@ def test_a_report_without_the_errors_family_gets_the_classes_its_pairs_decide(tm
     assert [p["class"] for p in e.pred] == ["wrong_target", "match", "match", "match", "self_loop"]
     assert [g["class"] for g in e.gold] == ["wrong_target", "found", "found", "found"]
     assert all(g["in_prompt"] for g in e.gold)   # grounded, computed here (no flags recorded)
+
+
+def test_nan_and_infinite_numbers_are_shown_as_their_json_text(tmp_path):
+    """A predicted weight NaN (the output text), a gold weight Infinity and a predicted
+    title -Infinity: the audit entry shows the strings "NaN", "Infinity", "-Infinity"
+    (JSON has no such number), and --html writes the page with them (before: ValueError
+    "Out of range float values are not JSON compliant", exit 1)."""
+    bad = T("Foo", "part_of", "Bar")
+    bad["relation"]["weight"] = float("inf")
+    gold = write(tmp_path / "g.jsonl", [{"id": "a", "prompt": "Foo is part of Bar.",
+                                         "triplets": [bad, T("Foo", "part_of", "Baz")]}])
+    pred = tmp_path / "p.jsonl"
+    pred.write_text('{"id": "a", "output": "[{\\"source\\": {\\"title\\": \\"Foo\\", \\"type\\": \\"c\\"}, '
+                    '\\"relation\\": {\\"type\\": \\"part_of\\", \\"weight\\": NaN}, \\"target\\": '
+                    '{\\"title\\": -Infinity, \\"type\\": \\"c\\"}}]"}\n')
+    rc, _, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--report", tmp_path / "r.json",
+                          "--html", tmp_path / "a.html")
+    assert rc == 0, err
+    (entry,) = ev.audit_entries(load_report(tmp_path / "r.json"), "p")
+    assert (entry.gold[0]["weight"], entry.pred[0]["weight"], entry.pred[0]["target"]) == \
+        ("Infinity", "NaN", "-Infinity")
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert '"weight":"Infinity"' in page and '"weight":"NaN"' in page and '"target":"-Infinity"' in page
 
 
 def test_combined_file_missing_prediction_and_slices(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ACME_A, ACME_B, run_main
-from helpers import ROOT, T, count_lines, load_report, run_cli, write_jsonl
+from helpers import ROOT, T, count_lines, load_report, main_as_nobody, run_cli, write_jsonl
 
 import evaluate as ev
 
@@ -365,6 +365,56 @@ def test_sigterm_removes_the_spool_folder_like_ctrl_c(tmp_path, phase):
     assert not report.exists()
 
 
+@pytest.mark.parametrize("at, report, message", [
+    # after the report and the examples: the page is missing (before: "what comes after it
+    # (the summary on stdout, --plots) may be incomplete", naming neither)
+    ("output:TERM:1", True, "terminated: written: the report (R), the examples (E); not written: the audit page "
+                            "(--html A)"),
+    # --no-report: before, "terminated: no report written", though the examples were written
+    ("output:INT:1", False, "interrupted: no report written (--no-report); written: the examples (E); not written: "
+                            "the audit page (--html A)"),
+    ("output:TERM:2", False, "terminated: no report written (--no-report); written: the examples (E), the audit page "
+                             "(A)"),
+    ("written:TERM:1", True, "terminated: written: the report (R); not written: the summary on stdout (may be "
+                             "incomplete), the examples (--examples E), the audit page (--html A)"),
+    ("scoring:TERM:1", True, "terminated: no report written"),
+])
+def test_a_signal_names_what_was_written_and_what_was_not(tmp_path, at, report, message):
+    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "A": tmp_path / "a.html"}
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
+                           str(ROOT / GOLD), "--no-embeddings", "--workers", "1", "--quiet",
+                           *(("--report", str(paths["R"])) if report else ("--no-report",)),
+                           "--examples", str(paths["E"]), "--html", str(paths["A"])],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": at})
+    assert done.returncode == (130 if ":INT" in at else 143), done.stderr
+    for key, path in paths.items():
+        message = message.replace(f"({key})", f"({path})").replace(f" {key})", f" {path})")
+    assert done.stderr.splitlines() == [message]
+    for path in paths.values():  # what the line says was written is there, and only that
+        assert path.exists() == (f"({path})" in message), path
+
+
+def test_a_full_disk_under_the_page_names_what_was_written(tmp_path, monkeypatch):
+    """The page cannot be written (ENOSPC): exit 2, the line names the report and the
+    examples left in place (before: only "--html A: cannot write the page: No space left on
+    device")."""
+    import errno
+    write_atomic = ev._write_atomic
+    page = tmp_path / "a.html"
+    def full_under_the_page(path, chunks, placed=None):
+        if path == page:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_atomic(path, chunks, placed)
+    monkeypatch.setattr(ev, "_write_atomic", full_under_the_page)
+    report, examples = tmp_path / "r.json", tmp_path / "e.md"
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report,
+                          "--examples", examples, "--html", page, cwd=ROOT)
+    assert rc == 2 and err.splitlines() == [
+        f"error: --html {page}: cannot write the page: No space left on device; written: the report ({report}), the "
+        f"examples ({examples}); not written: the audit page (--html {page})"]
+    assert report.is_file() and examples.is_file() and not page.exists()
+
+
 _SIGTERM_AT_FORK = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
@@ -597,25 +647,10 @@ def test_an_unreadable_input_is_an_error_not_a_bug(tmp_path, which):
         shutil.copy(ROOT / GOLD, paths["--gold"])
         for path in paths.values():
             os.chmod(path, 0o000 if path == paths[which] else 0o644)
-        err = folder / "err.txt"
-        pid = os.fork()
-        if pid == 0:
-            status = 3
-            try:
-                fd = os.open(err, os.O_WRONLY | os.O_CREAT, 0o666)
-                os.dup2(fd, 2)
-                sys.stderr = open(2, "w", closefd=False)
-                import multiprocessing.connection  # noqa: F401 - imported lazily; nobody cannot read /root
-                os.setgid(65534)
-                os.setuid(65534)
-                status = ev.main(["--pred", str(paths["--pred"]), "--gold", str(paths["--gold"]), "--no-embeddings",
-                                  "--quiet", "--no-report"])
-                sys.stderr.flush()
-            finally:
-                os._exit(status)
-        _, status = os.waitpid(pid, 0)
-        assert os.WEXITSTATUS(status) == 2, err.read_text()
-        assert err.read_text().splitlines() == [f"error: {paths[which]}: Permission denied"]
+        status, err = main_as_nobody("--pred", paths["--pred"], "--gold", paths["--gold"], "--no-embeddings",
+                                     "--quiet", "--no-report")
+        assert status == 2, err
+        assert err.splitlines() == [f"error: {paths[which]}: Permission denied"]
     finally:
         shutil.rmtree(folder)
 
@@ -672,6 +707,88 @@ def test_a_json_that_only_starts_like_a_report_is_never_replaced(tmp_path):
         assert rc == 2 and notes.read_text() == '{"summary": "my own notes", "todo": [1, 2]}\n'
         assert (f"--report {notes}: exists and is not a kg-triplet-eval report (it starts like one but holds no "
                 "summary inputs, config and signature); refusing to overwrite it") in err
+
+
+# ------------------------------------------ --html and --examples replace only a file of theirs, of the same run
+
+
+@pytest.mark.parametrize("flag, kind", [("--html", "an audit page"), ("--examples", "an examples file")])
+def test_html_and_examples_replace_only_their_own_runs_file(tmp_path, flag, kind):
+    """As --report: a hand-written file is never replaced (--overwrite neither), a file of
+    ours of the same run is (the same command twice), another run's only with
+    --overwrite, an empty file is; each refusal comes before scoring (the report of the
+    same command is not written)."""
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    other = write_jsonl(tmp_path / "other.jsonl", [{"id": "r1", "triplets": []}])
+    out, report = tmp_path / "out", tmp_path / "r.json"
+    base = ("--gold", gold, "--no-embeddings", "--quiet", flag, out)
+    out.write_text("my hand-written notes\n")
+    for extra in ((), ("--overwrite",)):
+        rc, _, err = run_main("--pred", pred, *base, "--report", report, *extra)
+        assert rc == 2 and out.read_text() == "my hand-written notes\n" and not report.exists()
+        assert (f"error: {flag} {out}: exists and is not {kind} written by kg-triplet-eval; refusing to overwrite "
+                "it: remove it first or give another path") in err
+    out.write_text("")
+    assert run_main("--pred", pred, *base, "--no-report")[0] == 0
+    held = out.read_bytes()
+    assert run_main("--pred", pred, *base, "--no-report")[0] == 0 and out.read_bytes() == held  # the same run
+    rc, _, err = run_main("--pred", other, *base, "--report", report)
+    assert rc == 2 and out.read_bytes() == held and not report.exists()
+    assert (f"error: {flag} {out}: exists and is {kind} of another run (other inputs than this run); refusing to "
+            "overwrite it: pass --overwrite to replace it, or give another path") in err
+    assert run_main("--pred", other, *base, "--no-report", "--overwrite")[0] == 0 and out.read_bytes() != held
+    # a page is not an examples file, nor the other way round
+    wrong = "--examples" if flag == "--html" else "--html"
+    rc, _, err = run_main("--pred", other, "--gold", gold, "--no-embeddings", "--no-report", wrong, out, "--overwrite")
+    assert rc == 2 and "exists and is not an " in err and "refusing to overwrite it" in err, err
+
+
+@pytest.mark.parametrize("flag", ["--html", "--examples"])
+def test_html_and_examples_never_replace_a_compared_reports_rows_or_a_merge_part(tmp_path, flag):
+    """--compare: not the rows file of a compared report (read back, SHA-256 checked, so
+    the comparison itself would be refused next time); --merge: not a part."""
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": f"r{k}", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}
+                                              for k in (1, 2)])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": f"r{k}", "triplets": [ACME_A]} for k in (1, 2)])
+    one = ("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet")
+    assert run_main(*one, "--report", tmp_path / "a.json", "--per-entry-jsonl", tmp_path / "a.rows.jsonl")[0] == 0
+    assert run_main(*one, "--report", tmp_path / "b.json")[0] == 0
+    rows = (tmp_path / "a.rows.jsonl").read_bytes()
+    rc, _, err = run_main("--compare", tmp_path / "b.json", tmp_path / "a.json", "--no-report",
+                          flag, tmp_path / "a.rows.jsonl")
+    assert rc == 2 and (tmp_path / "a.rows.jsonl").read_bytes() == rows and "refusing to overwrite it" in err, err
+    parts = [tmp_path / f"p.shard-{k}-of-2.json" for k in (1, 2)]
+    for k, part in enumerate(parts, 1):
+        assert run_main(*one, "--shard", f"{k}/2", "--report", part)[0] == 0
+    held = parts[1].read_bytes()
+    rc, _, err = run_main("--merge", *parts, "--no-report", flag, parts[1])
+    assert rc == 2 and parts[1].read_bytes() == held and f"{flag} {parts[1]}: is one of the" in err, err
+    rc, _, err = run_main("--merge", *parts, "--no-report", flag, gold)  # an input the parts record
+    assert rc == 2 and f"{flag} {gold}: is one of the input files; refusing to overwrite it" in err, err
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+@pytest.mark.parametrize("flag", ["--html", "--examples", "--report"])
+@pytest.mark.parametrize("mode", [0o555, 0o600])
+def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, mode):
+    """A folder nobody may not write (0555) or not search (0600, no x): the option and the
+    folder are named, before scoring (before: --html said "error: PATH: Permission denied"
+    for the folder without x, or failed after scoring)."""
+    folder = Path(tempfile.mkdtemp(prefix="unwritable-"))
+    try:
+        os.chmod(folder, 0o755)
+        for name, source in (("p.jsonl", FINETUNED), ("g.jsonl", GOLD)):
+            shutil.copy(ROOT / source, folder / name)
+            os.chmod(folder / name, 0o644)
+        (folder / "out").mkdir(mode=mode)
+        os.chmod(folder / "out", mode)
+        target = folder / "out" / "file"
+        status, err = main_as_nobody("--pred", folder / "p.jsonl", "--gold", folder / "g.jsonl", "--no-embeddings",
+                                     "--quiet", *(("--no-report",) if flag != "--report" else ()), flag, target)
+        assert status == 2 and err.splitlines() == [f"error: {flag} {target}: {folder / 'out'} is not writable"], err
+    finally:
+        shutil.rmtree(folder)
 
 
 # ------------------------------------------------- issue 17 item 10: --pred - reads stdin
@@ -905,6 +1022,25 @@ def test_slice_by_compare_refuses_a_key_not_in_the_rows_before_resampling(tmp_pa
     assert rc == 2 and "--slice-by topic: system b: the report's per-entry rows have no slice values" in err
     rc, _, err = run_main("--compare", tmp_path / "a.json", "--slice-by", "topic", "--max-slices", "2", *common)
     assert rc == 2 and "--slice-by topic: 3 distinct values, more than the 2 slices allowed" in err
+
+
+def test_compare_of_a_sliced_and_an_unsliced_report_says_why_there_are_no_slices(tmp_path):
+    """a.json has slices by topic, b.json none: the comparison has no slice table, and a
+    note (stderr, the printed comparison, the report's comparison notes) names both
+    reports and their keys (before: the table was dropped silently)."""
+    gold = _sliced_gold(tmp_path)
+    for name, pred, extra in (("a", SAMPLE_PRED, ("--slice-by", "topic")), ("b", SAMPLE_BASE, ())):
+        assert run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", *extra,
+                        "--report", tmp_path / f"{name}.json")[0] == 0
+    rc, out, err = run_main("--compare", tmp_path / "a.json", tmp_path / "b.json", "--bootstrap", "100",
+                            "--trials", "100", "--report", tmp_path / "c.json")
+    assert rc == 0, err
+    note = (f"the comparison has no slice table: the reports hold slices by other keys (a ({tmp_path / 'a.json'}): "
+            f"topic; b ({tmp_path / 'b.json'}): none, scored without --slice-by); give --slice-by KEY for a key whose "
+            "values every report's rows hold, or score the others again with --slice-by KEY")
+    report = load_report(tmp_path / "c.json")
+    assert f"note: {note}" in err and note in out and note in report["comparison"]["notes"]
+    assert "slices" not in report and "slices by topic:" not in out
 
 
 def test_slice_by_with_summary_only_gives_the_same_slices(tmp_path):

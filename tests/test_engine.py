@@ -517,6 +517,20 @@ def test_slice_fields_strings_integers_missing():
     assert ev.slice_label(None) == "(missing)" and ev.slice_label(3) == "3"
 
 
+@pytest.mark.parametrize("value, label", [
+    (1, "1"), ("1", '"1"'), (-3, "-3"), ("-3", '"-3"'), (None, "(missing)"), ("(missing)", '"(missing)"'),
+    ("x", "x"), ("Airport", "Airport"), ("3-5", "3-5"), ("a b", "a b"), ("", '""'), (" a", '" a"'),
+    ('"q"', '"\\"q\\""'), ("Caf\u00e9", "Caf\u00e9"), ("Cafe\u0301", '"Cafe\\u0301"'),   # NFC, NFD
+    ("a\nb", '"a\\nb"'), ("x\u200by", '"x\\u200by"'), ("e\u00a0f", '"e\\u00a0f"'), ("\ud800", '"\\ud800"'),
+    ("\U0001F600", "\U0001F600")])
+def test_slice_labels_tell_distinct_values_apart(value, label):
+    """A field's values that would print alike get JSON-quoted labels, the unseen characters
+    escaped (before: 1 and "1" were both "1", None and "(missing)" both "(missing)", NFC and
+    NFD "é" looked the same); a built-in's bins keep their labels."""
+    assert ev.slice_label(value, "k") == label
+    assert ev.slice_label("0", "n_gold") == "0" and ev.slice_label("1-2", "n_gold") == "1-2"
+
+
 @pytest.mark.parametrize("value, described", [(0.5, "0.5"), (True, "true"), ([1], "a list of 1"), ({}, "an object")])
 def test_slice_field_of_another_kind_is_refused(value, described):
     with pytest.raises(ev.InputError, match=f"--slice-by k: gold line 7 has {described}; .* strings .* integers"):

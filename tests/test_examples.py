@@ -32,21 +32,72 @@ def _rows(*pairs):
 
 def test_selections_by_hand_ties_by_id():
     """Base: a 0.5, b 0.2, c 0.5, d null, e 0.9. Worst 2: b 0.2, then a/c tie at 0.5 -> a
-    (id order). Best 2: e 0.9, then a (a/c tie). System: a 0.7 (+0.2), b 0.4 (+0.2),
+    (id order). Best 2: e 0.9, then c (a/c tie). System: a 0.7 (+0.2), b 0.4 (+0.2),
     c 0.5 (0), d 0.1 (base null: not paired), e 0.6 (-0.3), f 1.0 (not in base). Gains:
     a and b tie at +0.2 (0.7 - 0.5 = 0.19999999999999996 and 0.4 - 0.2 = 0.2 are equal
-    to 12 decimals) -> a, b; c unchanged is no gain; losses: e."""
+    to 12 decimals) -> a, b; c unchanged is no gain; losses: e. (No entry is in both worst
+    and best: base's best takes c of the a/c tie, a being among the worst.)"""
     base = _rows(("a", 0.5), ("b", 0.2), ("c", 0.5), ("d", None), ("e", 0.9))
     system = _rows(("a", 0.7), ("b", 0.4), ("c", 0.5), ("d", 0.1), ("e", 0.6), ("f", 1.0))
     out = ev.example_selections({"base": base, "sys": system}, 2, "base")
-    assert out["base"] == {"worst": ["b", "a"], "best": ["e", "a"]}
+    assert out["base"] == {"worst": ["b", "a"], "best": ["e", "c"]}  # a is among the worst: c, of the a/c tie
     assert out["sys"] == {"worst": ["d", "b"], "best": ["f", "a"], "gains": ["a", "b"], "losses": ["e"]}
     assert ev.example_selections({"base": base, "sys": system}, 5, "base")["sys"]["gains"] == ["a", "b"]
-    assert ev.example_selections({"base": base}, 10)["base"]["worst"] == ["b", "a", "c", "e"]  # d: null composite
+    # 2K > n: the worst list takes the lower half of the 4 ranked entries (d: null composite), the best the rest
+    assert ev.example_selections({"base": base}, 10)["base"] == {"worst": ["b", "a"], "best": ["e", "c"]}
     no_ids = {"per_entry": [{"id": None, "gold_line": 3, "metrics": {"composite": 0.0}}]}
-    assert ev.example_selections({"x": no_ids}, 1) == {"x": {"worst": ["line 3"], "best": ["line 3"]}}
+    assert ev.example_selections({"x": no_ids}, 1) == {"x": {"worst": ["line 3"], "best": []}}  # in one list
     with pytest.raises(ValueError, match="k must be at least 1"):
         ev.example_selections({"base": base}, 0)
+
+
+def test_an_id_that_reads_line_n_keeps_apart_from_the_entry_without_an_id(tmp_path):
+    """Gold line 1 has the id "line 2", lines 2 and 3 none (joined by line order): three
+    keys, "line 2" quoted for the id; before, the id and the entry of line 2 shared the key
+    "line 2" (one of them was lost: "2 ranked", its example the other's). Composites:
+    line 1 and 3 predicted exactly (1.0), line 2 nothing (0.0)."""
+    assert [ev.AuditEntry.key_of(r) for r in ({"id": "line 2", "gold_line": 1}, {"id": None, "gold_line": 2},
+                                              {"id": '"line 2"', "gold_line": 4}, {"id": "line2", "gold_line": 5})] \
+        == ['"line 2"', "line 2", '"\\"line 2\\""', "line2"]
+    items = [[T(f"Foo{k}", "part_of", f"Bar{k}")] for k in (1, 2, 3)]
+    gold = write(tmp_path / "g.jsonl", [{"prompt": f"Foo{k} is part of Bar{k}.", "triplets": items[k - 1],
+                                         **({"id": "line 2"} if k == 1 else {})} for k in (1, 2, 3)])
+    pred = write(tmp_path / "p.jsonl", [{"triplets": items[k - 1] if k != 2 else [],
+                                         **({"id": "line 2"} if k == 1 else {})} for k in (1, 2, 3)])
+    rc, _, err = run_main("--pred", pred, "--gold", gold, *FAST, "--join", "order", "--no-report",
+                          "--examples", tmp_path / "e.md", "--examples-per", "3")
+    assert rc == 0, err
+    text = (tmp_path / "e.md").read_text(encoding="utf-8")
+    assert "3 entries, 3 ranked by composite." in text
+    shown = [line for line in text.splitlines() if line.startswith("#### ")]   # the 2 worst, then the best
+    assert shown == ["#### 1. line 2 · p 0.0000", '#### 2. "line 2" · p 1.0000', "#### 1. line 3 · p 1.0000"]
+
+
+def test_no_entry_is_both_worst_and_best():
+    """Five entries, K = 1000: worst = the lower half rounded up (3: b 0.1, a 0.2, c 0.5),
+    best the other two, highest first (e 0.9, d 0.7); before, both lists held all five.
+    Four equal composites, K = 2: worst a, b (key order), best c, d (before: a, b twice)."""
+    five = _rows(("a", 0.2), ("b", 0.1), ("c", 0.5), ("d", 0.7), ("e", 0.9))
+    assert ev.example_selections({"s": five}, 1000)["s"] == {"worst": ["b", "a", "c"], "best": ["e", "d"]}
+    ties = _rows(("a", 0.5), ("b", 0.5), ("c", 0.5), ("d", 0.5))
+    assert ev.example_selections({"s": ties}, 2)["s"] == {"worst": ["a", "b"], "best": ["c", "d"]}
+    assert ev.example_selections({"s": _rows(("a", 0.5))}, 3)["s"] == {"worst": ["a"], "best": []}
+
+
+def test_headings_say_how_many_entries_a_list_has(tmp_path):
+    """--examples-per 1000 on 3 entries: "The 2 worst entries", "The best entry" (before:
+    "The 1000 worst entries", "The 1000 best entries", each listing all three)."""
+    gold = write(tmp_path / "g.jsonl", [{"id": f"e{k}", "prompt": "Foo is part of Bar.",
+                                         "triplets": [T("Foo", "part_of", "Bar")]} for k in range(3)])
+    pred = write(tmp_path / "p.jsonl", [{"id": f"e{k}", "triplets": [T("Foo", "part_of", "Bar")] if k else []}
+                                        for k in range(3)])
+    rc, _, err = run_main("--pred", pred, "--gold", gold, *FAST, "--no-report", "--examples", tmp_path / "e.md",
+                          "--examples-per", "1000", "--html", tmp_path / "e.html")
+    assert rc == 0, err
+    listed = _listed((tmp_path / "e.md").read_text(encoding="utf-8"))
+    assert listed == {"The 2 worst entries of p by composite": ["e0", "e1"], "The best entry of p by composite": ["e2"]}
+    page = (tmp_path / "e.html").read_text(encoding="utf-8")
+    assert '"title":"The 2 worst entries of p by composite"' in page and '"title":"The best entry of p by' in page
 
 
 # ------------------------------------------------------------------ the sample comparison
@@ -122,6 +173,14 @@ def test_an_example_in_full(sample):
         "**finetuned**:", "", "(no gold triplets and no predicted items)", ""]
 
 
+def test_the_method_is_named_where_users_find_it(sample):
+    """The file names README's "The method", not SPEC.md (which users do not have), in its
+    first paragraph (the why of a relation outside the vocabulary: test_audit)."""
+    _, _, text = sample
+    assert "SPEC" not in text
+    assert "Entries ranked by their composite score (hgr, per entry: README, The method), 3 per list" in text
+
+
 def test_a_table_pairs_gold_and_predictions_line_by_line(sample):
     """finetuned s04 (3 pairs: 0-0 wrong_target, 1-1 wrong_source, 2-2 match)."""
     folder, report, _ = sample
@@ -156,9 +215,20 @@ def test_same_input_same_bytes_run_or_compare(sample, tmp_path):
 @pytest.mark.parametrize("text, shown", [
     ("a|b\nc", "a\\|b c"), ("based_on", "based_on"), ("_private_", "\\_private\\_"), ("x*y", "x\\*y"),
     ("<b>", "\\<b>"), ("[t](http://x)", "[t]\\(http://x)"), ("back\\slash", "back\\\\slash"), ("tick`s", "tick\\`s"),
+    ("&amp;", "\\&amp;"), ("&#38; R&D", "\\&#38; R&D"),   # an entity would show as "&" (before: raw)
 ])
 def test_escape(text, shown):
     assert ev.Examples.escape(text) == shown
+
+
+def test_prompt_lines_that_would_begin_a_block_show_as_written():
+    """In the prompt's quote a line "# heading" was a heading, "- x" a list, "1. x" a
+    numbered list, "---" a rule (or underlined the line before it into a heading), four
+    leading spaces code: escaped (CommonMark reads "\\#" as "#")."""
+    prompt = "Intro.\n# heading\n> quoted\n- item\n+ item\n12. item\n3) item\n---\n===\n~~~\n    code\nplain 1. x"
+    assert ev.Examples.prompt(prompt) == [
+        "> Intro.", "> \\# heading", "> \\> quoted", "> \\- item", "> \\+ item", "> 12\\. item", "> 3\\) item",
+        "> \\---", "> \\===", "> \\~~~", "> code", "> plain 1. x"]
 
 
 def test_titles_ids_and_long_prompts_are_escaped_and_cut(tmp_path):

@@ -108,6 +108,12 @@ def test_data_round_trips_and_matches_the_report(sample):
     assert data["signature"] == report["comparison"]["signature"]
 
 
+def test_the_method_is_named_where_users_find_it(sample):
+    """The page's reasons name README's "The method", never SPEC.md (users do not have it)."""
+    text = sample[1].read_text(encoding="utf-8")
+    assert "SPEC" not in text and "is not in the vocabulary: the method (README, The method; 20 relations)" in text
+
+
 def test_same_bytes_twice(sample, tmp_path):
     """Deterministic: a second run writes the same bytes."""
     rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, *FAST, "--slice-by", "n_gold",
@@ -142,6 +148,25 @@ def test_script_end_in_a_title_stays_data(tmp_path):
     assert text.count("</script>") == 2 and text.count("<script") == 2
     entry = page_data(text)["entries"][0]
     assert entry["systems"][0]["gold"][0]["source"] == title and entry["prompt"].startswith(title)
+
+
+def test_lone_surrogates_in_ids_prompts_and_titles(tmp_path):
+    """An id "a\\ud800", a prompt and a title with lone surrogate escapes (valid JSON):
+    the page's data keeps them (escaped: the file is UTF-8, and json.loads reads back the
+    same strings), the examples show U+FFFD; before, both crashed (UnicodeEncodeError)."""
+    triplet = '{"source": {"title": "Foo\\udc00", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9}, ' \
+              '"target": {"title": "Bar", "type": "c"}}'
+    (tmp_path / "g.jsonl").write_text('{"id": "a\\ud800", "prompt": "Foo\\udc00 is part of Bar.", '
+                                      '"triplets": [%s]}\n' % triplet)
+    (tmp_path / "p.jsonl").write_text('{"id": "a\\ud800", "triplets": [%s]}\n' % triplet)
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "s.html", "--examples", tmp_path / "s.md")
+    assert rc == 0, err
+    entry = page_data((tmp_path / "s.html").read_text(encoding="utf-8"))["entries"][0]
+    assert (entry["id"], entry["prompt"], entry["systems"][0]["gold"][0]["source"]) == \
+        ("a\ud800", "Foo\udc00 is part of Bar.", "Foo\udc00")
+    text = (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert "#### 1. a\ufffd · p 1.0000" in text and "> Foo\ufffd is part of Bar." in text
 
 
 def test_html_adds_the_errors_family(tmp_path):
@@ -208,6 +233,27 @@ def test_compare_and_merge_make_the_runs_page_data(sample, tmp_path):
     assert run_main("--pred", FINETUNED, *one, "--no-report", "--html", tmp_path / "s.html")[0] == 0
     assert page_data((tmp_path / "m.html").read_text(encoding="utf-8")) == \
         page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
+
+
+def test_merge_prints_and_shows_the_paths_as_the_shards_were_given_them(tmp_path):
+    """Shards run on relative paths: the merge's summary title and its page's header name
+    them as the run in one piece does (before: the resolved paths the parts record)."""
+    one = ("--gold", "gold/gold.jsonl", "--no-embeddings", "--quiet")
+    for k in (1, 2):
+        assert run_main("--pred", "predictions/finetuned.jsonl", *one, "--shard", f"{k}/2",
+                        "--report", tmp_path / f"p{k}.json", cwd=ROOT)[0] == 0
+    rc, merged, err = run_main("--merge", tmp_path / "p1.json", tmp_path / "p2.json", "--quiet", "--no-report",
+                               "--html", tmp_path / "m.html")
+    assert rc == 0, err
+    rc, direct, err = run_main("--pred", "predictions/finetuned.jsonl", *one, "--no-report", "--html",
+                               tmp_path / "d.html", cwd=ROOT)
+    assert rc == 0, err
+    title = f"kg-triplet-eval {ev.__version__}  predictions/finetuned.jsonl vs gold/gold.jsonl"
+    assert merged.splitlines()[0] == direct.splitlines()[0] == title
+    def header(page):
+        return re.search(r'<p class="muted">(.*?)</p>', page.read_text(encoding="utf-8")).group(1)
+    assert header(tmp_path / "m.html") == header(tmp_path / "d.html")
+    assert header(tmp_path / "d.html").endswith("<br>predictions/finetuned.jsonl vs gold/gold.jsonl")
 
 
 def test_compare_refuses_before_resampling_when_an_input_is_gone(tmp_path):
@@ -364,7 +410,7 @@ def test_class_and_slice_links_filter_the_list(browser, sample):
     assert browser.find_element("id", "f-class").get_attribute("value") == "gold:entities_absent"
     browser.find_element("id", "f-reset").click()
     first = report["slices"]["keys"]["n_gold"][1]
-    browser.find_element("css selector", f'#slices a[data-filter*=\'"{first["label"]}"\']').click()
+    next(a for a in browser.find_elements("css selector", "#slices a") if a.text == first["label"]).click()
     shown = browser.execute_script("return auditPage.viewIds()")
     rows = {r["id"]: r["slices"]["n_gold"] for r in report["systems"]["base"]["per_entry"]}
     assert len(shown) == first["n_entries"] and all(ev.slice_label(rows[i]) == first["label"] for i in shown)
@@ -478,6 +524,185 @@ def test_entries_without_ids_are_named_by_their_gold_line(browser, tmp_path):
     browser.get((tmp_path / "noid.html").resolve().as_uri() + "#entry=line%203")
     assert _entry_shown(browser, "line 3")
     assert browser.find_element("css selector", "#entry .prompt").text == gold[2]["prompt"]
+    assert _console_errors(browser) == []
+
+
+def test_an_id_that_reads_line_n_is_an_entry_of_its_own(browser, tmp_path):
+    """Gold line 1 has the id "line 2", line 2 none (joined by order): two entries, keyed
+    '"line 2"' and 'line 2' (before, one key: the page lost an entry); each address opens
+    its own prompt."""
+    triplet = {"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "Bar", "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "line 2", "prompt": "first prompt", "triplets": [triplet]},
+                                 {"prompt": "second prompt", "triplets": [triplet]}])
+    write(tmp_path / "p.jsonl", [{"id": "line 2", "triplets": [triplet]}, {"triplets": []}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--join", "order", "--no-report", "--html", tmp_path / "ids.html")
+    assert rc == 0, err
+    data = page_data((tmp_path / "ids.html").read_text(encoding="utf-8"))
+    assert [(e["id"], e["prompt"]) for e in data["entries"]] == [('"line 2"', "first prompt"), ("line 2", "second prompt")]
+    for address, key, prompt in (("line%202", "line 2", "second prompt"), ("%22line%202%22", '"line 2"', "first prompt")):
+        browser.get((tmp_path / "ids.html").resolve().as_uri() + "#entry=" + address)
+        assert _entry_shown(browser, key)
+        assert browser.find_element("css selector", "#entry .prompt").text == prompt
+    assert _console_errors(browser) == []
+
+
+def test_slice_filter_keeps_apart_what_the_report_keeps_apart(browser, tmp_path):
+    """grp = 1, "1", "(missing)", absent: four slices; each slice link and each option of
+    the slice select lists that slice's entry only (before: the filter compared labels, so
+    1 and "1", "(missing)" and absent each listed two entries)."""
+    triplet = {"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "Bar", "type": "c"}}
+    groups = {"e0": 1, "e1": "1", "e2": "(missing)", "e3": None}
+    write(tmp_path / "g.jsonl", [{"id": i, "prompt": "Foo is part of Bar.", "triplets": [triplet],
+                                  **({"grp": g} if g is not None else {})} for i, g in groups.items()])
+    write(tmp_path / "p.jsonl", [{"id": i, "triplets": [triplet]} for i in groups])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                          "--quiet", "--slice-by", "grp", "--no-report", "--html", tmp_path / "s.html")
+    assert rc == 0, err
+    _open(browser, tmp_path / "s.html")
+    from selenium.webdriver.support.ui import Select
+    want = {"1": ["e0"], '"(missing)"': ["e2"], '"1"': ["e1"], "(missing)": ["e3"]}
+    links = browser.find_elements("css selector", "#slices a")
+    assert [a.text for a in links] == list(want)
+    for k, label in enumerate(want):
+        browser.find_elements("css selector", "#slices a")[k].click()
+        assert browser.execute_script("return auditPage.viewIds()") == want[label], label
+        browser.find_element("id", "f-reset").click()
+        select = Select(browser.find_element("css selector", "select.f-slice"))
+        select.select_by_visible_text("grp: " + label)
+        assert browser.execute_script("return auditPage.viewIds()") == want[label], label
+        browser.find_element("id", "f-reset").click()
+    browser.execute_script("location.hash = 'entry=e1'")
+    _entry_shown(browser, "e1")
+    assert browser.find_element("css selector", "#entry p.muted").text == 'slices: grp "1"'
+    assert _console_errors(browser) == []
+
+
+def _p(x):
+    """A p-value as the page prints it: two significant digits (JavaScript's toPrecision(2))."""
+    return "" if x is None else f"{x:#.2g}"
+
+
+@pytest.mark.parametrize("correction", ["holm", None])
+def test_header_shows_the_p_that_decides_significance(browser, tmp_path, correction):
+    """--correction holm: the header has a "Holm p" column after "p", and * marks the Holm p
+    of the significant differences (before: the raw p alone, next to a legend that said
+    "after Holm's correction"); without one, * marks the p."""
+    extra = ("--correction", correction) if correction else ()  # 2000 trials: p >= 1/2001, Holm's up to 29 times that
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet",
+                          "--bootstrap", "200", "--trials", "2000", *extra,
+                          "--report", tmp_path / "r.json", "--html", tmp_path / "h.html")
+    assert rc == 0, err
+    block = load_report(tmp_path / "r.json")["comparison"]["metrics"]["finetuned"]
+    _open(browser, tmp_path / "h.html")
+    table = browser.find_element("css selector", "#headline table")
+    head = [th.text for th in table.find_elements("css selector", "thead th")]
+    assert head == ["", "base", "finetuned", "finetuned \u2212 base", "p", *(["Holm p"] if correction else [])]
+    data = page_data((tmp_path / "h.html").read_text(encoding="utf-8"))
+    paths = [h["path"] for h in data["headline"] if h["table"] == data["headline"][0]["table"]]
+    rows = [[td.text for td in tr.find_elements("tag name", "td")] for tr in table.find_elements("css selector", "tbody tr")]
+    marks = 0
+    for path, cells in zip(paths, rows):
+        m = block[path]
+        star = " *" if m["significant"] else ""
+        marks += bool(star)
+        if correction:
+            assert (cells[4], cells[5]) == (_p(m["p_value"]), _p(m["p_adjusted"]) + star), path
+        else:
+            assert cells[4] == _p(m["p_value"]) + star and "*" not in cells[3], path
+    assert marks and len(rows) == len(paths)
+    assert not correction or any(cells[4] != cells[5].rstrip(" *") for cells in rows)  # the two p columns differ
+
+
+def test_keys_named_like_object_properties_are_data(browser, tmp_path):
+    """Relations, ids, a slice key and system names that JavaScript objects have as
+    properties (constructor, toString, valueOf, __proto__): each filter lists exactly its
+    entries, each address opens its entry and an unknown one nothing, the class and
+    header tables show the systems' numbers (before: relation constructor listed every
+    entry, and a system named like a property broke the tables)."""
+    def item(rel):
+        return {"source": {"title": "Foo", "type": "c"}, "relation": {"type": rel, "weight": 0.9},
+                "target": {"title": "Bar", "type": "c"}}
+    rels = {"toString": "constructor", "__proto__": "country", "hasOwnProperty": "valueOf"}
+    write(tmp_path / "g.jsonl", [{"id": i, "prompt": "Foo is part of Bar.", "triplets": [item(r)], "__proto__": r}
+                                 for i, r in rels.items()])
+    write(tmp_path / "p.jsonl", [{"id": i, "triplets": [item(r)]} for i, r in rels.items()])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl",
+                          "--name", "constructor", "--name", "__proto__", *FAST, "--slice-by", "__proto__",
+                          "--no-report", "--html", tmp_path / "o.html")
+    assert rc == 0, err
+    _open(browser, tmp_path / "o.html")
+    from selenium.webdriver.support.ui import Select
+    for entry, rel in rels.items():
+        Select(browser.find_element("id", "f-rel")).select_by_value(rel)
+        assert browser.execute_script("return auditPage.viewIds()") == [entry], rel
+        browser.find_element("id", "f-reset").click()
+        Select(browser.find_element("css selector", "select.f-slice")).select_by_visible_text("__proto__: " + rel)
+        assert browser.execute_script("return auditPage.viewIds()") == [entry], rel
+        browser.find_element("id", "f-reset").click()
+        browser.execute_script("location.hash = arguments[0]", "entry=" + entry)
+        assert len(_entry_shown(browser, entry)) == 2
+    browser.execute_script("auditPage.open('valueOf'); auditPage.open('constructor')")
+    assert _text(browser, "#entry h2") == ["entry hasOwnProperty"]
+    for s in ("0", "1"):  # the report's count of found gold triplets, and the shown count, per system
+        cell = browser.find_element("css selector", f'td.live[data-sys="{s}"][data-key="gold:found"]')
+        assert cell.text == "3" and cell.find_element("xpath", "preceding-sibling::td[2]").text == "3"
+    first = browser.find_element("css selector", "#headline table tbody tr")
+    assert [td.text.split(" ")[0] for td in first.find_elements("tag name", "td")][1:3] == ["1.0000", "1.0000"]
+    assert _console_errors(browser) == []
+
+
+def test_marks_follow_the_grounding_rule(browser, tmp_path):
+    """Gold "Bank of the West" is not in the prompt as written but grounded by its tokens
+    (bank, of, the, west: 4 of 4): one occurrence of each, in the runs of adjacent title
+    words with the most distinct words ("The bank of the", then "west of the"), not every
+    "the" and "of" of the prompt (before: all 9 marked); "Lake Varnu" where it occurs;
+    predicted "river" blue, predicted "Varnu" inside a gold mark stays gold, "Foo Bar Baz
+    Qux" (1 of 4 tokens: not grounded) unmarked."""
+    prompt = "The bank of the river lies west of the city. Of all the lakes, Lake Varnu is the largest; Lake Varnu freezes."
+    def item(source, target):
+        return {"source": {"title": source, "type": "c"}, "relation": {"type": "located_in", "weight": 0.9},
+                "target": {"title": target, "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "a", "prompt": prompt, "triplets": [item("Bank of the West", "Lake Varnu")]}])
+    write(tmp_path / "p.jsonl", [{"id": "a", "triplets": [item("river", "Varnu"), item("Foo Bar Baz Qux", "Lake Varnu")]}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "m.html")
+    assert rc == 0, err
+    browser.get((tmp_path / "m.html").resolve().as_uri() + "#entry=a")
+    _entry_shown(browser, "a")
+    assert _text(browser, "#entry .prompt mark.m-g") == ["The bank of the", "west of the", "Lake Varnu", "Lake Varnu"]
+    assert _text(browser, "#entry .prompt mark.m-p") == ["river"]
+    assert browser.find_element("css selector", "#entry .prompt").text == prompt
+    assert _console_errors(browser) == []
+
+
+def test_a_long_prompt_is_drawn_in_part_until_show_all(browser, tmp_path):
+    """A 119,999-character prompt: the first 50,000 characters are drawn with their marks
+    and a "show all" button; a click draws the whole prompt, marks included."""
+    prompt = "Alpha is part of Beta. " + "lorem ipsum " * 9998   # 23 + 12 * 9998 = 119,999
+    triplet = {"source": {"title": "Alpha", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "ipsum", "type": "c"}}
+    write(tmp_path / "g.jsonl", [{"id": "a", "prompt": prompt, "triplets": [triplet]}])
+    write(tmp_path / "p.jsonl", [{"id": "a", "triplets": [triplet]}])
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings", "--quiet",
+                          "--no-report", "--html", tmp_path / "l.html")
+    assert rc == 0, err
+    browser.get((tmp_path / "l.html").resolve().as_uri() + "#entry=a")
+    _entry_shown(browser, "a")
+    box = "#entry .prompt"
+    assert browser.execute_script(f"return document.querySelector('{box}').firstChild.textContent") == "Alpha"
+    drawn = browser.execute_script(f"return Array.from(document.querySelector('{box}').childNodes).filter("
+                                   "function (n) { return n.nodeName !== 'BUTTON'; }).map(function (n) { "
+                                   "return n.textContent; }).join('')")
+    assert drawn == prompt[:50000] + " \u2026 "
+    count = f"return document.querySelectorAll('{box} mark.m-g').length"
+    # Alpha, the 4164 whole ipsum of the first 50,000 characters (23 + 12 * 4164 + 9), and the one cut there ("ips")
+    assert prompt[:50000].endswith("lorem ips") and browser.execute_script(count) == 1 + 4164 + 1
+    browser.find_element("css selector", f"{box} button.show-all").click()
+    assert browser.execute_script(f"return document.querySelector('{box}').textContent") == prompt
+    assert browser.execute_script(count) == 1 + 9998
     assert _console_errors(browser) == []
 
 

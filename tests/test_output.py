@@ -523,6 +523,69 @@ def test_slice_tables_in_text_markdown_latex_csv(reports):
         ("(missing) (n=22)", "hgr.micro.triplet_f1", "1.0", "")]
 
 
+@pytest.mark.parametrize("label, shown", [
+    ("<b>x</b>", "\\<b>x\\</b>"), ("`tick`", "\\`tick\\`"), ("a &amp; b", "a \\&amp; b"), ("R&D", "R&D"),
+    ("line\nbreak", "line break"), ("p < 0.05", "p < 0.05"), ("a|b", "a\\|b")])
+def test_markdown_slice_labels_show_as_written(reports, label, shown):
+    """A slice label in a Markdown table: a tag, a code span, an entity and a line break
+    (which ended the row) are escaped as the other tables' names are (before: raw)."""
+    report = sliced_report(reports)
+    report["slices"]["keys"]["topic"][0]["label"] = label
+    rows = [line for line in ev.format_markdown(report).splitlines() if line.endswith("| 0.125 [0.025, 0.175] |")]
+    assert rows == [f"| {shown} (n=3) | 0.500 [0.400, 0.550] | 0.250 [0.150, 0.300] | 0.125 [0.025, 0.175] |"]
+
+
+def test_slices_that_would_print_alike_get_labels_of_their_own(tmp_path):
+    """--slice-by grp over the values 1, "1", "(missing)", a missing value and NFC/NFD "é":
+    five slices in the report, five distinct labels in the text summary and the Markdown
+    table (before: two rows "1", two "(missing)", two "é"). Entries: e0..e4 predicted
+    exactly (composite 1.0), e5 nothing (0.0); e5 and e4 share the missing value."""
+    triplet = {"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part_of", "weight": 0.9},
+               "target": {"title": "Bar", "type": "c"}}
+    groups = [1, "1", "(missing)", "caf\u00e9", "cafe\u0301", None]
+    gold = tmp_path / "g.jsonl"
+    gold.write_text("".join(json.dumps({"id": f"e{k}", "prompt": "Foo is part of Bar.", "triplets": [triplet],
+                                        **({"grp": g} if g is not None else {})}) + "\n" for k, g in enumerate(groups)))
+    pred = tmp_path / "p.jsonl"
+    pred.write_text("".join(json.dumps({"id": f"e{k}", "triplets": [triplet] if k < 5 else []}) + "\n"
+                            for k in range(6)))
+    rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "grp",
+                            "--report", tmp_path / "r.json")
+    assert rc == 0, err
+    labels = ["1", '"1"', '"(missing)"', "caf\u00e9", '"cafe\\u0301"', "(missing)"]
+    section = json.loads((tmp_path / "r.json").read_text())["slices"]["keys"]["grp"]
+    order = (0, 2, 1, 4, 3, 5)  # integers, then strings in code-point order ("e" + U+0301 before "é"), missing
+    assert [(s["value"], s["label"]) for s in section] == [(groups[i], labels[i]) for i in order]
+    table = out[out.index("slices by grp"):].split("\n\n")[0].splitlines()[2:]
+    assert [line.split()[0] for line in table] == [labels[i] for i in order]
+    rc, md, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "grp",
+                           "--no-report", "--format", "markdown")
+    assert rc == 0, err
+    rows = md[md.index("**slices by grp**"):].split("\n\n")[1].splitlines()[2:]
+    assert [r.split(" (n=")[0][2:] for r in rows] == [labels[i].replace("\\", "\\\\") for i in order]  # \\ in Markdown
+
+
+def test_lone_surrogates_print_as_the_replacement_character(tmp_path):
+    """A relation "part\\ud800of" (a lone surrogate escape, valid JSON): the text summary's
+    per-relation lines print it with U+FFFD, the slice table of --slice-by cat
+    ("x\\ud83d") its escaped label; exit 0 on a real (UTF-8) stdout, before: a
+    UnicodeEncodeError, exit 1. The report keeps the escape (its JSON writer)."""
+    from helpers import run_cli
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    triplet = ('{"source": {"title": "Foo", "type": "c"}, "relation": {"type": "part\\ud800of", "weight": 0.9}, '
+               '"target": {"title": "Bar", "type": "c"}}')
+    gold.write_text('{"id": "a", "prompt": "Foo is part of Bar.", "cat": "x\\ud83d", "triplets": [%s]}\n' % triplet)
+    pred.write_text('{"id": "a", "triplets": [%s]}\n' % triplet)
+    done = run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--metrics", "all", "--slice-by", "cat",
+                   "--report", tmp_path / "r.json")
+    assert done.returncode == 0, done.stderr
+    assert "part\ufffdof" in done.stdout and '  "x\\ud83d"  1  1.0000' in done.stdout
+    assert "part\\ud800of" in (tmp_path / "r.json").read_text(encoding="utf-8")
+    for fmt in ("markdown", "csv", "latex", "json"):
+        assert run_cli("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--slice-by", "cat", "--no-report",
+                       "--format", fmt).returncode == 0, fmt
+
+
 def _ontology_report(composites, f1s):
     """A directory run's report, as far as the per-ontology tables read it: ontologies 1_a
     (2 entries) and 2_b (3 entries), their hgr composite and micro triplet F1 (entity F1

@@ -177,6 +177,11 @@ def test_no_report_writes_nothing_and_contradicts_report(tmp_path, two_runs):
     rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--no-report", "--report", "x.json",
                             cwd=tmp_path)
     assert rc == 2 and "--no-report contradicts --report x.json" in err
+    # --summary-only shapes the report that --no-report does not write (before: accepted silently)
+    rc, out, err = run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--no-report", "--summary-only",
+                            cwd=tmp_path)
+    assert rc == 2 and ("--summary-only leaves the per-entry rows out of the report, and --no-report writes no "
+                        "report, so it would change nothing: give one of them") in err
 
 
 def test_printed_notices_are_capped_with_a_pointer_to_the_report():
