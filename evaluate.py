@@ -15762,12 +15762,16 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 def _inputs_signature(inputs: Sequence[Mapping[str, Any]]) -> list[str]:
     """``pred:`` (one short hash per system, ``+``-joined in system order; a system of
-    several sample files: its files' hashes, ``,``-joined), ``gold:`` and (when given)
+    several sample files: one hash per sample file, in sample order, ``,``-joined, a
+    repeated hash kept, so that files A,A,B and A,B,B differ), ``gold:`` and (when given)
     ``rel:`` of the relations/ontology input, from ``summary.inputs``; then, when a system
-    has several samples, ``samples:`` (each system's count, ``+``-joined)."""
+    has several samples, ``samples:`` (each system's count, ``+``-joined). A system whose
+    samples are the lines of one file (a ``sample`` field) has that file's hash."""
     def pred(i: Mapping[str, Any]) -> str:
-        files = list(dict.fromkeys(_short_hash(s) for s in i.get("samples") or ()))
-        return ",".join(files) if len(files) > 1 else _short_hash(i.get("pred"))
+        samples = i.get("samples") or ()
+        if len({(s.get("path"), s.get("name"), s.get("sha256")) for s in samples}) < 2:
+            return _short_hash(i.get("pred"))
+        return ",".join(_short_hash(s) for s in samples)
     items = [f"pred:{'+'.join(pred(i) for i in inputs)}", f"gold:{_short_hash(inputs[0].get('gold'))}"]
     if inputs[0].get("relations"):
         items.append(f"rel:{_short_hash(inputs[0]['relations'])}")
