@@ -11246,10 +11246,12 @@ def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
     overwrite either."""
     paths = []
     for report in reports:
-        for info in ((report.get("summary") or {}).get("inputs") or {}).values():
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        samples = inputs.get("samples") if isinstance(inputs.get("samples"), list) else []
+        for info in [*inputs.values(), *samples]:  # a system of several samples: each sample's file
             if isinstance(info, Mapping) and isinstance(info.get("path"), str):
                 paths.append(Path(info["path"]))
-    return paths
+    return list(dict.fromkeys(paths))
 
 
 def _merged_title(report: Mapping[str, Any], paths: Sequence[Path] = ()) -> str:
@@ -14352,22 +14354,43 @@ class OutputMark:
              for kind, mark in (("page", PAGE), ("examples", EXAMPLES))}
 
     @staticmethod
-    def run_id(runs: Sequence[tuple[str | None, str | None]]) -> str:
+    def run_id(runs: Sequence[tuple[Any, str | None]]) -> str:
         """16 hex digits of the SHA-256 of the runs' inputs: per system, in order, the
         (predictions, gold) paths as ``summary.inputs`` records them (resolved; None for a
-        stream or no gold file): what names the run of a report (:func:`_run_inputs`)."""
+        stream or no gold file; a system of several sample files: the list of its files,
+        :meth:`recorded_pred`): what names the run of a report (:func:`_run_inputs`)."""
         return hashlib.sha256(json.dumps([list(r) for r in runs]).encode("utf-8")).hexdigest()[:16]
 
     @staticmethod
-    def report_runs(report: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
+    def recorded_pred(inputs: Mapping[str, Any]) -> Any:
+        """The predictions of one system as its ``summary.inputs`` records them, what names
+        them in a run's identity: the file's resolved path (``pred.path``; None for a
+        stream), or, for a system of several sample files (``samples`` of more than one
+        file), the list of the files' paths in sample order (the samples of one file with
+        a ``sample`` field are that file)."""
+        samples = inputs.get("samples")
+        if isinstance(samples, list) and all(isinstance(one, Mapping) for one in samples) \
+                and len({(one.get("path"), one.get("name")) for one in samples}) > 1:
+            return [one.get("path") for one in samples]
+        pred = inputs.get("pred")
+        return pred.get("path") if isinstance(pred, Mapping) else None
+
+    @staticmethod
+    def shown(preds: Any) -> str:
+        """How messages name the predictions of one system (:meth:`recorded_pred`): the
+        path, or a system's sample files ``(A, B, C)``."""
+        return f"({', '.join(map(str, preds))})" if isinstance(preds, list) else str(preds)
+
+    @staticmethod
+    def report_runs(report: Mapping[str, Any]) -> list[tuple[Any, str | None]]:
         """Per system of ``report`` (:func:`report_systems`), the (predictions, gold) paths
-        its ``summary.inputs`` records."""
+        its ``summary.inputs`` records (predictions: :meth:`recorded_pred`)."""
         out = []
         for sub in report_systems(report)[0].values():
             inputs = (sub.get("summary") or {}).get("inputs") or {}
-            out.append(tuple((info or {}).get("path") if isinstance(info, Mapping) else None
-                             for info in (inputs.get("pred"), inputs.get("gold"))))
-        return out  # type: ignore[return-value]
+            gold = inputs.get("gold")
+            out.append((OutputMark.recorded_pred(inputs), gold.get("path") if isinstance(gold, Mapping) else None))
+        return out
 
     @staticmethod
     def of_report(kind: str, report: Mapping[str, Any]) -> str:
@@ -18300,14 +18323,17 @@ def _rows_of_report(path: Path, report_path: Path | None) -> bool:
     return named == str(path.resolve())
 
 
-def _recorded_pred_paths(path: Path) -> list[str | None] | None:
-    """The ``--pred`` paths recorded in the report at ``path`` (one per system), or None when
-    it cannot be read as a report of ours."""
+def _recorded_pred_paths(path: Path) -> list[Any] | None:
+    """The ``--pred`` paths recorded in the report at ``path`` (one per system; a system of
+    several sample files: the list of its files, :meth:`OutputMark.recorded_pred`), or None
+    when it cannot be read as a report of ours."""
     try:
         with open(path, "rb") as handle:
             data = ReportHead.read(handle.read())
         reports = list(data["systems"].values()) if "systems" in data else [data]
-        return [r["summary"]["inputs"]["pred"]["path"] for r in reports]
+        if any("path" not in r["summary"]["inputs"]["pred"] for r in reports):
+            return None
+        return [OutputMark.recorded_pred(r["summary"]["inputs"]) for r in reports]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -18335,7 +18361,8 @@ class _ReportDefault(NamedTuple):
     a file already there must hold to be replaced (:func:`_refuse_foreign_report`)."""
 
     path: Path
-    #: The predictions paths the run's report records (``summary.inputs.pred.path``), in order.
+    #: The predictions paths the run's report records (``summary.inputs.pred.path``; a system
+    #: of several sample files: the list of its files, :meth:`OutputMark.recorded_pred`), in order.
     preds: tuple[Any, ...]
     #: What the user may give instead, at the end of the refusal.
     options: str
@@ -18379,7 +18406,9 @@ def _single_report_default(config: RunConfig) -> _ReportDefault:
     options = _refuse_unnamed_default(config.preds or (config.pred,), shard=config.shard is not None)
     suffix = shard_suffix(*config.shard) if config.shard is not None else ""
     stem = config.pred_names[0] if config.pred_names and config.pred_names[0] is not None else config.pred.stem
-    return _ReportDefault(Path("reports") / f"{stem}{suffix}.json", (str(config.pred.resolve()),), options)
+    files = config.sample_files[0] if config.sample_files else (config.pred,)
+    preds = [str(p.resolve()) for p in files]
+    return _ReportDefault(Path("reports") / f"{stem}{suffix}.json", (preds if len(preds) > 1 else preds[0],), options)
 
 
 def _refuse_foreign_report(default: _ReportDefault) -> None:
@@ -18394,7 +18423,7 @@ def _refuse_foreign_report(default: _ReportDefault) -> None:
     else:
         held = recorded or None
     if held is None or held != list(default.preds):
-        was = (f"the report of {', '.join(map(str, held))}" if held
+        was = (f"the report of {', '.join(map(OutputMark.shown, held))}" if held
                else f"not a {PRODUCT} report" + (" with the --pred path" if default.single else ""))
         raise InputError(f"default report path {default.path} exists and is {was}; refusing to overwrite it: "
                          f"{default.options}")
@@ -18469,19 +18498,29 @@ def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
             signatures = [summary["signature"], str((report.get("comparison") or {}).get("signature") or "")]
             resampling = [item for sig in signatures for item in sig.split("|")
                           if item.split(":", 1)[0] in _RESAMPLING_KEYS]
-            runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
+            if "path" not in inputs["pred"]:
+                return None
+            runs.append((OutputMark.recorded_pred(inputs), gold.get("path") if isinstance(gold, Mapping) else None,
                          {k: v for k, v in config.items() if k != "versions"}, resampling))
         return runs
     except (KeyError, TypeError, AttributeError):
         return None
 
 
-def _run_inputs(config: RunConfig, pred: Path | None) -> tuple[str | None, str | None]:
-    """The (predictions, gold) paths a report of this run will record (``summary.inputs``:
-    resolved, None for a stream or no gold file), for :func:`_refuse_replacing_another_run`."""
+def _run_inputs(config: RunConfig, files: Sequence[Path]) -> tuple[Any, str | None]:
+    """The (predictions, gold) paths a report of the system whose sample files are
+    ``files`` (one for a single run) will record (``summary.inputs``: resolved, None for a
+    stream or no gold file; several sample files: the list of their paths,
+    :meth:`OutputMark.recorded_pred`), for :func:`_refuse_replacing_another_run`."""
     def recorded(path: Path | None) -> str | None:
         return str(path.resolve()) if path is not None and (path.is_file() or path.is_dir()) else None
-    return recorded(pred), recorded(config.gold)
+    preds = [recorded(path) for path in files]
+    return preds if len(preds) > 1 else preds[0], recorded(config.gold)
+
+
+def _system_files(config: RunConfig) -> list[tuple[Path, ...]]:
+    """Per ``--pred``, its sample files (one for a plain path)."""
+    return list(config.sample_files or tuple((p,) for p in (config.preds or (config.pred,))))
 
 
 def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: Mapping[str, Any] | None = None,
@@ -18515,7 +18554,7 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
             else new is not None and held == new)
     if same:
         return
-    preds = ", ".join(str(r[0]) for r in held)
+    preds = ", ".join(OutputMark.shown(r[0]) for r in held)
     gold = held[0][1]
     other_inputs = inputs is not None or new is None or [r[:2] for r in held] != [r[:2] for r in new]
     what = "other inputs" if other_inputs else "other options"
@@ -18868,9 +18907,11 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _refuse_examples_here(config, _check_input_paths(system))
     report_path = _resolve_report_path(
-        config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
-        (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
-    _check_audit_outputs(config, [_run_inputs(config, p) for p in config.preds])
+        config, lambda: _systems_report_default(config, names, [_run_inputs(config, files)[0]
+                                                                for files in _system_files(config)]),
+        (*config.preds, *(p for files in _system_files(config) for p in files[1:]), config.gold,
+         config.vocabulary_path), [_run_inputs(config, files) for files in _system_files(config)])
+    _check_audit_outputs(config, [_run_inputs(config, files) for files in _system_files(config)])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
@@ -18936,7 +18977,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
         raise InputError(f"--compare: {len(systems)} system in {', '.join(map(str, config.compare))}: give two or "
                          "more, or --bootstrap N for the intervals of one")
     names = list(systems)
-    pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
+    pred_paths = [OutputMark.recorded_pred((r["summary"].get("inputs") or {})) for r in systems.values()]
     report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
                                        (*config.compare, *_recorded_inputs(systems.values())))
     _check_audit_outputs(config, OutputMark.report_runs({"systems": systems}), _recorded_inputs(systems.values()))
@@ -19025,10 +19066,10 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
     report_path = _resolve_report_path(config, lambda: _single_report_default(config),
-                                       (config.pred, config.gold, config.vocabulary_path),
-                                       [_run_inputs(config, config.pred)])
+                                       (*_system_files(config)[0], config.gold, config.vocabulary_path),
+                                       [_run_inputs(config, _system_files(config)[0])])
     _check_rows_path(config, report_path)
-    _check_audit_outputs(config, [_run_inputs(config, config.pred)])
+    _check_audit_outputs(config, [_run_inputs(config, _system_files(config)[0])])
     options = comparison_options(config, 1)
     (name, _, shown), = _pred_systems(config, "one --pred")
     names = [name]
