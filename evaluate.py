@@ -10910,13 +10910,15 @@ class SampledSystem:
                relations: Path | None) -> dict[str, Any]:
         """The report of one file: a single run's, or, when its lines carry several
         ``sample`` labels (:class:`SampledInput`), the system of its samples (refused with
-        ``--shard``: a system of several samples is scored whole)."""
+        ``--shard`` and ``--per-entry-jsonl``, as for ``--pred NAME=A,B``: a system of
+        several samples is scored whole, its rows in its report)."""
         try:
             return evaluate_files(config, similarity, pred, gold, relations)
         except SampledInput as exc:
-            if config.shard is not None:
-                raise SampledInput(exc.path, exc.labels, "--shard is not available for a system of several samples "
-                                   "(score it whole)") from None
+            for flag, value in (("--shard", config.shard), ("--per-entry-jsonl", config.per_entry_jsonl)):
+                if value is not None:
+                    raise SampledInput(exc.path, exc.labels, f"{flag} is not available for a system of several "
+                                       "samples (score it whole: its rows are in its report)") from None
             runs = []
             for label in exc.labels:
                 out: list[ScoredFile] = []

@@ -84,6 +84,28 @@ def test_cli_refusals_of_a_named_system(tmp_path, extra, message):
     assert rc == 2 and message in err, err
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--shard", "1/2"], "--shard is not available for a system of several samples"),
+    (["--per-entry-jsonl", "rows.jsonl"], "--per-entry-jsonl is not available for a system of several samples"),
+])
+def test_cli_refusals_of_a_file_of_samples(tmp_path, extra, message):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r2", 0), _lines("r2", 1)])
+    rc, out, err = run_main("--pred", pred, "--gold", _gold(tmp_path), "--no-embeddings", "--quiet",
+                            "--report", tmp_path / "r.json", *extra, cwd=tmp_path)
+    assert rc == 2 and message in err and "(a 'sample' field: 0, 1)" in err, err
+    assert not (tmp_path / "rows.jsonl").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_name_equals_one_file_is_a_single_run_that_takes_shard_and_rows(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rc, out, err = run_main("--pred", f"one={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
+                            "--per-entry-jsonl", rows, "--report", tmp_path / "one.json", cwd=tmp_path)
+    assert rc == 0 and len(rows.read_text().splitlines()) == 25, err
+    rc, out, err = run_main("--pred", f"one={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
+                            "--shard", "1/2", cwd=tmp_path)
+    assert rc == 0 and (tmp_path / "reports" / "one.shard-1-of-2.json").is_file(), err
+
+
 def test_a_directory_is_not_a_sample(tmp_path):
     (tmp_path / "d").mkdir()
     rc, out, err = run_main("--pred", f"ft={FINETUNED},{tmp_path / 'd'}", "--gold", GOLD, "--no-embeddings",
