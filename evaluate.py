@@ -4307,6 +4307,27 @@ class SampleField:
         return kept, kept
 
     @staticmethod
+    def drop_excluded(first: dict[str | None, int], excluded: Mapping[str, int], path: Path,
+                      log: "LoadedInputs") -> None:
+        """``--skip-bad-gold`` in a combined file of several samples: an entry one of whose
+        lines has bad gold is left out of every sample (removed from ``first``, the
+        entries by id), as a run of one sample leaves out the entry of a bad gold line.
+        Its other lines' gold cannot stand in for the bad line's (nothing says it is that
+        line's gold), and scoring the bad line's answer as missing would count a real
+        answer as none; every sample keeps the same entries. A notice names the ids and lines."""
+        gone = [(rid, line) for rid, line in excluded.items() if rid in first]
+        for rid, _ in gone:
+            del first[rid]
+        if gone:
+            gone.sort(key=lambda item: item[1])
+            one = len(gone) == 1
+            log.problem(f"{path}: {len(gone)} entr{'y' if one else 'ies'} left out of every sample, because one of "
+                        f"{'its' if one else 'their'} lines has bad gold (excluded: --skip-bad-gold; ids "
+                        f"{_ids_text([rid for rid, _ in gone])}; {_lines_named([line for _, line in gone])}): no "
+                        f"sample is scored on {'it' if one else 'them'}, as a run of one sample leaves such an entry "
+                        "out", kind="excluded_gold_line")
+
+    @staticmethod
     def combined_rows(gold: "_GoldLines", sample: int | str, duplicate_ids: str, path: Path,
                       log: "LoadedInputs") -> tuple[np.ndarray, np.ndarray]:
         """A combined file read for one sample: (gold rows, prediction rows) of its entries.
@@ -4330,6 +4351,7 @@ class SampleField:
         first: dict[str | None, int] = {}
         for r in range(len(gold.ids)):
             first.setdefault(gold.ids[r], r)
+        SampleField.drop_excluded(first, gold.excluded_ids, path, log)
         rows = [own.get(rid, r) for rid, r in first.items()]
         preds = [own[rid] if rid in own else -1 for rid in first]
         return np.array(rows, dtype=np.int64), np.array(preds, dtype=np.int64)
@@ -4477,7 +4499,7 @@ class _GoldLines:
     positions: np.ndarray            # by gold record: its position among all gold lines
     ids: IdColumn
     n_rows: int                      # gold lines read, excluded ones included
-    excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
+    excluded_ids: dict[str, int]     # ids of gold lines excluded by --skip-bad-gold -> the first such line
     combined: _PredLines | None      # the predictions of a combined file, by gold record
     kept: list[GoldRecord] | None = None  # by gold record, in a small run
 
@@ -4614,7 +4636,7 @@ class _GoldPart:
     ids: IdColumn = field(default_factory=IdColumn)
     n_rows: int = 0
     problems: list[str] = field(default_factory=list)
-    excluded_ids: set[str] = field(default_factory=set)
+    excluded_ids: dict[str, int] = field(default_factory=dict)
     no_prompt: _Sample = field(default_factory=_Sample)
     no_prompt_keys: set[str] = field(default_factory=set)
     conflicts: _Sample = field(default_factory=_Sample)
@@ -4631,7 +4653,8 @@ class _GoldPart:
         self.positions.frombytes((np.frombuffer(other.positions, dtype=np.int64) + self.n_rows).tobytes())
         self.ids.extend(other.ids)
         self.n_rows += other.n_rows
-        self.excluded_ids |= other.excluded_ids
+        for rid, line in other.excluded_ids.items():
+            self.excluded_ids.setdefault(rid, line)
         for name in ("no_prompt", "conflicts", "prompt_conflicts"):
             getattr(self, name).merge(getattr(other, name))
         self.no_prompt_keys |= other.no_prompt_keys
@@ -4666,7 +4689,7 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
             part.problems.append(f"{exc} (excluded: --skip-bad-gold)")
             rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
             if rid is not None:
-                part.excluded_ids.add(rid)
+                part.excluded_ids.setdefault(rid, row.line_no)
             continue
         store.add(row, offset, size, crc)
         if kept is not None:
@@ -10315,8 +10338,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
                          gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
                          ignore_extra_predictions=config.ignore_extra_predictions, sample=config.sample)
-    for problem in loaded.problems:
-        log.warning("warning: %s", problem)
+    SampledSystem.warn(loaded.problems)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
@@ -10899,6 +10921,20 @@ class SampledSystem:
                      "and the median of their weights, scored as a run of its own",
     }
 
+    #: The input problems already printed while the samples of one system are read (each
+    #: sample reads the file: a bad line is one warning, not one per sample); None otherwise.
+    warned: ClassVar[set[str] | None] = None
+
+    @staticmethod
+    def warn(problems: Sequence[str]) -> None:
+        """Print each input problem as a warning (stderr), once per system of several samples."""
+        for problem in problems:
+            if SampledSystem.warned is not None:
+                if problem in SampledSystem.warned:
+                    continue
+                SampledSystem.warned.add(problem)
+            log.warning("warning: %s", problem)
+
     @staticmethod
     def sample_config(config: RunConfig, **changes: Any) -> RunConfig:
         """The configuration of one sample's own run: the rows kept (the system's report
@@ -10920,10 +10956,14 @@ class SampledSystem:
                     raise SampledInput(exc.path, exc.labels, f"{flag} is not available for a system of several "
                                        "samples (score it whole: its rows are in its report)") from None
             runs = []
-            for label in exc.labels:
-                out: list[ScoredFile] = []
-                sub = SampledSystem.sample_config(config, sample=label)
-                runs.append((evaluate_files(sub, similarity, pred, gold, relations, out), out[0]))
+            SampledSystem.warned = set()
+            try:
+                for label in exc.labels:
+                    out: list[ScoredFile] = []
+                    sub = SampledSystem.sample_config(config, sample=label)
+                    runs.append((evaluate_files(sub, similarity, pred, gold, relations, out), out[0]))
+            finally:
+                SampledSystem.warned = None
             return SampledSystem.combine(config, runs, list(exc.labels))
 
     @staticmethod

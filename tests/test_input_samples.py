@@ -193,6 +193,38 @@ def test_a_combined_file_has_the_ids_of_every_line_in_every_sample(tmp_path):
     assert [(e.gold.id, e.gold.line, e.pred.items) for e in one.entries] == [("r2", 3, []), ("r1", 2, [ACME_A])]
 
 
+def test_skip_bad_gold_leaves_an_entry_out_of_every_sample_when_one_of_its_lines_is_bad(tmp_path):
+    """Line 3 (r1, sample 1) has gold null: its answer is not scored as missing against
+    the other lines' gold; r1 is left out of every sample, as a one-sample run leaves it
+    out, with one warning for the line and a notice naming the id and the line."""
+    rows = [{**gold_rec("r1", [ACME_A]), "pred_parsed": [ACME_A], "sample": 0},
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B], "sample": 0},
+            {**gold_rec("r1", None), "pred_parsed": [ACME_A], "sample": 1},  # type: ignore[arg-type]
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [], "sample": 1},
+            {**gold_rec("r1", [ACME_A]), "pred_parsed": [], "sample": 2},
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B], "sample": 2}]
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    for sample in (0, 1, 2):
+        loaded = ev.load_inputs(path, None, sample=sample, skip_bad_gold=True)
+        assert [e.gold.id for e in loaded.entries] == ["r2"]
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", path, "--no-embeddings", "--skip-bad-gold", "--report", report)
+    assert rc == 0, err
+    data = json.loads(report.read_text())
+    assert [r["id"] for r in data["per_entry"]] == ["r2"]
+    assert [s["parse_status"] for s in data["per_entry"][0]["samples"]] == ["ok", "ok", "ok"]  # none is missing
+    # r2: samples 0 and 2 found B, sample 1 predicted nothing: entity F1 1, 0, 1
+    assert data["samples"]["metrics"]["hgr.micro.entity_f1"]["per_sample"] == [1.0, 0.0, 1.0]
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len([w for w in warnings if "line 3: gold triplets" in w]) == 1  # once, not once per sample
+    left_out = (f"{path}: 1 entry left out of every sample, because one of its lines has bad gold (excluded: "
+                "--skip-bad-gold; ids 'r1'; line 3): no sample is scored on it, as a run of one sample leaves such "
+                "an entry out")
+    assert [w for w in warnings if "left out of every sample" in w] == [f"warning: {left_out}"]
+    assert {"kind": "excluded_gold_line", "message": left_out} in data["summary"]["notices"]
+    assert not [n for n in data["summary"]["notices"] if n["kind"] == "missing_predictions"]
+
+
 def test_a_combined_file_of_samples_needs_ids(tmp_path):
     rows = [{**gold_rec(None, [ACME_A]), "pred_parsed": [ACME_A], "sample": s} for s in (0, 1)]
     path = write_jsonl(tmp_path / "c.jsonl", rows)
