@@ -11038,17 +11038,32 @@ class SampledSystem:
     @staticmethod
     def check_gold(reports: Sequence[Mapping[str, Any]], scored: Sequence[ScoredFile],
                    labels: Sequence[int | str]) -> None:
-        """Combined files: every sample's gold entries are the same (InputError naming the
-        ids whose gold differs)."""
-        hashes = [((r["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256") for r in reports]
-        if len(set(hashes)) < 2:
-            return
-        digests = [gold_entry_digests(_golds(f.entries or [])) for f in scored]
-        for label, mine in zip(labels[1:], digests[1:]):
-            differ = [i for i in dict.fromkeys([*digests[0], *mine]) if digests[0].get(i) != mine.get(i)]
-            if differ:
-                raise InputError(f"the samples {labels[0]} and {label} hold different gold for the same entries "
-                                 f"(ids {_ids_text(differ)}): the samples of one system answer the same gold entries")
+        """Combined files (each sample's lines hold its gold and prompt): every sample has
+        the same gold items (:func:`gold_entry_digests`) and the same prompt for each entry,
+        so that grounding and hallucination are checked against one prompt. InputError
+        naming the file and line of each of the two samples, the first id that differs
+        and every such id."""
+        if any((r["summary"].get("inputs") or {}).get("gold") for r in reports):
+            return  # a --gold file: one gold record per entry for every sample
+        paths = [(r["summary"]["inputs"].get("pred") or {}) for r in reports]
+        paths = [info.get("path") or info.get("name") for info in paths]
+        held = []
+        for f in scored:
+            golds = list(_golds(f.entries or []))
+            held.append((gold_entry_digests(golds), {(g.id if g.id is not None else g.line): g for g in golds}))
+        (base_digests, base), label0 = held[0], labels[0]
+        for label, path, (digests, mine) in zip(labels[1:], paths[1:], held[1:]):
+            for what, differs in (("gold", lambda i: base_digests[i] != digests[i]),
+                                  ("prompts", lambda i: base[i].prompt != mine[i].prompt)):
+                differ = [i for i in base if i in mine and differs(i)]
+                if differ:
+                    first, one = differ[0], len(differ) == 1
+                    raise InputError(
+                        f"{paths[0]}: line {base[first].line} ({SampledSystem.shown(label0)}) and "
+                        + ("" if path == paths[0] else f"{path}: ") + f"line {mine[first].line} "
+                        f"({SampledSystem.shown(label)}) hold different {what} for entry {first!r} ({len(differ)} "
+                        f"entr{'y differs' if one else 'ies differ'}: ids {_ids_text(differ)}): the samples of one "
+                        "system answer the same gold entries, each with one prompt")
 
     @staticmethod
     def consensus_items(answers: Sequence[Sequence[Any] | None], profile: str) -> list[Any]:

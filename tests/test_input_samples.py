@@ -225,6 +225,30 @@ def test_skip_bad_gold_leaves_an_entry_out_of_every_sample_when_one_of_its_lines
     assert not [n for n in data["summary"]["notices"] if n["kind"] == "missing_predictions"]
 
 
+def test_samples_of_one_entry_with_other_prompts_or_gold_are_refused_naming_file_lines_and_id(tmp_path):
+    """The samples of an entry answer one prompt (grounding is checked against it): one
+    file with a 'sample' field, or combined files as samples, refused as for other gold."""
+    def rows(prompt: str, gold=(ACME_A,)) -> list[dict]:
+        return [{**gold_rec("r1", list(gold), prompt), "pred_parsed": [ACME_A]},
+                {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B]}]
+    mixed = [{**row, "sample": s} for s, prompt in enumerate(("Acme Inc is in City Y.", "Acme Inc."))
+             for row in rows(prompt)]
+    path = write_jsonl(tmp_path / "c.jsonl", mixed)
+    rc, out, err = run_main("--pred", path, "--no-embeddings", "--no-report")
+    assert rc == 2 and err.splitlines()[-1] == (
+        f"error: {path}: line 1 (sample 0) and line 3 (sample 1) hold different prompts for entry 'r1' (1 entry "
+        "differs: ids 'r1'): the samples of one system answer the same gold entries, each with one prompt"), err
+    a = write_jsonl(tmp_path / "a.jsonl", rows("Acme Inc is in City Y."))
+    b = write_jsonl(tmp_path / "b.jsonl", rows("Acme Inc."))
+    rc, out, err = run_main("--pred", f"m={a},{b}", "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{a}: line 1 (a) and {b}: line 1 (b) hold different prompts for entry 'r1'" in err, err
+    g = write_jsonl(tmp_path / "g.jsonl", rows("Acme Inc is in City Y.", [ACME_B]))
+    rc, out, err = run_main("--pred", f"m={a},{g}", "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{a}: line 1 (a) and {g}: line 1 (g) hold different gold for entry 'r1'" in err, err
+    same = write_jsonl(tmp_path / "same.jsonl", rows("Acme Inc is in City Y."))
+    assert run_main("--pred", f"m={a},{same}", "--no-embeddings", "--no-report")[0] == 0
+
+
 def test_a_combined_file_of_samples_needs_ids(tmp_path):
     rows = [{**gold_rec(None, [ACME_A]), "pred_parsed": [ACME_A], "sample": s} for s in (0, 1)]
     path = write_jsonl(tmp_path / "c.jsonl", rows)
