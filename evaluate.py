@@ -11142,10 +11142,41 @@ class SampledSystem:
     def estimates(records: Sequence[Any], families: Sequence[MetricFamily]) -> dict[str, float | None]:
         """Every headline number of one system from its per-entry records (each a mapping,
         or the list of the entry's samples'): :func:`headline_data` and the families'
-        headlines on the full sample (None = N/A)."""
+        headlines on the full sample (None = N/A). A family that averages its columns by
+        the plain mean (no :meth:`MetricFamily.sample_weights` of its own: every
+        family but hgr) has headlines that are ratios of column sums, which a common
+        factor does not move, so its numbers from the averaged columns are those of the
+        pooled samples: they are taken from its section (:meth:`MetricFamily.finish`) on
+        the exact merge of every record, one run's own arithmetic (an entry's exact sums
+        are never rounded to a column of floats first), so that k identical samples give
+        the single run's numbers bit for bit, as one record per entry gives that run's."""
         data = headline_data([records], families)
         values = headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))
-        return {path: None if math.isnan(v[0]) else float(v[0]) for path, v in values.items()}
+        out = {path: None if math.isnan(v[0]) else float(v[0]) for path, v in values.items()}
+        one = not records or isinstance(records[0], Mapping)
+        pooled = [f for f in families if one or type(f).sample_weights is MetricFamily.sample_weights]
+        if pooled and records:
+            def kept(record: Mapping[str, Record]) -> dict[str, Record]:  # an entry's rows, once per sample: left out
+                return {f.name: SampledSystem.without(record[f.name], f.disjoint_keys) for f in pooled
+                        if f.name in record}
+            sections = _sections(pooled, merge_records(pooled, (kept(r) for r in records) if one else
+                                                       (kept(r) for entry in records for r in entry)))
+            for family in pooled:
+                report = {"summary" if family.key == "summary" else family.key: sections[family.name]}
+                for path in family.headline_paths():
+                    if path in out:
+                        value = _section_value(report, family, path)
+                        out[path] = None if value is None else float(value)
+        return out
+
+    @staticmethod
+    def without(record: Any, keys: frozenset[str]) -> Any:
+        """``record`` without the keys ``keys`` at any depth (a family's
+        :attr:`MetricFamily.disjoint_keys`: per-entry rows, which the samples of one entry
+        share and which no headline number reads)."""
+        if not keys or not isinstance(record, Mapping):
+            return record
+        return {k: SampledSystem.without(v, keys) for k, v in record.items() if k not in keys}
 
     @staticmethod
     def sd(values: Sequence[float | None]) -> float | None:
