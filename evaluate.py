@@ -11170,6 +11170,23 @@ class SampledSystem:
         return out
 
     @staticmethod
+    def pooled_section(report: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+        """The whole report section of the plain-mean family ``name`` (no
+        :meth:`MetricFamily.sample_weights` of its own) for a system of several samples:
+        its :meth:`MetricFamily.finish` on the exact merge of every sample's statistics of
+        every entry (its counts are summed over the samples: divide by the sample count
+        for their mean; its ratios are the system's estimates, :meth:`estimates`). None
+        when the rows are not in the report or the family has its own sample weights."""
+        rows = report.get("per_entry")
+        family = FAMILIES[name]() if name in FAMILIES else None
+        if family is None or not isinstance(rows, list) or type(family).sample_weights \
+                is not MetricFamily.sample_weights:
+            return None
+        records = (records_from_json({name: SampledSystem.without(sample["stats"][name], family.disjoint_keys)})
+                   for row in rows for sample in row["samples"] if name in (sample.get("stats") or {}))
+        return _sections([family], merge_records([family], records))[name]
+
+    @staticmethod
     def without(record: Any, keys: frozenset[str]) -> Any:
         """``record`` without the keys ``keys`` at any depth (a family's
         :attr:`MetricFamily.disjoint_keys`: per-entry rows, which the samples of one entry
@@ -15091,13 +15108,22 @@ a.ex { margin-right: 8px; }
                  ["pred", D.pred_classes, "predicted items: share of the items"]];
     sides.forEach(function (side) {
       var head = ["class"];
-      SYS.forEach(function (s) { head.push(s + " (report)", "share", "shown"); });
+      SYS.forEach(function (s) {
+        var er = own(D.errors, s);
+        if (er && er.samples) head.push(s + " (mean \u00b1 sd of " + er.samples + " samples)", "share (estimate \u00b1 sd)",
+                                        "shown (" + er.listed + "'s entries)");
+        else head.push(s + " (report)", "share", "shown");
+      });
+      function pm(x, sd, f) { return sd == null ? f(x) : f(x) + " \u00b1 " + f(sd); }
+      function count1(x) { return x == null ? "n/a" : x.toFixed(1); }
       var t = table(head, side[1].map(function (c) {
         var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
         SYS.forEach(function (s, i) {
           var er = own(D.errors, s);
-          r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
-                 er ? fmt(er[side[0]][c]) : "n/a", "");
+          var sd = er && er.sd;
+          r.push(er ? link(sd ? pm(er.counts[side[0]][c], sd.counts[side[0]][c], count1) : String(er.counts[side[0]][c]),
+                           {cls: side[0] + ":" + c, sys: s}) : "n/a",
+                 er ? (sd ? pm(er[side[0]][c], sd[side[0]][c], fmt) : fmt(er[side[0]][c])) : "n/a", "");
         });
         return r;
       }), "classes");
@@ -15436,10 +15462,8 @@ listed below)</p></section>
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
             "headline": cls.headline(report), "adjusted_column": adjusted, "notices": cls.notices(report),
             "signature": signature,
-            "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}  # the listed entries'
-                       for name, sub in ((n, SampledSystem.first_sample(r) if isinstance(r.get("samples"), Mapping)
-                                          else r) for n, r in systems.items())
-                       if isinstance(sub.get("errors"), Mapping)},
+            "errors": {name: classes for name, sub in systems.items()
+                       if (classes := cls.error_classes(sub)) is not None},
             "slices": cls.slices(report), "slice_columns": [list(c) for c in SLICE_COLUMNS],
             "examples": [{"title": s["title"], "ids": list(s["ids"])} for s in selections],
             "gold_classes": list(ERROR_GOLD_CLASSES), "pred_classes": list(ERROR_PRED_CLASSES),
@@ -15454,8 +15478,36 @@ listed below)</p></section>
                 f"{name}: the entries listed are those of "
                 + SampledSystem.sample_note({"label": systems[name]["samples"]["labels"][0],
                                              "count": systems[name]["samples"]["count"]})
-                + "; the numbers are the system's" for name in sampled]
+                + "; the numbers of the header and of the error-class tables are the system's (estimate ± sd over "
+                  "the samples), the class counts of the entries listed ('shown') are that sample's"
+                for name in sampled]
         return data
+
+    @staticmethod
+    def error_classes(sub: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the error-class tables show of one system (None: no errors section): its
+        ``counts``, ``gold`` and ``pred`` shares. A system of several samples: the
+        system's numbers (:meth:`SampledSystem.pooled_section`): each class's mean count
+        over the samples and its share (the estimate), with ``sd`` (the standard deviation
+        of the samples' own counts and shares), ``samples`` (their count) and ``listed``
+        (the sample whose entries the page lists: its "shown" counts)."""
+        block = sub.get("samples")
+        if not isinstance(block, Mapping):
+            return {k: sub["errors"][k] for k in ("counts", "gold", "pred")} if isinstance(sub.get("errors"),
+                                                                                         Mapping) else None
+        pooled = SampledSystem.pooled_section(sub, "errors")
+        runs = [run["errors"] for run in block["runs"] if isinstance(run.get("errors"), Mapping)]
+        if pooled is None or len(runs) != block["count"]:
+            return None
+        k = block["count"]
+        sides = (("gold", ERROR_GOLD_CLASSES), ("pred", ERROR_PRED_CLASSES))
+        return {"counts": {side: {c: pooled["counts"][side][c] / k for c in classes} for side, classes in sides},
+                **{side: {c: pooled[side][c] for c in classes} for side, classes in sides},
+                "sd": {"counts": {side: {c: SampledSystem.sd([r["counts"][side][c] for r in runs]) for c in classes}
+                                  for side, classes in sides},
+                       **{side: {c: SampledSystem.sd([r[side][c] for r in runs]) for c in classes}
+                          for side, classes in sides}},
+                "samples": k, "listed": SampledSystem.shown(block["labels"][0])}
 
     @classmethod
     def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = (), mark: str = "") -> str:
