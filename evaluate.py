@@ -6737,6 +6737,21 @@ class MetricFamily:
         *parents, last = path.split(".")[1:]
         return _descend(report.get(cls.key or path.partition(".")[0]), parents), last
 
+    @classmethod
+    def headline_section(cls, values: Mapping[str, float | None]) -> dict[str, Any]:
+        """A report section holding only the headline numbers ``values`` (path -> value)
+        where :meth:`headline_node` finds them: the inverse of :meth:`headline_node`
+        (a system of several samples keeps its estimates so, :meth:`SampledSystem.report`).
+        Default: nested mappings along each path."""
+        out: dict[str, Any] = {}
+        for path, value in values.items():
+            *parents, last = path.split(".")[1:]
+            node = out
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        return out
+
     def guard(self) -> "FamilyGuard":
         """Turn this family's input errors (and a missing NLTK) into :class:`InputError`;
         missing NLTK data that a string needs (:class:`PunktTablesMissing`) into
@@ -7394,6 +7409,17 @@ class SweepFamily(MetricFamily):
                          "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
                          "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r)})
         return {"gold_triplets": n_gold, "pred_triplet_items": n_items, "rows": rows}
+
+    @classmethod
+    def headline_section(cls, values: Mapping[str, float | None]) -> dict[str, Any]:
+        """``{"rows": [{"threshold", METRIC: value, ...}, ...]}``: each ``sweep.METRIC@T``
+        in the row of threshold T (in threshold order), as :meth:`headline_node` reads it."""
+        rows: dict[float, dict[str, Any]] = {}
+        for path, value in values.items():
+            metric, _, threshold = path.partition(".")[2].partition("@")
+            t = next(x for x in SWEEP_THRESHOLDS if f"{x:.2f}" == threshold)
+            rows.setdefault(t, {"threshold": t})[metric] = value
+        return {"rows": [rows[t] for t in SWEEP_THRESHOLDS if t in rows]}
 
     @classmethod
     def headline_node(cls, report: Mapping[str, Any], path: str) -> tuple[Any, str]:
@@ -11161,12 +11187,11 @@ class SampledSystem:
                         if f.name in record}
             sections = _sections(pooled, merge_records(pooled, (kept(r) for r in records) if one else
                                                        (kept(r) for entry in records for r in entry)))
-            for family in pooled:
-                report = {"summary" if family.key == "summary" else family.key: sections[family.name]}
+            for family in pooled:  # a family with tables and no columns (sweep): its section alone
+                report = {family.key: sections[family.name]}
                 for path in family.headline_paths():
-                    if path in out:
-                        value = _section_value(report, family, path)
-                        out[path] = None if value is None else float(value)
+                    if path in out or type(family).headlines is MetricFamily.headlines:
+                        out[path] = metric_value(report, path)
         return out
 
     @staticmethod
@@ -11221,7 +11246,7 @@ class SampledSystem:
         ``estimate``, each sample's number (``per_sample``), their ``sd``, ``best_of_k`` and
         ``consensus``; ``variance_components`` of the macro composite; ``notes`` (what each
         means); ``runs`` (each sample's own report, without rows) and ``consensus_run``."""
-        headline = [f for f in families if type(f).headlines is not MetricFamily.headlines]
+        headline = [f for f in families if type(f).headlines is not MetricFamily.headlines or f.headline_paths()]
         records = [[records_from_json({f.name: r["stats"][f.name] for f in headline}) for r in row["samples"]]
                    for row in rows]
         estimate = SampledSystem.estimates(records, headline)
@@ -11283,14 +11308,15 @@ class SampledSystem:
     @staticmethod
     def sections(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
         """Report sections holding the headline numbers ``values`` at their paths (family
-        key -> nested mapping, as :func:`metric_value` reads them)."""
-        out: dict[str, dict[str, Any]] = {}
+        key -> its :meth:`MetricFamily.headline_section`, where :func:`metric_value` reads
+        them)."""
+        by_family: dict[str, dict[str, float | None]] = {}
         for path, value in values.items():
-            name, *parts = path.split(".")
-            node = out.setdefault(FAMILIES[name].key if name in FAMILIES else name, {})
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
+            by_family.setdefault(path.partition(".")[0], {})[path] = value
+        out: dict[str, dict[str, Any]] = {}
+        for name, own in by_family.items():
+            family = FAMILIES.get(name, MetricFamily)
+            out[family.key or name] = family.headline_section(own)
         return out
 
     @staticmethod

@@ -730,6 +730,37 @@ def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_ever
     assert summary["systems"]["ft"]["consensus"]["hgr.macro.composite"] == m["consensus"]
 
 
+def test_the_sweep_of_a_system_of_several_samples_shows_its_estimate_in_every_output(tmp_path):
+    """--sweep: the sweep cells of a system of samples are its estimate ± sd (the 0.80
+    entity row is hgr.micro.entity_f1's, 0.5399 ± 0.3010), never n/a with the other system
+    bold; CSV has its rows; the single-system summary lists them (before: n/a everywhere)."""
+    mix = f"mix={SAMPLE_BASE},{SAMPLE_FINETUNED}"
+    report = tmp_path / "r.json"
+    rc, text, err = run_main("--pred", mix, "--gold", GOLD, "--no-embeddings", "--sweep", "--report", report,
+                             "--quiet", cwd=tmp_path)
+    assert rc == 0, err
+    metrics = json.loads(report.read_text())["samples"]["metrics"]
+    sweep, micro = metrics["sweep.entity_f1@0.80"], metrics["hgr.micro.entity_f1"]
+    assert sweep == micro and f"{micro['estimate']:.4f} ± {micro['sd']:.4f}" == "0.5399 ± 0.3010"
+    assert all(metrics[f"sweep.{m}@{t:.2f}"]["estimate"] is not None for m in ("entity_f1", "triplet_f1")
+               for t in ev.SWEEP_THRESHOLDS)
+    assert re.search(r"^sweep\.entity_f1@0\.80 +0\.5399 ± 0\.3010 ", text, re.M), text
+    rc, md, err = run_main("--pred", SAMPLE_BASE, "--pred", mix, "--gold", GOLD, "--no-embeddings", "--no-report",
+                           "--sweep", "--bootstrap", "100", "--trials", "100", "--format", "markdown", cwd=tmp_path)
+    assert rc == 0, err
+    block = md.split("**threshold sweep: entity F1 (micro)**")[1]
+    row = next(line for line in block.splitlines() if line.startswith("| mix |"))
+    assert "n/a" not in row and "| **0.540 ± 0.301** |" in row
+    base = next(line for line in block.splitlines() if line.startswith("| base |"))
+    assert "**" not in base  # 0.309 < 0.540 at 0.80: base is bold nowhere
+    best = next(line for line in block.splitlines() if line.startswith("| mix: best of 2 (upper bound) |"))
+    assert "n/a" not in best
+    rc, out, err = run_main("--pred", mix, "--gold", GOLD, "--no-embeddings", "--no-report", "--sweep",
+                            "--format", "csv", cwd=tmp_path)
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["metric"] == "sweep.entity_f1@0.80"]
+    assert [(r["system"], float(r["estimate"])) for r in rows][0] == ("mix", micro["estimate"])
+
+
 def test_the_audit_page_and_examples_of_a_system_of_several_samples(tmp_path):
     rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE))
             for x in path.read_text().splitlines()]
