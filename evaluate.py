@@ -14205,8 +14205,11 @@ def plots_missing() -> str | None:
 
 class SampledPlot:
     """What the plots draw of a system of several samples (README "Several samples per
-    prompt"): each sample's own sections (``samples.runs``) as mean ± sd over the samples
-    (error bars, a band), the per-entry composite as each entry's mean over its samples."""
+    prompt"): the system's numbers, those of every other output (the estimate: each
+    family's section on the pooled samples, :meth:`SampledSystem.pooled_section`, which
+    is what its averaged columns give; the report's estimates), with the standard
+    deviation of the samples' own numbers (error bars, a band); the per-entry composite as
+    each entry's mean over its samples."""
 
     @staticmethod
     def runs(report: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -14215,59 +14218,54 @@ class SampledPlot:
         return list(block["runs"]) if isinstance(block, Mapping) else None
 
     @staticmethod
-    def mean_sd(values: Iterable[float | None]) -> tuple[float | None, float]:
-        """(mean, standard deviation with divisor n - 1, 0.0 for fewer than two) of the
-        values that are not None; (None, 0.0) for none."""
-        xs = [v for v in values if v is not None]
-        if not xs:
-            return None, 0.0
-        return float(np.mean(xs)), SampledSystem.sd(xs) or 0.0
+    def sd(values: Iterable[float | None]) -> float:
+        """The standard deviation (divisor n - 1) of the values that are not None, 0.0 for
+        fewer than two."""
+        return SampledSystem.sd([v for v in values if v is not None]) or 0.0
 
     @staticmethod
     def label(name: str, report: Mapping[str, Any]) -> str:
-        """A legend's system name: ``ft (mean ± sd of 3 samples)`` for a system of several samples."""
+        """A legend's system name: ``ft (estimate ± sd of 3 samples)`` for a system of several samples."""
         block = report.get("samples")
-        return f"{name} (mean \u00b1 sd of {block['count']} samples)" if isinstance(block, Mapping) else name
+        return f"{name} (estimate \u00b1 sd of {block['count']} samples)" if isinstance(block, Mapping) else name
 
     @staticmethod
     def relations(report: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, float]] | None:
-        """relation -> its per-relation row (a system of several samples: gold count and the
-        mean F1 over the samples), and relation -> sd of the F1 (empty for one sample); None
-        without a per-relation section."""
-        runs = SampledPlot.runs(report) or [report]
+        """relation -> its per-relation row (a system of several samples: the pooled
+        samples' row, its F1 the estimate), and relation -> the sd of the samples' F1
+        (empty for one sample); None without a per-relation section."""
+        runs = SampledPlot.runs(report)
+        if runs is None:
+            return ({row["relation"]: row for row in report["per_relation"]["relations"]}, {}) \
+                if "per_relation" in report else None
+        pooled = SampledSystem.pooled_section(report, "per-relation")
         tables = [{row["relation"]: row for row in r["per_relation"]["relations"]} for r in runs if "per_relation" in r]
-        if not tables:
+        if pooled is None or not tables:
             return None
-        if len(runs) == 1:
-            return tables[0], {}
-        rows, spread = {}, {}
-        for rel in dict.fromkeys(rel for t in tables for rel in t):
-            mean, sd = SampledPlot.mean_sd((t.get(rel) or {}).get("f1") for t in tables)
-            rows[rel] = {"gold": next(t[rel]["gold"] for t in tables if rel in t), "f1": mean}
-            spread[rel] = sd
-        return rows, spread
+        rows = {row["relation"]: {**row, "gold": next(t[row["relation"]]["gold"] for t in tables if row["relation"] in t)}
+                for row in pooled["relations"]}
+        return rows, {rel: SampledPlot.sd((t.get(rel) or {}).get("f1") for t in tables) for rel in rows}
 
     @staticmethod
     def calibration(report: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-        """The calibration section to draw (a system of several samples: per bin the mean
-        accuracy and weight over the samples where it has predictions, ``spread`` the sd)
-        and the legend's numbers; None when N/A."""
+        """The calibration section to draw (a system of several samples: the pooled
+        samples' bins, each with ``spread``, the sd of the samples' accuracies where it has
+        predictions) and the legend's numbers (the estimates ± sd); None when N/A."""
         runs = SampledPlot.runs(report)
         if runs is None:
             section = report.get("calibration") or {}
             return (section, f"ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}"
                     ) if section.get("predictions") else None
-        sections = [r["calibration"] for r in runs if (r.get("calibration") or {}).get("predictions")]
-        if not sections:
+        pooled = SampledSystem.pooled_section(report, "calibration")
+        metrics = report["samples"]["metrics"]
+        if not (pooled or {}).get("predictions") or metrics.get("calibration.ece", {}).get("estimate") is None:
             return None
-        bins = []
-        for k, first in enumerate(sections[0]["bins"]):
-            own = [s["bins"][k] for s in sections if s["bins"][k]["count"]]
-            acc, sd = SampledPlot.mean_sd(b["accuracy"] for b in own)
-            bins.append({"low": first["low"], "count": len(own), "accuracy": acc, "spread": sd,
-                         "mean_weight": SampledPlot.mean_sd(b["mean_weight"] for b in own)[0]})
-        (ece, ece_sd), (brier, brier_sd) = (SampledPlot.mean_sd(s[k] for s in sections) for k in ("ece", "brier"))
-        return {"bins": bins}, f"ECE {ece:.3f} \u00b1 {ece_sd:.3f}, Brier {brier:.3f} \u00b1 {brier_sd:.3f}"
+        sections = [r["calibration"] for r in runs if (r.get("calibration") or {}).get("predictions")]
+        bins = [{**b, "spread": SampledPlot.sd(s["bins"][k]["accuracy"] for s in sections if s["bins"][k]["count"])}
+                for k, b in enumerate(pooled["bins"])]
+        ece, brier = metrics["calibration.ece"], metrics["calibration.brier"]
+        return {"bins": bins}, (f"ECE {ece['estimate']:.3f} \u00b1 {ece['sd'] or 0.0:.3f}, Brier "
+                                f"{brier['estimate']:.3f} \u00b1 {brier['sd'] or 0.0:.3f}")
 
     @staticmethod
     def composites(report: Mapping[str, Any]) -> list[float]:
@@ -14283,21 +14281,16 @@ class SampledPlot:
 
     @staticmethod
     def sweep(report: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The sweep section to draw (a system of several samples: per threshold the mean
-        entity and triplet F1 over the samples, with ``spread``: their sd); None without one."""
-        runs = SampledPlot.runs(report)
-        if runs is None:
+        """The sweep section to draw (a system of several samples: its estimates, each row
+        with ``spread``: the sd of the samples' entity and triplet F1); None without one."""
+        if SampledPlot.runs(report) is None:
             return report.get("sweep")
-        sections = [r["sweep"] for r in runs if "sweep" in r]
-        if not sections:
+        section, metrics = report.get("sweep"), report["samples"]["metrics"]
+        if not isinstance(section, Mapping):
             return None
-        rows = []
-        for k, first in enumerate(sections[0]["rows"]):
-            row: dict[str, Any] = {"threshold": first["threshold"], "spread": {}}
-            for key in ("entity_f1", "triplet_f1"):
-                row[key], row["spread"][key] = SampledPlot.mean_sd(s["rows"][k][key] for s in sections)
-            rows.append(row)
-        return {"rows": rows}
+        return {"rows": [{**row, "spread": {key: (metrics.get(f"sweep.{key}@{row['threshold']:.2f}") or {}).get("sd")
+                                            or 0.0 for key in ("entity_f1", "triplet_f1")}}
+                         for row in section["rows"]]}
 
 
 def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -18905,7 +18898,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
         outcome.printed = True
         _write_run_examples(config, examples_of, outcome)
-        _write_run_plots(config, report, outcome)
+        _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
         _write_run_html(config, examples_of, titles, outcome)
         return 0
     if report_path is not None:
@@ -18929,7 +18922,8 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                   else " (no report written: --no-report)")) from None
     outcome.printed = True
     _write_run_examples(config, examples_of, outcome)
-    _write_run_plots(config, report, outcome)
+    # a system of several samples draws from its rows (the pooled samples), kept with --summary-only
+    _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
     _write_run_html(config, examples_of, titles, outcome)
     return 0
 
