@@ -118,7 +118,9 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 #: scoring, pool, merging, writing, written (the report renamed into place), output (a file
 #: after the report in place: --examples, --plots, --html; :meth:`RunOutcome.placed`), interrupted
 #: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
-#: tests are deterministic instead of racing a timer. Unset in normal runs.
+#: tests are deterministic instead of racing a timer. ``launcher:SIGNAL`` is the editable
+#: install's launcher's (hatch_build.py: its signals held, before it reads and compiles this
+#: file). Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
 _MAIN_PID = os.getpid()
