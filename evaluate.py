@@ -4291,6 +4291,13 @@ class SampleField:
             raise InputError(f"{path}: line {preds.first_unsampled} has no 'sample' field but line "
                              f"{preds.first_sampled} has one: a file holds one answer per entry (no 'sample' field "
                              "on any line) or several, every line saying its sample (an integer >= 0 or a string)")
+        texts = {str(label): label for label in preds.sample_labels if isinstance(label, int)}
+        clash = next((label for label in preds.sample_labels if isinstance(label, str) and label in texts), None)
+        if clash is not None:
+            lines = sorted((preds.sample_labels[texts[clash]], preds.sample_labels[clash]))
+            raise InputError(f"{path}: lines {lines[0]} and {lines[1]} give the sample {clash} once as the integer "
+                             f"{clash} and once as the string {json.dumps(clash)}: two samples that print alike; "
+                             "write every 'sample' value one way (all integers, or all strings)")
         return sorted(preds.sample_labels, key=SampleField.order)
 
     @staticmethod
@@ -4402,7 +4409,7 @@ class _PredLines:
     instructions: set[str] = field(default_factory=set)
     #: The ``sample`` labels the lines carry (:class:`SampleField`), the line number of the
     #: first line with one and of the first without one (JSON objects only).
-    sample_labels: set[int | str] = field(default_factory=set)
+    sample_labels: dict[int | str, int] = field(default_factory=dict)  # label -> its first line
     first_sampled: int | None = None
     first_unsampled: int | None = None
     #: Each line's label: a combined file read for one sample (the gold of every line counts).
@@ -4414,7 +4421,7 @@ class _PredLines:
             if self.first_unsampled is None:
                 self.first_unsampled = line_no
         else:
-            self.sample_labels.add(label)
+            self.sample_labels.setdefault(label, line_no)
             if self.first_sampled is None:
                 self.first_sampled = line_no
         if self.line_samples is not None:
@@ -4446,7 +4453,8 @@ class _PredLines:
         self.keys_found |= other.keys_found
         self.n_objects += other.n_objects
         self.instructions |= other.instructions
-        self.sample_labels |= other.sample_labels
+        for label, line in other.sample_labels.items():
+            self.sample_labels.setdefault(label, line)
         for name in ("first_sampled", "first_unsampled"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(other, name))
@@ -4879,7 +4887,8 @@ _JOIN_BLOCK = 1 << 16
 
 
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False) -> np.ndarray:
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False,
+                sample: int | str | None = None) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
     the index of its prediction line, or -1 (no prediction line: scored as a missing
     prediction). Lines whose id cannot be read cannot be attributed: reported, and their
@@ -4905,8 +4914,9 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                     f"{_lines_named(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path,
-                     preds.store.line, log)
+    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids,
+                      "prediction" if sample is None else f"{SampleField.shown(sample)} prediction", pred_path,
+                      preds.store.line, log)
     gold_hashes = gold.ids.hashes()[kept_gold]
     order, shared = _equal_hash_runs(gold_hashes)
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
@@ -5389,7 +5399,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
             kept_gold, pred_rows = by_input_line
         elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path, log) == "id":
             pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
-                                    ignore_extra_predictions)
+                                    ignore_extra_predictions, sample)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
@@ -11139,7 +11149,8 @@ class SampledSystem:
                       families: Sequence[MetricFamily], summary: Mapping[str, Any]) -> dict[str, Any]:
         """The consensus scored as a run of its own (:meth:`consensus_items` per entry, the
         gold of the first sample's entry; the first sample's scoring context): its report,
-        ``per_entry`` in the aligned entry order."""
+        ``per_entry`` in the aligned entry order, each row with the consensus answer itself
+        (``triplets``: what was scored, so that a user can see it)."""
         ctx = scored[0].context
         tables = [f.entries for f in scored]
         assert ctx is not None and all(t is not None for t in tables)
@@ -11153,7 +11164,7 @@ class SampledSystem:
         run.gold_name = scored[0].gold_name
         source = ReportSource(ctx.similarity, ctx.align_accept, ctx.profile, scored[0].vocabulary)
         report = build_report([run], families, source, config=summary.get("config"))
-        report["per_entry"] = list(report["per_entry"])
+        report["per_entry"] = [{**row, "triplets": entry.pred.items} for row, entry in zip(report["per_entry"], entries)]
         return report
 
     @staticmethod
@@ -14119,13 +14130,14 @@ def format_csv(report: Mapping[str, Any]) -> str:
             system = table.extras.get(name, (name, ""))[0]
             for path, _ in table.columns:
                 c = cells[path]
+                count = table.rows[system][path].samples if name in table.extras else c.samples  # k of best of k
                 writer.writerow([name, table.title, path, _csv_number(c.estimate),
                                  *(_csv_number(x) for x in (c.ci or (None, None))), _csv_number(c.delta),
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
                                  str(c.best).lower(), str(path in lower).lower(),
                                  " | ".join(notices.get(system, [])), comparison_notes, signature]
-                                + ([_csv_number(c.sd), str(c.samples)] if sampled else []))
+                                + ([_csv_number(c.sd), str(count)] if sampled else []))
     return buffer.getvalue()
 
 
@@ -15780,9 +15792,11 @@ class Examples:
 
     @staticmethod
     def system_lines(name: str, sub: Mapping[str, Any], ranked: int, selections: Mapping[str, list[str]],
-                     deltas: Sequence[float]) -> list[str]:
+                     deltas: Sequence[float], baseline_of: Mapping[str, Any] | None = None) -> list[str]:
         """The heading and first line of a system's part: its files, entries, how many are
-        ranked; in a comparison how many entries gained, lost, stayed the same."""
+        ranked; in a comparison how many entries gained, lost, stayed the same (against a
+        baseline of several samples, ``baseline_of`` its :meth:`SampledSystem.first_sample`
+        mark: against the sample whose entries are shown, named)."""
         inputs = (sub.get("summary") or {}).get("inputs") or {}
         files = " vs ".join(f"`{Examples.escape(info.get('name'))}`" for info in (inputs.get("pred"), inputs.get("gold"))
                             if isinstance(info, Mapping))
@@ -15795,6 +15809,9 @@ class Examples:
         if "gains" in selections:
             gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
             line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
+            if baseline_of is not None:
+                line += (f" (against the baseline's {SampledSystem.shown(baseline_of['label'])}, the first of its "
+                         f"{baseline_of['count']} samples, whose entries are shown; not its estimate)")
         return [f"## {Examples.escape(name)}", "", line + ".", ""]
 
 
@@ -15838,7 +15855,8 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
     for name, sub in systems.items():
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
-        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
+        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas,
+                                       systems[baseline].get("sample_of") if baseline is not None else None)
         for kind, _, _ in Examples.LISTS:
             if kind not in selections[name]:
                 continue
@@ -17986,8 +18004,7 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
         missing = plots_missing()
         if missing:
             raise InputError(missing)
-        if plots.exists() and not plots.is_dir():
-            raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+        _check_plots_folder(plots)
     _refuse_html_contradictions(args)
 
 
@@ -18044,19 +18061,21 @@ class PredSpec(NamedTuple):
     paths: tuple[Path, ...]
     given: str
 
-    #: A system's name in ``NAME=...``: letters, digits and ``_ . + -`` (no ``/``, so a path
-    #: such as ``results/lr=1e-4.jsonl`` is never read as one).
-    NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+    #: A system's name in ``NAME=...``: letters and digits (Unicode: ``modèle``, ``模型``),
+    #: ``_``, ``.``, ``+`` and ``-`` (no ``/``, so a path such as ``results/lr=1e-4.jsonl`` is
+    #: never read as one).
+    NAME = re.compile(r"[\w.+-]+")
 
     @classmethod
     def parse(cls, text: str) -> "PredSpec":
         """Read one ``--pred`` argument. Plain when it starts with ``./`` (how a path holding
         ``=`` or ``,`` is written) or ``/``, or when the part before its first ``=`` is not a
-        NAME; else ``NAME=`` and the comma-separated parts after it, each a file or a glob
-        (expanded here, sorted; a part that names an existing file is taken as it is).
-        Raises InputError for an argument that is an existing file and reads as
-        ``NAME=...`` (write ``./PATH``), an empty part, ``-`` among the parts, a glob that
-        matches nothing, and a file named twice."""
+        NAME; else ``NAME=`` and the comma-separated parts after it (:meth:`parts`: ``,,``
+        is a comma inside a file name), each a file or a glob (expanded here, sorted; a
+        part that names an existing file is taken as it is). Raises InputError for an
+        argument that is an existing file and reads as ``NAME=...`` (write ``./PATH``), an
+        empty part, ``-`` among the parts, a glob that matches nothing (or whose folder
+        cannot be read), and a file named twice."""
         name, eq, rest = text.partition("=")
         if text.startswith(("./", "/")) or not eq or not cls.NAME.fullmatch(name):
             return cls(None, (Path(text),), text)
@@ -18065,22 +18084,62 @@ class PredSpec(NamedTuple):
                              f"(system {name!r}, sample files {rest!r}): write ./{text} for the file, or pick a "
                              "name that is not a file's")
         files: list[str] = []
-        for part in rest.split(","):
+        for part in cls.parts(rest):
             if not part or part == "-":
                 raise InputError(f"--pred {text}: {'an empty part' if not part else 'stdin (-)'} among the sample "
-                                 f"files of {name} (NAME=PATH[,PATH...]: each sample is a file)")
+                                 f"files of {name} (NAME=PATH[,PATH...]: each sample is a file; a comma inside a "
+                                 "file name is written ,,)")
             if any(ch in part for ch in "*?[") and not os.path.lexists(part):
-                import glob
-                matched = sorted(glob.glob(part))
-                if not matched:
-                    raise InputError(f"--pred {text}: the pattern {part!r} matches no file")
-                files += matched
+                files += cls.matches(text, part)
             else:
                 files.append(part)
         twice = next((f for f in files if files.count(f) > 1), None)
         if twice is not None:
             raise InputError(f"--pred {text}: the file {twice} is named twice (each sample of {name} is one file)")
         return cls(name, tuple(Path(f) for f in files), text)
+
+    @staticmethod
+    def parts(rest: str) -> list[str]:
+        """The sample files of ``NAME=rest``: split at each ``,``, a doubled ``,,`` standing
+        for a comma inside a file name (``a,,b.jsonl,c.jsonl``: ``a,b.jsonl`` and ``c.jsonl``)."""
+        out, current, i = [], [], 0
+        while i < len(rest):
+            if rest[i] == ",":
+                if rest[i + 1:i + 2] == ",":
+                    current.append(",")
+                    i += 2
+                    continue
+                out.append("".join(current))
+                current = []
+            else:
+                current.append(rest[i])
+            i += 1
+        return [*out, "".join(current)]
+
+    @staticmethod
+    def matches(text: str, pattern: str) -> list[str]:
+        """The files a glob part matches, sorted; InputError naming the argument when none
+        does, saying so when the folder searched cannot be read."""
+        import glob
+        matched = sorted(glob.glob(pattern))
+        if matched:
+            return matched
+        folder = os.path.dirname(pattern) or "."
+        if not any(ch in folder for ch in "*?[") and os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
+            raise InputError(f"--pred {text}: the folder {folder} of the pattern {pattern!r} cannot be read "
+                             "(Permission denied), so no file can match it")
+        raise InputError(f"--pred {text}: the pattern {pattern!r} matches no file")
+
+    @staticmethod
+    def check_once(spec: "PredSpec") -> None:
+        """Each sample file of ``spec`` once: two parts that are one file (another spelling,
+        ``a/../a``, or a link to it: the same file, :func:`_same_file`) are an InputError
+        naming both spellings."""
+        for i, path in enumerate(spec.paths):
+            other = next((q for q in spec.paths[:i] if _same_file(q, path)), None)
+            if other is not None:
+                raise InputError(f"--pred {spec.given}: the file {other} is named twice (as {other} and {path}; each "
+                                 f"sample of {spec.name} is one file)")
 
     @staticmethod
     def check(specs: Sequence["PredSpec"], args: argparse.Namespace) -> None:
@@ -18094,10 +18153,16 @@ class PredSpec(NamedTuple):
                                  "too: give the names one way (NAME= on every --pred, or --name once per system)")
             if len(spec.paths) < 2:
                 continue
+            hint = " (its parts are split at each ','; a comma inside a file name is written ,,)" \
+                if "," in spec.given else ""
+            missing = next((p for p in spec.paths if not os.path.lexists(p)), None)
+            if missing is not None:
+                raise InputError(f"--pred {spec.given}: no such file: {missing}{hint}")
             folder = next((p for p in spec.paths if p.is_dir()), None)
             if folder is not None:
                 raise InputError(f"--pred {spec.given}: {folder} is a directory; the samples of a system are files "
-                                 "(a directory run is one system of one sample)")
+                                 f"(a directory run is one system of one sample){hint}")
+            PredSpec.check_once(spec)
             for flag, value in (("--shard", args.shard), ("--per-entry-jsonl", args.per_entry_jsonl)):
                 if value:
                     raise InputError(f"{flag} is not available for a system of several samples (--pred {spec.given}): "
@@ -18383,9 +18448,25 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     _check_writable_folder(path, flag)
 
 
-def _check_writable_folder(path: Path, flag: str) -> None:
+def _check_plots_folder(folder: Path) -> None:
+    """``--plots DIR`` checked before scoring, as the files of ``--report`` are
+    (:func:`_check_writable_folder`): DIR, when it exists, is a folder where a file can be
+    made; else its nearest existing folder is one where DIR can be created."""
+    try:
+        exists = folder.exists()
+    except OSError:  # a folder on the way that cannot be searched: named below
+        exists = False
+    if exists and not folder.is_dir():
+        raise InputError(f"--plots {folder}: not a directory (give the folder the plots go into)")
+    _check_writable_folder(folder / "plot.png", "--plots", folder)
+
+
+def _check_writable_folder(path: Path, flag: str, shown: Path | None = None) -> None:
     """The nearest existing folder of ``path`` is a folder where ``flag``'s file can be
-    made (:func:`_check_report_path`), else an InputError naming ``flag``."""
+    made (:func:`_check_report_path`), else an InputError naming ``flag`` and ``shown``
+    (default: ``path``)."""
+    name = path if shown is None else shown
+
     def seen(folder: Path) -> bool:  # False too where a folder above cannot be searched
         try:
             return folder.exists()
@@ -18395,16 +18476,16 @@ def _check_writable_folder(path: Path, flag: str) -> None:
     while not seen(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"{flag} {path}: {parent} is not a directory")
+        raise InputError(f"{flag} {name}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: {parent} is not writable")
+        raise InputError(f"{flag} {name}: {parent} is not writable")
     try:  # os.access says yes where writing fails (/proc, a read-only mount, root): try it
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         where = "create the folder" if parent != path.parent else "write"
-        raise InputError(f"{flag} {path}: cannot {where} in {parent}: {exc.strerror or exc}") from None
+        raise InputError(f"{flag} {name}: cannot {where} in {parent}: {exc.strerror or exc}") from None
 
 
 #: How a report of ours begins (:func:`report_chunks`, or the same JSON laid out by another
@@ -19052,7 +19133,19 @@ def _pred_systems(config: RunConfig, what: str) -> list[tuple[str, tuple[Path, .
     else:  # the systems that NAME= does not name: after their files
         stems = iter(system_names([paths[0] for paths, own in zip(files, given) if own is None]))
         names = [own if own is not None else next(stems) for own in given]
+        _refuse_name_clash(names, given, files)
     return [(name, paths, ", ".join(map(str, paths))) for name, paths in zip(names, files)]
+
+
+def _refuse_name_clash(names: Sequence[str], given: Sequence[str | None], files: Sequence[Sequence[Path]]) -> None:
+    """Without ``--name``: two systems with one name (``NAME=`` given twice, or a ``NAME=``
+    that is another file's stem) are an InputError saying where each name comes from."""
+    for name in sorted(n for n, k in Counter(names).items() if k > 1):
+        sources = [f"--pred {name}={','.join(str(p).replace(',', ',,') for p in paths)} (NAME=)" if own is not None
+                   else f"--pred {paths[0]} (its file's stem)"
+                   for n, own, paths in zip(names, given, files) if n == name]
+        raise InputError(f"two systems are named {name!r}: {' and '.join(sources)}; give each system its own name "
+                         "(another NAME=, or --name once per system)")
 
 
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
@@ -19078,8 +19171,8 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     assert options is not None
     similarity = build_similarity(config)
     systems: dict[str, dict[str, Any]] = {}
-    for name, system in zip(names, configs):
-        log.info("system %s: %s", name, system.pred)
+    for (name, _, shown), system in zip(systems_given, configs):
+        log.info("system %s: %s", name, shown)
         try:
             systems[name] = sign_report(score_system(system, similarity))
         except InputError as exc:

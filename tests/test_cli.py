@@ -801,12 +801,12 @@ def test_html_and_examples_never_replace_a_compared_reports_rows_or_a_merge_part
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
-@pytest.mark.parametrize("flag", ["--html", "--examples", "--report"])
+@pytest.mark.parametrize("flag", ["--html", "--examples", "--report", "--plots"])
 @pytest.mark.parametrize("mode", [0o555, 0o600])
 def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, mode):
     """A folder nobody may not write (0555) or not search (0600, no x): the option and the
     folder are named, before scoring (before: --html said "error: PATH: Permission denied"
-    for the folder without x, or failed after scoring)."""
+    for the folder without x, or failed after scoring; --plots failed after scoring)."""
     folder = Path(tempfile.mkdtemp(prefix="unwritable-"))
     try:
         os.chmod(folder, 0o755)
@@ -819,6 +819,25 @@ def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, 
         status, err = main_as_nobody("--pred", folder / "p.jsonl", "--gold", folder / "g.jsonl", "--no-embeddings",
                                      "--quiet", *(("--no-report",) if flag != "--report" else ()), flag, target)
         assert status == 2 and err.splitlines() == [f"error: {flag} {target}: {folder / 'out'} is not writable"], err
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+def test_a_glob_into_a_folder_that_cannot_be_read_says_so():
+    folder = Path(tempfile.mkdtemp(prefix="noread-"))
+    try:
+        os.chmod(folder, 0o755)
+        (folder / "runs").mkdir(mode=0o700)
+        shutil.copy(ROOT / FINETUNED, folder / "runs" / "s0.jsonl")
+        shutil.copy(ROOT / GOLD, folder / "g.jsonl")
+        os.chmod(folder / "g.jsonl", 0o644)
+        pattern = f"{folder / 'runs'}/*.jsonl"
+        status, err = main_as_nobody("--pred", f"m={pattern}", "--gold", folder / "g.jsonl", "--no-embeddings",
+                                     "--no-report")
+        assert status == 2 and err.splitlines() == [
+            f"error: --pred m={pattern}: the folder {folder / 'runs'} of the pattern {pattern!r} cannot be read "
+            "(Permission denied), so no file can match it"], err
     finally:
         shutil.rmtree(folder)
 

@@ -55,7 +55,8 @@ def test_a_glob_is_expanded_in_sorted_order(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, message", [
     ("ft=runs/none*.jsonl", "the pattern 'runs/none*.jsonl' matches no file"),
-    ("ft=a.jsonl,,b.jsonl", "an empty part among the sample files of ft"),
+    ("ft=a.jsonl,", "an empty part among the sample files of ft"),
+    ("ft=,a.jsonl", "an empty part among the sample files of ft"),
     ("ft=a.jsonl,-", "stdin (-) among the sample files of ft"),
     ("ft=a.jsonl,a.jsonl", "the file a.jsonl is named twice"),
 ])
@@ -63,6 +64,21 @@ def test_name_equals_refusals(tmp_path, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ev.InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
         ev.PredSpec.parse(text)
+
+
+def test_a_doubled_comma_is_a_comma_inside_a_sample_file_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert ev.PredSpec.parse("ft=./q,,r.jsonl,b.jsonl").paths == (Path("q,r.jsonl"), Path("b.jsonl"))
+    assert ev.PredSpec.parse("ft=a,,,b").paths == (Path("a,"), Path("b"))  # ",," then the separator
+    (tmp_path / "q,r.jsonl").write_text("{}\n")
+    assert ev.PredSpec.parse("ft=q,,*.jsonl").paths == (Path("q,r.jsonl"),)  # a glob holding a comma
+
+
+def test_unicode_letters_make_a_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("modèle", "模型-v2", "Qwen_0.6B+lora"):
+        assert ev.PredSpec.parse(f"{name}=a.jsonl,b.jsonl").name == name
+    assert ev.PredSpec.parse("runs/modèle=a.jsonl").name is None  # a "/": a path
 
 
 def test_an_existing_file_that_reads_as_name_equals_is_refused(tmp_path, monkeypatch):
@@ -104,6 +120,56 @@ def test_name_equals_one_file_is_a_single_run_that_takes_shard_and_rows(tmp_path
     rc, out, err = run_main("--pred", f"one={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
                             "--shard", "1/2", cwd=tmp_path)
     assert rc == 0 and (tmp_path / "reports" / "one.shard-1-of-2.json").is_file(), err
+
+
+def test_a_sample_file_is_checked_up_front_and_named_whole(tmp_path):
+    """A part that is no file (before: the directory ./q of ./q,r.jsonl, named 'q', or a
+    missing second file found after scoring the first) is refused naming the argument, the
+    part, and how a comma inside a name is written."""
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q,r.jsonl").write_text(FINETUNED.read_text())
+    rc, out, err = run_main("--pred", "m=./q,r.jsonl", "--gold", GOLD, "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 2 and err.splitlines()[-1] == (
+        "error: --pred m=./q,r.jsonl: no such file: r.jsonl (its parts are split at each ','; a comma inside a file "
+        "name is written ,,)"), err
+    rc, out, err = run_main("--pred", f"m=./q,,r.jsonl,{BASE}", "--gold", GOLD, "--no-embeddings", "--no-report",
+                            "--quiet", cwd=tmp_path)
+    assert rc == 0 and "samples 2 (q,r, base)" in out, err
+    rc, out, err = run_main("--pred", f"m={BASE},missing.jsonl", "--gold", GOLD, "--no-embeddings", "--no-report",
+                            cwd=tmp_path)
+    assert rc == 2 and f"--pred m={BASE},missing.jsonl: no such file: missing.jsonl" in err, err
+
+
+def test_the_same_sample_file_in_another_spelling_or_through_a_link_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(BASE)
+    for other in (f"{tmp_path}/d/../{os.path.relpath(BASE, tmp_path)}", str(link)):
+        rc, out, err = run_main("--pred", f"m={BASE},{other}", "--gold", GOLD, "--no-embeddings", "--no-report",
+                                cwd=tmp_path)
+        assert rc == 2 and err.splitlines()[-1] == (
+            f"error: --pred m={BASE},{other}: the file {BASE} is named twice (as {BASE} and {other}; each sample of "
+            "m is one file)"), err
+
+
+def test_systems_with_one_name_say_where_each_name_comes_from(tmp_path):
+    s2 = tmp_path / "finetuned.jsonl"
+    s2.write_text(FINETUNED.read_text())
+    rc, out, err = run_main("--pred", f"m={BASE},{FINETUNED}", "--pred", f"m={s2}", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", cwd=tmp_path)
+    assert rc == 2 and err.splitlines()[-1] == (
+        f"error: two systems are named 'm': --pred m={BASE},{FINETUNED} (NAME=) and --pred m={s2} (NAME=); give each "
+        "system its own name (another NAME=, or --name once per system)"), err
+    rc, out, err = run_main("--pred", f"finetuned={BASE},{FINETUNED}", "--pred", s2, "--gold", GOLD,
+                            "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 2 and f"two systems are named 'finetuned': --pred finetuned={BASE},{FINETUNED} (NAME=) and " \
+        f"--pred {s2} (its file's stem)" in err and "--name 'finetuned' given" not in err, err
+
+
+def test_the_log_names_every_sample_file_of_a_system(tmp_path):
+    rc, out, err = run_main("--pred", BASE, "--pred", f"m={BASE},{FINETUNED}", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", "--bootstrap", "100", "--trials", "100", cwd=tmp_path)
+    assert rc == 0 and f"system m: {BASE}, {FINETUNED}" in err.splitlines(), err
 
 
 def test_a_directory_is_not_a_sample(tmp_path):
@@ -171,10 +237,24 @@ def test_one_sample_reads_its_lines_and_a_missing_entry_is_missing(tmp_path):
     assert [(e.gold.id, e.pred.line) for e in zero.entries] == [("r1", 1), ("r2", 2)]
 
 
+def test_one_sample_written_as_an_integer_and_as_a_string_is_refused_naming_two_lines(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", 0), _lines("r1", 1), _lines("r2", "1")])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: lines 3 and 4 give the sample 1 once as the integer 1 and "
+                                            r"once as the string \"1\": two samples that print alike"):
+        ev.load_inputs(pred, _gold(tmp_path))
+
+
+def test_the_same_id_and_sample_twice_names_the_sample(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 0), _lines("r2", 0), _lines("r1", 1),
+                                              _lines("r2", 1)])
+    rc, out, err = run_main("--pred", pred, "--gold", _gold(tmp_path), "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{pred}: duplicate sample 0 prediction ids: 'r1'; pass --duplicate-ids" in err, err
+
+
 def test_the_same_id_and_sample_twice_is_a_duplicate(tmp_path):
     pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r1", 0, [ACME_B]),
                                               _lines("r2", 0), _lines("r2", 1)])
-    with pytest.raises(ev.InputError, match="duplicate prediction ids: 'r1'"):
+    with pytest.raises(ev.InputError, match="duplicate sample 0 prediction ids: 'r1'"):
         ev.load_inputs(pred, _gold(tmp_path), sample=0)
     first = ev.load_inputs(pred, _gold(tmp_path), sample=0, duplicate_ids="first")
     assert first.entries[0].pred.line == 1 and first.duplicates_dropped == 1
@@ -288,6 +368,7 @@ def test_the_cli_scores_a_file_of_samples_as_one_system(tmp_path):
 
 def test_a_file_of_samples_cannot_be_one_sample_of_another_system(tmp_path):
     pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r2", 0), _lines("r2", 1)])
+    write_jsonl(tmp_path / "q.jsonl", [_lines("r1", 0), _lines("r2", 0)])
     rc, out, err = run_main("--pred", f"ft={pred},{pred.with_name('q.jsonl')}", "--gold", _gold(tmp_path),
                             "--no-embeddings", "--no-report")
     assert rc == 2 and "a file of several samples is a system of its own" in err, err

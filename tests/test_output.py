@@ -415,13 +415,19 @@ def test_a_plot_that_cannot_be_written_exits_2_naming_it_after_the_report_and_ta
     assert not [p for p in plots.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path):
+def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     folder = Path("/proc/sys")  # exists, is a directory, but no file can be created in it
     if not folder.is_dir():
         pytest.skip("needs Linux /proc/sys")
-    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
-                            "--report", tmp_path / "r.json", "--plots", folder)
+    args = ("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+            "--report", tmp_path / "r.json", "--plots", folder)
+    rc, out, err = run_main(*args)  # refused before scoring, as --report and --html are
+    assert rc == 2 and err.startswith((f"error: --plots {folder}: cannot write in {folder}: ",  # as root
+                                       f"error: --plots {folder}: {folder} is not writable")) and out == ""
+    assert not (tmp_path / "r.json").exists()
+    monkeypatch.setattr(ev, "_check_plots_folder", lambda folder: None)  # a folder that fails only once written
+    rc, out, err = run_main(*args)
     assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
     assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
     assert "report written to" in err and (tmp_path / "r.json").is_file() and "signature: " in out
@@ -724,6 +730,8 @@ def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_ever
     assert (base["sd"], base["samples"]) == ("", "1")
     extra = next(r for r in table if r["system"] == "ft: best of 3 (upper bound)" and r["metric"] == "hgr.macro.composite")
     assert float(extra["estimate"]) == m["best_of_k"]
+    # the labelled rows are of the system's 3 samples (before: samples=1), with no deviation of their own
+    assert {(r["samples"], r["sd"]) for r in table if r["system"].startswith("ft: ")} == {("3", "")}
     summary = json.loads(outs["json"])
     assert summary["systems"]["ft"]["metrics"]["hgr.macro.composite"]["sd"] == sd
     assert "sd" not in summary["systems"]["base"]["metrics"]["hgr.macro.composite"]
@@ -834,3 +842,19 @@ def test_the_plots_of_a_system_of_samples_draw_its_estimate(tmp_path):
     assert at80["entity_f1"] == mix["samples"]["metrics"]["hgr.micro.entity_f1"]["estimate"]
     assert at80["spread"]["entity_f1"] == mix["samples"]["metrics"]["hgr.micro.entity_f1"]["sd"]
     assert "mix (estimate ± sd of 2 samples): ECE 0.270 ± " in (tmp_path / "plots" / "reliability_diagram.svg").read_text()
+
+
+def test_the_consensus_answer_of_each_entry_is_in_its_row(tmp_path):
+    """per_entry[i].consensus.triplets: the answer the consensus row scored (before: nowhere).
+    base and finetuned as 2 samples: the consensus keeps the keys both hold."""
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", f"mix={SAMPLE_BASE},{SAMPLE_FINETUNED}", "--gold", GOLD, "--no-embeddings",
+                            "--quiet", "--report", report, cwd=tmp_path)
+    assert rc == 0, err
+    rows = json.loads(report.read_text())["per_entry"]
+    answers = {name: {e.gold.id: e.pred.items for e in ev.load_inputs(path, GOLD).entries}
+               for name, path in (("base", SAMPLE_BASE), ("finetuned", SAMPLE_FINETUNED))}
+    for row in rows:
+        want = ev.SampledSystem.consensus_items([answers["base"][row["id"]], answers["finetuned"][row["id"]]], "hgr")
+        assert row["consensus"]["triplets"] == want, row["id"]
+    assert sum(len(row["consensus"]["triplets"]) for row in rows) > 0
