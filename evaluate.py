@@ -18155,9 +18155,15 @@ class PredSpec(NamedTuple):
                 continue
             hint = " (its parts are split at each ','; a comma inside a file name is written ,,)" \
                 if "," in spec.given else ""
-            missing = next((p for p in spec.paths if not os.path.lexists(p)), None)
-            if missing is not None:
-                raise InputError(f"--pred {spec.given}: no such file: {missing}{hint}")
+            for path in spec.paths:  # each sample file readable, before the first is scored
+                try:
+                    os.stat(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    raise InputError(f"--pred {spec.given}: no such file: {path}{hint}") from None
+                except OSError as exc:  # a folder on the way that cannot be searched
+                    raise InputError(f"--pred {spec.given}: {path}: {exc.strerror or exc}") from None
+                if path.is_file() and not os.access(path, os.R_OK):
+                    raise InputError(f"--pred {spec.given}: {path}: Permission denied")
             folder = next((p for p in spec.paths if p.is_dir()), None)
             if folder is not None:
                 raise InputError(f"--pred {spec.given}: {folder} is a directory; the samples of a system are files "

@@ -838,6 +838,15 @@ def test_a_glob_into_a_folder_that_cannot_be_read_says_so():
         assert status == 2 and err.splitlines() == [
             f"error: --pred m={pattern}: the folder {folder / 'runs'} of the pattern {pattern!r} cannot be read "
             "(Permission denied), so no file can match it"], err
+        # sample files named one by one: each checked before the first is scored, named (before: "no such file"
+        # for a folder that cannot be searched, or the second file's error after the first was scored)
+        shutil.copy(ROOT / FINETUNED, folder / "s1.jsonl")
+        os.chmod(folder / "s1.jsonl", 0o600)
+        for second in (folder / "runs" / "s0.jsonl", folder / "s1.jsonl"):
+            status, err = main_as_nobody("--pred", f"m={folder / 'g.jsonl'},{second}", "--gold", folder / "g.jsonl",
+                                         "--no-embeddings", "--no-report")
+            assert status == 2 and err.splitlines() == [
+                f"error: --pred m={folder / 'g.jsonl'},{second}: {second}: Permission denied"], err
     finally:
         shutil.rmtree(folder)
 
