@@ -118,7 +118,9 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 #: scoring, pool, merging, writing, written (the report renamed into place), output (a file
 #: after the report in place: --examples, --plots, --html; :meth:`RunOutcome.placed`), interrupted
 #: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
-#: tests are deterministic instead of racing a timer. Unset in normal runs.
+#: tests are deterministic instead of racing a timer. ``launcher:SIGNAL`` is the editable
+#: install's launcher's (hatch_build.py: its signals held, before it reads and compiles this
+#: file). Unset in normal runs.
 _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
 _MAIN_PID = os.getpid()
@@ -4289,6 +4291,13 @@ class SampleField:
             raise InputError(f"{path}: line {preds.first_unsampled} has no 'sample' field but line "
                              f"{preds.first_sampled} has one: a file holds one answer per entry (no 'sample' field "
                              "on any line) or several, every line saying its sample (an integer >= 0 or a string)")
+        texts = {str(label): label for label in preds.sample_labels if isinstance(label, int)}
+        clash = next((label for label in preds.sample_labels if isinstance(label, str) and label in texts), None)
+        if clash is not None:
+            lines = sorted((preds.sample_labels[texts[clash]], preds.sample_labels[clash]))
+            raise InputError(f"{path}: lines {lines[0]} and {lines[1]} give the sample {clash} once as the integer "
+                             f"{clash} and once as the string {json.dumps(clash)}: two samples that print alike; "
+                             "write every 'sample' value one way (all integers, or all strings)")
         return sorted(preds.sample_labels, key=SampleField.order)
 
     @staticmethod
@@ -4305,6 +4314,27 @@ class SampleField:
         kept = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_path or pred_path,
                        gold.store.line, log)
         return kept, kept
+
+    @staticmethod
+    def drop_excluded(first: dict[str | None, int], excluded: Mapping[str, int], path: Path,
+                      log: "LoadedInputs") -> None:
+        """``--skip-bad-gold`` in a combined file of several samples: an entry one of whose
+        lines has bad gold is left out of every sample (removed from ``first``, the
+        entries by id), as a run of one sample leaves out the entry of a bad gold line.
+        Its other lines' gold cannot stand in for the bad line's (nothing says it is that
+        line's gold), and scoring the bad line's answer as missing would count a real
+        answer as none; every sample keeps the same entries. A notice names the ids and lines."""
+        gone = [(rid, line) for rid, line in excluded.items() if rid in first]
+        for rid, _ in gone:
+            del first[rid]
+        if gone:
+            gone.sort(key=lambda item: item[1])
+            one = len(gone) == 1
+            log.problem(f"{path}: {len(gone)} entr{'y' if one else 'ies'} left out of every sample, because one of "
+                        f"{'its' if one else 'their'} lines has bad gold (excluded: --skip-bad-gold; ids "
+                        f"{_ids_text([rid for rid, _ in gone])}; {_lines_named([line for _, line in gone])}): no "
+                        f"sample is scored on {'it' if one else 'them'}, as a run of one sample leaves such an entry "
+                        "out", kind="excluded_gold_line")
 
     @staticmethod
     def combined_rows(gold: "_GoldLines", sample: int | str, duplicate_ids: str, path: Path,
@@ -4330,6 +4360,7 @@ class SampleField:
         first: dict[str | None, int] = {}
         for r in range(len(gold.ids)):
             first.setdefault(gold.ids[r], r)
+        SampleField.drop_excluded(first, gold.excluded_ids, path, log)
         rows = [own.get(rid, r) for rid, r in first.items()]
         preds = [own[rid] if rid in own else -1 for rid in first]
         return np.array(rows, dtype=np.int64), np.array(preds, dtype=np.int64)
@@ -4378,7 +4409,7 @@ class _PredLines:
     instructions: set[str] = field(default_factory=set)
     #: The ``sample`` labels the lines carry (:class:`SampleField`), the line number of the
     #: first line with one and of the first without one (JSON objects only).
-    sample_labels: set[int | str] = field(default_factory=set)
+    sample_labels: dict[int | str, int] = field(default_factory=dict)  # label -> its first line
     first_sampled: int | None = None
     first_unsampled: int | None = None
     #: Each line's label: a combined file read for one sample (the gold of every line counts).
@@ -4390,7 +4421,7 @@ class _PredLines:
             if self.first_unsampled is None:
                 self.first_unsampled = line_no
         else:
-            self.sample_labels.add(label)
+            self.sample_labels.setdefault(label, line_no)
             if self.first_sampled is None:
                 self.first_sampled = line_no
         if self.line_samples is not None:
@@ -4422,7 +4453,8 @@ class _PredLines:
         self.keys_found |= other.keys_found
         self.n_objects += other.n_objects
         self.instructions |= other.instructions
-        self.sample_labels |= other.sample_labels
+        for label, line in other.sample_labels.items():
+            self.sample_labels.setdefault(label, line)
         for name in ("first_sampled", "first_unsampled"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(other, name))
@@ -4477,7 +4509,7 @@ class _GoldLines:
     positions: np.ndarray            # by gold record: its position among all gold lines
     ids: IdColumn
     n_rows: int                      # gold lines read, excluded ones included
-    excluded_ids: set[str]           # ids of gold lines excluded by --skip-bad-gold
+    excluded_ids: dict[str, int]     # ids of gold lines excluded by --skip-bad-gold -> the first such line
     combined: _PredLines | None      # the predictions of a combined file, by gold record
     kept: list[GoldRecord] | None = None  # by gold record, in a small run
 
@@ -4614,7 +4646,7 @@ class _GoldPart:
     ids: IdColumn = field(default_factory=IdColumn)
     n_rows: int = 0
     problems: list[str] = field(default_factory=list)
-    excluded_ids: set[str] = field(default_factory=set)
+    excluded_ids: dict[str, int] = field(default_factory=dict)
     no_prompt: _Sample = field(default_factory=_Sample)
     no_prompt_keys: set[str] = field(default_factory=set)
     conflicts: _Sample = field(default_factory=_Sample)
@@ -4631,7 +4663,8 @@ class _GoldPart:
         self.positions.frombytes((np.frombuffer(other.positions, dtype=np.int64) + self.n_rows).tobytes())
         self.ids.extend(other.ids)
         self.n_rows += other.n_rows
-        self.excluded_ids |= other.excluded_ids
+        for rid, line in other.excluded_ids.items():
+            self.excluded_ids.setdefault(rid, line)
         for name in ("no_prompt", "conflicts", "prompt_conflicts"):
             getattr(self, name).merge(getattr(other, name))
         self.no_prompt_keys |= other.no_prompt_keys
@@ -4666,7 +4699,7 @@ def _read_gold_range(task: _ReadRange) -> _GoldPart:
             part.problems.append(f"{exc} (excluded: --skip-bad-gold)")
             rid = _record_id(row.value) if isinstance(row.value, Mapping) else _id_from_raw(row.raw_head)
             if rid is not None:
-                part.excluded_ids.add(rid)
+                part.excluded_ids.setdefault(rid, row.line_no)
             continue
         store.add(row, offset, size, crc)
         if kept is not None:
@@ -4854,7 +4887,8 @@ _JOIN_BLOCK = 1 << 16
 
 
 def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred_path: Path,
-                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False) -> np.ndarray:
+                gold_path: Path, duplicate_ids: str, log: LoadedInputs, ignore_extra: bool = False,
+                sample: int | str | None = None) -> np.ndarray:
     """Join by id: for each kept gold record (every one has an id, see :func:`_join_mode`),
     the index of its prediction line, or -1 (no prediction line: scored as a missing
     prediction). Lines whose id cannot be read cannot be attributed: reported, and their
@@ -4880,8 +4914,9 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                     f"{_lines_named(no_id)}) cannot be "
                     "attributed to a gold record and are not scored; those gold ids count as missing",
                     kind="no_readable_id")
-    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids, "prediction", pred_path,
-                     preds.store.line, log)
+    with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids,
+                      "prediction" if sample is None else f"{SampleField.shown(sample)} prediction", pred_path,
+                      preds.store.line, log)
     gold_hashes = gold.ids.hashes()[kept_gold]
     order, shared = _equal_hash_runs(gold_hashes)
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
@@ -5364,7 +5399,7 @@ def load_inputs(pred_path: Path, gold_path: Path | None, *, reparse: bool = Fals
             kept_gold, pred_rows = by_input_line
         elif _join_mode(join, gold, kept_gold, preds, pred_path, gold_path, log) == "id":
             pred_rows = _join_by_id(gold, kept_gold, preds, pred_path, gold_path, duplicate_ids, log,
-                                    ignore_extra_predictions)
+                                    ignore_extra_predictions, sample)
         else:
             kept_gold, pred_rows = _join_by_line(gold, kept_gold, preds, pred_path, gold_path, limit, log)
             log.note("join_by_line_order", f"records paired by line order (the k-th line of {pred_path} with the "
@@ -6714,6 +6749,21 @@ class MetricFamily:
         *parents, last = path.split(".")[1:]
         return _descend(report.get(cls.key or path.partition(".")[0]), parents), last
 
+    @classmethod
+    def headline_section(cls, values: Mapping[str, float | None]) -> dict[str, Any]:
+        """A report section holding only the headline numbers ``values`` (path -> value)
+        where :meth:`headline_node` finds them: the inverse of :meth:`headline_node`
+        (a system of several samples keeps its estimates so, :meth:`SampledSystem.report`).
+        Default: nested mappings along each path."""
+        out: dict[str, Any] = {}
+        for path, value in values.items():
+            *parents, last = path.split(".")[1:]
+            node = out
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        return out
+
     def guard(self) -> "FamilyGuard":
         """Turn this family's input errors (and a missing NLTK) into :class:`InputError`;
         missing NLTK data that a string needs (:class:`PunktTablesMissing`) into
@@ -7371,6 +7421,17 @@ class SweepFamily(MetricFamily):
                          "entity_precision": e_p, "entity_recall": e_r, "entity_f1": f1_score(e_p, e_r),
                          "triplet_precision": t_p, "triplet_recall": t_r, "triplet_f1": f1_score(t_p, t_r)})
         return {"gold_triplets": n_gold, "pred_triplet_items": n_items, "rows": rows}
+
+    @classmethod
+    def headline_section(cls, values: Mapping[str, float | None]) -> dict[str, Any]:
+        """``{"rows": [{"threshold", METRIC: value, ...}, ...]}``: each ``sweep.METRIC@T``
+        in the row of threshold T (in threshold order), as :meth:`headline_node` reads it."""
+        rows: dict[float, dict[str, Any]] = {}
+        for path, value in values.items():
+            metric, _, threshold = path.partition(".")[2].partition("@")
+            t = next(x for x in SWEEP_THRESHOLDS if f"{x:.2f}" == threshold)
+            rows.setdefault(t, {"threshold": t})[metric] = value
+        return {"rows": [rows[t] for t in SWEEP_THRESHOLDS if t in rows]}
 
     @classmethod
     def headline_node(cls, report: Mapping[str, Any], path: str) -> tuple[Any, str]:
@@ -10315,8 +10376,7 @@ def _score_file(config: RunConfig, families: Sequence[MetricFamily], similarity:
                          duplicate_ids=config.duplicate_ids, limit=config.limit, pred_field=config.pred_field,
                          gold_field=config.gold_field, join=config.join, map_ranges=worker_map(workers),
                          ignore_extra_predictions=config.ignore_extra_predictions, sample=config.sample)
-    for problem in loaded.problems:
-        log.warning("warning: %s", problem)
+    SampledSystem.warn(loaded.problems)
     profile = config.schema if config.schema != "auto" else detect_profile(g.items for g in _golds(loaded.entries))
     vocabulary, vocab_info = _vocabulary(relations, profile, config.vocabulary_flag)
     ontology = _load_ontology(relations, config.vocabulary_flag) if any(f.needs_ontology for f in families) else None
@@ -10899,6 +10959,20 @@ class SampledSystem:
                      "and the median of their weights, scored as a run of its own",
     }
 
+    #: The input problems already printed while the samples of one system are read (each
+    #: sample reads the file: a bad line is one warning, not one per sample); None otherwise.
+    warned: ClassVar[set[str] | None] = None
+
+    @staticmethod
+    def warn(problems: Sequence[str]) -> None:
+        """Print each input problem as a warning (stderr), once per system of several samples."""
+        for problem in problems:
+            if SampledSystem.warned is not None:
+                if problem in SampledSystem.warned:
+                    continue
+                SampledSystem.warned.add(problem)
+            log.warning("warning: %s", problem)
+
     @staticmethod
     def sample_config(config: RunConfig, **changes: Any) -> RunConfig:
         """The configuration of one sample's own run: the rows kept (the system's report
@@ -10910,18 +10984,24 @@ class SampledSystem:
                relations: Path | None) -> dict[str, Any]:
         """The report of one file: a single run's, or, when its lines carry several
         ``sample`` labels (:class:`SampledInput`), the system of its samples (refused with
-        ``--shard``: a system of several samples is scored whole)."""
+        ``--shard`` and ``--per-entry-jsonl``, as for ``--pred NAME=A,B``: a system of
+        several samples is scored whole, its rows in its report)."""
         try:
             return evaluate_files(config, similarity, pred, gold, relations)
         except SampledInput as exc:
-            if config.shard is not None:
-                raise SampledInput(exc.path, exc.labels, "--shard is not available for a system of several samples "
-                                   "(score it whole)") from None
+            for flag, value in (("--shard", config.shard), ("--per-entry-jsonl", config.per_entry_jsonl)):
+                if value is not None:
+                    raise SampledInput(exc.path, exc.labels, f"{flag} is not available for a system of several "
+                                       "samples (score it whole: its rows are in its report)") from None
             runs = []
-            for label in exc.labels:
-                out: list[ScoredFile] = []
-                sub = SampledSystem.sample_config(config, sample=label)
-                runs.append((evaluate_files(sub, similarity, pred, gold, relations, out), out[0]))
+            SampledSystem.warned = set()
+            try:
+                for label in exc.labels:
+                    out: list[ScoredFile] = []
+                    sub = SampledSystem.sample_config(config, sample=label)
+                    runs.append((evaluate_files(sub, similarity, pred, gold, relations, out), out[0]))
+            finally:
+                SampledSystem.warned = None
             return SampledSystem.combine(config, runs, list(exc.labels))
 
     @staticmethod
@@ -10996,17 +11076,32 @@ class SampledSystem:
     @staticmethod
     def check_gold(reports: Sequence[Mapping[str, Any]], scored: Sequence[ScoredFile],
                    labels: Sequence[int | str]) -> None:
-        """Combined files: every sample's gold entries are the same (InputError naming the
-        ids whose gold differs)."""
-        hashes = [((r["summary"].get("inputs") or {}).get("gold_content") or {}).get("sha256") for r in reports]
-        if len(set(hashes)) < 2:
-            return
-        digests = [gold_entry_digests(_golds(f.entries or [])) for f in scored]
-        for label, mine in zip(labels[1:], digests[1:]):
-            differ = [i for i in dict.fromkeys([*digests[0], *mine]) if digests[0].get(i) != mine.get(i)]
-            if differ:
-                raise InputError(f"the samples {labels[0]} and {label} hold different gold for the same entries "
-                                 f"(ids {_ids_text(differ)}): the samples of one system answer the same gold entries")
+        """Combined files (each sample's lines hold its gold and prompt): every sample has
+        the same gold items (:func:`gold_entry_digests`) and the same prompt for each entry,
+        so that grounding and hallucination are checked against one prompt. InputError
+        naming the file and line of each of the two samples, the first id that differs
+        and every such id."""
+        if any((r["summary"].get("inputs") or {}).get("gold") for r in reports):
+            return  # a --gold file: one gold record per entry for every sample
+        paths = [(r["summary"]["inputs"].get("pred") or {}) for r in reports]
+        paths = [info.get("path") or info.get("name") for info in paths]
+        held = []
+        for f in scored:
+            golds = list(_golds(f.entries or []))
+            held.append((gold_entry_digests(golds), {(g.id if g.id is not None else g.line): g for g in golds}))
+        (base_digests, base), label0 = held[0], labels[0]
+        for label, path, (digests, mine) in zip(labels[1:], paths[1:], held[1:]):
+            for what, differs in (("gold", lambda i: base_digests[i] != digests[i]),
+                                  ("prompts", lambda i: base[i].prompt != mine[i].prompt)):
+                differ = [i for i in base if i in mine and differs(i)]
+                if differ:
+                    first, one = differ[0], len(differ) == 1
+                    raise InputError(
+                        f"{paths[0]}: line {base[first].line} ({SampledSystem.shown(label0)}) and "
+                        + ("" if path == paths[0] else f"{path}: ") + f"line {mine[first].line} "
+                        f"({SampledSystem.shown(label)}) hold different {what} for entry {first!r} ({len(differ)} "
+                        f"entr{'y differs' if one else 'ies differ'}: ids {_ids_text(differ)}): the samples of one "
+                        "system answer the same gold entries, each with one prompt")
 
     @staticmethod
     def consensus_items(answers: Sequence[Sequence[Any] | None], profile: str) -> list[Any]:
@@ -11054,7 +11149,8 @@ class SampledSystem:
                       families: Sequence[MetricFamily], summary: Mapping[str, Any]) -> dict[str, Any]:
         """The consensus scored as a run of its own (:meth:`consensus_items` per entry, the
         gold of the first sample's entry; the first sample's scoring context): its report,
-        ``per_entry`` in the aligned entry order."""
+        ``per_entry`` in the aligned entry order, each row with the consensus answer itself
+        (``triplets``: what was scored, so that a user can see it)."""
         ctx = scored[0].context
         tables = [f.entries for f in scored]
         assert ctx is not None and all(t is not None for t in tables)
@@ -11068,7 +11164,7 @@ class SampledSystem:
         run.gold_name = scored[0].gold_name
         source = ReportSource(ctx.similarity, ctx.align_accept, ctx.profile, scored[0].vocabulary)
         report = build_report([run], families, source, config=summary.get("config"))
-        report["per_entry"] = list(report["per_entry"])
+        report["per_entry"] = [{**row, "triplets": entry.pred.items} for row, entry in zip(report["per_entry"], entries)]
         return report
 
     @staticmethod
@@ -11085,10 +11181,57 @@ class SampledSystem:
     def estimates(records: Sequence[Any], families: Sequence[MetricFamily]) -> dict[str, float | None]:
         """Every headline number of one system from its per-entry records (each a mapping,
         or the list of the entry's samples'): :func:`headline_data` and the families'
-        headlines on the full sample (None = N/A)."""
+        headlines on the full sample (None = N/A). A family that averages its columns by
+        the plain mean (no :meth:`MetricFamily.sample_weights` of its own: every
+        family but hgr) has headlines that are ratios of column sums, which a common
+        factor does not move, so its numbers from the averaged columns are those of the
+        pooled samples: they are taken from its section (:meth:`MetricFamily.finish`) on
+        the exact merge of every record, one run's own arithmetic (an entry's exact sums
+        are never rounded to a column of floats first), so that k identical samples give
+        the single run's numbers bit for bit, as one record per entry gives that run's."""
         data = headline_data([records], families)
         values = headline_values(families, data.sums(data.sliced[0].sum(axis=0)[None, :]))
-        return {path: None if math.isnan(v[0]) else float(v[0]) for path, v in values.items()}
+        out = {path: None if math.isnan(v[0]) else float(v[0]) for path, v in values.items()}
+        one = not records or isinstance(records[0], Mapping)
+        pooled = [f for f in families if one or type(f).sample_weights is MetricFamily.sample_weights]
+        if pooled and records:
+            def kept(record: Mapping[str, Record]) -> dict[str, Record]:  # an entry's rows, once per sample: left out
+                return {f.name: SampledSystem.without(record[f.name], f.disjoint_keys) for f in pooled
+                        if f.name in record}
+            sections = _sections(pooled, merge_records(pooled, (kept(r) for r in records) if one else
+                                                       (kept(r) for entry in records for r in entry)))
+            for family in pooled:  # a family with tables and no columns (sweep): its section alone
+                report = {family.key: sections[family.name]}
+                for path in family.headline_paths():
+                    if path in out or type(family).headlines is MetricFamily.headlines:
+                        out[path] = metric_value(report, path)
+        return out
+
+    @staticmethod
+    def pooled_section(report: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+        """The whole report section of the plain-mean family ``name`` (no
+        :meth:`MetricFamily.sample_weights` of its own) for a system of several samples:
+        its :meth:`MetricFamily.finish` on the exact merge of every sample's statistics of
+        every entry (its counts are summed over the samples: divide by the sample count
+        for their mean; its ratios are the system's estimates, :meth:`estimates`). None
+        when the rows are not in the report or the family has its own sample weights."""
+        rows = report.get("per_entry")
+        family = FAMILIES[name]() if name in FAMILIES else None
+        if family is None or not isinstance(rows, list) or type(family).sample_weights \
+                is not MetricFamily.sample_weights:
+            return None
+        records = (records_from_json({name: SampledSystem.without(sample["stats"][name], family.disjoint_keys)})
+                   for row in rows for sample in row["samples"] if name in (sample.get("stats") or {}))
+        return _sections([family], merge_records([family], records))[name]
+
+    @staticmethod
+    def without(record: Any, keys: frozenset[str]) -> Any:
+        """``record`` without the keys ``keys`` at any depth (a family's
+        :attr:`MetricFamily.disjoint_keys`: per-entry rows, which the samples of one entry
+        share and which no headline number reads)."""
+        if not keys or not isinstance(record, Mapping):
+            return record
+        return {k: SampledSystem.without(v, keys) for k, v in record.items() if k not in keys}
 
     @staticmethod
     def sd(values: Sequence[float | None]) -> float | None:
@@ -11116,7 +11259,7 @@ class SampledSystem:
         ``estimate``, each sample's number (``per_sample``), their ``sd``, ``best_of_k`` and
         ``consensus``; ``variance_components`` of the macro composite; ``notes`` (what each
         means); ``runs`` (each sample's own report, without rows) and ``consensus_run``."""
-        headline = [f for f in families if type(f).headlines is not MetricFamily.headlines]
+        headline = [f for f in families if type(f).headlines is not MetricFamily.headlines or f.headline_paths()]
         records = [[records_from_json({f.name: r["stats"][f.name] for f in headline}) for r in row["samples"]]
                    for row in rows]
         estimate = SampledSystem.estimates(records, headline)
@@ -11178,14 +11321,15 @@ class SampledSystem:
     @staticmethod
     def sections(values: Mapping[str, float | None]) -> dict[str, dict[str, Any]]:
         """Report sections holding the headline numbers ``values`` at their paths (family
-        key -> nested mapping, as :func:`metric_value` reads them)."""
-        out: dict[str, dict[str, Any]] = {}
+        key -> its :meth:`MetricFamily.headline_section`, where :func:`metric_value` reads
+        them)."""
+        by_family: dict[str, dict[str, float | None]] = {}
         for path, value in values.items():
-            name, *parts = path.split(".")
-            node = out.setdefault(FAMILIES[name].key if name in FAMILIES else name, {})
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
+            by_family.setdefault(path.partition(".")[0], {})[path] = value
+        out: dict[str, dict[str, Any]] = {}
+        for name, own in by_family.items():
+            family = FAMILIES.get(name, MetricFamily)
+            out[family.key or name] = family.headline_section(own)
         return out
 
     @staticmethod
@@ -11246,10 +11390,12 @@ def _recorded_inputs(reports: Iterable[Mapping[str, Any]]) -> list[Path]:
     overwrite either."""
     paths = []
     for report in reports:
-        for info in ((report.get("summary") or {}).get("inputs") or {}).values():
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        samples = inputs.get("samples") if isinstance(inputs.get("samples"), list) else []
+        for info in [*inputs.values(), *samples]:  # a system of several samples: each sample's file
             if isinstance(info, Mapping) and isinstance(info.get("path"), str):
                 paths.append(Path(info["path"]))
-    return paths
+    return list(dict.fromkeys(paths))
 
 
 def _merged_title(report: Mapping[str, Any], paths: Sequence[Path] = ()) -> str:
@@ -13984,13 +14130,14 @@ def format_csv(report: Mapping[str, Any]) -> str:
             system = table.extras.get(name, (name, ""))[0]
             for path, _ in table.columns:
                 c = cells[path]
+                count = table.rows[system][path].samples if name in table.extras else c.samples  # k of best of k
                 writer.writerow([name, table.title, path, _csv_number(c.estimate),
                                  *(_csv_number(x) for x in (c.ci or (None, None))), _csv_number(c.delta),
                                  *(_csv_number(x) for x in (c.delta_ci or (None, None))),
                                  _csv_number(c.p_value), _csv_number(c.p_adjusted), str(c.significant).lower(),
                                  str(c.best).lower(), str(path in lower).lower(),
                                  " | ".join(notices.get(system, [])), comparison_notes, signature]
-                                + ([_csv_number(c.sd), str(c.samples)] if sampled else []))
+                                + ([_csv_number(c.sd), str(count)] if sampled else []))
     return buffer.getvalue()
 
 
@@ -14072,8 +14219,11 @@ def plots_missing() -> str | None:
 
 class SampledPlot:
     """What the plots draw of a system of several samples (README "Several samples per
-    prompt"): each sample's own sections (``samples.runs``) as mean ± sd over the samples
-    (error bars, a band), the per-entry composite as each entry's mean over its samples."""
+    prompt"): the system's numbers, those of every other output (the estimate: each
+    family's section on the pooled samples, :meth:`SampledSystem.pooled_section`, which
+    is what its averaged columns give; the report's estimates), with the standard
+    deviation of the samples' own numbers (error bars, a band); the per-entry composite as
+    each entry's mean over its samples."""
 
     @staticmethod
     def runs(report: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -14082,59 +14232,54 @@ class SampledPlot:
         return list(block["runs"]) if isinstance(block, Mapping) else None
 
     @staticmethod
-    def mean_sd(values: Iterable[float | None]) -> tuple[float | None, float]:
-        """(mean, standard deviation with divisor n - 1, 0.0 for fewer than two) of the
-        values that are not None; (None, 0.0) for none."""
-        xs = [v for v in values if v is not None]
-        if not xs:
-            return None, 0.0
-        return float(np.mean(xs)), SampledSystem.sd(xs) or 0.0
+    def sd(values: Iterable[float | None]) -> float:
+        """The standard deviation (divisor n - 1) of the values that are not None, 0.0 for
+        fewer than two."""
+        return SampledSystem.sd([v for v in values if v is not None]) or 0.0
 
     @staticmethod
     def label(name: str, report: Mapping[str, Any]) -> str:
-        """A legend's system name: ``ft (mean ± sd of 3 samples)`` for a system of several samples."""
+        """A legend's system name: ``ft (estimate ± sd of 3 samples)`` for a system of several samples."""
         block = report.get("samples")
-        return f"{name} (mean \u00b1 sd of {block['count']} samples)" if isinstance(block, Mapping) else name
+        return f"{name} (estimate \u00b1 sd of {block['count']} samples)" if isinstance(block, Mapping) else name
 
     @staticmethod
     def relations(report: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, float]] | None:
-        """relation -> its per-relation row (a system of several samples: gold count and the
-        mean F1 over the samples), and relation -> sd of the F1 (empty for one sample); None
-        without a per-relation section."""
-        runs = SampledPlot.runs(report) or [report]
+        """relation -> its per-relation row (a system of several samples: the pooled
+        samples' row, its F1 the estimate), and relation -> the sd of the samples' F1
+        (empty for one sample); None without a per-relation section."""
+        runs = SampledPlot.runs(report)
+        if runs is None:
+            return ({row["relation"]: row for row in report["per_relation"]["relations"]}, {}) \
+                if "per_relation" in report else None
+        pooled = SampledSystem.pooled_section(report, "per-relation")
         tables = [{row["relation"]: row for row in r["per_relation"]["relations"]} for r in runs if "per_relation" in r]
-        if not tables:
+        if pooled is None or not tables:
             return None
-        if len(runs) == 1:
-            return tables[0], {}
-        rows, spread = {}, {}
-        for rel in dict.fromkeys(rel for t in tables for rel in t):
-            mean, sd = SampledPlot.mean_sd((t.get(rel) or {}).get("f1") for t in tables)
-            rows[rel] = {"gold": next(t[rel]["gold"] for t in tables if rel in t), "f1": mean}
-            spread[rel] = sd
-        return rows, spread
+        rows = {row["relation"]: {**row, "gold": next(t[row["relation"]]["gold"] for t in tables if row["relation"] in t)}
+                for row in pooled["relations"]}
+        return rows, {rel: SampledPlot.sd((t.get(rel) or {}).get("f1") for t in tables) for rel in rows}
 
     @staticmethod
     def calibration(report: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-        """The calibration section to draw (a system of several samples: per bin the mean
-        accuracy and weight over the samples where it has predictions, ``spread`` the sd)
-        and the legend's numbers; None when N/A."""
+        """The calibration section to draw (a system of several samples: the pooled
+        samples' bins, each with ``spread``, the sd of the samples' accuracies where it has
+        predictions) and the legend's numbers (the estimates ± sd); None when N/A."""
         runs = SampledPlot.runs(report)
         if runs is None:
             section = report.get("calibration") or {}
             return (section, f"ECE {section['ece']:.3f}, Brier {section['brier']:.3f}, n {section['predictions']}"
                     ) if section.get("predictions") else None
-        sections = [r["calibration"] for r in runs if (r.get("calibration") or {}).get("predictions")]
-        if not sections:
+        pooled = SampledSystem.pooled_section(report, "calibration")
+        metrics = report["samples"]["metrics"]
+        if not (pooled or {}).get("predictions") or metrics.get("calibration.ece", {}).get("estimate") is None:
             return None
-        bins = []
-        for k, first in enumerate(sections[0]["bins"]):
-            own = [s["bins"][k] for s in sections if s["bins"][k]["count"]]
-            acc, sd = SampledPlot.mean_sd(b["accuracy"] for b in own)
-            bins.append({"low": first["low"], "count": len(own), "accuracy": acc, "spread": sd,
-                         "mean_weight": SampledPlot.mean_sd(b["mean_weight"] for b in own)[0]})
-        (ece, ece_sd), (brier, brier_sd) = (SampledPlot.mean_sd(s[k] for s in sections) for k in ("ece", "brier"))
-        return {"bins": bins}, f"ECE {ece:.3f} \u00b1 {ece_sd:.3f}, Brier {brier:.3f} \u00b1 {brier_sd:.3f}"
+        sections = [r["calibration"] for r in runs if (r.get("calibration") or {}).get("predictions")]
+        bins = [{**b, "spread": SampledPlot.sd(s["bins"][k]["accuracy"] for s in sections if s["bins"][k]["count"])}
+                for k, b in enumerate(pooled["bins"])]
+        ece, brier = metrics["calibration.ece"], metrics["calibration.brier"]
+        return {"bins": bins}, (f"ECE {ece['estimate']:.3f} \u00b1 {ece['sd'] or 0.0:.3f}, Brier "
+                                f"{brier['estimate']:.3f} \u00b1 {brier['sd'] or 0.0:.3f}")
 
     @staticmethod
     def composites(report: Mapping[str, Any]) -> list[float]:
@@ -14150,21 +14295,16 @@ class SampledPlot:
 
     @staticmethod
     def sweep(report: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The sweep section to draw (a system of several samples: per threshold the mean
-        entity and triplet F1 over the samples, with ``spread``: their sd); None without one."""
-        runs = SampledPlot.runs(report)
-        if runs is None:
+        """The sweep section to draw (a system of several samples: its estimates, each row
+        with ``spread``: the sd of the samples' entity and triplet F1); None without one."""
+        if SampledPlot.runs(report) is None:
             return report.get("sweep")
-        sections = [r["sweep"] for r in runs if "sweep" in r]
-        if not sections:
+        section, metrics = report.get("sweep"), report["samples"]["metrics"]
+        if not isinstance(section, Mapping):
             return None
-        rows = []
-        for k, first in enumerate(sections[0]["rows"]):
-            row: dict[str, Any] = {"threshold": first["threshold"], "spread": {}}
-            for key in ("entity_f1", "triplet_f1"):
-                row[key], row["spread"][key] = SampledPlot.mean_sd(s["rows"][k][key] for s in sections)
-            rows.append(row)
-        return {"rows": rows}
+        return {"rows": [{**row, "spread": {key: (metrics.get(f"sweep.{key}@{row['threshold']:.2f}") or {}).get("sd")
+                                            or 0.0 for key in ("entity_f1", "triplet_f1")}}
+                         for row in section["rows"]]}
 
 
 def _plot_per_relation(fig: Any, reports: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -14352,22 +14492,43 @@ class OutputMark:
              for kind, mark in (("page", PAGE), ("examples", EXAMPLES))}
 
     @staticmethod
-    def run_id(runs: Sequence[tuple[str | None, str | None]]) -> str:
+    def run_id(runs: Sequence[tuple[Any, str | None]]) -> str:
         """16 hex digits of the SHA-256 of the runs' inputs: per system, in order, the
         (predictions, gold) paths as ``summary.inputs`` records them (resolved; None for a
-        stream or no gold file): what names the run of a report (:func:`_run_inputs`)."""
+        stream or no gold file; a system of several sample files: the list of its files,
+        :meth:`recorded_pred`): what names the run of a report (:func:`_run_inputs`)."""
         return hashlib.sha256(json.dumps([list(r) for r in runs]).encode("utf-8")).hexdigest()[:16]
 
     @staticmethod
-    def report_runs(report: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
+    def recorded_pred(inputs: Mapping[str, Any]) -> Any:
+        """The predictions of one system as its ``summary.inputs`` records them, what names
+        them in a run's identity: the file's resolved path (``pred.path``; None for a
+        stream), or, for a system of several sample files (``samples`` of more than one
+        file), the list of the files' paths in sample order (the samples of one file with
+        a ``sample`` field are that file)."""
+        samples = inputs.get("samples")
+        if isinstance(samples, list) and all(isinstance(one, Mapping) for one in samples) \
+                and len({(one.get("path"), one.get("name")) for one in samples}) > 1:
+            return [one.get("path") for one in samples]
+        pred = inputs.get("pred")
+        return pred.get("path") if isinstance(pred, Mapping) else None
+
+    @staticmethod
+    def shown(preds: Any) -> str:
+        """How messages name the predictions of one system (:meth:`recorded_pred`): the
+        path, or a system's sample files ``(A, B, C)``."""
+        return f"({', '.join(map(str, preds))})" if isinstance(preds, list) else str(preds)
+
+    @staticmethod
+    def report_runs(report: Mapping[str, Any]) -> list[tuple[Any, str | None]]:
         """Per system of ``report`` (:func:`report_systems`), the (predictions, gold) paths
-        its ``summary.inputs`` records."""
+        its ``summary.inputs`` records (predictions: :meth:`recorded_pred`)."""
         out = []
         for sub in report_systems(report)[0].values():
             inputs = (sub.get("summary") or {}).get("inputs") or {}
-            out.append(tuple((info or {}).get("path") if isinstance(info, Mapping) else None
-                             for info in (inputs.get("pred"), inputs.get("gold"))))
-        return out  # type: ignore[return-value]
+            gold = inputs.get("gold")
+            out.append((OutputMark.recorded_pred(inputs), gold.get("path") if isinstance(gold, Mapping) else None))
+        return out
 
     @staticmethod
     def of_report(kind: str, report: Mapping[str, Any]) -> str:
@@ -14980,13 +15141,22 @@ a.ex { margin-right: 8px; }
                  ["pred", D.pred_classes, "predicted items: share of the items"]];
     sides.forEach(function (side) {
       var head = ["class"];
-      SYS.forEach(function (s) { head.push(s + " (report)", "share", "shown"); });
+      SYS.forEach(function (s) {
+        var er = own(D.errors, s);
+        if (er && er.samples) head.push(s + " (mean \u00b1 sd of " + er.samples + " samples)", "share (estimate \u00b1 sd)",
+                                        "shown (" + er.listed + "'s entries)");
+        else head.push(s + " (report)", "share", "shown");
+      });
+      function pm(x, sd, f) { return sd == null ? f(x) : f(x) + " \u00b1 " + f(sd); }
+      function count1(x) { return x == null ? "n/a" : x.toFixed(1); }
       var t = table(head, side[1].map(function (c) {
         var r = [link(word(c), {cls: side[0] + ":" + c, sys: "any"})];
         SYS.forEach(function (s, i) {
           var er = own(D.errors, s);
-          r.push(er ? link(String(er.counts[side[0]][c]), {cls: side[0] + ":" + c, sys: s}) : "n/a",
-                 er ? fmt(er[side[0]][c]) : "n/a", "");
+          var sd = er && er.sd;
+          r.push(er ? link(sd ? pm(er.counts[side[0]][c], sd.counts[side[0]][c], count1) : String(er.counts[side[0]][c]),
+                           {cls: side[0] + ":" + c, sys: s}) : "n/a",
+                 er ? (sd ? pm(er[side[0]][c], sd[side[0]][c], fmt) : fmt(er[side[0]][c])) : "n/a", "");
         });
         return r;
       }), "classes");
@@ -15325,10 +15495,8 @@ listed below)</p></section>
             "systems": names, "baseline": names[0] if len(names) > 1 else None,
             "headline": cls.headline(report), "adjusted_column": adjusted, "notices": cls.notices(report),
             "signature": signature,
-            "errors": {name: {k: sub["errors"][k] for k in ("counts", "gold", "pred")}  # the listed entries'
-                       for name, sub in ((n, SampledSystem.first_sample(r) if isinstance(r.get("samples"), Mapping)
-                                          else r) for n, r in systems.items())
-                       if isinstance(sub.get("errors"), Mapping)},
+            "errors": {name: classes for name, sub in systems.items()
+                       if (classes := cls.error_classes(sub)) is not None},
             "slices": cls.slices(report), "slice_columns": [list(c) for c in SLICE_COLUMNS],
             "examples": [{"title": s["title"], "ids": list(s["ids"])} for s in selections],
             "gold_classes": list(ERROR_GOLD_CLASSES), "pred_classes": list(ERROR_PRED_CLASSES),
@@ -15343,8 +15511,36 @@ listed below)</p></section>
                 f"{name}: the entries listed are those of "
                 + SampledSystem.sample_note({"label": systems[name]["samples"]["labels"][0],
                                              "count": systems[name]["samples"]["count"]})
-                + "; the numbers are the system's" for name in sampled]
+                + "; the numbers of the header and of the error-class tables are the system's (estimate ± sd over "
+                  "the samples), the class counts of the entries listed ('shown') are that sample's"
+                for name in sampled]
         return data
+
+    @staticmethod
+    def error_classes(sub: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the error-class tables show of one system (None: no errors section): its
+        ``counts``, ``gold`` and ``pred`` shares. A system of several samples: the
+        system's numbers (:meth:`SampledSystem.pooled_section`): each class's mean count
+        over the samples and its share (the estimate), with ``sd`` (the standard deviation
+        of the samples' own counts and shares), ``samples`` (their count) and ``listed``
+        (the sample whose entries the page lists: its "shown" counts)."""
+        block = sub.get("samples")
+        if not isinstance(block, Mapping):
+            return {k: sub["errors"][k] for k in ("counts", "gold", "pred")} if isinstance(sub.get("errors"),
+                                                                                         Mapping) else None
+        pooled = SampledSystem.pooled_section(sub, "errors")
+        runs = [run["errors"] for run in block["runs"] if isinstance(run.get("errors"), Mapping)]
+        if pooled is None or len(runs) != block["count"]:
+            return None
+        k = block["count"]
+        sides = (("gold", ERROR_GOLD_CLASSES), ("pred", ERROR_PRED_CLASSES))
+        return {"counts": {side: {c: pooled["counts"][side][c] / k for c in classes} for side, classes in sides},
+                **{side: {c: pooled[side][c] for c in classes} for side, classes in sides},
+                "sd": {"counts": {side: {c: SampledSystem.sd([r["counts"][side][c] for r in runs]) for c in classes}
+                                  for side, classes in sides},
+                       **{side: {c: SampledSystem.sd([r[side][c] for r in runs]) for c in classes}
+                          for side, classes in sides}},
+                "samples": k, "listed": SampledSystem.shown(block["labels"][0])}
 
     @classmethod
     def render(cls, data: Mapping[str, Any], title: str, inputs: Sequence[str] = (), mark: str = "") -> str:
@@ -15596,9 +15792,11 @@ class Examples:
 
     @staticmethod
     def system_lines(name: str, sub: Mapping[str, Any], ranked: int, selections: Mapping[str, list[str]],
-                     deltas: Sequence[float]) -> list[str]:
+                     deltas: Sequence[float], baseline_of: Mapping[str, Any] | None = None) -> list[str]:
         """The heading and first line of a system's part: its files, entries, how many are
-        ranked; in a comparison how many entries gained, lost, stayed the same."""
+        ranked; in a comparison how many entries gained, lost, stayed the same (against a
+        baseline of several samples, ``baseline_of`` its :meth:`SampledSystem.first_sample`
+        mark: against the sample whose entries are shown, named)."""
         inputs = (sub.get("summary") or {}).get("inputs") or {}
         files = " vs ".join(f"`{Examples.escape(info.get('name'))}`" for info in (inputs.get("pred"), inputs.get("gold"))
                             if isinstance(info, Mapping))
@@ -15611,6 +15809,9 @@ class Examples:
         if "gains" in selections:
             gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
             line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
+            if baseline_of is not None:
+                line += (f" (against the baseline's {SampledSystem.shown(baseline_of['label'])}, the first of its "
+                         f"{baseline_of['count']} samples, whose entries are shown; not its estimate)")
         return [f"## {Examples.escape(name)}", "", line + ".", ""]
 
 
@@ -15654,7 +15855,8 @@ def examples_markdown(report: Mapping[str, Any], k: int = DEFAULT_EXAMPLES_PER) 
     for name, sub in systems.items():
         base = values[baseline] if baseline is not None and name != baseline else {}
         deltas = [_ranking_value(v - base[key]) for key, v in values[name].items() if key in base]
-        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas)
+        lines += Examples.system_lines(name, sub, len(values[name]), selections[name], deltas,
+                                       systems[baseline].get("sample_of") if baseline is not None else None)
         for kind, _, _ in Examples.LISTS:
             if kind not in selections[name]:
                 continue
@@ -15762,12 +15964,16 @@ def config_signature(config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 def _inputs_signature(inputs: Sequence[Mapping[str, Any]]) -> list[str]:
     """``pred:`` (one short hash per system, ``+``-joined in system order; a system of
-    several sample files: its files' hashes, ``,``-joined), ``gold:`` and (when given)
+    several sample files: one hash per sample file, in sample order, ``,``-joined, a
+    repeated hash kept, so that files A,A,B and A,B,B differ), ``gold:`` and (when given)
     ``rel:`` of the relations/ontology input, from ``summary.inputs``; then, when a system
-    has several samples, ``samples:`` (each system's count, ``+``-joined)."""
+    has several samples, ``samples:`` (each system's count, ``+``-joined). A system whose
+    samples are the lines of one file (a ``sample`` field) has that file's hash."""
     def pred(i: Mapping[str, Any]) -> str:
-        files = list(dict.fromkeys(_short_hash(s) for s in i.get("samples") or ()))
-        return ",".join(files) if len(files) > 1 else _short_hash(i.get("pred"))
+        samples = i.get("samples") or ()
+        if len({(s.get("path"), s.get("name"), s.get("sha256")) for s in samples}) < 2:
+            return _short_hash(i.get("pred"))
+        return ",".join(_short_hash(s) for s in samples)
     items = [f"pred:{'+'.join(pred(i) for i in inputs)}", f"gold:{_short_hash(inputs[0].get('gold'))}"]
     if inputs[0].get("relations"):
         items.append(f"rel:{_short_hash(inputs[0]['relations'])}")
@@ -17798,8 +18004,7 @@ def _refuse_output_contradictions(args: argparse.Namespace) -> None:
         missing = plots_missing()
         if missing:
             raise InputError(missing)
-        if plots.exists() and not plots.is_dir():
-            raise InputError(f"--plots {plots}: not a directory (give the folder the plots go into)")
+        _check_plots_folder(plots)
     _refuse_html_contradictions(args)
 
 
@@ -17856,19 +18061,21 @@ class PredSpec(NamedTuple):
     paths: tuple[Path, ...]
     given: str
 
-    #: A system's name in ``NAME=...``: letters, digits and ``_ . + -`` (no ``/``, so a path
-    #: such as ``results/lr=1e-4.jsonl`` is never read as one).
-    NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+    #: A system's name in ``NAME=...``: letters and digits (Unicode: ``modèle``, ``模型``),
+    #: ``_``, ``.``, ``+`` and ``-`` (no ``/``, so a path such as ``results/lr=1e-4.jsonl`` is
+    #: never read as one).
+    NAME = re.compile(r"[\w.+-]+")
 
     @classmethod
     def parse(cls, text: str) -> "PredSpec":
         """Read one ``--pred`` argument. Plain when it starts with ``./`` (how a path holding
         ``=`` or ``,`` is written) or ``/``, or when the part before its first ``=`` is not a
-        NAME; else ``NAME=`` and the comma-separated parts after it, each a file or a glob
-        (expanded here, sorted; a part that names an existing file is taken as it is).
-        Raises InputError for an argument that is an existing file and reads as
-        ``NAME=...`` (write ``./PATH``), an empty part, ``-`` among the parts, a glob that
-        matches nothing, and a file named twice."""
+        NAME; else ``NAME=`` and the comma-separated parts after it (:meth:`parts`: ``,,``
+        is a comma inside a file name), each a file or a glob (expanded here, sorted; a
+        part that names an existing file is taken as it is). Raises InputError for an
+        argument that is an existing file and reads as ``NAME=...`` (write ``./PATH``), an
+        empty part, ``-`` among the parts, a glob that matches nothing (or whose folder
+        cannot be read), and a file named twice."""
         name, eq, rest = text.partition("=")
         if text.startswith(("./", "/")) or not eq or not cls.NAME.fullmatch(name):
             return cls(None, (Path(text),), text)
@@ -17877,22 +18084,62 @@ class PredSpec(NamedTuple):
                              f"(system {name!r}, sample files {rest!r}): write ./{text} for the file, or pick a "
                              "name that is not a file's")
         files: list[str] = []
-        for part in rest.split(","):
+        for part in cls.parts(rest):
             if not part or part == "-":
                 raise InputError(f"--pred {text}: {'an empty part' if not part else 'stdin (-)'} among the sample "
-                                 f"files of {name} (NAME=PATH[,PATH...]: each sample is a file)")
+                                 f"files of {name} (NAME=PATH[,PATH...]: each sample is a file; a comma inside a "
+                                 "file name is written ,,)")
             if any(ch in part for ch in "*?[") and not os.path.lexists(part):
-                import glob
-                matched = sorted(glob.glob(part))
-                if not matched:
-                    raise InputError(f"--pred {text}: the pattern {part!r} matches no file")
-                files += matched
+                files += cls.matches(text, part)
             else:
                 files.append(part)
         twice = next((f for f in files if files.count(f) > 1), None)
         if twice is not None:
             raise InputError(f"--pred {text}: the file {twice} is named twice (each sample of {name} is one file)")
         return cls(name, tuple(Path(f) for f in files), text)
+
+    @staticmethod
+    def parts(rest: str) -> list[str]:
+        """The sample files of ``NAME=rest``: split at each ``,``, a doubled ``,,`` standing
+        for a comma inside a file name (``a,,b.jsonl,c.jsonl``: ``a,b.jsonl`` and ``c.jsonl``)."""
+        out, current, i = [], [], 0
+        while i < len(rest):
+            if rest[i] == ",":
+                if rest[i + 1:i + 2] == ",":
+                    current.append(",")
+                    i += 2
+                    continue
+                out.append("".join(current))
+                current = []
+            else:
+                current.append(rest[i])
+            i += 1
+        return [*out, "".join(current)]
+
+    @staticmethod
+    def matches(text: str, pattern: str) -> list[str]:
+        """The files a glob part matches, sorted; InputError naming the argument when none
+        does, saying so when the folder searched cannot be read."""
+        import glob
+        matched = sorted(glob.glob(pattern))
+        if matched:
+            return matched
+        folder = os.path.dirname(pattern) or "."
+        if not any(ch in folder for ch in "*?[") and os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
+            raise InputError(f"--pred {text}: the folder {folder} of the pattern {pattern!r} cannot be read "
+                             "(Permission denied), so no file can match it")
+        raise InputError(f"--pred {text}: the pattern {pattern!r} matches no file")
+
+    @staticmethod
+    def check_once(spec: "PredSpec") -> None:
+        """Each sample file of ``spec`` once: two parts that are one file (another spelling,
+        ``a/../a``, or a link to it: the same file, :func:`_same_file`) are an InputError
+        naming both spellings."""
+        for i, path in enumerate(spec.paths):
+            other = next((q for q in spec.paths[:i] if _same_file(q, path)), None)
+            if other is not None:
+                raise InputError(f"--pred {spec.given}: the file {other} is named twice (as {other} and {path}; each "
+                                 f"sample of {spec.name} is one file)")
 
     @staticmethod
     def check(specs: Sequence["PredSpec"], args: argparse.Namespace) -> None:
@@ -17906,10 +18153,22 @@ class PredSpec(NamedTuple):
                                  "too: give the names one way (NAME= on every --pred, or --name once per system)")
             if len(spec.paths) < 2:
                 continue
+            hint = " (its parts are split at each ','; a comma inside a file name is written ,,)" \
+                if "," in spec.given else ""
+            for path in spec.paths:  # each sample file readable, before the first is scored
+                try:
+                    os.stat(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    raise InputError(f"--pred {spec.given}: no such file: {path}{hint}") from None
+                except OSError as exc:  # a folder on the way that cannot be searched
+                    raise InputError(f"--pred {spec.given}: {path}: {exc.strerror or exc}") from None
+                if path.is_file() and not os.access(path, os.R_OK):
+                    raise InputError(f"--pred {spec.given}: {path}: Permission denied")
             folder = next((p for p in spec.paths if p.is_dir()), None)
             if folder is not None:
                 raise InputError(f"--pred {spec.given}: {folder} is a directory; the samples of a system are files "
-                                 "(a directory run is one system of one sample)")
+                                 f"(a directory run is one system of one sample){hint}")
+            PredSpec.check_once(spec)
             for flag, value in (("--shard", args.shard), ("--per-entry-jsonl", args.per_entry_jsonl)):
                 if value:
                     raise InputError(f"{flag} is not available for a system of several samples (--pred {spec.given}): "
@@ -18195,9 +18454,25 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     _check_writable_folder(path, flag)
 
 
-def _check_writable_folder(path: Path, flag: str) -> None:
+def _check_plots_folder(folder: Path) -> None:
+    """``--plots DIR`` checked before scoring, as the files of ``--report`` are
+    (:func:`_check_writable_folder`): DIR, when it exists, is a folder where a file can be
+    made; else its nearest existing folder is one where DIR can be created."""
+    try:
+        exists = folder.exists()
+    except OSError:  # a folder on the way that cannot be searched: named below
+        exists = False
+    if exists and not folder.is_dir():
+        raise InputError(f"--plots {folder}: not a directory (give the folder the plots go into)")
+    _check_writable_folder(folder / "plot.png", "--plots", folder)
+
+
+def _check_writable_folder(path: Path, flag: str, shown: Path | None = None) -> None:
     """The nearest existing folder of ``path`` is a folder where ``flag``'s file can be
-    made (:func:`_check_report_path`), else an InputError naming ``flag``."""
+    made (:func:`_check_report_path`), else an InputError naming ``flag`` and ``shown``
+    (default: ``path``)."""
+    name = path if shown is None else shown
+
     def seen(folder: Path) -> bool:  # False too where a folder above cannot be searched
         try:
             return folder.exists()
@@ -18207,16 +18482,16 @@ def _check_writable_folder(path: Path, flag: str) -> None:
     while not seen(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InputError(f"{flag} {path}: {parent} is not a directory")
+        raise InputError(f"{flag} {name}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{flag} {path}: {parent} is not writable")
+        raise InputError(f"{flag} {name}: {parent} is not writable")
     try:  # os.access says yes where writing fails (/proc, a read-only mount, root): try it
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         where = "create the folder" if parent != path.parent else "write"
-        raise InputError(f"{flag} {path}: cannot {where} in {parent}: {exc.strerror or exc}") from None
+        raise InputError(f"{flag} {name}: cannot {where} in {parent}: {exc.strerror or exc}") from None
 
 
 #: How a report of ours begins (:func:`report_chunks`, or the same JSON laid out by another
@@ -18296,14 +18571,17 @@ def _rows_of_report(path: Path, report_path: Path | None) -> bool:
     return named == str(path.resolve())
 
 
-def _recorded_pred_paths(path: Path) -> list[str | None] | None:
-    """The ``--pred`` paths recorded in the report at ``path`` (one per system), or None when
-    it cannot be read as a report of ours."""
+def _recorded_pred_paths(path: Path) -> list[Any] | None:
+    """The ``--pred`` paths recorded in the report at ``path`` (one per system; a system of
+    several sample files: the list of its files, :meth:`OutputMark.recorded_pred`), or None
+    when it cannot be read as a report of ours."""
     try:
         with open(path, "rb") as handle:
             data = ReportHead.read(handle.read())
         reports = list(data["systems"].values()) if "systems" in data else [data]
-        return [r["summary"]["inputs"]["pred"]["path"] for r in reports]
+        if any("path" not in r["summary"]["inputs"]["pred"] for r in reports):
+            return None
+        return [OutputMark.recorded_pred(r["summary"]["inputs"]) for r in reports]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -18331,7 +18609,8 @@ class _ReportDefault(NamedTuple):
     a file already there must hold to be replaced (:func:`_refuse_foreign_report`)."""
 
     path: Path
-    #: The predictions paths the run's report records (``summary.inputs.pred.path``), in order.
+    #: The predictions paths the run's report records (``summary.inputs.pred.path``; a system
+    #: of several sample files: the list of its files, :meth:`OutputMark.recorded_pred`), in order.
     preds: tuple[Any, ...]
     #: What the user may give instead, at the end of the refusal.
     options: str
@@ -18375,7 +18654,9 @@ def _single_report_default(config: RunConfig) -> _ReportDefault:
     options = _refuse_unnamed_default(config.preds or (config.pred,), shard=config.shard is not None)
     suffix = shard_suffix(*config.shard) if config.shard is not None else ""
     stem = config.pred_names[0] if config.pred_names and config.pred_names[0] is not None else config.pred.stem
-    return _ReportDefault(Path("reports") / f"{stem}{suffix}.json", (str(config.pred.resolve()),), options)
+    files = config.sample_files[0] if config.sample_files else (config.pred,)
+    preds = [str(p.resolve()) for p in files]
+    return _ReportDefault(Path("reports") / f"{stem}{suffix}.json", (preds if len(preds) > 1 else preds[0],), options)
 
 
 def _refuse_foreign_report(default: _ReportDefault) -> None:
@@ -18390,7 +18671,7 @@ def _refuse_foreign_report(default: _ReportDefault) -> None:
     else:
         held = recorded or None
     if held is None or held != list(default.preds):
-        was = (f"the report of {', '.join(map(str, held))}" if held
+        was = (f"the report of {', '.join(map(OutputMark.shown, held))}" if held
                else f"not a {PRODUCT} report" + (" with the --pred path" if default.single else ""))
         raise InputError(f"default report path {default.path} exists and is {was}; refusing to overwrite it: "
                          f"{default.options}")
@@ -18465,19 +18746,29 @@ def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
             signatures = [summary["signature"], str((report.get("comparison") or {}).get("signature") or "")]
             resampling = [item for sig in signatures for item in sig.split("|")
                           if item.split(":", 1)[0] in _RESAMPLING_KEYS]
-            runs.append((inputs["pred"]["path"], gold.get("path") if isinstance(gold, Mapping) else None,
+            if "path" not in inputs["pred"]:
+                return None
+            runs.append((OutputMark.recorded_pred(inputs), gold.get("path") if isinstance(gold, Mapping) else None,
                          {k: v for k, v in config.items() if k != "versions"}, resampling))
         return runs
     except (KeyError, TypeError, AttributeError):
         return None
 
 
-def _run_inputs(config: RunConfig, pred: Path | None) -> tuple[str | None, str | None]:
-    """The (predictions, gold) paths a report of this run will record (``summary.inputs``:
-    resolved, None for a stream or no gold file), for :func:`_refuse_replacing_another_run`."""
+def _run_inputs(config: RunConfig, files: Sequence[Path]) -> tuple[Any, str | None]:
+    """The (predictions, gold) paths a report of the system whose sample files are
+    ``files`` (one for a single run) will record (``summary.inputs``: resolved, None for a
+    stream or no gold file; several sample files: the list of their paths,
+    :meth:`OutputMark.recorded_pred`), for :func:`_refuse_replacing_another_run`."""
     def recorded(path: Path | None) -> str | None:
         return str(path.resolve()) if path is not None and (path.is_file() or path.is_dir()) else None
-    return recorded(pred), recorded(config.gold)
+    preds = [recorded(path) for path in files]
+    return preds if len(preds) > 1 else preds[0], recorded(config.gold)
+
+
+def _system_files(config: RunConfig) -> list[tuple[Path, ...]]:
+    """Per ``--pred``, its sample files (one for a plain path)."""
+    return list(config.sample_files or tuple((p,) for p in (config.preds or (config.pred,))))
 
 
 def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: Mapping[str, Any] | None = None,
@@ -18511,7 +18802,7 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
             else new is not None and held == new)
     if same:
         return
-    preds = ", ".join(str(r[0]) for r in held)
+    preds = ", ".join(OutputMark.shown(r[0]) for r in held)
     gold = held[0][1]
     other_inputs = inputs is not None or new is None or [r[:2] for r in held] != [r[:2] for r in new]
     what = "other inputs" if other_inputs else "other options"
@@ -18696,7 +18987,7 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
         outcome.printed = True
         _write_run_examples(config, examples_of, outcome)
-        _write_run_plots(config, report, outcome)
+        _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
         _write_run_html(config, examples_of, titles, outcome)
         return 0
     if report_path is not None:
@@ -18720,7 +19011,8 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                   else " (no report written: --no-report)")) from None
     outcome.printed = True
     _write_run_examples(config, examples_of, outcome)
-    _write_run_plots(config, report, outcome)
+    # a system of several samples draws from its rows (the pooled samples), kept with --summary-only
+    _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
     _write_run_html(config, examples_of, titles, outcome)
     return 0
 
@@ -18847,7 +19139,19 @@ def _pred_systems(config: RunConfig, what: str) -> list[tuple[str, tuple[Path, .
     else:  # the systems that NAME= does not name: after their files
         stems = iter(system_names([paths[0] for paths, own in zip(files, given) if own is None]))
         names = [own if own is not None else next(stems) for own in given]
+        _refuse_name_clash(names, given, files)
     return [(name, paths, ", ".join(map(str, paths))) for name, paths in zip(names, files)]
+
+
+def _refuse_name_clash(names: Sequence[str], given: Sequence[str | None], files: Sequence[Sequence[Path]]) -> None:
+    """Without ``--name``: two systems with one name (``NAME=`` given twice, or a ``NAME=``
+    that is another file's stem) are an InputError saying where each name comes from."""
+    for name in sorted(n for n, k in Counter(names).items() if k > 1):
+        sources = [f"--pred {name}={','.join(str(p).replace(',', ',,') for p in paths)} (NAME=)" if own is not None
+                   else f"--pred {paths[0]} (its file's stem)"
+                   for n, own, paths in zip(names, given, files) if n == name]
+        raise InputError(f"two systems are named {name!r}: {' and '.join(sources)}; give each system its own name "
+                         "(another NAME=, or --name once per system)")
 
 
 def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
@@ -18864,15 +19168,17 @@ def run_systems(config: RunConfig, outcome: RunOutcome) -> int:
     for system in configs:  # files and directory runs do not mix: a file's --gold is a file
         _refuse_examples_here(config, _check_input_paths(system))
     report_path = _resolve_report_path(
-        config, lambda: _systems_report_default(config, names, [str(p.resolve()) for p in config.preds]),
-        (*config.preds, config.gold, config.vocabulary_path), [_run_inputs(config, p) for p in config.preds])
-    _check_audit_outputs(config, [_run_inputs(config, p) for p in config.preds])
+        config, lambda: _systems_report_default(config, names, [_run_inputs(config, files)[0]
+                                                                for files in _system_files(config)]),
+        (*config.preds, *(p for files in _system_files(config) for p in files[1:]), config.gold,
+         config.vocabulary_path), [_run_inputs(config, files) for files in _system_files(config)])
+    _check_audit_outputs(config, [_run_inputs(config, files) for files in _system_files(config)])
     options = comparison_options(config, len(names))
     assert options is not None
     similarity = build_similarity(config)
     systems: dict[str, dict[str, Any]] = {}
-    for name, system in zip(names, configs):
-        log.info("system %s: %s", name, system.pred)
+    for (name, _, shown), system in zip(systems_given, configs):
+        log.info("system %s: %s", name, shown)
         try:
             systems[name] = sign_report(score_system(system, similarity))
         except InputError as exc:
@@ -18932,7 +19238,7 @@ def run_compare(config: RunConfig, outcome: RunOutcome) -> int:
         raise InputError(f"--compare: {len(systems)} system in {', '.join(map(str, config.compare))}: give two or "
                          "more, or --bootstrap N for the intervals of one")
     names = list(systems)
-    pred_paths = [((r["summary"].get("inputs") or {}).get("pred") or {}).get("path") for r in systems.values()]
+    pred_paths = [OutputMark.recorded_pred((r["summary"].get("inputs") or {})) for r in systems.values()]
     report_path = _resolve_report_path(config, lambda: _systems_report_default(config, names, pred_paths),
                                        (*config.compare, *_recorded_inputs(systems.values())))
     _check_audit_outputs(config, OutputMark.report_runs({"systems": systems}), _recorded_inputs(systems.values()))
@@ -19021,10 +19327,10 @@ def _run_single(config: RunConfig, outcome: RunOutcome) -> int:
         raise InputError("--shard splits the entries of one file: with directories, run one job per ontology "
                          "file instead (or no --shard)")
     report_path = _resolve_report_path(config, lambda: _single_report_default(config),
-                                       (config.pred, config.gold, config.vocabulary_path),
-                                       [_run_inputs(config, config.pred)])
+                                       (*_system_files(config)[0], config.gold, config.vocabulary_path),
+                                       [_run_inputs(config, _system_files(config)[0])])
     _check_rows_path(config, report_path)
-    _check_audit_outputs(config, [_run_inputs(config, config.pred)])
+    _check_audit_outputs(config, [_run_inputs(config, _system_files(config)[0])])
     options = comparison_options(config, 1)
     (name, _, shown), = _pred_systems(config, "one --pred")
     names = [name]

@@ -29,7 +29,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 SHIM = '''"""kg-triplet-eval, editable install: runs {path} as this module (edits are live), from the
 bytecode cached in its __pycache__ (_kg_triplet_eval_editable.code)."""
 __file__ = {path!r}
-exec(__import__("_kg_triplet_eval_editable").code(__file__, __file__))
+exec(__import__("_kg_triplet_eval_editable").module_code(__name__, __file__))
 '''
 
 #: The .pth line (site runs a line that starts with "import"): a few comparisons in every
@@ -56,6 +56,11 @@ edit of any kind, even one within the same second, is seen) and gives
   (threads joined, atexit, streams flushed, the exit status of ``SystemExit``, a traceback
   and status 1, or death by SIGINT for an uncaught Ctrl-C). Anything unexpected before the
   file's first statement: the hook steps aside and the interpreter runs the script as always.
+
+Ctrl-C and SIGTERM while the launcher reads or compiles the program end the run as the
+program's own first statements would (:func:`hold_signals`: ``interrupted: no report
+written``, status 130; ``terminated: ...``, 143), so that only the interpreter's own start-up
+lies before the program holds its signals.
 """
 import sys
 
@@ -63,6 +68,55 @@ import sys
 SOURCE = @SOURCE@
 
 _ARMED = []
+
+
+def _signal_before_main(signum, frame):
+    """A signal while the program is being read or compiled (evaluate.py's handler of the same
+    name, for the time before it runs): nothing is written yet; leave with its line and status."""
+    import os
+    import signal
+    what = "interrupted" if signum == signal.SIGINT else "terminated"
+    os.write(2, (what + ": no report written\\n").encode())
+    os._exit(128 + signum)
+
+
+def hold_signals():
+    """Hold Ctrl-C and SIGTERM as the program does from its first statements
+    (:func:`_signal_before_main`); returns the handlers they replace. The test hook of
+    evaluate.py, ``KG_EVAL_TEST_SIGNAL_AT=launcher:SIGNAL``, then sends SIGNAL (before the
+    program is read and compiled: deterministic, no timer)."""
+    import os
+    import signal
+    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, _signal_before_main)
+    signal.signal(signal.SIGTERM, _signal_before_main)
+    for spec in os.environ.get("KG_EVAL_TEST_SIGNAL_AT", "").split(","):
+        phase, _, rest = spec.partition(":")
+        if phase == "launcher" and rest:
+            os.kill(os.getpid(), getattr(signal, "SIG" + rest.split(":")[0]))
+    return previous
+
+
+def _restore(previous):
+    import signal
+    signal.signal(signal.SIGINT, previous[0])
+    signal.signal(signal.SIGTERM, previous[1])
+
+
+def module_code(name, path):
+    """The module shim's code (:func:`code` of ``path``); when the module is the program (the
+    console script ``kg-triplet-eval`` imports it as ``kg_triplet_eval``, evaluate.py's
+    ``_AS_PROGRAM``), its signals held first (:func:`hold_signals`); a library import keeps
+    its handlers."""
+    import os
+    program = name == "kg_triplet_eval" and bool(sys.argv) and os.path.basename(sys.argv[0]) == "kg-triplet-eval"
+    previous = hold_signals() if program else None
+    try:
+        return code(path, path)
+    except BaseException:
+        if previous is not None:
+            _restore(previous)
+        raise
 
 
 def code(path, filename):
@@ -140,14 +194,18 @@ def _run_main(plain, path):
     """Run the script ``path`` (SOURCE, as the interpreter names it) in ``__main__`` from cached
     bytecode and end the process; returns (the interpreter then runs it itself) when anything
     fails before the script's first statement."""
+    previous = None
     try:
         import os
         main = sys.modules["__main__"]
         if os.path.realpath(path) != SOURCE or getattr(main, "__file__", None) != path:
             return
+        previous = hold_signals()  # from here on a signal ends the run as the program's would
         compiled = code(SOURCE, path)
         main.__dict__["__loader__"] = plain("__main__", path)
     except Exception:  # noqa: BLE001 - the interpreter compiles and runs the script as always
+        if previous is not None:
+            _restore(previous)
         return
     interrupted = False
     try:

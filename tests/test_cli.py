@@ -744,6 +744,38 @@ def test_html_and_examples_replace_only_their_own_runs_file(tmp_path, flag, kind
     assert rc == 2 and "exists and is not an " in err and "refusing to overwrite it" in err, err
 
 
+def test_a_run_of_several_samples_is_known_by_all_its_sample_files_in_order(tmp_path):
+    """--report (explicit and default), --html and --examples: the report, page or
+    examples file of m = (s0, s1) is replaced by the same command only: not by (s0, s1, s2),
+    (s0, s2) or (s1, s0), which start with the same file or hold the same ones, and a
+    plain run's report of s0 is not replaced by a system whose first sample is s0."""
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}])
+    s = [write_jsonl(tmp_path / f"s{k}.jsonl", [{"id": "r1", "triplets": [ACME_A] if k else []}]) for k in range(3)]
+    out = ("--html", tmp_path / "a.html", "--examples", tmp_path / "e.md")
+    first = ("--pred", f"m={s[0]},{s[1]}", "--gold", gold, "--no-embeddings", "--quiet")
+    assert run_main(*first, "--report", tmp_path / "r.json", *out)[0] == 0
+    assert run_main(*first, cwd=tmp_path)[0] == 0  # reports/m.json
+    held = {p: p.read_bytes() for p in (tmp_path / "r.json", tmp_path / "reports" / "m.json", *out[1::2])}
+    assert run_main(*first, "--report", tmp_path / "r.json", *out)[0] == 0  # the same command: its own files
+    assert run_main(*first, cwd=tmp_path)[0] == 0
+    two = f"({s[0]}, {s[1]})"
+    for files in ((s[0], s[1], s[2]), (s[0], s[2]), (s[1], s[0])):
+        other = ("--pred", "m=" + ",".join(map(str, files)), "--gold", gold, "--no-embeddings", "--quiet")
+        rc, _, err = run_main(*other, "--report", tmp_path / "r.json")
+        assert rc == 2 and f"is the report of another run ({two} vs {gold}; other inputs than this run)" in err, err
+        rc, _, err = run_main(*other, cwd=tmp_path)
+        assert rc == 2 and f"default report path reports/m.json exists and is the report of {two}; refusing" in err
+        for flag, path in zip(out[::2], out[1::2]):
+            rc, _, err = run_main(*other, "--no-report", flag, path)
+            assert rc == 2 and f"{flag} {path}: exists and is" in err and "of another run" in err, err
+    assert all(p.read_bytes() == b for p, b in held.items())
+    # a plain run's report of s0 is not the report of a system whose first sample is s0
+    plain = tmp_path / "plain.json"
+    assert run_main("--pred", s[0], "--gold", gold, "--no-embeddings", "--quiet", "--report", plain)[0] == 0
+    rc, _, err = run_main(*first, "--report", plain)
+    assert rc == 2 and f"is the report of another run ({s[0]} vs {gold}; other inputs than this run)" in err, err
+
+
 @pytest.mark.parametrize("flag", ["--html", "--examples"])
 def test_html_and_examples_never_replace_a_compared_reports_rows_or_a_merge_part(tmp_path, flag):
     """--compare: not the rows file of a compared report (read back, SHA-256 checked, so
@@ -769,12 +801,12 @@ def test_html_and_examples_never_replace_a_compared_reports_rows_or_a_merge_part
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
-@pytest.mark.parametrize("flag", ["--html", "--examples", "--report"])
+@pytest.mark.parametrize("flag", ["--html", "--examples", "--report", "--plots"])
 @pytest.mark.parametrize("mode", [0o555, 0o600])
 def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, mode):
     """A folder nobody may not write (0555) or not search (0600, no x): the option and the
     folder are named, before scoring (before: --html said "error: PATH: Permission denied"
-    for the folder without x, or failed after scoring)."""
+    for the folder without x, or failed after scoring; --plots failed after scoring)."""
     folder = Path(tempfile.mkdtemp(prefix="unwritable-"))
     try:
         os.chmod(folder, 0o755)
@@ -787,6 +819,34 @@ def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, 
         status, err = main_as_nobody("--pred", folder / "p.jsonl", "--gold", folder / "g.jsonl", "--no-embeddings",
                                      "--quiet", *(("--no-report",) if flag != "--report" else ()), flag, target)
         assert status == 2 and err.splitlines() == [f"error: {flag} {target}: {folder / 'out'} is not writable"], err
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+def test_a_glob_into_a_folder_that_cannot_be_read_says_so():
+    folder = Path(tempfile.mkdtemp(prefix="noread-"))
+    try:
+        os.chmod(folder, 0o755)
+        (folder / "runs").mkdir(mode=0o700)
+        shutil.copy(ROOT / FINETUNED, folder / "runs" / "s0.jsonl")
+        shutil.copy(ROOT / GOLD, folder / "g.jsonl")
+        os.chmod(folder / "g.jsonl", 0o644)
+        pattern = f"{folder / 'runs'}/*.jsonl"
+        status, err = main_as_nobody("--pred", f"m={pattern}", "--gold", folder / "g.jsonl", "--no-embeddings",
+                                     "--no-report")
+        assert status == 2 and err.splitlines() == [
+            f"error: --pred m={pattern}: the folder {folder / 'runs'} of the pattern {pattern!r} cannot be read "
+            "(Permission denied), so no file can match it"], err
+        # sample files named one by one: each checked before the first is scored, named (before: "no such file"
+        # for a folder that cannot be searched, or the second file's error after the first was scored)
+        shutil.copy(ROOT / FINETUNED, folder / "s1.jsonl")
+        os.chmod(folder / "s1.jsonl", 0o600)
+        for second in (folder / "runs" / "s0.jsonl", folder / "s1.jsonl"):
+            status, err = main_as_nobody("--pred", f"m={folder / 'g.jsonl'},{second}", "--gold", folder / "g.jsonl",
+                                         "--no-embeddings", "--no-report")
+            assert status == 2 and err.splitlines() == [
+                f"error: --pred m={folder / 'g.jsonl'},{second}: {second}: Permission denied"], err
     finally:
         shutil.rmtree(folder)
 

@@ -468,6 +468,22 @@ def test_every_number_changing_option_changes_the_signature(tmp_path):
     assert plain.endswith(f"|version:{ev.__version__}")
 
 
+def test_the_signature_of_a_system_of_samples_has_one_hash_per_sample_file_in_order():
+    def inputs(*files: str) -> dict:
+        samples = [{"label": f"s{k}", "name": f"s{k}.jsonl", "path": f"/r/s{k}.jsonl", "sha256": h * 8}
+                   for k, h in enumerate(files)]
+        return {"pred": samples[0], "gold": {"sha256": "g" * 8}, "samples": samples}
+    # files A, A, B and A, B, B give other numbers: their signatures differ (a repeated hash is kept)
+    aab, abb = ev._inputs_signature([inputs("a", "a", "b")]), ev._inputs_signature([inputs("a", "b", "b")])
+    assert aab[0] == "pred:aaaaaaaa,aaaaaaaa,bbbbbbbb" and abb[0] == "pred:aaaaaaaa,bbbbbbbb,bbbbbbbb"
+    assert ev._inputs_signature([inputs("a", "a", "a")])[:3] == ["pred:aaaaaaaa,aaaaaaaa,aaaaaaaa", "gold:gggggggg",
+                                                                "samples:3"]
+    # the samples of one file (a 'sample' field): that file's hash, once
+    one_file = {**inputs("a"), "samples": [{"label": s, "name": "all.jsonl", "path": "/r/all.jsonl", "sha256": "a" * 8}
+                                           for s in range(3)]}
+    assert ev._inputs_signature([one_file])[0] == "pred:aaaaaaaa"
+
+
 def test_comparison_signature_names_every_system_and_the_test_settings(runs):
     sig = runs["both"]["comparison"]["signature"]
     hashes = "+".join(_sha256(p)[:8] for p in (BASE, FINETUNED))

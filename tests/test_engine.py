@@ -664,6 +664,23 @@ def test_identical_samples_give_sd_0_and_the_single_sample_numbers(tmp_path):
     assert vc["within_entry"] == 0.0 and vc["within_share"] == 0.0
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_identical_samples_give_the_single_run_numbers_bit_for_bit_in_every_family(tmp_path, k):
+    """--metrics all (calibration's ECE and Brier, whose entries hold exact sums): the
+    estimate, each sample and best of k are the single run's numbers to the bit (before:
+    calibration.ece 0.4045454545454545 against the run's 0.40454545454545454, k = 2)."""
+    copies = [tmp_path / f"copy{s}.jsonl" for s in range(k)]
+    for copy in copies:
+        copy.write_bytes(SAMPLE_BASE.read_bytes())
+    many = _cli_report(tmp_path, "many", "--pred", "b=" + ",".join(map(str, copies)), "--gold", SAMPLE_GOLD,
+                       "--metrics", "all")
+    one = _cli_report(tmp_path, "one", "--pred", SAMPLE_BASE, "--gold", SAMPLE_GOLD, "--metrics", "all")
+    assert "calibration.ece" in many["samples"]["metrics"]
+    for path, m in many["samples"]["metrics"].items():
+        assert m["estimate"] == m["best_of_k"] == ev.metric_value(one, path), path
+        assert m["per_sample"] == [ev.metric_value(one, path)] * k, path
+
+
 def test_the_consensus_is_scored_as_a_run_of_its_own(tmp_path):
     rows = [{**json.loads(x), "sample": s} for s, path in enumerate((SAMPLE_FINETUNED, SAMPLE_BASE, SAMPLE_FINETUNED))
             for x in path.read_text().splitlines()]

@@ -315,3 +315,17 @@ def test_directory_mode_is_refused(tmp_path):
                           "--no-report", "--examples", tmp_path / "e.md")
     assert rc == 2 and "a directory (Text2KGBench) run's entries come from one file per ontology" in err, err
     assert not (tmp_path / "e.md").exists()
+
+
+def test_gains_against_a_baseline_of_several_samples_name_the_sample_they_count_against(tmp_path):
+    """The baseline mix = (base, finetuned): the examples show its first sample's entries,
+    so the gained/lost counts are against that sample, base, and the line says so (before:
+    the same counts, the baseline named as if they were the system's)."""
+    out = tmp_path / "ex.md"
+    rc, _, err = run_main("--pred", f"mix={BASE},{FINETUNED}", "--pred", FINETUNED, "--gold", GOLD, *FAST,
+                          "--bootstrap", "100", "--trials", "100", "--no-report", "--examples", out)
+    assert rc == 0, err
+    line = next(x for x in out.read_text(encoding="utf-8").splitlines() if "against the baseline" in x)
+    # the same counts as finetuned against base alone (test_the_lists_are_the_reports_worst_best_gains_and_losses)
+    assert line.endswith("against the baseline 19 gained, 5 lost, 1 unchanged (against the baseline's base, the "
+                         "first of its 2 samples, whose entries are shown; not its estimate).")

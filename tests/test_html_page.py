@@ -349,6 +349,55 @@ def test_counts_shown_equal_the_report(browser, sample):
     assert _console_errors(browser) == []
 
 
+@pytest.fixture(scope="module")
+def sampled_page(tmp_path_factory):
+    """base against mix = (base, finetuned): two samples of one system; report and page."""
+    folder = tmp_path_factory.mktemp("sampled-page")
+    rc, _, err = run_main("--pred", BASE, "--pred", f"mix={BASE},{FINETUNED}", "--gold", GOLD, *FAST,
+                          "--report", folder / "r.json", "--html", folder / "audit.html")
+    assert rc == 0, err
+    return load_report(folder / "r.json"), folder / "audit.html"
+
+
+def test_the_class_tables_of_a_system_of_samples_show_the_systems_numbers(sampled_page):
+    """Not its first sample's: the share is the estimate (the report's), the count the mean
+    over the samples, each with the sd of the samples' own; 'shown' counts the entries
+    listed, sample base's, and says so (before: the count 21 and share 0.2414 of base)."""
+    report, page = sampled_page
+    data = page_data(page.read_text())
+    mix, runs = data["errors"]["mix"], report["systems"]["mix"]["samples"]["runs"]
+    found = report["systems"]["mix"]["samples"]["metrics"]["errors.gold.found"]
+    # gold found: base 21, finetuned 59 of 87 valid gold triplets each: mean 40, share 80/174
+    assert [r["errors"]["counts"]["gold"]["found"] for r in runs] == [21, 59]
+    assert mix["counts"]["gold"]["found"] == 40.0 and mix["gold"]["found"] == 80 / 174 == found["estimate"]
+    assert mix["sd"]["counts"]["gold"]["found"] == ev.SampledSystem.sd([21, 59])  # 38 / sqrt 2
+    assert mix["sd"]["gold"]["found"] == found["sd"]
+    assert (mix["samples"], mix["listed"]) == (2, "base")
+    for side, classes in (("gold", ev.ERROR_GOLD_CLASSES), ("pred", ev.ERROR_PRED_CLASSES)):
+        for c in classes:  # every class: the pooled share, the mean count
+            n = [r["errors"]["counts"][side][c] for r in runs]
+            total = sum(r["errors"]["totals"]["gold_triplets" if side == "gold" else "pred_items"] for r in runs)
+            assert mix["counts"][side][c] == sum(n) / 2 and mix[side][c] == (sum(n) / total if total else 0.0)
+    assert data["errors"]["base"] == {k: report["systems"]["base"]["errors"][k] for k in ("counts", "gold", "pred")}
+    assert any("the numbers of the header and of the error-class tables are the system's" in n
+               for n in data["notices"])
+
+
+def test_the_class_tables_of_a_system_of_samples_in_the_browser(browser, sampled_page):
+    report, page = sampled_page
+    _open(browser, page)
+    heads = _text(browser, "#classes table:first-of-type th")
+    assert heads[:7] == ["class", "base (report)", "share", "shown", "mix (mean ± sd of 2 samples)",
+                         "share (estimate ± sd)", "shown (base's entries)"]
+    row = browser.find_element("css selector", 'td.live[data-sys="1"][data-key="gold:found"]').find_element(
+        "xpath", "..")
+    sd = ev.SampledSystem.sd([21, 59])
+    share = report["systems"]["mix"]["samples"]["metrics"]["errors.gold.found"]
+    assert [td.text for td in row.find_elements("css selector", "td")][4:7] == [
+        f"40.0 ± {sd:.1f}", f"{share['estimate']:.4f} ± {share['sd']:.4f}", "21"]
+    assert _console_errors(browser) == []
+
+
 def test_filter_and_search_show_the_right_entries(browser, sample):
     """Class filter predicted: novel grounded for finetuned (UI selects) lists exactly the
     entries whose finetuned rows have such an item; a search then narrows to those whose

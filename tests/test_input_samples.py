@@ -55,7 +55,8 @@ def test_a_glob_is_expanded_in_sorted_order(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, message", [
     ("ft=runs/none*.jsonl", "the pattern 'runs/none*.jsonl' matches no file"),
-    ("ft=a.jsonl,,b.jsonl", "an empty part among the sample files of ft"),
+    ("ft=a.jsonl,", "an empty part among the sample files of ft"),
+    ("ft=,a.jsonl", "an empty part among the sample files of ft"),
     ("ft=a.jsonl,-", "stdin (-) among the sample files of ft"),
     ("ft=a.jsonl,a.jsonl", "the file a.jsonl is named twice"),
 ])
@@ -63,6 +64,21 @@ def test_name_equals_refusals(tmp_path, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ev.InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
         ev.PredSpec.parse(text)
+
+
+def test_a_doubled_comma_is_a_comma_inside_a_sample_file_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert ev.PredSpec.parse("ft=./q,,r.jsonl,b.jsonl").paths == (Path("q,r.jsonl"), Path("b.jsonl"))
+    assert ev.PredSpec.parse("ft=a,,,b").paths == (Path("a,"), Path("b"))  # ",," then the separator
+    (tmp_path / "q,r.jsonl").write_text("{}\n")
+    assert ev.PredSpec.parse("ft=q,,*.jsonl").paths == (Path("q,r.jsonl"),)  # a glob holding a comma
+
+
+def test_unicode_letters_make_a_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("modèle", "模型-v2", "Qwen_0.6B+lora"):
+        assert ev.PredSpec.parse(f"{name}=a.jsonl,b.jsonl").name == name
+    assert ev.PredSpec.parse("runs/modèle=a.jsonl").name is None  # a "/": a path
 
 
 def test_an_existing_file_that_reads_as_name_equals_is_refused(tmp_path, monkeypatch):
@@ -82,6 +98,78 @@ def test_cli_refusals_of_a_named_system(tmp_path, extra, message):
     rc, out, err = run_main("--pred", f"ft={FINETUNED},{BASE}", "--gold", GOLD, "--no-embeddings", "--no-report",
                             *extra, cwd=tmp_path)
     assert rc == 2 and message in err, err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--shard", "1/2"], "--shard is not available for a system of several samples"),
+    (["--per-entry-jsonl", "rows.jsonl"], "--per-entry-jsonl is not available for a system of several samples"),
+])
+def test_cli_refusals_of_a_file_of_samples(tmp_path, extra, message):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r2", 0), _lines("r2", 1)])
+    rc, out, err = run_main("--pred", pred, "--gold", _gold(tmp_path), "--no-embeddings", "--quiet",
+                            "--report", tmp_path / "r.json", *extra, cwd=tmp_path)
+    assert rc == 2 and message in err and "(a 'sample' field: 0, 1)" in err, err
+    assert not (tmp_path / "rows.jsonl").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_name_equals_one_file_is_a_single_run_that_takes_shard_and_rows(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rc, out, err = run_main("--pred", f"one={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
+                            "--per-entry-jsonl", rows, "--report", tmp_path / "one.json", cwd=tmp_path)
+    assert rc == 0 and len(rows.read_text().splitlines()) == 25, err
+    rc, out, err = run_main("--pred", f"one={FINETUNED}", "--gold", GOLD, "--no-embeddings", "--quiet",
+                            "--shard", "1/2", cwd=tmp_path)
+    assert rc == 0 and (tmp_path / "reports" / "one.shard-1-of-2.json").is_file(), err
+
+
+def test_a_sample_file_is_checked_up_front_and_named_whole(tmp_path):
+    """A part that is no file (before: the directory ./q of ./q,r.jsonl, named 'q', or a
+    missing second file found after scoring the first) is refused naming the argument, the
+    part, and how a comma inside a name is written."""
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q,r.jsonl").write_text(FINETUNED.read_text())
+    rc, out, err = run_main("--pred", "m=./q,r.jsonl", "--gold", GOLD, "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 2 and err.splitlines()[-1] == (
+        "error: --pred m=./q,r.jsonl: no such file: r.jsonl (its parts are split at each ','; a comma inside a file "
+        "name is written ,,)"), err
+    rc, out, err = run_main("--pred", f"m=./q,,r.jsonl,{BASE}", "--gold", GOLD, "--no-embeddings", "--no-report",
+                            "--quiet", cwd=tmp_path)
+    assert rc == 0 and "samples 2 (q,r, base)" in out, err
+    rc, out, err = run_main("--pred", f"m={BASE},missing.jsonl", "--gold", GOLD, "--no-embeddings", "--no-report",
+                            cwd=tmp_path)
+    assert rc == 2 and f"--pred m={BASE},missing.jsonl: no such file: missing.jsonl" in err, err
+
+
+def test_the_same_sample_file_in_another_spelling_or_through_a_link_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(BASE)
+    for other in (f"{tmp_path}/d/../{os.path.relpath(BASE, tmp_path)}", str(link)):
+        rc, out, err = run_main("--pred", f"m={BASE},{other}", "--gold", GOLD, "--no-embeddings", "--no-report",
+                                cwd=tmp_path)
+        assert rc == 2 and err.splitlines()[-1] == (
+            f"error: --pred m={BASE},{other}: the file {BASE} is named twice (as {BASE} and {other}; each sample of "
+            "m is one file)"), err
+
+
+def test_systems_with_one_name_say_where_each_name_comes_from(tmp_path):
+    s2 = tmp_path / "finetuned.jsonl"
+    s2.write_text(FINETUNED.read_text())
+    rc, out, err = run_main("--pred", f"m={BASE},{FINETUNED}", "--pred", f"m={s2}", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", cwd=tmp_path)
+    assert rc == 2 and err.splitlines()[-1] == (
+        f"error: two systems are named 'm': --pred m={BASE},{FINETUNED} (NAME=) and --pred m={s2} (NAME=); give each "
+        "system its own name (another NAME=, or --name once per system)"), err
+    rc, out, err = run_main("--pred", f"finetuned={BASE},{FINETUNED}", "--pred", s2, "--gold", GOLD,
+                            "--no-embeddings", "--no-report", cwd=tmp_path)
+    assert rc == 2 and f"two systems are named 'finetuned': --pred finetuned={BASE},{FINETUNED} (NAME=) and " \
+        f"--pred {s2} (its file's stem)" in err and "--name 'finetuned' given" not in err, err
+
+
+def test_the_log_names_every_sample_file_of_a_system(tmp_path):
+    rc, out, err = run_main("--pred", BASE, "--pred", f"m={BASE},{FINETUNED}", "--gold", GOLD, "--no-embeddings",
+                            "--no-report", "--bootstrap", "100", "--trials", "100", cwd=tmp_path)
+    assert rc == 0 and f"system m: {BASE}, {FINETUNED}" in err.splitlines(), err
 
 
 def test_a_directory_is_not_a_sample(tmp_path):
@@ -149,10 +237,24 @@ def test_one_sample_reads_its_lines_and_a_missing_entry_is_missing(tmp_path):
     assert [(e.gold.id, e.pred.line) for e in zero.entries] == [("r1", 1), ("r2", 2)]
 
 
+def test_one_sample_written_as_an_integer_and_as_a_string_is_refused_naming_two_lines(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r2", 0), _lines("r1", 1), _lines("r2", "1")])
+    with pytest.raises(ev.InputError, match=r"p\.jsonl: lines 3 and 4 give the sample 1 once as the integer 1 and "
+                                            r"once as the string \"1\": two samples that print alike"):
+        ev.load_inputs(pred, _gold(tmp_path))
+
+
+def test_the_same_id_and_sample_twice_names_the_sample(tmp_path):
+    pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 0), _lines("r2", 0), _lines("r1", 1),
+                                              _lines("r2", 1)])
+    rc, out, err = run_main("--pred", pred, "--gold", _gold(tmp_path), "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{pred}: duplicate sample 0 prediction ids: 'r1'; pass --duplicate-ids" in err, err
+
+
 def test_the_same_id_and_sample_twice_is_a_duplicate(tmp_path):
     pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r1", 0, [ACME_B]),
                                               _lines("r2", 0), _lines("r2", 1)])
-    with pytest.raises(ev.InputError, match="duplicate prediction ids: 'r1'"):
+    with pytest.raises(ev.InputError, match="duplicate sample 0 prediction ids: 'r1'"):
         ev.load_inputs(pred, _gold(tmp_path), sample=0)
     first = ev.load_inputs(pred, _gold(tmp_path), sample=0, duplicate_ids="first")
     assert first.entries[0].pred.line == 1 and first.duplicates_dropped == 1
@@ -169,6 +271,62 @@ def test_a_combined_file_has_the_ids_of_every_line_in_every_sample(tmp_path):
     assert [(e.gold.id, e.gold.line, e.pred.status) for e in zero.entries] == [("r2", 1, "ok"), ("r1", 2, "missing")]
     one = ev.load_inputs(path, None, sample=1)
     assert [(e.gold.id, e.gold.line, e.pred.items) for e in one.entries] == [("r2", 3, []), ("r1", 2, [ACME_A])]
+
+
+def test_skip_bad_gold_leaves_an_entry_out_of_every_sample_when_one_of_its_lines_is_bad(tmp_path):
+    """Line 3 (r1, sample 1) has gold null: its answer is not scored as missing against
+    the other lines' gold; r1 is left out of every sample, as a one-sample run leaves it
+    out, with one warning for the line and a notice naming the id and the line."""
+    rows = [{**gold_rec("r1", [ACME_A]), "pred_parsed": [ACME_A], "sample": 0},
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B], "sample": 0},
+            {**gold_rec("r1", None), "pred_parsed": [ACME_A], "sample": 1},  # type: ignore[arg-type]
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [], "sample": 1},
+            {**gold_rec("r1", [ACME_A]), "pred_parsed": [], "sample": 2},
+            {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B], "sample": 2}]
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    for sample in (0, 1, 2):
+        loaded = ev.load_inputs(path, None, sample=sample, skip_bad_gold=True)
+        assert [e.gold.id for e in loaded.entries] == ["r2"]
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", path, "--no-embeddings", "--skip-bad-gold", "--report", report)
+    assert rc == 0, err
+    data = json.loads(report.read_text())
+    assert [r["id"] for r in data["per_entry"]] == ["r2"]
+    assert [s["parse_status"] for s in data["per_entry"][0]["samples"]] == ["ok", "ok", "ok"]  # none is missing
+    # r2: samples 0 and 2 found B, sample 1 predicted nothing: entity F1 1, 0, 1
+    assert data["samples"]["metrics"]["hgr.micro.entity_f1"]["per_sample"] == [1.0, 0.0, 1.0]
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len([w for w in warnings if "line 3: gold triplets" in w]) == 1  # once, not once per sample
+    left_out = (f"{path}: 1 entry left out of every sample, because one of its lines has bad gold (excluded: "
+                "--skip-bad-gold; ids 'r1'; line 3): no sample is scored on it, as a run of one sample leaves such "
+                "an entry out")
+    assert [w for w in warnings if "left out of every sample" in w] == [f"warning: {left_out}"]
+    assert {"kind": "excluded_gold_line", "message": left_out} in data["summary"]["notices"]
+    assert not [n for n in data["summary"]["notices"] if n["kind"] == "missing_predictions"]
+
+
+def test_samples_of_one_entry_with_other_prompts_or_gold_are_refused_naming_file_lines_and_id(tmp_path):
+    """The samples of an entry answer one prompt (grounding is checked against it): one
+    file with a 'sample' field, or combined files as samples, refused as for other gold."""
+    def rows(prompt: str, gold=(ACME_A,)) -> list[dict]:
+        return [{**gold_rec("r1", list(gold), prompt), "pred_parsed": [ACME_A]},
+                {**gold_rec("r2", [ACME_B]), "pred_parsed": [ACME_B]}]
+    mixed = [{**row, "sample": s} for s, prompt in enumerate(("Acme Inc is in City Y.", "Acme Inc."))
+             for row in rows(prompt)]
+    path = write_jsonl(tmp_path / "c.jsonl", mixed)
+    rc, out, err = run_main("--pred", path, "--no-embeddings", "--no-report")
+    assert rc == 2 and err.splitlines()[-1] == (
+        f"error: {path}: line 1 (sample 0) and line 3 (sample 1) hold different prompts for entry 'r1' (1 entry "
+        "differs: ids 'r1'): the samples of one system answer the same gold entries, each with one prompt"), err
+    a = write_jsonl(tmp_path / "a.jsonl", rows("Acme Inc is in City Y."))
+    b = write_jsonl(tmp_path / "b.jsonl", rows("Acme Inc."))
+    rc, out, err = run_main("--pred", f"m={a},{b}", "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{a}: line 1 (a) and {b}: line 1 (b) hold different prompts for entry 'r1'" in err, err
+    g = write_jsonl(tmp_path / "g.jsonl", rows("Acme Inc is in City Y.", [ACME_B]))
+    rc, out, err = run_main("--pred", f"m={a},{g}", "--no-embeddings", "--no-report")
+    assert rc == 2 and f"{a}: line 1 (a) and {g}: line 1 (g) hold different gold for entry 'r1'" in err, err
+    same = write_jsonl(tmp_path / "same.jsonl", rows("Acme Inc is in City Y."))
+    assert run_main("--pred", f"m={a},{same}", "--no-embeddings", "--no-report")[0] == 0
 
 
 def test_a_combined_file_of_samples_needs_ids(tmp_path):
@@ -210,6 +368,7 @@ def test_the_cli_scores_a_file_of_samples_as_one_system(tmp_path):
 
 def test_a_file_of_samples_cannot_be_one_sample_of_another_system(tmp_path):
     pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 1), _lines("r2", 0), _lines("r2", 1)])
+    write_jsonl(tmp_path / "q.jsonl", [_lines("r1", 0), _lines("r2", 0)])
     rc, out, err = run_main("--pred", f"ft={pred},{pred.with_name('q.jsonl')}", "--gold", _gold(tmp_path),
                             "--no-embeddings", "--no-report")
     assert rc == 2 and "a file of several samples is a system of its own" in err, err

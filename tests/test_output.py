@@ -415,13 +415,19 @@ def test_a_plot_that_cannot_be_written_exits_2_naming_it_after_the_report_and_ta
     assert not [p for p in plots.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path):
+def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     folder = Path("/proc/sys")  # exists, is a directory, but no file can be created in it
     if not folder.is_dir():
         pytest.skip("needs Linux /proc/sys")
-    rc, out, err = run_main("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
-                            "--report", tmp_path / "r.json", "--plots", folder)
+    args = ("--pred", ROOT / "predictions" / "base.jsonl", "--gold", GOLD, "--no-embeddings",
+            "--report", tmp_path / "r.json", "--plots", folder)
+    rc, out, err = run_main(*args)  # refused before scoring, as --report and --html are
+    assert rc == 2 and err.startswith((f"error: --plots {folder}: cannot write in {folder}: ",  # as root
+                                       f"error: --plots {folder}: {folder} is not writable")) and out == ""
+    assert not (tmp_path / "r.json").exists()
+    monkeypatch.setattr(ev, "_check_plots_folder", lambda folder: None)  # a folder that fails only once written
+    rc, out, err = run_main(*args)
     assert rc == 2 and "cannot print the summary" not in err and "Traceback" not in err
     assert f"error: --plots {folder}: cannot write the plot {folder / 'per_relation_f1.png'}: " in err
     assert "report written to" in err and (tmp_path / "r.json").is_file() and "signature: " in out
@@ -724,10 +730,43 @@ def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_ever
     assert (base["sd"], base["samples"]) == ("", "1")
     extra = next(r for r in table if r["system"] == "ft: best of 3 (upper bound)" and r["metric"] == "hgr.macro.composite")
     assert float(extra["estimate"]) == m["best_of_k"]
+    # the labelled rows are of the system's 3 samples (before: samples=1), with no deviation of their own
+    assert {(r["samples"], r["sd"]) for r in table if r["system"].startswith("ft: ")} == {("3", "")}
     summary = json.loads(outs["json"])
     assert summary["systems"]["ft"]["metrics"]["hgr.macro.composite"]["sd"] == sd
     assert "sd" not in summary["systems"]["base"]["metrics"]["hgr.macro.composite"]
     assert summary["systems"]["ft"]["consensus"]["hgr.macro.composite"] == m["consensus"]
+
+
+def test_the_sweep_of_a_system_of_several_samples_shows_its_estimate_in_every_output(tmp_path):
+    """--sweep: the sweep cells of a system of samples are its estimate ± sd (the 0.80
+    entity row is hgr.micro.entity_f1's, 0.5399 ± 0.3010), never n/a with the other system
+    bold; CSV has its rows; the single-system summary lists them (before: n/a everywhere)."""
+    mix = f"mix={SAMPLE_BASE},{SAMPLE_FINETUNED}"
+    report = tmp_path / "r.json"
+    rc, text, err = run_main("--pred", mix, "--gold", GOLD, "--no-embeddings", "--sweep", "--report", report,
+                             "--quiet", cwd=tmp_path)
+    assert rc == 0, err
+    metrics = json.loads(report.read_text())["samples"]["metrics"]
+    sweep, micro = metrics["sweep.entity_f1@0.80"], metrics["hgr.micro.entity_f1"]
+    assert sweep == micro and f"{micro['estimate']:.4f} ± {micro['sd']:.4f}" == "0.5399 ± 0.3010"
+    assert all(metrics[f"sweep.{m}@{t:.2f}"]["estimate"] is not None for m in ("entity_f1", "triplet_f1")
+               for t in ev.SWEEP_THRESHOLDS)
+    assert re.search(r"^sweep\.entity_f1@0\.80 +0\.5399 ± 0\.3010 ", text, re.M), text
+    rc, md, err = run_main("--pred", SAMPLE_BASE, "--pred", mix, "--gold", GOLD, "--no-embeddings", "--no-report",
+                           "--sweep", "--bootstrap", "100", "--trials", "100", "--format", "markdown", cwd=tmp_path)
+    assert rc == 0, err
+    block = md.split("**threshold sweep: entity F1 (micro)**")[1]
+    row = next(line for line in block.splitlines() if line.startswith("| mix |"))
+    assert "n/a" not in row and "| **0.540 ± 0.301** |" in row
+    base = next(line for line in block.splitlines() if line.startswith("| base |"))
+    assert "**" not in base  # 0.309 < 0.540 at 0.80: base is bold nowhere
+    best = next(line for line in block.splitlines() if line.startswith("| mix: best of 2 (upper bound) |"))
+    assert "n/a" not in best
+    rc, out, err = run_main("--pred", mix, "--gold", GOLD, "--no-embeddings", "--no-report", "--sweep",
+                            "--format", "csv", cwd=tmp_path)
+    rows = [r for r in csv.DictReader(io.StringIO(out)) if r["metric"] == "sweep.entity_f1@0.80"]
+    assert [(r["system"], float(r["estimate"])) for r in rows][0] == ("mix", micro["estimate"])
 
 
 def test_the_audit_page_and_examples_of_a_system_of_several_samples(tmp_path):
@@ -762,5 +801,60 @@ def test_plots_of_a_system_of_several_samples(tmp_path):
                             tmp_path / "plots", cwd=tmp_path)
     assert rc == 0, err
     svg = (tmp_path / "plots" / "reliability_diagram.svg").read_text()
-    assert "ft (mean ± sd of 2 samples): ECE" in svg
+    assert "ft (estimate ± sd of 2 samples): ECE" in svg
     assert "each entry's mean over 2 samples" in (tmp_path / "plots" / "composite_distribution.svg").read_text()
+
+
+def test_the_plots_of_a_system_of_samples_draw_its_estimate(tmp_path):
+    """The reliability diagram, the per-relation F1 and the sweep of mix = (base,
+    finetuned) draw the pooled samples' numbers, those of a run of the 50 entries of both
+    (each entry once per sample: the reference), which the report and the tables show:
+    ECE 0.270 ± 0.134 (before: the samples' mean, 0.310), sweep entity F1 at 0.80 0.5399
+    (before: 0.5216)."""
+    rows = [(f"{json.loads(g)['id']}#{k}", json.loads(g), json.loads(p)) for k, path in enumerate((SAMPLE_BASE,
+            SAMPLE_FINETUNED)) for g, p in zip(GOLD.read_text().splitlines(), path.read_text().splitlines())]
+    gold50, pred50 = tmp_path / "gold50.jsonl", tmp_path / "pred50.jsonl"
+    gold50.write_text("".join(json.dumps({**g, "id": rid}) + "\n" for rid, g, _ in rows))
+    pred50.write_text("".join(json.dumps({**p, "id": rid}) + "\n" for rid, _, p in rows))
+    reports = {}
+    for name, pred, gold in (("pooled", pred50, gold50), ("mix", f"mix={SAMPLE_BASE},{SAMPLE_FINETUNED}", GOLD)):
+        reports[name] = tmp_path / f"{name}.json"
+        rc, out, err = run_main("--pred", pred, "--gold", gold, "--no-embeddings", "--quiet", "--sweep",
+                                "--metrics", "hgr,per-relation,calibration", "--report", reports[name],
+                                *(("--plots", tmp_path / "plots") if name == "mix" else ()), cwd=tmp_path)
+        assert rc == 0, err
+    pooled, mix = (json.loads(reports[n].read_text()) for n in ("pooled", "mix"))
+    section, numbers = ev.SampledPlot.calibration(mix)
+    assert [(b["accuracy"], b["mean_weight"]) for b in section["bins"]] == [
+        (b["accuracy"], b["mean_weight"]) for b in pooled["calibration"]["bins"]]
+    ece = mix["samples"]["metrics"]["calibration.ece"]
+    assert ece["estimate"] == pooled["calibration"]["ece"] and f"{ece['estimate']:.3f}" == "0.270"
+    assert numbers.startswith(f"ECE 0.270 ± {ece['sd']:.3f}, Brier ")
+    relations, spread = ev.SampledPlot.relations(mix)
+    assert {r: row["f1"] for r, row in relations.items()} == {
+        row["relation"]: row["f1"] for row in pooled["per_relation"]["relations"]}
+    assert {r: row["gold"] for r, row in relations.items()} == {  # each sample's gold support, not twice it
+        row["relation"]: row["gold"] for row in mix["samples"]["runs"][0]["per_relation"]["relations"]}
+    sweep = ev.SampledPlot.sweep(mix)["rows"]
+    assert [(r["entity_f1"], r["triplet_f1"]) for r in sweep] == [
+        (r["entity_f1"], r["triplet_f1"]) for r in pooled["sweep"]["rows"]]
+    at80 = next(r for r in sweep if r["threshold"] == 0.8)
+    assert at80["entity_f1"] == mix["samples"]["metrics"]["hgr.micro.entity_f1"]["estimate"]
+    assert at80["spread"]["entity_f1"] == mix["samples"]["metrics"]["hgr.micro.entity_f1"]["sd"]
+    assert "mix (estimate ± sd of 2 samples): ECE 0.270 ± " in (tmp_path / "plots" / "reliability_diagram.svg").read_text()
+
+
+def test_the_consensus_answer_of_each_entry_is_in_its_row(tmp_path):
+    """per_entry[i].consensus.triplets: the answer the consensus row scored (before: nowhere).
+    base and finetuned as 2 samples: the consensus keeps the keys both hold."""
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", f"mix={SAMPLE_BASE},{SAMPLE_FINETUNED}", "--gold", GOLD, "--no-embeddings",
+                            "--quiet", "--report", report, cwd=tmp_path)
+    assert rc == 0, err
+    rows = json.loads(report.read_text())["per_entry"]
+    answers = {name: {e.gold.id: e.pred.items for e in ev.load_inputs(path, GOLD).entries}
+               for name, path in (("base", SAMPLE_BASE), ("finetuned", SAMPLE_FINETUNED))}
+    for row in rows:
+        want = ev.SampledSystem.consensus_items([answers["base"][row["id"]], answers["finetuned"][row["id"]]], "hgr")
+        assert row["consensus"]["triplets"] == want, row["id"]
+    assert sum(len(row["consensus"]["triplets"]) for row in rows) > 0

@@ -421,6 +421,35 @@ def test_fast_start_ends_the_process_as_the_interpreter_does(prefix, tmp_path, m
     assert (proc.returncode, proc.stdout, proc.stderr) == (status, stdout, stderr)
 
 
+@pytest.mark.parametrize("sig, status, line", [("INT", 130, "interrupted: no report written"),
+                                              ("TERM", 143, "terminated: no report written")])
+@pytest.mark.parametrize("no_bytecode", [False, True])
+def test_a_signal_while_the_launcher_compiles_ends_the_run_as_the_programs_own(prefix, tmp_path, sig, status, line,
+                                                                             no_bytecode):
+    # The launcher holds the signals before it reads and compiles the program (the hook
+    # signals at that point: launcher:SIG), so a Ctrl-C there is the program's one line and
+    # 130, not a traceback through the launcher ("failed to set __main__.__loader__", status 1).
+    env = {k: v for k, v in os.environ.items() if k not in _FAST_ENV_DROP}
+    env.update(PYTHONPYCACHEPREFIX=str(prefix), KG_EVAL_TEST_SIGNAL_AT=f"launcher:{sig}")
+    if no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # compiled on every run: the longest window
+    (tmp_path / "g.jsonl").write_text(json.dumps({"id": "a", "triplets": [_TRIPLE_A]}) + "\n")
+    args = ["--pred", "g.jsonl", "--gold", "g.jsonl", "--no-embeddings", "--report", "r.json"]
+    proc = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert (proc.returncode, proc.stderr.splitlines()) == (status, [line]) and not (tmp_path / "r.json").exists()
+    script = Path(sys.executable).parent / "kg-triplet-eval"  # the editable install's console script: the shim
+    if script.exists():
+        proc = subprocess.run([str(script), *args], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              env=env)
+        assert (proc.returncode, proc.stderr.splitlines()) == (status, [line]), proc.stderr
+    # the shim imported as a library: the handlers stay Python's, the hook sends nothing
+    probe = "import signal, kg_triplet_eval; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert (proc.returncode, proc.stdout) == (0, "True\n"), proc.stderr
+
+
 def test_launcher_code_sees_an_edit_within_the_same_second(launcher, tmp_path, monkeypatch):
     # Same size, same mtime (set back): an mtime-based pyc would run the old code; the
     # checked-hash pyc compares the source bytes.
