@@ -3273,6 +3273,22 @@ class JsonlReader:
         return JsonlLine(line_no, value, None)
 
     @staticmethod
+    def read_again(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        """:meth:`decode_line` of bytes that it read before without an error (a line kept
+        by :class:`LineStore`): the same value, with less work where it cannot differ. A
+        line without a run of 19 digits that orjson reads from its bytes is what
+        :meth:`loads` read from its text (orjson reads valid UTF-8 bytes as their decoded
+        text and refuses any other bytes; the trailing CR/LF that decode_line strips is
+        JSON whitespace), and its depth passed :meth:`depth_exceeds` before (the same
+        bytes); any other line is decoded again by :meth:`decode_line`."""
+        if raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0:
+            try:
+                return JsonlLine(line_no, orjson.loads(raw), None)
+            except orjson.JSONDecodeError:
+                pass
+        return JsonlReader.decode_line(raw, line_no, max_depth)
+
+    @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
         return (rec for rec, _, _, _ in JsonlReader.located(path, max_line_bytes, max_depth))
 
@@ -4065,7 +4081,7 @@ class LineStore:
         raw = self._file.read(self.size[index])
         line_no = self.line[index]
         same = len(raw) == self.size[index] and zlib.crc32(raw) == self.crc[index]
-        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if same else None
+        rec = JsonlReader.read_again(raw, line_no, JSONL_MAX_DEPTH) if same else None
         if rec is None or rec.error is not None:
             raise InputError(f"{self.path}: line {line_no} changed while the file was being evaluated; "
                              "run again on a file that stays the same")
@@ -8898,6 +8914,10 @@ class RowSpool:
 
     FORMS = ("report", "lines")
     _SEPARATORS = {"report": b",\n    ", "lines": b""}
+    #: Bytes buffered before a write to the spool's file: rows are a few KB, and the default
+    #: buffer (8 KB) made nearly every row a system call of its own (a third of the CPU
+    #: time of spooling them).
+    BUFFER = 1 << 20
 
     def __init__(self, folder: Path | None = None, form: str = "report", memory: bool = False) -> None:
         if form not in self.FORMS:
@@ -8911,7 +8931,8 @@ class RowSpool:
             self._write = self._file.write
         else:
             try:
-                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder,
+                                                         buffering=self.BUFFER)
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder) from None
             self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
@@ -16844,14 +16865,17 @@ class ReportHead:
         return msgspec.defstruct("ReportHead", fields)
 
     @staticmethod
-    def read(raw: bytes) -> Any:
+    def read(raw: bytes, utf8_checked: bool = False) -> Any:
         """What ``json.loads(raw.decode("utf-8"))`` gives as far as :func:`_report_runs`
         can tell: for a JSON object, a dict of its :data:`KEYS` that it has (each value
         exactly as json.loads reads it, the last of repeated keys), else the value itself.
         msgspec checks the whole text as RFC 8259 JSON and skips every other value
         without building it; text that msgspec refuses (not an object, or what json reads
         and msgspec does not: ``NaN``, a lone surrogate escape) is read by ``json.loads``,
-        which gives the value or the error.
+        which gives the value or the error. Bytes that are all ASCII are UTF-8 as they are
+        (no decoding: the text's characters are the bytes); others are decoded first, as
+        strictly as the text-mode read of a JSON file (msgspec does not check the UTF-8 of
+        the values it skips), unless ``utf8_checked`` (the caller decoded them already).
 
         Raises:
             ValueError: the bytes are not UTF-8 (UnicodeDecodeError) or not JSON
@@ -16860,14 +16884,61 @@ class ReportHead:
         """
         import msgspec
 
-        text = raw.decode("utf-8")  # strict: the text-mode read of a JSON file (its CR/LF are whitespace)
+        if not utf8_checked and not raw.isascii():
+            raw.decode("utf-8")  # strict: its CR/LF are whitespace to both decoders
         try:
             head = msgspec.json.decode(raw, type=ReportHead._struct())
         except msgspec.DecodeError:  # ValidationError (not an object) included
-            value = json.loads(text)
+            value = json.loads(raw.decode("utf-8"))
             return {key: value[key] for key in ReportHead.KEYS if key in value} if isinstance(value, dict) else value
         return {key: json.loads(bytes(value).decode("utf-8")) for key in ReportHead.KEYS
                 if (value := getattr(head, key)) is not msgspec.UNSET}
+
+    #: :meth:`runs` of an empty report file (only whitespace): it may be replaced.
+    EMPTY: ClassVar[list[Any]] = []
+    #: A file whose last change (mtime or ctime) is less than this many nanoseconds older
+    #: than the start of its reading could still change within the same timestamp tick
+    #: without its stat showing it (git's "racily clean" entries): its runs are not kept.
+    RACY_NS = 3_000_000_000
+    #: (st_dev, st_ino) -> (size, mtime_ns, ctime_ns, runs) of the report files read.
+    _kept: ClassVar[dict[tuple[int, int], tuple[int, int, int, Any]]] = {}
+
+    @staticmethod
+    def runs(path: Path) -> Any:
+        """:func:`_report_runs` of the report file at ``path``: None when it cannot be read
+        (OSError), is not UTF-8 JSON (ValueError) or not a report of ours; :data:`EMPTY`
+        for an empty file (or only whitespace). A run reads the file once: the check before
+        scoring and the one before writing (:func:`_refuse_replacing_another_run`) of a
+        500 MB report would otherwise read, decode and parse it twice. The runs are kept
+        with the file's stat (device, inode, size, mtime and ctime in nanoseconds; any
+        write changes the ctime, and a replaced file has another inode) and given again
+        only while the file has that stat, and only for a file last changed
+        :data:`RACY_NS` or more before it was read (a change within the same tick of the
+        file system's clock would leave the stat as it was)."""
+        try:
+            st = os.stat(path)
+            ident, shape = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            kept = ReportHead._kept.get(ident)
+            if kept is not None and kept[:3] == shape:
+                return kept[3]
+            started = time.time_ns()
+            with open(path, "rb") as handle:
+                raw = handle.read()
+            if raw.isascii():
+                blank = ReportHead._BLANK.fullmatch(raw) is not None
+            else:  # strict: a UnicodeDecodeError is a ValueError
+                text = raw.decode("utf-8")
+                blank = not text or text.isspace()   # text.strip() == "", without its copy
+                del text
+            runs: Any = ReportHead.EMPTY if blank else _report_runs(ReportHead.read(raw, utf8_checked=True))
+        except (OSError, ValueError):
+            return None
+        if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:
+            ReportHead._kept[ident] = (*shape, runs)
+        return runs
+
+    #: ASCII text that ``str.strip`` leaves empty (the ASCII characters ``str.isspace`` holds).
+    _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*")
 
 
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
@@ -16916,15 +16987,9 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     refuses other files before this). Raises InputError naming the run the file holds."""
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-        text = raw.decode("utf-8")  # strict: a UnicodeDecodeError is a ValueError
-        if not text.strip():
-            return
-        held = _report_runs(ReportHead.read(raw))
-    except (OSError, ValueError):
-        held = None
+    held = ReportHead.runs(path)
+    if held is ReportHead.EMPTY:
+        return
     if held is None:
         raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
                          "summary inputs, config and signature); refusing to overwrite it: remove it first or give "

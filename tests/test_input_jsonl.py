@@ -317,3 +317,36 @@ def test_ranges_equal_one_reading_property(tmp_path_factory, lines, last_end, bo
     rows, ranges = ranged(path, size, 40)
     check_ranges_cover(data, ranges)
     assert rows == list(ev.JsonlReader.located(path, 40, 20))
+
+
+# --- Reading a kept line again (JsonlReader.read_again: LineStore.value) ---
+
+
+def _check_read_again(raw: bytes) -> None:
+    """read_again of a line that decode_line reads without an error is that same value."""
+    first = ev.JsonlReader.decode_line(raw, 7, 20)
+    if first is None or first.error is not None:
+        return
+    again = ev.JsonlReader.read_again(raw, 7, 20)
+    assert again.error is None and again.line_no == 7
+    assert same_json(again.value, first.value), raw
+
+
+@pytest.mark.parametrize("line", [text for text, _ in SPECIAL_LINES] + [
+    '{"id": "a", "s": "caf\u00e9 \u2028 \U0001f600"}', '  {"a": 1}  ', '"x"', '7', 'null', '[]',
+    '{"id": 1234567890123456789}', '{"id": 123456789012345678}'])
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n", b"\r\r\n"])
+def test_read_again_equals_the_first_reading(line, end):
+    _check_read_again(line.encode("utf-8", "surrogatepass") + end)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12), ascii_only=st.booleans(), end=st.sampled_from([b"\n", b"\r\n", b""]))
+def test_read_again_equals_the_first_reading_property(value, ascii_only, end):
+    """Any JSON value json.dumps writes (NaN, Infinity, big integers, lone surrogates,
+    non-ASCII text included), as UTF-8 bytes: read_again gives decode_line's value."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    _check_read_again(text.encode("utf-8", "surrogatepass") + end)
