@@ -534,6 +534,8 @@ class OutputParser:
     def is_triplet_like(cls, item: Any) -> bool:
         """Cheap shape test used only to RANK candidates (no validation)."""
         if isinstance(item, dict):
+            if type(item) is dict and "source" in item and "target" in item:
+                return True     # the typed triplet: its keys are their own lower case
             keys = {str(k).lower() for k in item}
             return any(a in keys and b in keys for a, b in cls.TRIPLET_KEY_PAIRS)
         if isinstance(item, list):
@@ -543,6 +545,11 @@ class OutputParser:
     @classmethod
     def count_triplet_like(cls, items: list) -> int:
         return sum(1 for x in items if cls.is_triplet_like(x))
+
+    @classmethod
+    def has_triplet_like(cls, items: Iterable[Any]) -> bool:
+        """``count_triplet_like(items) > 0``, stopping at the first triplet-like item."""
+        return any(map(cls.is_triplet_like, items))
 
     @classmethod
     def items_from_value(cls, value: Any, _level: int = 0) -> list | None:
@@ -1636,17 +1643,24 @@ class Similarity:
         inlined, no memo entry for a pair they rule out) or, from that many pairs on, once
         per distinct pair of ``right``, from :meth:`matrix` (its bounds decided in numpy):
         the same values; ``field(b, y)`` is asked in ``left`` order only where that is not
-        0.0: the same indices.
+        0.0: the same indices. Below that many pairs, a pair of ``right`` whose ``x``
+        :meth:`_may_reach` rules out gets -1 without its row.
         """
         field = self.field
         if not self._plain():
             return [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
                     for x, y in right]
         if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS:
-            first = self._field_rows([a for a, _ in left], [x for x, _ in right])
-            seconds = [b for _, b in left]
-            return [next((i for i, row in enumerate(first) if row[j] > 0 and field(seconds[i], y) > 0), -1)
-                    for j, (_, y) in enumerate(right)]
+            firsts = [a for a, _ in left]
+            asked = [j for j, may in enumerate(self._may_reach([x for x, _ in right], firsts)) if may]
+            out = [-1] * len(right)
+            if asked:   # the others have field(a, x) = 0.0 for every a: -1
+                first = self._field_rows(firsts, [right[j][0] for j in asked])
+                seconds = [b for _, b in left]
+                for k, j in enumerate(asked):
+                    y = right[j][1]
+                    out[j] = next((i for i, row in enumerate(first) if row[k] > 0 and field(seconds[i], y) > 0), -1)
+            return out
         distinct = list(dict.fromkeys(right))            # equal pairs, equal answers
         first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
         found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
@@ -1670,6 +1684,19 @@ class Similarity:
         (the lexical backend), so that the shortcuts of :meth:`_field_rows` hold."""
         cls = type(self)
         return cls._gated is Similarity._gated and cls.field is Similarity.field and cls.relation is Similarity.relation
+
+    def _may_reach(self, strings: Sequence[str], others: Sequence[str]) -> list[bool]:
+        """For each of ``strings``, False when the cheap tests of :meth:`_field_rows` make
+        ``field(s, o)`` 0.0 for every one of ``others`` (the lexical backend itself): ``s``
+        equals none of them and is empty or, at a gate above 0.5, shares no token with any
+        of them (with the union of their token sets); True says nothing. A list of
+        len(strings) bools."""
+        if not self.threshold > 0.5:     # see _field_rows: below, a pair without a shared token may pass
+            return [True] * len(strings)
+        known = set(others)
+        token_set = self._token_set
+        union = frozenset().union(*map(token_set, known))
+        return [s in known or (bool(s) and not token_set(s).isdisjoint(union)) for s in strings]
 
     def _with_tokens(self, strings: Iterable[str]) -> list[tuple[str, frozenset[str], int, int]]:
         """(string, its token set (memoised), the set's size, the string's length) of each."""
@@ -1744,8 +1771,9 @@ class Similarity:
         a list of len(titles) bools. The lexical backend itself (:meth:`_plain`), below
         :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: title by title, stopping at the first hit,
         with the shortcuts of :meth:`_field_rows` (an equal pair is 1.0, "" too; a pair
-        without a shared token is 0.0 at a gate above 0.5; one below the first bound of
-        :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
+        without a shared token is 0.0 at a gate above 0.5, and a title without a token of
+        any of ``others`` (:meth:`_may_reach`) is decided at once; one below the first
+        bound of :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
         ``matrix(titles, others).any(axis=1)`` (an embedding backend: every string of the run
         is embedded already). The same answers either way."""
         if not titles or not others:
@@ -1753,10 +1781,15 @@ class Similarity:
         if not self._plain() or len(titles) * len(others) >= _LEXICAL_VECTOR_MIN_PAIRS:
             return self.matrix(titles, others).any(axis=1).tolist()
         memo_get, field, threshold = self._memo.get, self.field, self.threshold
+        may = self._may_reach(titles, others)
+        if not any(may):
+            return may
         right = self._with_tokens(dict.fromkeys(others))     # each distinct one once
         disjoint_below = threshold > 0.5                      # see _field_rows
         out = []
-        for a, ta, na, la in self._with_tokens(titles):
+        for a, ta, na, la in self._with_tokens([a for a, open_ in zip(titles, may) if open_]):
+            while not may[len(out)]:   # field(a, b) = 0.0 for every b (_may_reach)
+                out.append(False)
             hit = False
             for b, tb, nb, lb in right:
                 if a == b:
@@ -1773,7 +1806,7 @@ class Similarity:
                     hit = True
                     break
             out.append(hit)
-        return out
+        return out + [False] * (len(titles) - len(out))
 
     def _pair_rows(self, gold: Sequence[Triplet], preds: Sequence[Triplet]
                   ) -> tuple[list[list[float]], list[list[float]], list[list[float]]] | None:
@@ -1929,13 +1962,45 @@ class _SolverState(NamedTuple):
 
 
 def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverState:
-    """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
-    inf = math.inf
+    """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`):
+    :func:`_solve_rows` from the first row, whose opening rows are decided here in one step
+    each, with the same state, as long as each one's first minimum lies in a free column.
+
+    Why that is the algorithm's own step: while every row added so far went to its first
+    minimum at once, no column potential has moved from 0.0 (only the virtual column 0's),
+    and the next row i is untouched (u[i] = 0.0). Its first scan computes
+    ``(cost[i][j] - 0.0) - 0.0``, which is ``cost[i][j]`` itself; the running minimum,
+    replaced only by a strictly smaller value, ends at the row's first minimum j1 (what
+    ``min`` then ``index`` find: ``min`` keeps the first of equal values, ``index`` finds
+    the first value equal to it), delta = that value, ``u[i] += delta``, ``v[0] -= delta``;
+    a free j1 ends the search and the augmenting path is j1 alone (``way[j1]`` = 0):
+    ``p[j1] = i``. The first row whose first minimum is taken goes to the full step, from
+    that state (``way`` and ``minv`` are set anew in every row's first scan)."""
     u = [0.0] * (n + 1)
     v = [0.0] * (m + 1)
     p = [0] * (m + 1)      # p[j]: row assigned to column j (1-based, 0 = none)
-    way = [0] * (m + 1)
+    first = 1
     for i in range(1, n + 1):
+        row = cost[i - 1]
+        low = min(row)
+        j = row.index(low) + 1
+        if p[j]:
+            break
+        p[0] = p[j] = i
+        u[i] += low
+        v[0] -= low
+        first = i + 1
+    return _solve_rows(cost, n, m, _SolverState(p, u, v), first)
+
+
+def _solve_rows(cost: Sequence[Sequence[float]], n: int, m: int, state: _SolverState, first: int = 1) -> _SolverState:
+    """The pure-Python Hungarian algorithm's phases for rows ``first`` .. n, each added in
+    turn to ``state`` (updated in place and returned; from row 1 the state is all zeros:
+    the whole algorithm, the scalar reference)."""
+    inf = math.inf
+    p, u, v = state
+    way = [0] * (m + 1)
+    for i in range(first, n + 1):
         p[0] = i
         j0 = 0
         minv = [inf] * (m + 1)
@@ -2437,10 +2502,15 @@ def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
 
 def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: _SolverState) -> bool:
     """:func:`_padding_rows_keep_assignment` of a small matrix given as lists (the same
-    comparisons of the same float operations, without numpy's per-call set-up)."""
+    comparisons of the same float operations, without numpy's per-call set-up). When
+    every column potential is zero (either sign), ``(c - u[k]) - v[j] >= 0`` is
+    ``c - u[k] >= 0`` (subtracting a zero changes at most the sign of a zero result), and
+    ``c - u[k]`` rounded is non-decreasing in ``c``: a row's least cost decides it."""
     u, v = state.u, state.v
     if any(not x <= 0.0 for x in v[1:]):
         return False
+    if not any(v[1:]):
+        return all(min(row) - uk >= 0.0 for row, uk in zip(rows, u[1:]))
     for k, row in enumerate(rows, start=1):
         uk = u[k]
         for j, c in enumerate(row, start=1):
@@ -3913,7 +3983,7 @@ def _stray_triplets_key(obj: Mapping[str, Any], fields: FieldNames) -> str | Non
     ``"Triplets"`` next to an empty ``"output"``), or None."""
     known = set(fields.accepted) | set(GOLD_KEYS) | set(GOLD_RAW_KEYS) | set(PROMPT_KEYS) | {"id", "messages"}
     return next((k for k, v in obj.items() if k not in known and isinstance(v, list) and v
-                 and OutputParser.count_triplet_like(v)), None)
+                 and OutputParser.has_triplet_like(v)), None)
 
 
 def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
@@ -4275,7 +4345,7 @@ class _PredLines:
         if self.kept is not None:
             self.kept.append(pred)
         self.ids.append(pred.id)
-        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
+        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.has_triplet_like(pred.items)))
         self.discarded.append(pred.discarded)
         if pred.issue:
             self.issues.setdefault(pred.issue, _Sample()).add(dataclasses.replace(pred, items=None))
