@@ -1643,24 +1643,17 @@ class Similarity:
         inlined, no memo entry for a pair they rule out) or, from that many pairs on, once
         per distinct pair of ``right``, from :meth:`matrix` (its bounds decided in numpy):
         the same values; ``field(b, y)`` is asked in ``left`` order only where that is not
-        0.0: the same indices. Below that many pairs, a pair of ``right`` whose ``x``
-        :meth:`_may_reach` rules out gets -1 without its row.
+        0.0: the same indices.
         """
         field = self.field
         if not self._plain():
             return [next((i for i, (a, b) in enumerate(left) if field(a, x) > 0 and field(b, y) > 0), -1)
                     for x, y in right]
         if len(left) * len(right) < _LEXICAL_VECTOR_MIN_PAIRS:
-            firsts = [a for a, _ in left]
-            asked = [j for j, may in enumerate(self._may_reach([x for x, _ in right], firsts)) if may]
-            out = [-1] * len(right)
-            if asked:   # the others have field(a, x) = 0.0 for every a: -1
-                first = self._field_rows(firsts, [right[j][0] for j in asked])
-                seconds = [b for _, b in left]
-                for k, j in enumerate(asked):
-                    y = right[j][1]
-                    out[j] = next((i for i, row in enumerate(first) if row[k] > 0 and field(seconds[i], y) > 0), -1)
-            return out
+            first = self._field_rows([a for a, _ in left], [x for x, _ in right])
+            seconds = [b for _, b in left]
+            return [next((i for i, row in enumerate(first) if row[j] > 0 and field(seconds[i], y) > 0), -1)
+                    for j, (_, y) in enumerate(right)]
         distinct = list(dict.fromkeys(right))            # equal pairs, equal answers
         first = self.matrix([a for a, _ in left], [x for x, _ in distinct])
         found = [next((i for i in np.flatnonzero(first[:, j]).tolist() if field(left[i][1], y) > 0), -1)
@@ -1684,19 +1677,6 @@ class Similarity:
         (the lexical backend), so that the shortcuts of :meth:`_field_rows` hold."""
         cls = type(self)
         return cls._gated is Similarity._gated and cls.field is Similarity.field and cls.relation is Similarity.relation
-
-    def _may_reach(self, strings: Sequence[str], others: Sequence[str]) -> list[bool]:
-        """For each of ``strings``, False when the cheap tests of :meth:`_field_rows` make
-        ``field(s, o)`` 0.0 for every one of ``others`` (the lexical backend itself): ``s``
-        equals none of them and is empty or, at a gate above 0.5, shares no token with any
-        of them (with the union of their token sets); True says nothing. A list of
-        len(strings) bools."""
-        if not self.threshold > 0.5:     # see _field_rows: below, a pair without a shared token may pass
-            return [True] * len(strings)
-        known = set(others)
-        token_set = self._token_set
-        union = frozenset().union(*map(token_set, known))
-        return [s in known or (bool(s) and not token_set(s).isdisjoint(union)) for s in strings]
 
     def _with_tokens(self, strings: Iterable[str]) -> list[tuple[str, frozenset[str], int, int]]:
         """(string, its token set (memoised), the set's size, the string's length) of each."""
@@ -1771,9 +1751,8 @@ class Similarity:
         a list of len(titles) bools. The lexical backend itself (:meth:`_plain`), below
         :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: title by title, stopping at the first hit,
         with the shortcuts of :meth:`_field_rows` (an equal pair is 1.0, "" too; a pair
-        without a shared token is 0.0 at a gate above 0.5, and a title without a token of
-        any of ``others`` (:meth:`_may_reach`) is decided at once; one below the first
-        bound of :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
+        without a shared token is 0.0 at a gate above 0.5; one below the first bound of
+        :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
         ``matrix(titles, others).any(axis=1)`` (an embedding backend: every string of the run
         is embedded already). The same answers either way."""
         if not titles or not others:
@@ -1781,15 +1760,10 @@ class Similarity:
         if not self._plain() or len(titles) * len(others) >= _LEXICAL_VECTOR_MIN_PAIRS:
             return self.matrix(titles, others).any(axis=1).tolist()
         memo_get, field, threshold = self._memo.get, self.field, self.threshold
-        may = self._may_reach(titles, others)
-        if not any(may):
-            return may
         right = self._with_tokens(dict.fromkeys(others))     # each distinct one once
         disjoint_below = threshold > 0.5                      # see _field_rows
         out = []
-        for a, ta, na, la in self._with_tokens([a for a, open_ in zip(titles, may) if open_]):
-            while not may[len(out)]:   # field(a, b) = 0.0 for every b (_may_reach)
-                out.append(False)
+        for a, ta, na, la in self._with_tokens(titles):
             hit = False
             for b, tb, nb, lb in right:
                 if a == b:
@@ -1806,7 +1780,7 @@ class Similarity:
                     hit = True
                     break
             out.append(hit)
-        return out + [False] * (len(titles) - len(out))
+        return out
 
     def _pair_rows(self, gold: Sequence[Triplet], preds: Sequence[Triplet]
                   ) -> tuple[list[list[float]], list[list[float]], list[list[float]]] | None:
@@ -2004,32 +1978,35 @@ def _solve_rows(cost: Sequence[Sequence[float]], n: int, m: int, state: _SolverS
         p[0] = i
         j0 = 0
         minv = [inf] * (m + 1)
-        used = [False] * (m + 1)
+        # the columns not yet used, in index order (scanned in that order: the running
+        # minimum's ties), and the used ones: the steps' updates touch each column once, so
+        # updating the two groups one after the other gives the values of one pass
+        free = list(range(1, m + 1))
+        done = [0]
         while True:
-            used[j0] = True
             i0 = p[j0]
             row = cost[i0 - 1]
             ui0 = u[i0]
             delta = inf
             j1 = 0
-            for j in range(1, m + 1):
-                if not used[j]:
-                    cur = row[j - 1] - ui0 - v[j]
-                    if cur < minv[j]:
-                        minv[j] = cur
-                        way[j] = j0
-                    if minv[j] < delta:
-                        delta = minv[j]
-                        j1 = j
-            for j in range(m + 1):
-                if used[j]:
-                    u[p[j]] += delta
-                    v[j] -= delta
-                else:
-                    minv[j] -= delta
+            for j in free:
+                cur = row[j - 1] - ui0 - v[j]
+                if cur < minv[j]:
+                    minv[j] = cur
+                    way[j] = j0
+                if minv[j] < delta:
+                    delta = minv[j]
+                    j1 = j
+            for j in done:
+                u[p[j]] += delta
+                v[j] -= delta
+            for j in free:
+                minv[j] -= delta
             j0 = j1
             if p[j0] == 0:
                 break
+            free.remove(j0)
+            done.append(j0)
         _augment(p, way, j0)
     return _SolverState(p, u, v)
 
@@ -2945,6 +2922,9 @@ class EntryScore:
     #: The prompt's :class:`PromptContext` that Stage 5 grounded titles in (its text and
     #: tokens computed when first needed, then kept): the families ground in it too.
     prompt: PromptContext | None = None
+    #: The predictions of ``preds`` that are no self-loop, in order (Stage 3's columns);
+    #: None: not given (computed from ``preds`` where needed).
+    columns: list[Triplet] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -3123,7 +3103,7 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
         gold=gold, preds=valid_preds, n_items=len(pred_items), gold_positions=gold_schema.positions,
-        pred_positions=pred_schema.positions, similarities=similarities, prompt=context)
+        pred_positions=pred_schema.positions, similarities=similarities, prompt=context, columns=preds)
 
 
 def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
@@ -6955,7 +6935,8 @@ class PerRelationFamily(MetricFamily):
         if score.swapped is not None:
             return score.swapped
         matched = {id(p) for _, p in score.entity_matches}
-        tested = [k for k, p in enumerate(score.preds) if id(p) not in matched and not is_self_loop(p)]
+        tested = [k for k, p in enumerate(score.preds)          # is_self_loop, inlined
+                  if id(p) not in matched and not (p.source and p.source == p.target)]
         if not tested or not score.gold:
             score.swapped = {}
             return score.swapped
@@ -8754,7 +8735,8 @@ class ErrorsFamily(MetricFamily):
                     src_ok.append(bool(src_rows[i].any()) if arrays else any(src_rows[i]))
                     tgt_ok.append(bool(tgt_rows[i].any()) if arrays else any(tgt_rows[i]))
             if not all(src_ok) or not all(tgt_ok):
-                kept = [p for p in score.preds if not (p.source and p.source == p.target)]
+                kept = score.columns if score.columns is not None else [
+                    p for p in score.preds if not (p.source and p.source == p.target)]
                 ask = [k for k, hit in enumerate(src_ok) if not hit]
                 if ask:
                     reached = similarity.reaches([gold_of[unmatched[k]].source for k in ask], [p.target for p in kept])
