@@ -1281,7 +1281,7 @@ def _normalize_text(title: str) -> str:
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = " ".join(text.split()).lower()
     while (text[-2:-1] if text[-1:] == "." else text[-1:]) in _SUFFIX_LAST_CHARS:
-        stripped = _SUFFIX_RE.sub("", text).strip()
+        stripped = _strip_company_suffix(text).strip()
         if stripped == text:
             break
         text = stripped
@@ -1290,6 +1290,29 @@ def _normalize_text(title: str) -> str:
 
 
 _normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
+
+#: The characters of the class ``[\s,]`` that starts :data:`_SUFFIX_RE`, and how far from
+#: the end of a text a match of its suffix word, with its dot, one character of that class
+#: before it and a final newline after it (``$`` matches before one), can begin (a
+#: case-insensitive match has the word's length).
+_SUFFIX_RUN = _WHITESPACE + ","
+_SUFFIX_TAIL = max(map(len, _COMPANY_SUFFIXES)) + 3
+
+
+def _strip_company_suffix(text: str) -> str:
+    r"""``_SUFFIX_RE.sub("", text)`` without trying the pattern at every position of a long
+    text (a prompt): a match ends at the end of the text (or before its final newline), so
+    its word, dot and the last character of its ``[\s,]`` run lie in the last
+    :data:`_SUFFIX_TAIL` characters; the leftmost match (what ``sub`` removes; there is at
+    most one) begins where that run of ``[\s,]`` characters begins (no suffix word holds
+    one of them)."""
+    found = _SUFFIX_RE.search(text, max(0, len(text) - _SUFFIX_TAIL))
+    if found is None:
+        return text
+    start = found.start()
+    while start and text[start - 1] in _SUFFIX_RUN:
+        start -= 1
+    return text[:start] + text[found.end():]
 
 
 #: normalize_label of the entity and relation types seen (plain str), bounded as the
@@ -2769,8 +2792,13 @@ def is_grounded(title: str, prompt: PromptContext) -> bool:
         return False
     if title in prompt.text:
         return True
-    tokens = token_set(title)
+    tokens = _title_tokens(title)
     return bool(tokens) and len(tokens & prompt.tokens) / len(tokens) >= 0.6
+
+
+#: :func:`token_set` of titles (the predicted titles that Stage 5 grounds, the gold titles of
+#: the errors family), memoised as :func:`normalize_title` (titles repeat across entries).
+_title_tokens = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(token_set)
 
 
 def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[str], prompt: PromptContext | Any,
