@@ -3327,6 +3327,23 @@ class JsonlReader:
 
     @staticmethod
     def decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        """One physical line's :class:`JsonlLine` (None for a blank line): its text decoded
+        as strict UTF-8 and read by :meth:`loads`, or the line's error (invalid UTF-8,
+        invalid JSON, nesting deeper than ``max_depth``). A line without a run of 19 digits
+        is read by orjson from its bytes first: what it reads is what :meth:`loads` reads
+        from the text (:meth:`read_again` says why), and a line it refuses is read by
+        ``json.loads``, as :meth:`loads` would after orjson refused the same text."""
+        plain = raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0
+        if plain:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                if JsonlReader.depth_exceeds(raw, max_depth):
+                    return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
+                                     raw[:JsonlReader.RAW_HEAD])
+                return JsonlLine(line_no, value, None)
         try:
             s = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -3337,7 +3354,7 @@ class JsonlReader:
             return None
         s = s.rstrip("\r\n")  # error columns then count within the line
         try:
-            value = JsonlReader.loads(s, raw)
+            value = json.loads(s) if plain else JsonlReader.loads(s, raw)
         except RecursionError:
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than "
                                             f"{max_depth} levels (exceeds the decoder's recursion limit)",
@@ -3357,8 +3374,9 @@ class JsonlReader:
         line without a run of 19 digits that orjson reads from its bytes is what
         :meth:`loads` read from its text (orjson reads valid UTF-8 bytes as their decoded
         text and refuses any other bytes; the trailing CR/LF that decode_line strips is
-        JSON whitespace), and its depth passed :meth:`depth_exceeds` before (the same
-        bytes); any other line is decoded again by :meth:`decode_line`."""
+        JSON whitespace, and a valid JSON value is no blank line), and its depth passed
+        :meth:`depth_exceeds` before (the same bytes); any other line is decoded again by
+        :meth:`decode_line`."""
         if raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0:
             try:
                 return JsonlLine(line_no, orjson.loads(raw), None)
