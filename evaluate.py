@@ -12394,6 +12394,33 @@ def _all_finite(value: Any) -> bool:
 
 #: Leaf types that are never NaN or infinite (:func:`_all_finite` skips them).
 _FINITE_LEAVES = frozenset({str, int, bool, type(None)})
+#: Where a top-level key begins in indented JSON text (a newline, the two spaces of the
+#: first level, the key's quote): deeper lines are indented further, and a JSON string
+#: holds no newline.
+_TOP_LEVEL_KEY = re.compile(rb'\n  "')
+
+
+def _finite_where_null(value: Any, data: bytes) -> bool:
+    """:func:`_all_finite` of ``value`` given ``data``, its text as orjson writes it with
+    :data:`_ORJSON_OPTIONS`: of a dict, only the top-level values whose text holds
+    ``null`` are walked (a NaN or infinite float is written as null, so no other value
+    holds one; a null that is None, or part of a string, only makes a walk that finds
+    nothing: a per-entry row's nulls are mostly its pairs' and metrics' N/A values, not
+    in its families' records). The keys' places are the :data:`_TOP_LEVEL_KEY` marks, one
+    per key in order (any other count: the whole value is walked)."""
+    if type(value) is not dict:
+        return _all_finite(value)
+    starts = [found.start() for found in _TOP_LEVEL_KEY.finditer(data)]
+    if len(starts) != len(value) or not starts or data.find(b"null", 0, starts[0]) >= 0:
+        return _all_finite(value)
+    values = list(value.values())
+    at = data.find(b"null")
+    while at >= 0:
+        k = bisect.bisect(starts, at) - 1
+        if not _all_finite(values[k]):
+            return False
+        at = data.find(b"null", starts[k + 1]) if k + 1 < len(starts) else -1
+    return True
 
 
 def _json_bytes(value: Any) -> bytes:
@@ -12409,8 +12436,12 @@ def _json_bytes(value: Any) -> bytes:
     except TypeError:  # orjson.JSONEncodeError
         data = None
     # orjson writes a NaN or infinite float as null: text without "null" has none of them
-    # (most per-entry rows have a null, an N/A metric, and are walked by _all_finite)
-    if (data is None or b"null" in data) and not _all_finite(value):
+    # (most per-entry rows have a null, an N/A metric: their values that hold one are walked)
+    if data is None:
+        finite = _all_finite(value)
+    else:
+        finite = b"null" not in data or _finite_where_null(value, data)
+    if not finite:
         raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
     if data is not None:
         return data
