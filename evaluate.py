@@ -6199,9 +6199,12 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
     return out
 
 
-def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> None:
+def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str], pending: bool = False) -> None:
     """:func:`merge_additive` with ``in_place``: the same results, with the common cases
-    (new key, int + int, dict into dict, exact sum + float) decided here."""
+    (new key, int + int, dict into dict, exact sum + float) decided here. ``pending``
+    (:func:`score_entries`' running totals): a float added to a float or an exact sum makes
+    a :class:`PendingSum`, which later floats join in bulk; :func:`resolve_pending` turns
+    each into the exact sum that adding them one by one gives."""
     for key, value in b.items():
         current = out.get(key, _ABSENT)
         if current is _ABSENT:
@@ -6217,12 +6220,88 @@ def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> 
             if tc is int and tv is int:
                 out[key] = current + value
             elif tc is dict and tv is dict:
-                _merge_into(current, value, disjoint)
+                _merge_into(current, value, disjoint, pending)
+            elif tc is PendingSum:
+                if tv is float:
+                    current.add(value)
+                else:
+                    out[key] = _exact_add(current.exact(), value, disjoint, True)
+            elif tv is float and (tc is float or tc is ExactSum) and pending:
+                out[key] = PendingSum(ExactSum.of(current).units, value)
             elif tc is ExactSum and tv is float:  # _exact_add's running sum, inlined
                 n, d = value.as_integer_ratio()  # ValueError / OverflowError for NaN / inf, as ExactSum.of
                 out[key] = ExactSum(current.units + (n << (_UNITS_SHIFT - d.bit_length())))
             else:
                 out[key] = _exact_add(current, value, disjoint, True)
+
+
+#: Floats a :class:`PendingSum` holds before it adds them into its units, at once.
+PENDING_FLOATS = 1024
+
+
+class PendingSum:
+    """A running exact sum inside the totals that :func:`score_entries` merges entry by
+    entry (:func:`_merge_into` with ``pending``): ``units``, the sum so far in
+    :class:`ExactSum` units, and the floats added since, which join ``units``
+    :data:`PENDING_FLOATS` at a time (:func:`float_units`, exact) instead of one big-integer
+    step each. A NaN or infinite float raises as :meth:`ExactSum.of` does, when added.
+    :meth:`exact` is the :class:`ExactSum` of everything added: what adding the floats one
+    by one gives (integer sums do not depend on the order)."""
+
+    __slots__ = ("units", "floats")
+
+    def __init__(self, units: int, value: float) -> None:
+        self.units = units
+        self.floats: list[float] = []
+        self.add(value)
+
+    def add(self, value: float) -> None:
+        if value - value != 0.0:      # NaN or infinite: the ValueError / OverflowError of ExactSum.of
+            value.as_integer_ratio()
+        floats = self.floats
+        floats.append(value)
+        if len(floats) >= PENDING_FLOATS:
+            self.units += float_units(floats)
+            floats.clear()
+
+    def exact(self) -> ExactSum:
+        return ExactSum(self.units + float_units(self.floats))
+
+
+def resolve_pending(record: Any) -> None:
+    """Replace every :class:`PendingSum` in the dicts of ``record`` by its exact sum."""
+    if type(record) is dict:
+        for key, value in record.items():
+            if type(value) is PendingSum:
+                record[key] = value.exact()
+            elif type(value) is dict:
+                resolve_pending(value)
+
+
+def float_units(values: Sequence[float]) -> int:
+    """``sum(ExactSum.of(v).units for v in values)`` of finite floats, exactly: each
+    ``v = m * 2**e`` (:func:`numpy.frexp`, 0.5 <= |m| < 1, subnormals included) is
+    ``int(m * 2**53) * 2**(e - 53)``, which is ``int(m * 2**53) << (e + 1021)`` units of
+    2**-1074 (a subnormal's integer has at least ``-(e + 1021)`` trailing zero bits, so
+    the shift right is exact); the integers of one exponent are summed in int64 (at most
+    :data:`PENDING_FLOATS` of them, each below 2**53: no overflow), then shifted once."""
+    if len(values) < 32:   # numpy's set-up costs more than the loop
+        total = 0
+        for value in values:
+            n, d = value.as_integer_ratio()
+            total += n << (_UNITS_SHIFT - d.bit_length())
+        return total
+    total = 0
+    for start in range(0, len(values), PENDING_FLOATS):
+        mantissas, exponents = np.frexp(np.array(values[start:start + PENDING_FLOATS], dtype=np.float64))
+        ints = (mantissas * 9007199254740992.0).astype(np.int64)
+        shifts, where = np.unique(exponents, return_inverse=True)
+        sums = np.zeros(len(shifts), dtype=np.int64)
+        np.add.at(sums, where, ints)
+        for part, exponent in zip(sums.tolist(), shifts.tolist()):
+            shift = exponent + 1021
+            total += part << shift if shift >= 0 else part >> -shift
+    return total
 
 
 def exact_mean(total: int | float | ExactSum, count: int) -> float:
@@ -9262,7 +9341,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             if total is None:
                 totals[family.name] = _copy_stats(record)
             elif family.name in plain_merge:
-                _merge_into(total, record, plain_merge[family.name])
+                _merge_into(total, record, plain_merge[family.name], True)   # PendingSums: resolved below
             else:
                 totals[family.name] = family.merge(total, record, in_place=True)
             view = family.entry_view(record)
@@ -9271,6 +9350,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         row["stats"] = records_to_json(stats, json_ready)
         rows.append(row)
         scored.tally.add(row)
+    for name in plain_merge:
+        resolve_pending(totals.get(name))
     return scored
 
 

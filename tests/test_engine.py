@@ -13,6 +13,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from helpers import (
     NLTK_DATA,
     SHARED,
@@ -311,6 +313,79 @@ def test_merge_additive_is_exact_where_float_addition_is_not():
     with pytest.raises(ValueError, match="both sides"):
         ev.merge_additive({"rows": {"1": {}}}, {"rows": {"1": {}}}, disjoint=frozenset({"rows"}))
     assert ev.records_from_json(json.loads(json.dumps(ev.records_to_json({"x": left})))) == {"x": left}
+
+
+def _units_one_by_one(values) -> int:
+    return sum(ev.ExactSum.of(v).units for v in values)
+
+
+_FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(
+    [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308, 1.7976931348623157e308,
+     -1.7976931348623157e308, 0.1, 1.0, 0.5, 1 / 3]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_FLOATS, max_size=1100))
+def test_float_units_are_the_exact_sum(values):
+    # float_units (numpy: mantissas summed per exponent) is the sum of each float's ExactSum
+    # units, subnormals, the largest doubles, negative zero and mixed signs included, over
+    # the loop's sizes, the one-block sizes and past one block (PENDING_FLOATS)
+    assert ev.float_units(values) == _units_one_by_one(values)
+
+
+def test_float_units_blocks_and_the_largest_mantissas():
+    # 1024 mantissas of 2**53 - 1 at one exponent: the int64 sum stays below 2**63
+    largest = [float(2**53 - 1)] * 1024 + [-float(2**53 - 1)] * 3 + [2.0**-1074] * 2000
+    assert ev.float_units(largest) == _units_one_by_one(largest)
+    assert ev.float_units([0.1] * 5000) == 5000 * ev.ExactSum.of(0.1).units
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(st.dictionaries(st.sampled_from(["n", "s", "t"]), st.one_of(
+    st.integers(-5, 5), _FLOATS, st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.integers(0, 3), _FLOATS),
+                                                 max_size=2)), max_size=3), min_size=1, max_size=40),
+       block=st.sampled_from([2, 3, 1024]))
+def test_pending_merges_give_the_merges_one_by_one(records, block):
+    # score_entries' running totals (_merge_into with pending, then resolve_pending) are the
+    # totals of merging one record after another: the same values, types and key order
+    # (a float total stays a float, an int an int; a key's ints and floats mix), with the
+    # pending floats added in blocks of any size
+    saved, ev.PENDING_FLOATS = ev.PENDING_FLOATS, block
+    try:
+        _check_pending_merges(records)
+    finally:
+        ev.PENDING_FLOATS = saved
+
+
+def _check_pending_merges(records) -> None:
+    want = ev._copy_stats(records[0])
+    got = ev._copy_stats(records[0])
+    for record in records[1:]:
+        try:
+            ev._merge_into(want, record, frozenset())
+        except Exception as exc:  # noqa: BLE001 (a dict meeting a number: both refuse it alike)
+            with pytest.raises(type(exc)):
+                ev._merge_into(got, record, frozenset(), True)
+            return
+        ev._merge_into(got, record, frozenset(), True)
+    ev.resolve_pending(got)
+    assert repr(got) == repr(want)        # ExactSum's repr is its Fraction; floats' and ints' their own
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_pending_merges_refuse_nan_and_infinity_at_once(bad):
+    # the error of ExactSum.of, at the record that brings the value (not when resolved)
+    for first in (0.5, bad):
+        total = {"s": first}
+        second = {"s": 0.25 if first is bad else bad}
+        with pytest.raises((ValueError, OverflowError)) as one_by_one:
+            ev._merge_into(dict(total), second, frozenset())
+        with pytest.raises(one_by_one.type, match=str(one_by_one.value)):
+            ev._merge_into(dict(total), second, frozenset(), True)
+    total = {"s": 0.5}
+    ev._merge_into(total, {"s": 0.25}, frozenset(), True)
+    with pytest.raises(ValueError):
+        ev._merge_into(total, {"s": float("nan")}, frozenset(), True)
 
 
 def test_records_to_json_shares_what_needs_no_conversion():
