@@ -1971,8 +1971,16 @@ def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverSta
     ``min`` then ``index`` find: ``min`` keeps the first of equal values, ``index`` finds
     the first value equal to it), delta = that value, ``u[i] += delta``, ``v[0] -= delta``;
     a free j1 ends the search and the augmenting path is j1 alone (``way[j1]`` = 0):
-    ``p[j1] = i``. The first row whose first minimum is taken goes to the full step, from
-    that state (``way`` and ``minv`` are set anew in every row's first scan)."""
+    ``p[j1] = i``. A row whose costs are all equal (a gold triplet that matches nothing: all
+    1.0, padding included) whose first column is taken goes to the lowest free column, also
+    as the algorithm's phase does: after the first step every ``minv`` is (the sign of) a
+    zero and every ``way`` 0, the rows it passes have reduced costs ``(cost - u) - 0.0 >= 0``
+    (their u is their least cost), never strictly below a zero, so delta is 0 at each
+    next step (adding or subtracting 0.0 leaves u, never -0.0, and v as they are), the
+    search reaches the columns in index order and ends at the first free one, whose
+    ``way`` 0 makes the augmenting path that column alone. Any other row whose first
+    minimum is taken goes to the full phase, from that state (``way`` and ``minv`` are set
+    anew in every row's first scan)."""
     u = [0.0] * (n + 1)
     v = [0.0] * (m + 1)
     p = [0] * (m + 1)      # p[j]: row assigned to column j (1-based, 0 = none)
@@ -1982,7 +1990,9 @@ def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverSta
         low = min(row)
         j = row.index(low) + 1
         if p[j]:
-            break
+            if max(row) != low:
+                break
+            j = p.index(0, 1)      # a row of equal costs: the lowest free column (below)
         p[0] = p[j] = i
         u[i] += low
         v[0] -= low
