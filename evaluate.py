@@ -1773,9 +1773,10 @@ class Similarity:
         """For each of ``titles``, whether ``field(title, other) > 0`` for some of ``others``:
         a list of len(titles) bools. The lexical backend itself (:meth:`_plain`), below
         :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: title by title, stopping at the first hit,
-        with the shortcuts of :meth:`_field_rows` (an equal pair is 1.0, "" too; a pair
-        without a shared token is 0.0 at a gate above 0.5; one below the first bound of
-        :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
+        with the shortcuts of :meth:`_field_rows` (a title equal to one of ``others`` reaches
+        it, "" too; an empty title reaches no other string; a pair without a shared token
+        is 0.0 at a gate above 0.5; one below the first bound of :meth:`_gated` is 0.0; the
+        memo, else :meth:`field`); otherwise
         ``matrix(titles, others).any(axis=1)`` (an embedding backend: every string of the run
         is embedded already). The same answers either way."""
         if not titles or not others:
@@ -1783,19 +1784,32 @@ class Similarity:
         if not self._plain() or len(titles) * len(others) >= _LEXICAL_VECTOR_MIN_PAIRS:
             return self.matrix(titles, others).any(axis=1).tolist()
         memo_get, field, threshold = self._memo.get, self.field, self.threshold
-        right = self._with_tokens(dict.fromkeys(others))     # each distinct one once
+        tokens_get, token_set = self._tokens.get, self._token_set
         disjoint_below = threshold > 0.5                      # see _field_rows
+        distinct = dict.fromkeys(others)
         out = []
-        for a, ta, na, la in self._with_tokens(titles):
+        for a in titles:
+            if a in distinct:
+                out.append(True)
+                continue
+            la = len(a)
+            if not la:
+                out.append(False)
+                continue
+            ta = tokens_get(a)
+            if ta is None:
+                ta = token_set(a)
+            na = len(ta)
             hit = False
-            for b, tb, nb, lb in right:
-                if a == b:
-                    hit = True
-                    break
-                if not la or not lb or (disjoint_below and ta.isdisjoint(tb)):
+            for b in distinct:
+                tb = tokens_get(b)
+                if tb is None:
+                    tb = token_set(b)
+                lb = len(b)
+                if not lb or (disjoint_below and ta.isdisjoint(tb)):
                     continue
                 inter = len(ta & tb)
-                union = na + nb - inter
+                union = na + len(tb) - inter
                 if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * (inter / union if union else 0.0) < threshold:
                     continue
                 value = memo_get((a, b))
@@ -8839,7 +8853,9 @@ class ErrorsFamily(MetricFamily):
         reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES) if swapped else []
         duplicate: list[int] = []
         preds = score.preds
-        if len(preds) > 1 and len({(p.source, p.relation, p.target) for p in preds}) < len(preds):
+        # equal triplets have equal sources: distinct sources (most answers) need no triples
+        if (len(preds) > 1 and len({p.source for p in preds}) < len(preds)
+                and len({(p.source, p.relation, p.target) for p in preds}) < len(preds)):
             seen: set[tuple[str, str, str]] = set()
             for p, position in zip(preds, positions):
                 key = (p.source, p.relation, p.target)
