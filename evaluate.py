@@ -9229,8 +9229,39 @@ class RowSpool:
             while chunk := reader.read(block):
                 yield chunk
 
-    def close(self) -> None:
-        self._file.close()
+    def copy_blocks(self, out_fd: int, block: int = 1 << 20) -> Iterator[bytes]:
+        """:meth:`encoded`'s blocks for a writer to the file descriptor ``out_fd``: a spool
+        on disk without dropped families copies its bytes to ``out_fd`` (at its position)
+        itself, block by block, with ``os.copy_file_range`` (kernel to kernel: the 500 MB
+        of a 100,000-entry report never pass through Python), yielding ``b""`` after each
+        block; where the system refuses that (another file system on an older kernel, no
+        such call), from the first block on, it yields the blocks of :meth:`encoded` for
+        the writer to write. The writer's buffer must be flushed first."""
+        copy = getattr(os, "copy_file_range", None)
+        if self._dropped or isinstance(self._file, io.BytesIO) or copy is None:
+            yield from self.encoded(block)
+            return
+        try:
+            self._file.flush()
+        except OSError as exc:  # the last buffered rows did not fit
+            raise self._unwritable(exc) from None
+        source, offset = self._file.fileno(), 0
+        while True:
+            try:
+                done = copy(source, out_fd, block, offset)
+            except OSError as exc:
+                if offset or exc.errno not in _NO_FILE_COPY:
+                    raise
+                yield from self.encoded(block)
+                return
+            if not done:
+                return
+            offset += done
+            yield b""
+
+
+#: errno values of ``os.copy_file_range`` that mean "not here" (copy the bytes instead).
+_NO_FILE_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM})
 
 
 #: From this many entries on, a single-file run keeps its per-entry rows on disk
@@ -12565,7 +12596,7 @@ def _report_row(row: Mapping[str, Any]) -> bytes:
     return _json_bytes(row).replace(b"\n", b"\n    ")
 
 
-def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
+def report_chunks(data: Mapping[str, Any], spooled: bool = False) -> Iterator[Any]:
     """The report's JSON text as UTF-8 chunks, ``per_entry`` one row at a time (it may be
     any iterable of rows; a :class:`RowSpool` of the report's form gives its rows' bytes
     as they are, encoded when the rows were made), so that a report is written without
@@ -12574,6 +12605,9 @@ def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
     strict JSON, two-space indent, the keys in ``data``'s order. Where orjson cannot write
     a value (:func:`_json_bytes`), the json module writes that top-level value, or that
     one row of ``per_entry`` (so rows in a list and rows spooled give the same bytes).
+
+    ``spooled``: a :class:`RowSpool` of the report's form is given as itself, in place of its
+    bytes (for :func:`_write_atomic`, which copies them file to file).
 
     Raises:
         ValueError: a NaN or infinite float (the report would not be strict JSON).
@@ -12589,7 +12623,10 @@ def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
                 yield b"[]"
                 continue
             yield b"[\n    "
-            yield from value.encoded()
+            if spooled:
+                yield value    # the writer copies the spool's bytes itself (_write_atomic)
+            else:
+                yield from value.encoded()
             yield b"\n  ]"
         elif key == "per_entry":  # row by row, also a list: the same bytes as spooled rows
             empty = True
@@ -12621,7 +12658,8 @@ def write_json_atomic(path: Path, data: Any, placed: Callable[[], None] | None =
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]),
+    _write_atomic(path, report_chunks(data, spooled=True) if isinstance(data, Mapping)
+                  else iter([_json_bytes(data) + b"\n"]),
                   placed)
 
 
@@ -12659,11 +12697,12 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "rows": count}
 
 
-def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None] | None = None) -> None:
-    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``, then
-    call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised after the
-    rename, before ``placed`` returned, calls ``placed`` before it goes on (the temp file is
-    gone: the file is in place); raised before it, the temp file is removed."""
+def _write_atomic(path: Path, chunks: Iterable[Any], placed: Callable[[], None] | None = None) -> None:
+    """Write byte chunks (and the bytes of a :class:`RowSpool` given as a chunk:
+    :meth:`RowSpool.copy_blocks`) to a temp file beside ``path``, fsync, rename over
+    ``path``, then call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised
+    after the rename, before ``placed`` returned, calls ``placed`` before it goes on (the
+    temp file is gone: the file is in place); raised before it, the temp file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -12672,6 +12711,13 @@ def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
+                if isinstance(chunk, RowSpool):   # its bytes, block by block, file to file
+                    handle.flush()
+                    for block in chunk.copy_blocks(handle.fileno()):
+                        _phase("writing")
+                        if block:
+                            handle.write(block)
+                    continue
                 _phase("writing")
                 handle.write(chunk)
             handle.flush()
