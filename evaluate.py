@@ -1341,6 +1341,7 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
         return [_flat_triplet(*flat_fields(item)) for item in items]  # type: ignore[misc]
     out: list[Triplet] = []
     append, title, labels = out.append, _normalize_title_cached, _LABELS
+    new, set_dict = object.__new__, object.__setattr__
     label = labels.get
     for item in items:
         src, rel, tgt = item["source"], item["relation"], item["target"]
@@ -1351,7 +1352,13 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
             r_n, st_n, tt_n = label(r), label(st), label(tt)
             if r_n is None or st_n is None or tt_n is None:
                 r_n, st_n, tt_n = (_bounded_put(labels, x, x.strip().lower()) for x in (r, st, tt))
-            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r_n, title(t), st_n, tt_n))
+            # Triplet(...) without its call: the instance dict it makes, given at once
+            triplet = new(Triplet)
+            set_dict(triplet, "__dict__", {
+                "source_raw": s, "relation_raw": r, "target_raw": t, "source_type_raw": st, "target_type_raw": tt,
+                "weight": float(rel["weight"]), "source": title(s), "relation": r_n, "target": title(t),
+                "source_type": st_n, "target_type": tt_n})
+            append(triplet)
         else:
             append(Triplet(s, r, t, st, tt, float(rel["weight"]), normalize_title(s), normalize_label(r),
                            normalize_title(t), normalize_label(st), normalize_label(tt)))
@@ -2631,13 +2638,18 @@ class MatchedPair:
                              relation_sim=relation_sim, align_sim=align_sim, exact=exact)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MatchResult:
     """Outcome of :func:`match_triplets` for one entry."""
 
     pairs: tuple[MatchedPair, ...]
     unmatched_gold: tuple[int, ...]
     unmatched_pred: tuple[int, ...]
+
+    def __init__(self, pairs: tuple[MatchedPair, ...], unmatched_gold: tuple[int, ...],
+                 unmatched_pred: tuple[int, ...]) -> None:
+        # one update of the instance dict instead of three object.__setattr__ (see Triplet)
+        self.__dict__.update(pairs=pairs, unmatched_gold=unmatched_gold, unmatched_pred=unmatched_pred)
 
 
 def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity: "Similarity",
@@ -2934,9 +2946,9 @@ class EntryMetrics:
                              grounding=grounding, composite=composite)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
-        names = _ENTRY_METRIC_FIELDS
-        return dict(zip(names, operator.attrgetter(*names)(self)))
+        """The JSON form (``per_entry[i].metrics``): every field, in declaration order (the
+        order in which ``__init__`` fills the instance dict: a copy of it)."""
+        return self.__dict__.copy()
 
 
 #: The field names of :class:`EntryMetrics`, in declaration order.
@@ -3017,7 +3029,7 @@ def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[T
                  gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> MatchTally:
     """Classify every accepted pair (entity / relation / full match, type agreement,
     weight agreement: SPEC.md section 6), with its report row."""
-    tally = MatchTally()
+    tally = MatchTally(0, 0, 0, [], [], [], [])
     for pair in result.pairs:
         g, p = gold[pair.gold], preds[pair.pred]
         entity = pair.source_sim > 0 and pair.target_sim > 0
@@ -6820,7 +6832,8 @@ class HgrFamily(MetricFamily):
     @staticmethod
     def record(m: EntryMetrics, status: str) -> Record:
         """The record of one entry's metrics and prediction status."""
-        macro = {key: getattr(m, key) for key in MACRO_KEYS if getattr(m, key) is not None}
+        values = m.__dict__       # EntryMetrics' fields (frozen: read, never written)
+        macro = {key: values[key] for key in MACRO_KEYS if values[key] is not None}
         return {"totals": {
             "gold_triplets": m.n_gold,
             "pred_triplet_items": m.n_pred_raw_items,
@@ -9361,7 +9374,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
     plain_merge = {f.name: f.disjoint_keys for f in families if type(f).merge is MetricFamily.merge}
     json_ready = frozenset(f.name for f in families if not f.entry_sums)
     for entry in iterator:
-        _phase("scoring")
+        if _PHASE_SIGNAL is not None:
+            _phase("scoring")
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
                             profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
         stats: dict[str, Record] = {}
@@ -9381,8 +9395,11 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             row["slices"] = slice_values(entry, score.metrics["n_gold"], ctx.slice_by)
         for family in list(active):
             try:
-                with family.guard():
+                try:
                     record = stats[family.name] = family.entry_stats(entry, score, ctx)
+                except BaseException as exc:  # family.guard(), left as a with statement leaves it (on errors only)
+                    if not FamilyGuard(family).__exit__(type(exc), exc, exc.__traceback__):
+                        raise
             except FamilyUnavailable as exc:
                 if not ctx.skip_unavailable:
                     raise

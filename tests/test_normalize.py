@@ -209,6 +209,8 @@ def test_normalize_triplets_of_the_valid_items_field_by_field(items, profile):
                                    ev.normalize_title(fields[2]), *types))
     assert triplets == expected
     assert [type(t.weight) for t in triplets] == [type(t.weight) for t in expected]   # float(weight)
+    # the instance dicts too (the plain-string path gives each Triplet its dict at once)
+    assert [list(vars(t).items()) for t in triplets] == [list(vars(t).items()) for t in expected]
 
 
 def test_normalize_triplets_of_str_subclasses_and_mappings():
