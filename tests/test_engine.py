@@ -632,3 +632,36 @@ def test_slice_groups_order_and_errors():
         ev.slice_groups("", [{"slices": {"k": None}}], ["k"])
     with pytest.raises(ev.InputError, match="system B: the report's per-entry rows have no slice values for j"):
         ev.slice_groups("B", rows, ["j"])
+
+
+@pytest.mark.parametrize("raised, errors, nltk", [
+    (KeyError("weight"), (KeyError,), False), (KeyError("weight"), (), False), (ValueError("bad"), (ValueError,), False),
+    (ValueError("bad"), (), False), (ImportError("nltk"), (), True), (LookupError("punkt"), (), True),
+    (ev.InputError("as is"), (), False), (KeyboardInterrupt(), (ValueError,), False)])
+def test_score_entries_turns_a_familys_errors_as_its_guard_does(raised, errors, nltk):
+    """score_entries enters a family's guard only when entry_stats raises: the error that
+    leaves it (translated into InputError or FamilyUnavailable, or the same one) is what
+    leaving ``with family.guard()`` gives, message, type and suppressed context alike."""
+
+    class Raises(ev.MetricFamily):
+        name = key = "raises"
+        input_errors = errors
+        needs_nltk = nltk
+
+        def entry_stats(self, entry, score, ctx):
+            raise raised
+
+        def finish(self, record):
+            return {}
+
+    family = Raises()
+    with pytest.raises(BaseException) as guarded:
+        with family.guard():
+            raise raised
+    entry = ev.Entry(ev.GoldRecord("e", "", [], 1), ev.Prediction("e", [], "ok", "", 1))
+    ctx = ev.ScoringContext(ev.Similarity(), "hgr", frozenset(ev.SPEC_RELATIONS), ev.DEFAULT_ALIGN_ACCEPT, None)
+    with pytest.raises(BaseException) as scored:
+        ev.score_entries([entry], [ev.FAMILIES["hgr"](), family], ctx)
+    assert type(scored.value) is type(guarded.value) and str(scored.value) == str(guarded.value)
+    assert scored.value.__suppress_context__ == guarded.value.__suppress_context__
+    assert (scored.value is raised) == (guarded.value is raised)
