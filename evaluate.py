@@ -544,6 +544,8 @@ class OutputParser:
     def is_triplet_like(cls, item: Any) -> bool:
         """Cheap shape test used only to RANK candidates (no validation)."""
         if isinstance(item, dict):
+            if type(item) is dict and "source" in item and "target" in item:
+                return True     # the typed triplet: its keys are their own lower case
             keys = {str(k).lower() for k in item}
             return any(a in keys and b in keys for a, b in cls.TRIPLET_KEY_PAIRS)
         if isinstance(item, list):
@@ -553,6 +555,11 @@ class OutputParser:
     @classmethod
     def count_triplet_like(cls, items: list) -> int:
         return sum(1 for x in items if cls.is_triplet_like(x))
+
+    @classmethod
+    def has_triplet_like(cls, items: Iterable[Any]) -> bool:
+        """``count_triplet_like(items) > 0``, stopping at the first triplet-like item."""
+        return any(map(cls.is_triplet_like, items))
 
     @classmethod
     def items_from_value(cls, value: Any, _level: int = 0) -> list | None:
@@ -1284,7 +1291,7 @@ def _normalize_text(title: str) -> str:
     text = unicodedata.normalize("NFKC", title).replace("_", " ")
     text = " ".join(text.split()).lower()
     while (text[-2:-1] if text[-1:] == "." else text[-1:]) in _SUFFIX_LAST_CHARS:
-        stripped = _SUFFIX_RE.sub("", text).strip()
+        stripped = _strip_company_suffix(text).strip()
         if stripped == text:
             break
         text = stripped
@@ -1293,6 +1300,29 @@ def _normalize_text(title: str) -> str:
 
 
 _normalize_title_cached = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(_normalize_text)
+
+#: The characters of the class ``[\s,]`` that starts :data:`_SUFFIX_RE`, and how far from
+#: the end of a text a match of its suffix word, with its dot, one character of that class
+#: before it and a final newline after it (``$`` matches before one), can begin (a
+#: case-insensitive match has the word's length).
+_SUFFIX_RUN = _WHITESPACE + ","
+_SUFFIX_TAIL = max(map(len, _COMPANY_SUFFIXES)) + 3
+
+
+def _strip_company_suffix(text: str) -> str:
+    r"""``_SUFFIX_RE.sub("", text)`` without trying the pattern at every position of a long
+    text (a prompt): a match ends at the end of the text (or before its final newline), so
+    its word, dot and the last character of its ``[\s,]`` run lie in the last
+    :data:`_SUFFIX_TAIL` characters; the leftmost match (what ``sub`` removes; there is at
+    most one) begins where that run of ``[\s,]`` characters begins (no suffix word holds
+    one of them)."""
+    found = _SUFFIX_RE.search(text, max(0, len(text) - _SUFFIX_TAIL))
+    if found is None:
+        return text
+    start = found.start()
+    while start and text[start - 1] in _SUFFIX_RUN:
+        start -= 1
+    return text[:start] + text[found.end():]
 
 
 #: normalize_label of the entity and relation types seen (plain str), bounded as the
@@ -1321,6 +1351,7 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
         return [_flat_triplet(*flat_fields(item)) for item in items]  # type: ignore[misc]
     out: list[Triplet] = []
     append, title, labels = out.append, _normalize_title_cached, _LABELS
+    new, set_dict = object.__new__, object.__setattr__
     label = labels.get
     for item in items:
         src, rel, tgt = item["source"], item["relation"], item["target"]
@@ -1331,7 +1362,13 @@ def normalize_triplets(items: Iterable[Any], profile: str = "hgr") -> list[Tripl
             r_n, st_n, tt_n = label(r), label(st), label(tt)
             if r_n is None or st_n is None or tt_n is None:
                 r_n, st_n, tt_n = (_bounded_put(labels, x, x.strip().lower()) for x in (r, st, tt))
-            append(Triplet(s, r, t, st, tt, float(rel["weight"]), title(s), r_n, title(t), st_n, tt_n))
+            # Triplet(...) without its call: the instance dict it makes, given at once
+            triplet = new(Triplet)
+            set_dict(triplet, "__dict__", {
+                "source_raw": s, "relation_raw": r, "target_raw": t, "source_type_raw": st, "target_type_raw": tt,
+                "weight": float(rel["weight"]), "source": title(s), "relation": r_n, "target": title(t),
+                "source_type": st_n, "target_type": tt_n})
+            append(triplet)
         else:
             append(Triplet(s, r, t, st, tt, float(rel["weight"]), normalize_title(s), normalize_label(r),
                            normalize_title(t), normalize_label(st), normalize_label(tt)))
@@ -1753,9 +1790,10 @@ class Similarity:
         """For each of ``titles``, whether ``field(title, other) > 0`` for some of ``others``:
         a list of len(titles) bools. The lexical backend itself (:meth:`_plain`), below
         :data:`_LEXICAL_VECTOR_MIN_PAIRS` pairs: title by title, stopping at the first hit,
-        with the shortcuts of :meth:`_field_rows` (an equal pair is 1.0, "" too; a pair
-        without a shared token is 0.0 at a gate above 0.5; one below the first bound of
-        :meth:`_gated` is 0.0; the memo, else :meth:`field`); otherwise
+        with the shortcuts of :meth:`_field_rows` (a title equal to one of ``others`` reaches
+        it, "" too; an empty title reaches no other string; a pair without a shared token
+        is 0.0 at a gate above 0.5; one below the first bound of :meth:`_gated` is 0.0; the
+        memo, else :meth:`field`); otherwise
         ``matrix(titles, others).any(axis=1)`` (an embedding backend: every string of the run
         is embedded already). The same answers either way."""
         if not titles or not others:
@@ -1763,19 +1801,32 @@ class Similarity:
         if not self._plain() or len(titles) * len(others) >= _LEXICAL_VECTOR_MIN_PAIRS:
             return self.matrix(titles, others).any(axis=1).tolist()
         memo_get, field, threshold = self._memo.get, self.field, self.threshold
-        right = self._with_tokens(dict.fromkeys(others))     # each distinct one once
+        tokens_get, token_set = self._tokens.get, self._token_set
         disjoint_below = threshold > 0.5                      # see _field_rows
+        distinct = dict.fromkeys(others)
         out = []
-        for a, ta, na, la in self._with_tokens(titles):
+        for a in titles:
+            if a in distinct:
+                out.append(True)
+                continue
+            la = len(a)
+            if not la:
+                out.append(False)
+                continue
+            ta = tokens_get(a)
+            if ta is None:
+                ta = token_set(a)
+            na = len(ta)
             hit = False
-            for b, tb, nb, lb in right:
-                if a == b:
-                    hit = True
-                    break
-                if not la or not lb or (disjoint_below and ta.isdisjoint(tb)):
+            for b in distinct:
+                tb = tokens_get(b)
+                if tb is None:
+                    tb = token_set(b)
+                lb = len(b)
+                if not lb or (disjoint_below and ta.isdisjoint(tb)):
                     continue
                 inter = len(ta & tb)
-                union = na + nb - inter
+                union = na + len(tb) - inter
                 if 0.5 * (2.0 * (la if la < lb else lb) / (la + lb)) + 0.5 * (inter / union if union else 0.0) < threshold:
                     continue
                 value = memo_get((a, b))
@@ -1939,42 +1990,87 @@ class _SolverState(NamedTuple):
 
 
 def _solve_python(cost: Sequence[Sequence[float]], n: int, m: int) -> _SolverState:
-    """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`)."""
-    inf = math.inf
+    """Pure-Python O(n^2 m) Hungarian algorithm with potentials (see :func:`hungarian`):
+    :func:`_solve_rows` from the first row, whose opening rows are decided here in one step
+    each, with the same state, as long as each one's first minimum lies in a free column.
+
+    Why that is the algorithm's own step: while every row added so far went to its first
+    minimum at once, no column potential has moved from 0.0 (only the virtual column 0's),
+    and the next row i is untouched (u[i] = 0.0). Its first scan computes
+    ``(cost[i][j] - 0.0) - 0.0``, which is ``cost[i][j]`` itself; the running minimum,
+    replaced only by a strictly smaller value, ends at the row's first minimum j1 (what
+    ``min`` then ``index`` find: ``min`` keeps the first of equal values, ``index`` finds
+    the first value equal to it), delta = that value, ``u[i] += delta``, ``v[0] -= delta``;
+    a free j1 ends the search and the augmenting path is j1 alone (``way[j1]`` = 0):
+    ``p[j1] = i``. A row whose costs are all equal (a gold triplet that matches nothing: all
+    1.0, padding included) whose first column is taken goes to the lowest free column, also
+    as the algorithm's phase does: after the first step every ``minv`` is (the sign of) a
+    zero and every ``way`` 0, the rows it passes have reduced costs ``(cost - u) - 0.0 >= 0``
+    (their u is their least cost), never strictly below a zero, so delta is 0 at each
+    next step (adding or subtracting 0.0 leaves u, never -0.0, and v as they are), the
+    search reaches the columns in index order and ends at the first free one, whose
+    ``way`` 0 makes the augmenting path that column alone. Any other row whose first
+    minimum is taken goes to the full phase, from that state (``way`` and ``minv`` are set
+    anew in every row's first scan)."""
     u = [0.0] * (n + 1)
     v = [0.0] * (m + 1)
     p = [0] * (m + 1)      # p[j]: row assigned to column j (1-based, 0 = none)
-    way = [0] * (m + 1)
+    first = 1
     for i in range(1, n + 1):
+        row = cost[i - 1]
+        low = min(row)
+        j = row.index(low) + 1
+        if p[j]:
+            if max(row) != low:
+                break
+            j = p.index(0, 1)      # a row of equal costs: the lowest free column (below)
+        p[0] = p[j] = i
+        u[i] += low
+        v[0] -= low
+        first = i + 1
+    return _solve_rows(cost, n, m, _SolverState(p, u, v), first)
+
+
+def _solve_rows(cost: Sequence[Sequence[float]], n: int, m: int, state: _SolverState, first: int = 1) -> _SolverState:
+    """The pure-Python Hungarian algorithm's phases for rows ``first`` .. n, each added in
+    turn to ``state`` (updated in place and returned; from row 1 the state is all zeros:
+    the whole algorithm, the scalar reference)."""
+    inf = math.inf
+    p, u, v = state
+    way = [0] * (m + 1)
+    for i in range(first, n + 1):
         p[0] = i
         j0 = 0
         minv = [inf] * (m + 1)
-        used = [False] * (m + 1)
+        # the columns not yet used, in index order (scanned in that order: the running
+        # minimum's ties), and the used ones: the steps' updates touch each column once, so
+        # updating the two groups one after the other gives the values of one pass
+        free = list(range(1, m + 1))
+        done = [0]
         while True:
-            used[j0] = True
             i0 = p[j0]
             row = cost[i0 - 1]
             ui0 = u[i0]
             delta = inf
             j1 = 0
-            for j in range(1, m + 1):
-                if not used[j]:
-                    cur = row[j - 1] - ui0 - v[j]
-                    if cur < minv[j]:
-                        minv[j] = cur
-                        way[j] = j0
-                    if minv[j] < delta:
-                        delta = minv[j]
-                        j1 = j
-            for j in range(m + 1):
-                if used[j]:
-                    u[p[j]] += delta
-                    v[j] -= delta
-                else:
-                    minv[j] -= delta
+            for j in free:
+                cur = row[j - 1] - ui0 - v[j]
+                if cur < minv[j]:
+                    minv[j] = cur
+                    way[j] = j0
+                if minv[j] < delta:
+                    delta = minv[j]
+                    j1 = j
+            for j in done:
+                u[p[j]] += delta
+                v[j] -= delta
+            for j in free:
+                minv[j] -= delta
             j0 = j1
             if p[j0] == 0:
                 break
+            free.remove(j0)
+            done.append(j0)
         _augment(p, way, j0)
     return _SolverState(p, u, v)
 
@@ -2447,10 +2543,15 @@ def _padding_rows_keep_assignment(arr: np.ndarray, state: _SolverState) -> bool:
 
 def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: _SolverState) -> bool:
     """:func:`_padding_rows_keep_assignment` of a small matrix given as lists (the same
-    comparisons of the same float operations, without numpy's per-call set-up)."""
+    comparisons of the same float operations, without numpy's per-call set-up). When
+    every column potential is zero (either sign), ``(c - u[k]) - v[j] >= 0`` is
+    ``c - u[k] >= 0`` (subtracting a zero changes at most the sign of a zero result), and
+    ``c - u[k]`` rounded is non-decreasing in ``c``: a row's least cost decides it."""
     u, v = state.u, state.v
     if any(not x <= 0.0 for x in v[1:]):
         return False
+    if not any(v[1:]):
+        return all(min(row) - uk >= 0.0 for row, uk in zip(rows, u[1:]))
     for k, row in enumerate(rows, start=1):
         uk = u[k]
         for j, c in enumerate(row, start=1):
@@ -2547,13 +2648,18 @@ class MatchedPair:
                              relation_sim=relation_sim, align_sim=align_sim, exact=exact)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MatchResult:
     """Outcome of :func:`match_triplets` for one entry."""
 
     pairs: tuple[MatchedPair, ...]
     unmatched_gold: tuple[int, ...]
     unmatched_pred: tuple[int, ...]
+
+    def __init__(self, pairs: tuple[MatchedPair, ...], unmatched_gold: tuple[int, ...],
+                 unmatched_pred: tuple[int, ...]) -> None:
+        # one update of the instance dict instead of three object.__setattr__ (see Triplet)
+        self.__dict__.update(pairs=pairs, unmatched_gold=unmatched_gold, unmatched_pred=unmatched_pred)
 
 
 def match_triplets(gold: Sequence[Triplet], preds: Sequence[Triplet], similarity: "Similarity",
@@ -2732,8 +2838,13 @@ def is_grounded(title: str, prompt: PromptContext) -> bool:
         return False
     if title in prompt.text:
         return True
-    tokens = token_set(title)
+    tokens = _title_tokens(title)
     return bool(tokens) and len(tokens & prompt.tokens) / len(tokens) >= 0.6
+
+
+#: :func:`token_set` of titles (the predicted titles that Stage 5 grounds, the gold titles of
+#: the errors family), memoised as :func:`normalize_title` (titles repeat across entries).
+_title_tokens = functools.lru_cache(maxsize=NORMALIZE_CACHE_SIZE)(token_set)
 
 
 def final_hallucination_check(preds: Sequence[Triplet], gold_titles: Collection[str], prompt: PromptContext | Any,
@@ -2845,9 +2956,9 @@ class EntryMetrics:
                              grounding=grounding, composite=composite)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form (``per_entry[i].metrics``): every field, in declaration order."""
-        names = _ENTRY_METRIC_FIELDS
-        return dict(zip(names, operator.attrgetter(*names)(self)))
+        """The JSON form (``per_entry[i].metrics``): every field, in declaration order (the
+        order in which ``__init__`` fills the instance dict: a copy of it)."""
+        return self.__dict__.copy()
 
 
 #: The field names of :class:`EntryMetrics`, in declaration order.
@@ -2885,6 +2996,9 @@ class EntryScore:
     #: The prompt's :class:`PromptContext` that Stage 5 grounded titles in (its text and
     #: tokens computed when first needed, then kept): the families ground in it too.
     prompt: PromptContext | None = None
+    #: The predictions of ``preds`` that are no self-loop, in order (Stage 3's columns);
+    #: None: not given (computed from ``preds`` where needed).
+    columns: list[Triplet] | None = None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -2925,7 +3039,7 @@ def _tally_pairs(result: MatchResult, gold: Sequence[Triplet], preds: Sequence[T
                  gold_positions: Sequence[int], pred_positions: Sequence[int], typed: bool) -> MatchTally:
     """Classify every accepted pair (entity / relation / full match, type agreement,
     weight agreement: SPEC.md section 6), with its report row."""
-    tally = MatchTally()
+    tally = MatchTally(0, 0, 0, [], [], [], [])
     for pair in result.pairs:
         g, p = gold[pair.gold], preds[pair.pred]
         entity = pair.source_sim > 0 and pair.target_sim > 0
@@ -3063,7 +3177,7 @@ def score_entry(gold_items: Sequence[Any], pred_items: Sequence[Any] | None, pro
         invalid_gold_items=[reason for _, reason in gold_schema.invalid],
         full_matches=tally.full_matches, entity_matches=tally.entity_matches,
         gold=gold, preds=valid_preds, n_items=len(pred_items), gold_positions=gold_schema.positions,
-        pred_positions=pred_schema.positions, similarities=similarities, prompt=context)
+        pred_positions=pred_schema.positions, similarities=similarities, prompt=context, columns=preds)
 
 
 def _split_self_loops(triplets: Sequence[Triplet], positions: Sequence[int]) -> tuple[list[Triplet], list[int], list[int]]:
@@ -3259,6 +3373,23 @@ class JsonlReader:
 
     @staticmethod
     def decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        """One physical line's :class:`JsonlLine` (None for a blank line): its text decoded
+        as strict UTF-8 and read by :meth:`loads`, or the line's error (invalid UTF-8,
+        invalid JSON, nesting deeper than ``max_depth``). A line without a run of 19 digits
+        is read by orjson from its bytes first: what it reads is what :meth:`loads` reads
+        from the text (:meth:`read_again` says why), and a line it refuses is read by
+        ``json.loads``, as :meth:`loads` would after orjson refused the same text."""
+        plain = raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0
+        if plain:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                if JsonlReader.depth_exceeds(raw, max_depth):
+                    return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
+                                     raw[:JsonlReader.RAW_HEAD])
+                return JsonlLine(line_no, value, None)
         try:
             s = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -3269,7 +3400,7 @@ class JsonlReader:
             return None
         s = s.rstrip("\r\n")  # error columns then count within the line
         try:
-            value = JsonlReader.loads(s, raw)
+            value = json.loads(s) if plain else JsonlReader.loads(s, raw)
         except RecursionError:
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than "
                                             f"{max_depth} levels (exceeds the decoder's recursion limit)",
@@ -3281,6 +3412,23 @@ class JsonlReader:
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
                              raw[:JsonlReader.RAW_HEAD])
         return JsonlLine(line_no, value, None)
+
+    @staticmethod
+    def read_again(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        """:meth:`decode_line` of bytes that it read before without an error (a line kept
+        by :class:`LineStore`): the same value, with less work where it cannot differ. A
+        line without a run of 19 digits that orjson reads from its bytes is what
+        :meth:`loads` read from its text (orjson reads valid UTF-8 bytes as their decoded
+        text and refuses any other bytes; the trailing CR/LF that decode_line strips is
+        JSON whitespace, and a valid JSON value is no blank line), and its depth passed
+        :meth:`depth_exceeds` before (the same bytes); any other line is decoded again by
+        :meth:`decode_line`."""
+        if raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0:
+            try:
+                return JsonlLine(line_no, orjson.loads(raw), None)
+            except orjson.JSONDecodeError:
+                pass
+        return JsonlReader.decode_line(raw, line_no, max_depth)
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
@@ -3907,7 +4055,7 @@ def _stray_triplets_key(obj: Mapping[str, Any], fields: FieldNames) -> str | Non
     ``"Triplets"`` next to an empty ``"output"``), or None."""
     known = set(fields.accepted) | set(GOLD_KEYS) | set(GOLD_RAW_KEYS) | set(PROMPT_KEYS) | {"id", "messages"}
     return next((k for k, v in obj.items() if k not in known and isinstance(v, list) and v
-                 and OutputParser.count_triplet_like(v)), None)
+                 and OutputParser.has_triplet_like(v)), None)
 
 
 def prediction_from_record(obj: Any, line: int | None, *, combined: bool = False,
@@ -4075,7 +4223,7 @@ class LineStore:
         raw = self._file.read(self.size[index])
         line_no = self.line[index]
         same = len(raw) == self.size[index] and zlib.crc32(raw) == self.crc[index]
-        rec = JsonlReader.decode_line(raw, line_no, JSONL_MAX_DEPTH) if same else None
+        rec = JsonlReader.read_again(raw, line_no, JSONL_MAX_DEPTH) if same else None
         if rec is None or rec.error is not None:
             raise InputError(f"{self.path}: line {line_no} changed while the file was being evaluated; "
                              "run again on a file that stays the same")
@@ -4432,7 +4580,7 @@ class _PredLines:
         if self.kept is not None:
             self.kept.append(pred)
         self.ids.append(pred.id)
-        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.count_triplet_like(pred.items)))
+        self.hollow.append(bool(pred.status == "ok" and pred.items and not OutputParser.has_triplet_like(pred.items)))
         self.discarded.append(pred.discarded)
         if pred.issue:
             self.issues.setdefault(pred.issue, _Sample()).add(dataclasses.replace(pred, items=None))
@@ -6306,9 +6454,12 @@ def merge_additive(a: Record, b: Mapping[str, Any], *, disjoint: frozenset[str] 
     return out
 
 
-def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> None:
+def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str], pending: bool = False) -> None:
     """:func:`merge_additive` with ``in_place``: the same results, with the common cases
-    (new key, int + int, dict into dict, exact sum + float) decided here."""
+    (new key, int + int, dict into dict, exact sum + float) decided here. ``pending``
+    (:func:`score_entries`' running totals): a float added to a float or an exact sum makes
+    a :class:`PendingSum`, which later floats join in bulk; :func:`resolve_pending` turns
+    each into the exact sum that adding them one by one gives."""
     for key, value in b.items():
         current = out.get(key, _ABSENT)
         if current is _ABSENT:
@@ -6324,12 +6475,88 @@ def _merge_into(out: Record, b: Mapping[str, Any], disjoint: frozenset[str]) -> 
             if tc is int and tv is int:
                 out[key] = current + value
             elif tc is dict and tv is dict:
-                _merge_into(current, value, disjoint)
+                _merge_into(current, value, disjoint, pending)
+            elif tc is PendingSum:
+                if tv is float:
+                    current.add(value)
+                else:
+                    out[key] = _exact_add(current.exact(), value, disjoint, True)
+            elif tv is float and (tc is float or tc is ExactSum) and pending:
+                out[key] = PendingSum(ExactSum.of(current).units, value)
             elif tc is ExactSum and tv is float:  # _exact_add's running sum, inlined
                 n, d = value.as_integer_ratio()  # ValueError / OverflowError for NaN / inf, as ExactSum.of
                 out[key] = ExactSum(current.units + (n << (_UNITS_SHIFT - d.bit_length())))
             else:
                 out[key] = _exact_add(current, value, disjoint, True)
+
+
+#: Floats a :class:`PendingSum` holds before it adds them into its units, at once.
+PENDING_FLOATS = 1024
+
+
+class PendingSum:
+    """A running exact sum inside the totals that :func:`score_entries` merges entry by
+    entry (:func:`_merge_into` with ``pending``): ``units``, the sum so far in
+    :class:`ExactSum` units, and the floats added since, which join ``units``
+    :data:`PENDING_FLOATS` at a time (:func:`float_units`, exact) instead of one big-integer
+    step each. A NaN or infinite float raises as :meth:`ExactSum.of` does, when added.
+    :meth:`exact` is the :class:`ExactSum` of everything added: what adding the floats one
+    by one gives (integer sums do not depend on the order)."""
+
+    __slots__ = ("units", "floats")
+
+    def __init__(self, units: int, value: float) -> None:
+        self.units = units
+        self.floats: list[float] = []
+        self.add(value)
+
+    def add(self, value: float) -> None:
+        if value - value != 0.0:      # NaN or infinite: the ValueError / OverflowError of ExactSum.of
+            value.as_integer_ratio()
+        floats = self.floats
+        floats.append(value)
+        if len(floats) >= PENDING_FLOATS:
+            self.units += float_units(floats)
+            floats.clear()
+
+    def exact(self) -> ExactSum:
+        return ExactSum(self.units + float_units(self.floats))
+
+
+def resolve_pending(record: Any) -> None:
+    """Replace every :class:`PendingSum` in the dicts of ``record`` by its exact sum."""
+    if type(record) is dict:
+        for key, value in record.items():
+            if type(value) is PendingSum:
+                record[key] = value.exact()
+            elif type(value) is dict:
+                resolve_pending(value)
+
+
+def float_units(values: Sequence[float]) -> int:
+    """``sum(ExactSum.of(v).units for v in values)`` of finite floats, exactly: each
+    ``v = m * 2**e`` (:func:`numpy.frexp`, 0.5 <= |m| < 1, subnormals included) is
+    ``int(m * 2**53) * 2**(e - 53)``, which is ``int(m * 2**53) << (e + 1021)`` units of
+    2**-1074 (a subnormal's integer has at least ``-(e + 1021)`` trailing zero bits, so
+    the shift right is exact); the integers of one exponent are summed in int64 (at most
+    :data:`PENDING_FLOATS` of them, each below 2**53: no overflow), then shifted once."""
+    if len(values) < 32:   # numpy's set-up costs more than the loop
+        total = 0
+        for value in values:
+            n, d = value.as_integer_ratio()
+            total += n << (_UNITS_SHIFT - d.bit_length())
+        return total
+    total = 0
+    for start in range(0, len(values), PENDING_FLOATS):
+        mantissas, exponents = np.frexp(np.array(values[start:start + PENDING_FLOATS], dtype=np.float64))
+        ints = (mantissas * 9007199254740992.0).astype(np.int64)
+        shifts, where = np.unique(exponents, return_inverse=True)
+        sums = np.zeros(len(shifts), dtype=np.int64)
+        np.add.at(sums, where, ints)
+        for part, exponent in zip(sums.tolist(), shifts.tolist()):
+            shift = exponent + 1021
+            total += part << shift if shift >= 0 else part >> -shift
+    return total
 
 
 def exact_mean(total: int | float | ExactSum, count: int) -> float:
@@ -6863,7 +7090,8 @@ class HgrFamily(MetricFamily):
     @staticmethod
     def record(m: EntryMetrics, status: str) -> Record:
         """The record of one entry's metrics and prediction status."""
-        macro = {key: getattr(m, key) for key in MACRO_KEYS if getattr(m, key) is not None}
+        values = m.__dict__       # EntryMetrics' fields (frozen: read, never written)
+        macro = {key: values[key] for key in MACRO_KEYS if values[key] is not None}
         return {"totals": {
             "gold_triplets": m.n_gold,
             "pred_triplet_items": m.n_pred_raw_items,
@@ -7145,7 +7373,8 @@ class PerRelationFamily(MetricFamily):
         if score.swapped is not None:
             return score.swapped
         matched = {id(p) for _, p in score.entity_matches}
-        tested = [k for k, p in enumerate(score.preds) if id(p) not in matched and not is_self_loop(p)]
+        tested = [k for k, p in enumerate(score.preds)          # is_self_loop, inlined
+                  if id(p) not in matched and not (p.source and p.source == p.target)]
         if not tested or not score.gold:
             score.swapped = {}
             return score.swapped
@@ -8924,7 +9153,9 @@ class ErrorsFamily(MetricFamily):
         reversed_at = sorted(positions[k] for k in swapped if pred[positions[k]] in _UNMATCHED_CLASSES) if swapped else []
         duplicate: list[int] = []
         preds = score.preds
-        if len(preds) > 1 and len({(p.source, p.relation, p.target) for p in preds}) < len(preds):
+        # equal triplets have equal sources: distinct sources (most answers) need no triples
+        if (len(preds) > 1 and len({p.source for p in preds}) < len(preds)
+                and len({(p.source, p.relation, p.target) for p in preds}) < len(preds)):
             seen: set[tuple[str, str, str]] = set()
             for p, position in zip(preds, positions):
                 key = (p.source, p.relation, p.target)
@@ -8955,7 +9186,8 @@ class ErrorsFamily(MetricFamily):
                     src_ok.append(bool(src_rows[i].any()) if arrays else any(src_rows[i]))
                     tgt_ok.append(bool(tgt_rows[i].any()) if arrays else any(tgt_rows[i]))
             if not all(src_ok) or not all(tgt_ok):
-                kept = [p for p in score.preds if not (p.source and p.source == p.target)]
+                kept = score.columns if score.columns is not None else [
+                    p for p in score.preds if not (p.source and p.source == p.target)]
                 ask = [k for k, hit in enumerate(src_ok) if not hit]
                 if ask:
                     reached = similarity.reaches([gold_of[unmatched[k]].source for k in ask], [p.target for p in kept])
@@ -9185,6 +9417,10 @@ class RowSpool:
 
     FORMS = ("report", "lines")
     _SEPARATORS = {"report": b",\n    ", "lines": b""}
+    #: Bytes buffered before a write to the spool's file: rows are a few KB, and the default
+    #: buffer (8 KB) made nearly every row a system call of its own (a third of the CPU
+    #: time of spooling them).
+    BUFFER = 1 << 20
 
     def __init__(self, folder: Path | None = None, form: str = "report", memory: bool = False) -> None:
         if form not in self.FORMS:
@@ -9198,7 +9434,8 @@ class RowSpool:
             self._write = self._file.write
         else:
             try:
-                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder)
+                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder,
+                                                         buffering=self.BUFFER)
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder) from None
             self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
@@ -9292,8 +9529,39 @@ class RowSpool:
             while chunk := reader.read(block):
                 yield chunk
 
-    def close(self) -> None:
-        self._file.close()
+    def copy_blocks(self, out_fd: int, block: int = 1 << 20) -> Iterator[bytes]:
+        """:meth:`encoded`'s blocks for a writer to the file descriptor ``out_fd``: a spool
+        on disk without dropped families copies its bytes to ``out_fd`` (at its position)
+        itself, block by block, with ``os.copy_file_range`` (kernel to kernel: the 500 MB
+        of a 100,000-entry report never pass through Python), yielding ``b""`` after each
+        block; where the system refuses that (another file system on an older kernel, no
+        such call), from the first block on, it yields the blocks of :meth:`encoded` for
+        the writer to write. The writer's buffer must be flushed first."""
+        copy = getattr(os, "copy_file_range", None)
+        if self._dropped or isinstance(self._file, io.BytesIO) or copy is None:
+            yield from self.encoded(block)
+            return
+        try:
+            self._file.flush()
+        except OSError as exc:  # the last buffered rows did not fit
+            raise self._unwritable(exc) from None
+        source, offset = self._file.fileno(), 0
+        while True:
+            try:
+                done = copy(source, out_fd, block, offset)
+            except OSError as exc:
+                if offset or exc.errno not in _NO_FILE_COPY:
+                    raise
+                yield from self.encoded(block)
+                return
+            if not done:
+                return
+            offset += done
+            yield b""
+
+
+#: errno values of ``os.copy_file_range`` that mean "not here" (copy the bytes instead).
+_NO_FILE_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM})
 
 
 #: From this many entries on, a single-file run keeps its per-entry rows on disk
@@ -9397,7 +9665,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
     plain_merge = {f.name: f.disjoint_keys for f in families if type(f).merge is MetricFamily.merge}
     json_ready = frozenset(f.name for f in families if not f.entry_sums)
     for entry in iterator:
-        _phase("scoring")
+        if _PHASE_SIGNAL is not None:
+            _phase("scoring")
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
                             profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
         stats: dict[str, Record] = {}
@@ -9417,8 +9686,11 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             row["slices"] = slice_values(entry, score.metrics["n_gold"], ctx.slice_by)
         for family in list(active):
             try:
-                with family.guard():
+                try:
                     record = stats[family.name] = family.entry_stats(entry, score, ctx)
+                except BaseException as exc:  # family.guard(), left as a with statement leaves it (on errors only)
+                    if not FamilyGuard(family).__exit__(type(exc), exc, exc.__traceback__):
+                        raise
             except FamilyUnavailable as exc:
                 if not ctx.skip_unavailable:
                     raise
@@ -9434,7 +9706,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             if total is None:
                 totals[family.name] = _copy_stats(record)
             elif family.name in plain_merge:
-                _merge_into(total, record, plain_merge[family.name])
+                _merge_into(total, record, plain_merge[family.name], True)   # PendingSums: resolved below
             else:
                 totals[family.name] = family.merge(total, record, in_place=True)
             view = family.entry_view(record)
@@ -9443,6 +9715,8 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         row["stats"] = records_to_json(stats, json_ready)
         rows.append(row)
         scored.tally.add(row)
+    for name in plain_merge:
+        resolve_pending(totals.get(name))
     return scored
 
 
@@ -13489,6 +13763,33 @@ def _all_finite(value: Any) -> bool:
 
 #: Leaf types that are never NaN or infinite (:func:`_all_finite` skips them).
 _FINITE_LEAVES = frozenset({str, int, bool, type(None)})
+#: Where a top-level key begins in indented JSON text (a newline, the two spaces of the
+#: first level, the key's quote): deeper lines are indented further, and a JSON string
+#: holds no newline.
+_TOP_LEVEL_KEY = re.compile(rb'\n  "')
+
+
+def _finite_where_null(value: Any, data: bytes) -> bool:
+    """:func:`_all_finite` of ``value`` given ``data``, its text as orjson writes it with
+    :data:`_ORJSON_OPTIONS`: of a dict, only the top-level values whose text holds
+    ``null`` are walked (a NaN or infinite float is written as null, so no other value
+    holds one; a null that is None, or part of a string, only makes a walk that finds
+    nothing: a per-entry row's nulls are mostly its pairs' and metrics' N/A values, not
+    in its families' records). The keys' places are the :data:`_TOP_LEVEL_KEY` marks, one
+    per key in order (any other count: the whole value is walked)."""
+    if type(value) is not dict:
+        return _all_finite(value)
+    starts = [found.start() for found in _TOP_LEVEL_KEY.finditer(data)]
+    if len(starts) != len(value) or not starts or data.find(b"null", 0, starts[0]) >= 0:
+        return _all_finite(value)
+    values = list(value.values())
+    at = data.find(b"null")
+    while at >= 0:
+        k = bisect.bisect(starts, at) - 1
+        if not _all_finite(values[k]):
+            return False
+        at = data.find(b"null", starts[k + 1]) if k + 1 < len(starts) else -1
+    return True
 
 
 def _json_bytes(value: Any) -> bytes:
@@ -13504,8 +13805,12 @@ def _json_bytes(value: Any) -> bytes:
     except TypeError:  # orjson.JSONEncodeError
         data = None
     # orjson writes a NaN or infinite float as null: text without "null" has none of them
-    # (most per-entry rows have a null, an N/A metric, and are walked by _all_finite)
-    if (data is None or b"null" in data) and not _all_finite(value):
+    # (most per-entry rows have a null, an N/A metric: their values that hold one are walked)
+    if data is None:
+        finite = _all_finite(value)
+    else:
+        finite = b"null" not in data or _finite_where_null(value, data)
+    if not finite:
         raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
     if data is not None:
         return data
@@ -13522,7 +13827,7 @@ def _report_row(row: Mapping[str, Any]) -> bytes:
     return _json_bytes(row).replace(b"\n", b"\n    ")
 
 
-def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
+def report_chunks(data: Mapping[str, Any], spooled: bool = False) -> Iterator[Any]:
     """The report's JSON text as UTF-8 chunks, ``per_entry`` one row at a time (it may be
     any iterable of rows; a :class:`RowSpool` of the report's form gives its rows' bytes
     as they are, encoded when the rows were made), so that a report is written without
@@ -13531,6 +13836,9 @@ def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
     strict JSON, two-space indent, the keys in ``data``'s order. Where orjson cannot write
     a value (:func:`_json_bytes`), the json module writes that top-level value, or that
     one row of ``per_entry`` (so rows in a list and rows spooled give the same bytes).
+
+    ``spooled``: a :class:`RowSpool` of the report's form is given as itself, in place of its
+    bytes (for :func:`_write_atomic`, which copies them file to file).
 
     Raises:
         ValueError: a NaN or infinite float (the report would not be strict JSON).
@@ -13546,7 +13854,10 @@ def report_chunks(data: Mapping[str, Any]) -> Iterator[bytes]:
                 yield b"[]"
                 continue
             yield b"[\n    "
-            yield from value.encoded()
+            if spooled:
+                yield value    # the writer copies the spool's bytes itself (_write_atomic)
+            else:
+                yield from value.encoded()
             yield b"\n  ]"
         elif key == "per_entry":  # row by row, also a list: the same bytes as spooled rows
             empty = True
@@ -13578,7 +13889,8 @@ def write_json_atomic(path: Path, data: Any, placed: Callable[[], None] | None =
     Raises:
         ValueError: a NaN or infinite float in ``data``. OSError: the folder is not writable.
     """
-    _write_atomic(path, report_chunks(data) if isinstance(data, Mapping) else iter([_json_bytes(data) + b"\n"]),
+    _write_atomic(path, report_chunks(data, spooled=True) if isinstance(data, Mapping)
+                  else iter([_json_bytes(data) + b"\n"]),
                   placed)
 
 
@@ -13616,11 +13928,12 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "rows": count}
 
 
-def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None] | None = None) -> None:
-    """Write byte chunks to a temp file beside ``path``, fsync, rename over ``path``, then
-    call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised after the
-    rename, before ``placed`` returned, calls ``placed`` before it goes on (the temp file is
-    gone: the file is in place); raised before it, the temp file is removed."""
+def _write_atomic(path: Path, chunks: Iterable[Any], placed: Callable[[], None] | None = None) -> None:
+    """Write byte chunks (and the bytes of a :class:`RowSpool` given as a chunk:
+    :meth:`RowSpool.copy_blocks`) to a temp file beside ``path``, fsync, rename over
+    ``path``, then call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised
+    after the rename, before ``placed`` returned, calls ``placed`` before it goes on (the
+    temp file is gone: the file is in place); raised before it, the temp file is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -13629,6 +13942,13 @@ def _write_atomic(path: Path, chunks: Iterable[bytes], placed: Callable[[], None
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
+                if isinstance(chunk, RowSpool):   # its bytes, block by block, file to file
+                    handle.flush()
+                    for block in chunk.copy_blocks(handle.fileno()):
+                        _phase("writing")
+                        if block:
+                            handle.write(block)
+                    continue
                 _phase("writing")
                 handle.write(chunk)
             handle.flush()
@@ -18700,14 +19020,17 @@ class ReportHead:
         return msgspec.defstruct("ReportHead", fields)
 
     @staticmethod
-    def read(raw: bytes) -> Any:
+    def read(raw: bytes, utf8_checked: bool = False) -> Any:
         """What ``json.loads(raw.decode("utf-8"))`` gives as far as :func:`_report_runs`
         can tell: for a JSON object, a dict of its :data:`KEYS` that it has (each value
         exactly as json.loads reads it, the last of repeated keys), else the value itself.
         msgspec checks the whole text as RFC 8259 JSON and skips every other value
         without building it; text that msgspec refuses (not an object, or what json reads
         and msgspec does not: ``NaN``, a lone surrogate escape) is read by ``json.loads``,
-        which gives the value or the error.
+        which gives the value or the error. Bytes that are all ASCII are UTF-8 as they are
+        (no decoding: the text's characters are the bytes); others are decoded first, as
+        strictly as the text-mode read of a JSON file (msgspec does not check the UTF-8 of
+        the values it skips), unless ``utf8_checked`` (the caller decoded them already).
 
         Raises:
             ValueError: the bytes are not UTF-8 (UnicodeDecodeError) or not JSON
@@ -18716,14 +19039,61 @@ class ReportHead:
         """
         import msgspec
 
-        text = raw.decode("utf-8")  # strict: the text-mode read of a JSON file (its CR/LF are whitespace)
+        if not utf8_checked and not raw.isascii():
+            raw.decode("utf-8")  # strict: its CR/LF are whitespace to both decoders
         try:
             head = msgspec.json.decode(raw, type=ReportHead._struct())
         except msgspec.DecodeError:  # ValidationError (not an object) included
-            value = json.loads(text)
+            value = json.loads(raw.decode("utf-8"))
             return {key: value[key] for key in ReportHead.KEYS if key in value} if isinstance(value, dict) else value
         return {key: json.loads(bytes(value).decode("utf-8")) for key in ReportHead.KEYS
                 if (value := getattr(head, key)) is not msgspec.UNSET}
+
+    #: :meth:`runs` of an empty report file (only whitespace): it may be replaced.
+    EMPTY: ClassVar[list[Any]] = []
+    #: A file whose last change (mtime or ctime) is less than this many nanoseconds older
+    #: than the start of its reading could still change within the same timestamp tick
+    #: without its stat showing it (git's "racily clean" entries): its runs are not kept.
+    RACY_NS = 3_000_000_000
+    #: (st_dev, st_ino) -> (size, mtime_ns, ctime_ns, runs) of the report files read.
+    _kept: ClassVar[dict[tuple[int, int], tuple[int, int, int, Any]]] = {}
+
+    @staticmethod
+    def runs(path: Path) -> Any:
+        """:func:`_report_runs` of the report file at ``path``: None when it cannot be read
+        (OSError), is not UTF-8 JSON (ValueError) or not a report of ours; :data:`EMPTY`
+        for an empty file (or only whitespace). A run reads the file once: the check before
+        scoring and the one before writing (:func:`_refuse_replacing_another_run`) of a
+        500 MB report would otherwise read, decode and parse it twice. The runs are kept
+        with the file's stat (device, inode, size, mtime and ctime in nanoseconds; any
+        write changes the ctime, and a replaced file has another inode) and given again
+        only while the file has that stat, and only for a file last changed
+        :data:`RACY_NS` or more before it was read (a change within the same tick of the
+        file system's clock would leave the stat as it was)."""
+        try:
+            st = os.stat(path)
+            ident, shape = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            kept = ReportHead._kept.get(ident)
+            if kept is not None and kept[:3] == shape:
+                return kept[3]
+            started = time.time_ns()
+            with open(path, "rb") as handle:
+                raw = handle.read()
+            if raw.isascii():
+                blank = ReportHead._BLANK.fullmatch(raw) is not None
+            else:  # strict: a UnicodeDecodeError is a ValueError
+                text = raw.decode("utf-8")
+                blank = not text or text.isspace()   # text.strip() == "", without its copy
+                del text
+            runs: Any = ReportHead.EMPTY if blank else _report_runs(ReportHead.read(raw, utf8_checked=True))
+        except (OSError, ValueError):
+            return None
+        if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:
+            ReportHead._kept[ident] = (*shape, runs)
+        return runs
+
+    #: ASCII text that ``str.strip`` leaves empty (the ASCII characters ``str.isspace`` holds).
+    _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*")
 
 
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
@@ -18782,15 +19152,9 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     refuses other files before this). Raises InputError naming the run the file holds."""
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-        text = raw.decode("utf-8")  # strict: a UnicodeDecodeError is a ValueError
-        if not text.strip():
-            return
-        held = _report_runs(ReportHead.read(raw))
-    except (OSError, ValueError):
-        held = None
+    held = ReportHead.runs(path)
+    if held is ReportHead.EMPTY:
+        return
     if held is None:
         raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
                          "summary inputs, config and signature); refusing to overwrite it: remove it first or give "

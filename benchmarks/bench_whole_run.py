@@ -2,8 +2,8 @@
 this checkout against a baseline revision (default: eae578e, before issue 11), side by side.
 
 Run: ``uv run python benchmarks/bench_whole_run.py [--entries N[,N...]] [--baseline REV]
-[--repeats R] [--seed S] [--fresh-report] [--as-is-env]``; issue 20's table:
-``--entries 5000,20000,100000 --baseline 3687f41``.
+[--repeats R] [--seed S] [--workers N] [--fresh-report] [--as-is-env] [--table]``; issue 20's
+table: ``--entries 5000,20000,100000 --baseline 3687f41 --workers 2 --table``.
 
 Writes the seeded corpus of ``bench_lexical.py`` as gold and prediction JSONL files (the
 same files for every run), then runs, interleaved ``--repeats`` times, four command
@@ -15,7 +15,8 @@ environment, see ``_baseline.cli_env``):
   * ``baseline, workers 1`` and ``baseline``: evaluate.py of ``--baseline`` (``git show
     REV:evaluate.py``, run by path), with ``--workers 1`` and with its default workers;
   * ``workers 1``: this checkout with ``--workers 1`` (one process);
-  * ``default``: this checkout with its default workers (the cores this process may use).
+  * ``default``: this checkout with its default workers (the cores this process may use), or
+    ``--workers N`` (both revisions' parallel runs then get N).
 
 Each timed run replaces the report its command line wrote before (as a repeated command
 does: the existing report is read first, to tell that it holds the same run), or, with
@@ -25,9 +26,11 @@ checkout / baseline (the same workers setting), whether the numbers are identica
 field that both reports' summaries and family sections have, ``config`` aside; fields
 added after the baseline are not compared, as in bench_solver; macro means may move in
 their last digits, within 1e-12 relative, because the baseline summed floats where this
-checkout sums exactly and rounds once: listed, not counted as differences) and whether
-the reports are byte-identical (this checkout's two, and all four). Not a test: wall-clock numbers on shared
-machines are noisy (other processes take cores); read the ratios, on quiet cores.
+checkout sums exactly and rounds once: listed, not counted as differences), whether
+the reports are byte-identical (this checkout's two, and all four), and each revision's wall
+speedup of its parallel runs over one worker; ``--table``: every size in one Markdown table
+(README, Benchmarks). Not a test: wall-clock numbers on shared machines are noisy (other
+processes take cores); read the ratios, on quiet cores.
 """
 
 from __future__ import annotations
@@ -97,7 +100,9 @@ def measure(entries: int, args: argparse.Namespace, env: dict[str, str], folder:
     """The interleaved runs of one corpus size: medians of wall and CPU per command line,
     the load average before and after, the numeric comparison with the baseline and
     whether this checkout's two reports are byte-identical."""
-    runs = {"baseline, workers 1": ["--workers", "1"], "baseline": [], "workers 1": ["--workers", "1"], "default": []}
+    many = ["--workers", str(args.workers)] if args.workers else []
+    runs = {"baseline, workers 1": ["--workers", "1"], "baseline": many, "workers 1": ["--workers", "1"],
+            "default": many}
     wall: dict[str, list[float]] = {name: [] for name in runs}
     cpu: dict[str, list[float]] = {name: [] for name in runs}
     work = folder / str(entries)
@@ -136,8 +141,10 @@ def print_size(result: dict[str, Any], args: argparse.Namespace) -> None:
     wall = {name: statistics.median(v) for name, v in result["wall"].items()}
     cpu = {name: statistics.median(v) for name, v in result["cpu"].items()}
     base = {"workers 1": "baseline, workers 1", "default": "baseline"}   # the same workers, the baseline's code
+    many = f"workers {args.workers}" if args.workers else "default workers"
     for name in wall:
-        label = name.replace("baseline", f"{args.baseline}") + (", default workers" if name == "baseline" else "")
+        label = (name.replace("baseline", f"{args.baseline}") + (f", {many}" if name == "baseline" else "")
+                 if name != "default" else many)
         line = (f"  {label:<28} wall {wall[name]:7.2f} s   CPU {cpu[name]:7.2f} s   "
                 f"CPU per entry {cpu[name] / n * 1e3:6.3f} ms")
         if name in base:
@@ -149,7 +156,9 @@ def print_size(result: dict[str, Any], args: argparse.Namespace) -> None:
           f"all four reports byte-identical: {result['baseline_bytes']}")
     for row in (result["differ"] + result["moves"])[:20]:
         print(f"    {row}")
-    print(f"  reports of workers 1 and default workers byte-identical: {result['same_bytes']}")
+    print(f"  reports of workers 1 and {many} byte-identical: {result['same_bytes']}")
+    print(f"  {many} / workers 1, wall speedup: this checkout {wall['workers 1'] / wall['default']:.2f}x, "
+          f"{args.baseline} {wall['baseline, workers 1'] / wall['baseline']:.2f}x")
 
 
 def main() -> None:
@@ -164,6 +173,11 @@ def main() -> None:
                              "run before, as a repeated command does, which reads the existing report first)")
     parser.add_argument("--as-is-env", action="store_true",
                         help="keep this environment (PYTHONDONTWRITEBYTECODE included) for the runs")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="--workers of the parallel runs (default: none given, each revision's default: "
+                             "the cores this process may use)")
+    parser.add_argument("--table", action="store_true",
+                        help="also print a Markdown table of every size (README, Benchmarks)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.entries.split(",")]
     env = _baseline.cli_env(args.as_is_env)
@@ -174,13 +188,36 @@ def main() -> None:
           + ("; each run writes a new report" if args.fresh_report else "; each run replaces the report of the one "
              "before (the check of the existing report included)"))
     failed = False
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             result = measure(n, args, env, Path(tmp))
             print_size(result, args)
+            results.append(result)
             failed = failed or bool(result["differ"]) or not (result["same_bytes"] and result["baseline_bytes"])
+    if args.table:
+        print_table(results, args)
     if failed:
         sys.exit("reports differ")
+
+
+def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The sizes as one Markdown table: CPU per entry and wall of both revisions with one
+    worker and their ratios, the parallel runs' wall and speedups, the load averages."""
+    many = f"workers {args.workers}" if args.workers else "default workers"
+    print()
+    print(f"| entries | CPU/entry {args.baseline} | CPU/entry now | now / {args.baseline} | wall {args.baseline} | "
+          f"wall now | now / {args.baseline} | {many}: wall now | speedup now | speedup {args.baseline} | load |")
+    print("|---:" * 11 + "|")
+    for r in results:
+        n = r["entries"]
+        wall = {name: statistics.median(v) for name, v in r["wall"].items()}
+        cpu = {name: statistics.median(v) for name, v in r["cpu"].items()}
+        print(f"| {n:,} | {cpu['baseline, workers 1'] / n * 1e3:.3f} ms | {cpu['workers 1'] / n * 1e3:.3f} ms | "
+              f"{cpu['workers 1'] / cpu['baseline, workers 1']:.2f} | {wall['baseline, workers 1']:.2f} s | "
+              f"{wall['workers 1']:.2f} s | {wall['workers 1'] / wall['baseline, workers 1']:.2f} | "
+              f"{wall['default']:.2f} s | {wall['workers 1'] / wall['default']:.2f}x | "
+              f"{wall['baseline, workers 1'] / wall['baseline']:.2f}x | {r['load'][0]:.2f}-{r['load'][1]:.2f} |")
 
 
 if __name__ == "__main__":

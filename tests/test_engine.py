@@ -15,6 +15,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from helpers import (
     NLTK_DATA,
     SHARED,
@@ -315,6 +317,79 @@ def test_merge_additive_is_exact_where_float_addition_is_not():
     assert ev.records_from_json(json.loads(json.dumps(ev.records_to_json({"x": left})))) == {"x": left}
 
 
+def _units_one_by_one(values) -> int:
+    return sum(ev.ExactSum.of(v).units for v in values)
+
+
+_FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(
+    [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308, 1.7976931348623157e308,
+     -1.7976931348623157e308, 0.1, 1.0, 0.5, 1 / 3]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_FLOATS, max_size=1100))
+def test_float_units_are_the_exact_sum(values):
+    # float_units (numpy: mantissas summed per exponent) is the sum of each float's ExactSum
+    # units, subnormals, the largest doubles, negative zero and mixed signs included, over
+    # the loop's sizes, the one-block sizes and past one block (PENDING_FLOATS)
+    assert ev.float_units(values) == _units_one_by_one(values)
+
+
+def test_float_units_blocks_and_the_largest_mantissas():
+    # 1024 mantissas of 2**53 - 1 at one exponent: the int64 sum stays below 2**63
+    largest = [float(2**53 - 1)] * 1024 + [-float(2**53 - 1)] * 3 + [2.0**-1074] * 2000
+    assert ev.float_units(largest) == _units_one_by_one(largest)
+    assert ev.float_units([0.1] * 5000) == 5000 * ev.ExactSum.of(0.1).units
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(st.dictionaries(st.sampled_from(["n", "s", "t"]), st.one_of(
+    st.integers(-5, 5), _FLOATS, st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.integers(0, 3), _FLOATS),
+                                                 max_size=2)), max_size=3), min_size=1, max_size=40),
+       block=st.sampled_from([2, 3, 1024]))
+def test_pending_merges_give_the_merges_one_by_one(records, block):
+    # score_entries' running totals (_merge_into with pending, then resolve_pending) are the
+    # totals of merging one record after another: the same values, types and key order
+    # (a float total stays a float, an int an int; a key's ints and floats mix), with the
+    # pending floats added in blocks of any size
+    saved, ev.PENDING_FLOATS = ev.PENDING_FLOATS, block
+    try:
+        _check_pending_merges(records)
+    finally:
+        ev.PENDING_FLOATS = saved
+
+
+def _check_pending_merges(records) -> None:
+    want = ev._copy_stats(records[0])
+    got = ev._copy_stats(records[0])
+    for record in records[1:]:
+        try:
+            ev._merge_into(want, record, frozenset())
+        except Exception as exc:  # noqa: BLE001 (a dict meeting a number: both refuse it alike)
+            with pytest.raises(type(exc)):
+                ev._merge_into(got, record, frozenset(), True)
+            return
+        ev._merge_into(got, record, frozenset(), True)
+    ev.resolve_pending(got)
+    assert repr(got) == repr(want)        # ExactSum's repr is its Fraction; floats' and ints' their own
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_pending_merges_refuse_nan_and_infinity_at_once(bad):
+    # the error of ExactSum.of, at the record that brings the value (not when resolved)
+    for first in (0.5, bad):
+        total = {"s": first}
+        second = {"s": 0.25 if first is bad else bad}
+        with pytest.raises((ValueError, OverflowError)) as one_by_one:
+            ev._merge_into(dict(total), second, frozenset())
+        with pytest.raises(one_by_one.type, match=str(one_by_one.value)):
+            ev._merge_into(dict(total), second, frozenset(), True)
+    total = {"s": 0.5}
+    ev._merge_into(total, {"s": 0.25}, frozenset(), True)
+    with pytest.raises(ValueError):
+        ev._merge_into(total, {"s": float("nan")}, frozenset(), True)
+
+
 def test_records_to_json_shares_what_needs_no_conversion():
     # a record of counts and floats is its own JSON form (returned, not copied); a dict or
     # list holding an exact sum is a converted copy, the record itself left as it was
@@ -573,6 +648,39 @@ def test_slice_groups_order_and_errors():
         ev.slice_groups("", [{"slices": {"k": None}}], ["k"])
     with pytest.raises(ev.InputError, match="system B: the report's per-entry rows have no slice values for j"):
         ev.slice_groups("B", rows, ["j"])
+
+
+@pytest.mark.parametrize("raised, errors, nltk", [
+    (KeyError("weight"), (KeyError,), False), (KeyError("weight"), (), False), (ValueError("bad"), (ValueError,), False),
+    (ValueError("bad"), (), False), (ImportError("nltk"), (), True), (LookupError("punkt"), (), True),
+    (ev.InputError("as is"), (), False), (KeyboardInterrupt(), (ValueError,), False)])
+def test_score_entries_turns_a_familys_errors_as_its_guard_does(raised, errors, nltk):
+    """score_entries enters a family's guard only when entry_stats raises: the error that
+    leaves it (translated into InputError or FamilyUnavailable, or the same one) is what
+    leaving ``with family.guard()`` gives, message, type and suppressed context alike."""
+
+    class Raises(ev.MetricFamily):
+        name = key = "raises"
+        input_errors = errors
+        needs_nltk = nltk
+
+        def entry_stats(self, entry, score, ctx):
+            raise raised
+
+        def finish(self, record):
+            return {}
+
+    family = Raises()
+    with pytest.raises(BaseException) as guarded:
+        with family.guard():
+            raise raised
+    entry = ev.Entry(ev.GoldRecord("e", "", [], 1), ev.Prediction("e", [], "ok", "", 1))
+    ctx = ev.ScoringContext(ev.Similarity(), "hgr", frozenset(ev.SPEC_RELATIONS), ev.DEFAULT_ALIGN_ACCEPT, None)
+    with pytest.raises(BaseException) as scored:
+        ev.score_entries([entry], [ev.FAMILIES["hgr"](), family], ctx)
+    assert type(scored.value) is type(guarded.value) and str(scored.value) == str(guarded.value)
+    assert scored.value.__suppress_context__ == guarded.value.__suppress_context__
+    assert (scored.value is raised) == (guarded.value is raised)
 
 
 # ---------------------------------------------------------------- a system of several samples

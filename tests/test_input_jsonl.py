@@ -317,3 +317,75 @@ def test_ranges_equal_one_reading_property(tmp_path_factory, lines, last_end, bo
     rows, ranges = ranged(path, size, 40)
     check_ranges_cover(data, ranges)
     assert rows == list(ev.JsonlReader.located(path, 40, 20))
+
+
+# --- Reading a kept line again (JsonlReader.read_again: LineStore.value) ---
+
+
+def _decode_steps(raw: bytes, line_no: int, max_depth: int):
+    """JsonlReader.decode_line as first written (the reference): strict UTF-8, blank lines
+    None, JsonlReader.loads of the text, then the depth test."""
+    try:
+        s = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return ev.JsonlLine(line_no, None, f"line {line_no}: invalid UTF-8 at byte {e.start} of the line (0-based)",
+                            raw[:ev.JsonlReader.RAW_HEAD])
+    if not s.strip():
+        return None
+    s = s.rstrip("\r\n")
+    try:
+        value = ev.JsonlReader.loads(s, raw)
+    except RecursionError:
+        return ev.JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels (exceeds "
+                                           "the decoder's recursion limit)", raw[:ev.JsonlReader.RAW_HEAD])
+    except json.JSONDecodeError as e:
+        return ev.JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} (column {e.colno})",
+                            raw[:ev.JsonlReader.RAW_HEAD])
+    if ev.JsonlReader.depth_exceeds(raw, max_depth):
+        return ev.JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
+                            raw[:ev.JsonlReader.RAW_HEAD])
+    return ev.JsonlLine(line_no, value, None)
+
+
+def _same_line(a, b) -> bool:
+    return (a is None) == (b is None) and (a is None or (a.line_no, a.error, a.raw_head) == (b.line_no, b.error, b.raw_head)
+                                           and same_json(a.value, b.value))
+
+
+def _check_read_again(raw: bytes) -> None:
+    """read_again of a line that decode_line reads without an error is that same value."""
+    first = ev.JsonlReader.decode_line(raw, 7, 20)
+    assert _same_line(first, _decode_steps(raw, 7, 20)), raw   # orjson on the bytes first: the same line
+    if first is None or first.error is not None:
+        return
+    again = ev.JsonlReader.read_again(raw, 7, 20)
+    assert again.error is None and again.line_no == 7
+    assert same_json(again.value, first.value), raw
+
+
+@pytest.mark.parametrize("line", [text for text, _ in SPECIAL_LINES] + [
+    '{"id": "a", "s": "caf\u00e9 \u2028 \U0001f600"}', '  {"a": 1}  ', '"x"', '7', 'null', '[]',
+    '{"id": 1234567890123456789}', '{"id": 123456789012345678}', '', '  \t', '\x0c', '\ufeff{}', '[1,]',
+    '{"a": 1} x', '[' * 30 + ']' * 30, '[' * 1100 + ']' * 1100, '{"s": "\x01"}', '"\ud800"'])
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n", b"\r\r\n", b"\x0c\n"])
+def test_read_again_equals_the_first_reading(line, end):
+    _check_read_again(line.encode("utf-8", "surrogatepass") + end)
+
+
+@pytest.mark.parametrize("raw", [b'{"s": "caf\xff"}\n', b'{"s": "\xed\xa0\x80"}', b'\xef\xbb\xbf{}', b"\xc3",
+                                 b'{"a": 1}\x00', b"\x85\n"])
+def test_decode_line_of_invalid_bytes_equals_the_steps(raw):
+    # bytes orjson refuses (invalid UTF-8, a BOM, a NUL) take the steps: the same errors
+    assert _same_line(ev.JsonlReader.decode_line(raw, 3, 20), _decode_steps(raw, 3, 20))
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12), ascii_only=st.booleans(), end=st.sampled_from([b"\n", b"\r\n", b""]))
+def test_read_again_equals_the_first_reading_property(value, ascii_only, end):
+    """Any JSON value json.dumps writes (NaN, Infinity, big integers, lone surrogates,
+    non-ASCII text included), as UTF-8 bytes: read_again gives decode_line's value."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    _check_read_again(text.encode("utf-8", "surrogatepass") + end)

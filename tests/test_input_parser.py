@@ -700,3 +700,28 @@ def test_discarded_counts_only_separate_complete_answers_outside_reasoning():
     assert ev.ParseResult([], "empty", "x") == ([], "empty", "x", 0)
     assert ev.prediction_from_record({"id": "r1", "output": f"1. {a}\n2. {b}"}, 3).discarded == 1
     assert ev.prediction_from_record({"id": "r1", "triplets": [A, B]}, 3).discarded == 0
+
+
+def _triplet_like_reference(item):
+    """OutputParser.is_triplet_like as first written: the lowered keys hold a key pair."""
+    if isinstance(item, dict):
+        keys = {str(k).lower() for k in item}
+        return any(a in keys and b in keys for a, b in ev.OutputParser.TRIPLET_KEY_PAIRS)
+    if isinstance(item, list):
+        return len(item) == 3 and all(isinstance(x, str) for x in item)
+    return False
+
+
+_KEYS = st.sampled_from(["source", "target", "Source", "TARGET", "subject", "object", "sub", "obj", "head",
+                         "tail", "relation", "x", 1, None])
+_ITEMS = st.one_of(st.dictionaries(_KEYS, st.integers(), max_size=5), st.lists(st.one_of(st.text(max_size=2),
+                   st.integers()), max_size=4), st.text(max_size=3), st.none())
+
+
+@settings(max_examples=500, deadline=None)
+@given(items=st.lists(_ITEMS, max_size=6))
+def test_triplet_like_shortcut_equals_the_lowered_keys(items):
+    # the typed triplet's shortcut ("source" and "target" as they are) and has_triplet_like
+    # (stops at the first) answer as the test of the lowered keys and the count
+    assert [ev.OutputParser.is_triplet_like(x) for x in items] == [_triplet_like_reference(x) for x in items]
+    assert ev.OutputParser.has_triplet_like(items) == (ev.OutputParser.count_triplet_like(items) > 0)

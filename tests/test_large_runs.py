@@ -5,6 +5,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -529,6 +530,44 @@ def test_worker_chunks_appended_to_a_spool_equal_rows_appended_one_by_one():
     assert b"".join(ev.report_chunks({"per_entry": empty})) == b'{\n  "per_entry": []\n}\n' and list(empty) == []
     with pytest.raises(ValueError, match="form"):
         ev.RowSpool(form="pickle")
+
+
+@pytest.mark.parametrize("copy", ["file to file", "refused", "absent"])
+def test_a_spooled_report_is_written_with_its_rows_copied_file_to_file(tmp_path, monkeypatch, copy):
+    """write_json_atomic copies a spool's bytes file to file (os.copy_file_range, block by
+    block: a "writing" phase each, as the blocks that are read and written), or, where the
+    system refuses the copy (EXDEV: another file system) or has none, writes the blocks
+    read: the same bytes as the report's chunks in memory, with the dropped families of a
+    spool dropped."""
+    rows = [dict(row, id=f"e{k}-" + "x" * 3000) for k in range(400) for row in ODD_ROWS[:1]]
+    spool = ev.RowSpool(folder=tmp_path)
+    spool.extend(rows)
+    want = b"".join(ev.report_chunks({"summary": {"n": 1}, "per_entry": spool}))
+    assert len(want) > 1 << 20            # more than one block
+    real = os.copy_file_range
+    calls = []
+
+    def refused(*args):
+        calls.append(args)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    if copy == "refused":
+        monkeypatch.setattr(ev.os, "copy_file_range", refused)
+    elif copy == "absent":
+        monkeypatch.delattr(ev.os, "copy_file_range")
+    else:
+        monkeypatch.setattr(ev.os, "copy_file_range", lambda *args: calls.append(args) or real(*args))
+    phases = []
+    monkeypatch.setattr(ev, "_phase", phases.append)
+    ev.write_json_atomic(tmp_path / "r.json", {"summary": {"n": 1}, "per_entry": spool})
+    assert (tmp_path / "r.json").read_bytes() == want
+    blocks = -(-len(b"".join(spool.encoded())) // (1 << 20))
+    assert blocks > 1 and phases.count("writing") == len(list(ev.report_chunks(  # one a chunk, as written
+        {"summary": {"n": 1}, "per_entry": spool})))
+    assert len(calls) == {"file to file": blocks + 1, "refused": 1, "absent": 0}[copy]
+    spool.drop("strict", "strict")                    # dropped families: rows encoded again
+    ev.write_json_atomic(tmp_path / "d.json", {"per_entry": spool})
+    assert (tmp_path / "d.json").read_bytes() == b"".join(ev.report_chunks({"per_entry": spool}))
 
 
 def test_a_part_is_read_with_its_rows_left_on_disk_exactly_as_json_reads_it(tmp_path):

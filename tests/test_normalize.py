@@ -113,6 +113,19 @@ def test_normalize_title_shortcuts_equal_the_spec_steps(pieces, joiner):
     assert ev.normalize_title(title) == spec_title(title)
 
 
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(PIECES + [" " * 20, ", " * 9, "\u3000" * 15]), max_size=40),
+       st.sampled_from(["", " ", ".", ",", "\n"]))
+def test_company_suffix_found_at_the_end_equals_the_pattern_everywhere(pieces, joiner):
+    # _strip_company_suffix (the pattern tried at the text's end only, its [\s,] run
+    # followed to where it begins) is re.sub of the pattern, on long texts (prompts), long
+    # runs of whitespace and commas before the suffix, and a final newline (before which
+    # the pattern's $ matches too)
+    text = joiner.join(pieces)
+    assert ev._strip_company_suffix(text) == ev._SUFFIX_RE.sub("", text)
+    assert ev._strip_company_suffix(text.lower()) == ev._SUFFIX_RE.sub("", text.lower())
+
+
 @settings(max_examples=1000, deadline=None)
 @given(st.text(max_size=12))
 def test_normalize_title_of_any_text_equals_the_spec_steps(title):
@@ -196,6 +209,8 @@ def test_normalize_triplets_of_the_valid_items_field_by_field(items, profile):
                                    ev.normalize_title(fields[2]), *types))
     assert triplets == expected
     assert [type(t.weight) for t in triplets] == [type(t.weight) for t in expected]   # float(weight)
+    # the instance dicts too (the plain-string path gives each Triplet its dict at once)
+    assert [list(vars(t).items()) for t in triplets] == [list(vars(t).items()) for t in expected]
 
 
 def test_normalize_triplets_of_str_subclasses_and_mappings():

@@ -20,6 +20,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 from conftest import run_main
 
@@ -664,6 +666,27 @@ def test_json_bytes_refuses_nan_and_infinity_wherever_they_are(value):
     the json module's path (an integer beyond 64 bits)."""
     with pytest.raises(ValueError, match="NaN or Infinity in the report"):
         ev._json_bytes(value)
+
+
+_JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63), st.sampled_from(
+    [0.5, -0.0, 1e300, float("nan"), float("inf"), -float("inf")]), st.floats(), st.sampled_from(
+    ["null", "a\n  \"b", "x null y", "", '\n  "'])) 
+_JSON_VALUES = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                            | st.dictionaries(st.sampled_from(["a", "null", "b\n  \"c", "\n  \"", "d"]), inner,
+                                              max_size=4), max_leaves=15)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(value=_JSON_VALUES)
+def test_finite_where_null_answers_as_the_whole_walk(value):
+    """_finite_where_null (the walk of the top-level values whose orjson text holds null)
+    answers as _all_finite (every value walked), on nested values with NaN and infinities
+    anywhere, None, and strings and keys that hold "null" or what a top-level key looks like."""
+    try:
+        data = ev.orjson.dumps(value, option=ev._ORJSON_OPTIONS)
+    except TypeError:
+        return
+    assert ev._finite_where_null(value, data) == ev._all_finite(value)
 
 
 def test_json_bytes_writes_finite_values_as_json_does():

@@ -367,3 +367,46 @@ def test_report_head_of_a_real_report_gives_its_run(tmp_path, two_runs):
     # non-UTF-8 bytes: the UnicodeDecodeError of the text-mode read
     with pytest.raises(UnicodeDecodeError):
         ev.ReportHead.read(raw[:20] + b"\xff" + raw[20:])
+
+
+@pytest.mark.parametrize("raw, blank", [
+    (b"", True), (b" \t\r\n\x0b\x0c\x1c\x1d\x1e\x1f", True),   # what str.strip leaves empty
+    ("\u3000\u2028 ".encode(), True),                           # non-ASCII whitespace: decoded first
+    (b"\x00", False), (b"  x", False), (b"\x85", None),          # \x85 alone is no UTF-8: unreadable
+])
+def test_report_head_runs_of_blank_and_unreadable_files(tmp_path, raw, blank):
+    """ReportHead.runs: a file that text.strip() leaves empty is EMPTY (it may be replaced),
+    one that is not UTF-8 JSON is None (not a report), as the decoded text says."""
+    path = tmp_path / "r.json"
+    path.write_bytes(raw)
+    got = ev.ReportHead.runs(path)
+    if blank:
+        assert got is ev.ReportHead.EMPTY
+    else:
+        assert got is None
+
+
+def test_report_head_runs_read_once_while_the_file_keeps_its_stat(tmp_path, two_runs, monkeypatch):
+    """The runs of a report are read once and given again while its stat is the same (a
+    file changed less than RACY_NS before its reading is read again every time); a change
+    of its size, its mtime or its inode reads it again; non-ASCII reports read the same."""
+    qwen, _, gold = two_runs
+    report = tmp_path / "r.json"
+    assert run_main("--pred", qwen, "--gold", gold, "--no-embeddings", "--quiet", "--report", report)[0] == 0
+    want = ev._report_runs(json.loads(report.read_bytes()))
+    reads = []
+    real_read = ev.ReportHead.read
+    monkeypatch.setattr(ev.ReportHead, "read", lambda raw, **kw: reads.append(1) or real_read(raw, **kw))
+    monkeypatch.setattr(ev.ReportHead, "_kept", {})
+    assert ev.ReportHead.runs(report) == want and ev.ReportHead.runs(report) == want
+    assert len(reads) == 2                                   # just written: racy, read every time
+    monkeypatch.setattr(ev.ReportHead, "RACY_NS", -10**12)   # as if written long before
+    assert ev.ReportHead.runs(report) == want == ev.ReportHead.runs(report)
+    assert len(reads) == 3                                   # read once, then kept
+    os.utime(report, ns=(10**18, 10**18))                    # another mtime: read again
+    assert ev.ReportHead.runs(report) == want and len(reads) == 4
+    text = report.read_text(encoding="utf-8")
+    replaced = tmp_path / "r2.json"
+    replaced.write_text(text.replace('"summary": {', '"summary": {"note": "caf\u00e9 \u00e0",', 1), encoding="utf-8")
+    os.replace(replaced, report)                             # another inode, non-ASCII text
+    assert ev.ReportHead.runs(report) == want and len(reads) == 5

@@ -209,3 +209,11 @@ def test_entry_metrics_formulas():
     assert m.composite == 0.0 and m.grounding == 1.0 and m.hallucination_rate == 0.0
     assert ev.entry_metrics(0, 0, 0, False, ev.MatchTally(), none, True).composite == 1.0
     assert ev.entry_metrics(0, 1, 1, False, ev.MatchTally(), none, True).composite == 0.0
+
+
+def test_entry_metrics_as_dict_holds_every_field_in_declaration_order():
+    # as_dict copies the instance dict, which __init__ fills in the fields' declared order
+    fields = [f.name for f in ev.dataclasses.fields(ev.EntryMetrics)]
+    m = ev.EntryMetrics(*range(len(fields)))
+    assert list(m.as_dict().items()) == list(zip(fields, range(len(fields))))
+    assert m.as_dict() is not m.as_dict() and list(ev._ENTRY_METRIC_FIELDS) == fields

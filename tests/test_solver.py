@@ -221,20 +221,24 @@ def test_padding_rows_leave_real_rows_and_potentials_unchanged():
         assert [r if r <= n else 0 for r in full.p[1:]] == rect.p[1:]
 
 
-def test_padding_rows_test_on_lists_equals_numpy():
+@pytest.mark.parametrize("zero_columns", [False, True])
+def test_padding_rows_test_on_lists_equals_numpy(zero_columns):
     # hungarian_padded's small matrices (n <= m < 48) run the float check on lists: it
     # answers as the numpy check, on solved states (where it holds) and on states whose
-    # potentials are nudged by 1e-3 either way (where it may fail)
-    rng = np.random.default_rng(12)
+    # potentials are nudged by 1e-3 either way (where it may fail); with every column
+    # potential made zero (of either sign), the lists' check reads each row's least cost
+    rng = np.random.default_rng(12 + zero_columns)
     answers = set()
     for _ in range(3000):
         m = int(rng.integers(1, 10))
         n = int(rng.integers(1, m + 1))
         cost = tied_matrix(rng, n, m)
         state = ev._solve_python(cost.tolist(), n, m)
+        if zero_columns:
+            state = state._replace(v=[float(rng.choice([0.0, -0.0])) for _ in state.v])
         if rng.random() < 0.5:
             nudge = lambda xs: [x + float(rng.choice([0.0, 1e-3, -1e-3])) for x in xs]  # noqa: E731
-            state = state._replace(u=nudge(state.u), v=nudge(state.v))
+            state = state._replace(u=nudge(state.u), v=state.v if zero_columns else nudge(state.v))
         want = ev._padding_rows_keep_assignment(cost, state)
         assert ev._padding_rows_keep_assignment_lists(cost.tolist(), state) == want
         answers.add(want)
@@ -401,3 +405,35 @@ def test_padding_group_hand_case():
     assert padded_reference(np.array([[0.5], [0.0], [0.0]])) == [-1, 0, -1]
     state = ev._solve_padded_columns(np.array([[0.5], [0.0], [0.0]]), 1.0)
     assert state.u.tolist() == [0.0, 1.0, 1.0, 1.0] and state.v.tolist() == [-2.0, -1.0, 0.0, 0.0]
+
+
+def _plain_solve(cost: list[list[float]], n: int, m: int) -> ev._SolverState:
+    """The algorithm with every row through the full phase (no opening shortcut)."""
+    return ev._solve_rows(cost, n, m, ev._SolverState([0] * (m + 1), [0.0] * (n + 1), [0.0] * (m + 1)), 1)
+
+
+def _same_state(a: ev._SolverState, b: ev._SolverState) -> bool:
+    """Equal p, u and v, the sign of every zero included."""
+    return a.p == b.p and repr(a.u) == repr(b.u) and repr(a.v) == repr(b.v)
+
+
+def test_solve_python_opening_rows_give_the_full_algorithms_state():
+    # _solve_python decides the opening rows whose first minimum is a free column in one
+    # step each: the same final state (p, u, v, signs of zeros included) as the algorithm
+    # with every row through the full phase, on tie-heavy and general matrices, negative
+    # zeros and negative costs included, square and rectangular (n <= m)
+    rng = np.random.default_rng(20)
+    shortcut_rows = 0
+    for k in range(6000):
+        m = int(rng.integers(1, 12))
+        n = int(rng.integers(1, m + 1))
+        kind = KINDS[k % len(KINDS)]
+        cost = tied_matrix(rng, n, m) if k % 3 == 0 else random_cost(rng, kind, n, m)
+        if k % 5 == 0:
+            cost = np.where(cost == 0.0, -0.0 if k % 2 else 0.0, cost)
+        rows = cost.tolist()
+        got = ev._solve_python(rows, n, m)
+        assert _same_state(got, _plain_solve(rows, n, m)), (kind, rows)
+        firsts = [row.index(min(row)) for row in rows]
+        shortcut_rows += len(firsts) == len(set(firsts))
+    assert shortcut_rows > 1000          # the shortcut decides whole matrices often
