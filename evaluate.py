@@ -9671,16 +9671,10 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                             profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
         stats: dict[str, Record] = {}
         row: dict[str, Any] = {
-            "id": entry.gold.id,
-            "gold_line": entry.gold.line,
-            "pred_line": entry.pred.line,
-            "parse_status": entry.pred.status,
-            "parse_reason": entry.pred.reason,
-            "metrics": score.metrics,
-            "pairs": score.pairs,
-            "unmatched_predictions": score.unmatched_predictions,
-            "invalid_items": score.invalid_items,
-            "invalid_gold_items": score.invalid_gold_items,
+            "id": entry.gold.id, "gold_line": entry.gold.line, "pred_line": entry.pred.line,
+            "parse_status": entry.pred.status, "parse_reason": entry.pred.reason,
+            "metrics": score.metrics, "pairs": score.pairs, "unmatched_predictions": score.unmatched_predictions,
+            "invalid_items": score.invalid_items, "invalid_gold_items": score.invalid_gold_items,
         }
         if ctx.slice_by:
             row["slices"] = slice_values(entry, score.metrics["n_gold"], ctx.slice_by)
