@@ -14955,6 +14955,7 @@ table.headline .paired {
   color: var(--muted);
 }
 #headline > div { min-width: 0; overflow-x: auto; }
+#headline > div.full { grid-column: 1 / -1; }
 .bar {
   display: flex;
   flex-wrap: wrap;
@@ -15558,6 +15559,16 @@ a.ex { margin-right: 8px; }
     order.forEach(function (title) {
       $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])]));
     });
+    fitHeadline();
+    window.addEventListener("resize", fitHeadline);
+  }
+  /* a header table still wider than its column once wrapped (many systems, a correction's
+     column) takes the whole width of the header, so that no p or * is behind a scroll bar */
+  function fitHeadline() {
+    var boxes = Array.prototype.slice.call(document.querySelectorAll("#headline > div"));
+    boxes.forEach(function (b) { b.classList.remove("full"); });
+    boxes.filter(function (b) { return b.scrollWidth > b.clientWidth; })
+      .forEach(function (b) { b.classList.add("full"); });
   }
   /* a number and its interval, which may go to a line of their own when the table is
      wider than its column (neither is ever broken) */
