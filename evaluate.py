@@ -12555,6 +12555,13 @@ SAMPLES_NOTE = ("several samples per entry: {systems}: the estimate averages eac
                 "samples drawn with replacement), the randomisation test swaps each entry's averages; \u00b1 sd: the "
                 "standard deviation (n - 1) of the samples' own numbers")
 
+#: The note of a comparison with p-values and a system of several samples (README "Several
+#: samples per prompt"): why a mark and an interval that contains 0 can stand side by side.
+SAMPLES_TEST_NOTE = ("p-values with several samples: the test treats each entry's average over its samples as fixed, "
+                     "while the interval of the difference also resamples each entry's samples, so the two can "
+                     "disagree where the samples disagree (a difference marked significant whose interval contains 0; "
+                     "README, Several samples per prompt)")
+
 #: A paired test on the entries where both systems define a macro metric marks nothing
 #: when fewer of them than this differ: a swap test on d differing entries has 2^d equally
 #: likely outcomes, so its smallest two-sided p is about 2 / 2^d (d = 5: 0.0625, d = 6:
@@ -12723,6 +12730,7 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         some entries of either system is paired on the entries where both define it
         (:func:`paired_on_joint_entries`), and is not ``significant`` when fewer than
         :data:`PAIRED_MIN_DIFFERING` of them differ; the notes then carry :data:`PAIRED_NOTE`.
+        Several samples: the notes carry :data:`SAMPLES_NOTE` (with p-values, :data:`SAMPLES_TEST_NOTE`).
         The tests assume the entries are independent draws (exchangeable within a stratum);
         a p-value is not the probability that the systems are equal.
 
@@ -12758,8 +12766,8 @@ def compare_systems(reports: Mapping[str, Mapping[str, Any]], *, baseline: str,
         _mark_significant(metrics[name], fix)
     notes = _comparison_notes(data, baseline, len(order), bootstrap, trials, seed, fix, paired)
     sampled = [f"{name} ({c.k} samples)" for name, c in zip(order, data.samples) if c is not None]
-    if sampled:
-        notes.append(SAMPLES_NOTE.format(systems=", ".join(sampled)))
+    notes += [SAMPLES_NOTE.format(systems=", ".join(sampled))] if sampled else []
+    notes += [SAMPLES_TEST_NOTE] if sampled and trials and len(order) > 1 else []  # why p and interval can disagree
     if any("paired_entries" in row for rows in metrics.values() for row in rows.values()):
         notes.append(PAIRED_NOTE)
     return {"baseline": baseline, "bootstrap": bootstrap, "trials": trials,
@@ -14919,6 +14927,7 @@ th { background: var(--alt); font-weight: 600; }
 td.live { color: var(--muted); }
 .muted { color: var(--muted); }
 .legend mark { padding: 0 4px; }
+p.note { color: var(--muted); margin: 4px 0; }
 code.sig {
   display: block;
   white-space: pre-wrap;
@@ -14931,7 +14940,22 @@ summary { cursor: pointer; font-weight: 600; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0 24px; }
 .grid.wide { grid-template-columns: repeat(auto-fit, minmax(620px, 1fr)); }
 table.headline td, table.headline th { white-space: nowrap; font-size: 12px; padding: 2px 5px; }
+/* a table wider than its column wraps (headers at spaces, an interval below its number)
+   rather than hide its last columns, the p-values and their marks, behind a scroll bar */
+table.headline th { white-space: normal; }
+table.headline .wrap { white-space: normal; }
+table.headline .wrap > span { white-space: nowrap; }
+/* as wide as its cell, never wider: its words wrap within the numbers' column */
+table.headline .paired {
+  display: block;
+  width: 0;
+  min-width: 100%;
+  white-space: normal;
+  font-size: 11px;
+  color: var(--muted);
+}
 #headline > div { min-width: 0; overflow-x: auto; }
+#headline > div.full { grid-column: 1 / -1; }
 .bar {
   display: flex;
   flex-wrap: wrap;
@@ -15535,17 +15559,35 @@ a.ex { margin-right: 8px; }
     order.forEach(function (title) {
       $("headline").appendChild(el("div", null, [el("h3", {text: title}), headTable(head, groups[title])]));
     });
+    fitHeadline();
+    window.addEventListener("resize", fitHeadline);
+  }
+  /* a header table still wider than its column once wrapped (many systems, a correction's
+     column) takes the whole width of the header, so that no p or * is behind a scroll bar */
+  function fitHeadline() {
+    var boxes = Array.prototype.slice.call(document.querySelectorAll("#headline > div"));
+    boxes.forEach(function (b) { b.classList.remove("full"); });
+    boxes.filter(function (b) { return b.scrollWidth > b.clientWidth; })
+      .forEach(function (b) { b.classList.add("full"); });
+  }
+  /* a number and its interval, which may go to a line of their own when the table is
+     wider than its column (neither is ever broken) */
+  function numbers(x, interval) {
+    return interval ? el("span", {cls: "wrap"}, [el("span", {text: x}), " ", el("span", {text: interval.trim()})]) : x;
   }
   function headTable(head, rows) {
     return table(head, rows.map(function (h) {
       var r = [el("span", {title: h.path, text: h.label})];
       SYS.forEach(function (s, i) {
         var v = own(h.values, s) || {};
-        r.push(fmt(v.estimate) + ci(v.ci));
+        r.push(numbers(fmt(v.estimate), ci(v.ci)));
         if (i && D.baseline) {  /* significance (*) by the p that decides it: the adjusted one of a correction */
           var star = v.significant ? " *" : "";
-          r.push(sfmt(v.delta) + dci(v.delta_ci), v.p_value == null ? "" : v.p_value.toPrecision(2) +
-                 (D.adjusted_column ? "" : star));
+          /* a macro metric paired on the entries both systems define: the delta on those
+             entries, beside its paired interval and p, and the text summary's words */
+          var paired = v.paired != null, delta = numbers(sfmt(paired ? v.paired_delta : v.delta), dci(v.delta_ci));
+          r.push(paired ? el("span", null, [delta, el("span", {cls: "paired", text: v.paired})]) : delta,
+                 v.p_value == null ? "" : v.p_value.toPrecision(2) + (D.adjusted_column ? "" : star));
           if (D.adjusted_column) r.push(v.p_adjusted == null ? "" : v.p_adjusted.toPrecision(2) + star);
         }
       });
@@ -15684,8 +15726,15 @@ listed below)</p></section>
         column label), "values": {system: {"estimate", "ci",
         "delta", "delta_ci", "p_value", "p_adjusted", "significant"}}}`` from the comparison block when
         there is one (intervals; differences for the systems after the baseline), else the
-        single run's numbers (:func:`metric_value`, no interval)."""
+        single run's numbers (:func:`metric_value`, no interval). A macro metric paired on
+        the entries where both systems define it (:func:`paired_on_joint_entries`) also has
+        the row's ``paired_delta``, ``paired_entries``, ``paired_of``, ``paired_differing``
+        and ``paired`` (the text summary's words, :func:`_paired_text`): the page shows
+        ``paired_delta`` beside its paired interval and p, as the text summary and the
+        tables do (``delta`` stays the difference of the two estimates)."""
         systems, comparison = report_systems(report)
+        keys = ("estimate", "ci", "delta", "delta_ci", "p_value", "p_adjusted", "significant", "paired_delta",
+                "paired_entries", "paired_of", "paired_differing")
         out = []
         for table, _, columns in headline_tables():
             for path, label in columns:
@@ -15693,8 +15742,9 @@ listed below)</p></section>
                 for name, sub in systems.items():
                     row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
                     if isinstance(row, Mapping):
-                        values[name] = {k: row.get(k) for k in ("estimate", "ci", "delta", "delta_ci", "p_value",
-                                                                "p_adjusted", "significant") if k in row}
+                        values[name] = {k: row.get(k) for k in keys if k in row}
+                        if "paired_entries" in row:
+                            values[name]["paired"] = _paired_text(row).strip()
                     elif metric_value(sub, path) is not None:
                         values[name] = {"estimate": metric_value(sub, path)}
                 if values:
@@ -15738,7 +15788,8 @@ listed below)</p></section>
     def notices(report: Mapping[str, Any]) -> list[str]:
         """The header's notices: each system's ``summary.notices`` (``kind: message``, the
         system's name first in a comparison; a message every system has is listed once),
-        then the comparison's notes."""
+        then the comparison's notes but :data:`SAMPLES_TEST_NOTE` (shown unfolded, under the
+        headline tables: :meth:`render`)."""
         systems, comparison = report_systems(report)
         lines: dict[str, list[str]] = {}
         for name, sub in systems.items():
@@ -15747,21 +15798,26 @@ listed below)</p></section>
         several = len(systems) > 1
         out = [(f"{', '.join(names)}: " if several and len(names) < len(systems) else "") + text
                for text, names in lines.items()]
-        return out + [str(n) for n in (comparison or {}).get("notes") or ()]
+        return out + [str(n) for n in (comparison or {}).get("notes") or () if n != SAMPLES_TEST_NOTE]
 
     @staticmethod
     def slices(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """The slice tables: per ``--slice-by`` key of the report's ``slices`` section, each
         slice's ``value``, ``id`` (:meth:`slice_id`: what the filter compares), ``label``,
-        ``n_entries`` and, per system, the
-        :data:`SLICE_COLUMNS` cells (``estimate``, ``ci``, ``delta``, ``significant``)."""
+        ``n_entries`` and, per system (by the page's names, :func:`report_systems`), the
+        :data:`SLICE_COLUMNS` cells (``estimate``, ``ci``, ``delta``, ``significant``). A
+        single run's slices hold its one system's numbers under its comparison block's name,
+        or under "" without one (no ``--bootstrap``): either is the page's one system."""
         keys = (report.get("slices") or {}).get("keys") or {}
         wanted = ("estimate", "ci", "delta", "significant")
+        names = list(report_systems(report)[0])
+
+        def metrics(by_name: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+            own = dict(zip(names, by_name.values())) if len(names) == len(by_name) == 1 else by_name
+            return {name: {p: {k: m[p][k] for k in wanted if k in m[p]} for p, _ in SLICE_COLUMNS if p in m}
+                    for name, m in own.items()}
         return {key: [{"value": s["value"], "id": AuditPage.slice_id(s["value"]), "label": s["label"],
-                       "n_entries": s["n_entries"],
-                       "metrics": {name: {p: {k: m[p][k] for k in wanted if k in m[p]}
-                                          for p, _ in SLICE_COLUMNS if p in m}
-                                   for name, m in s["metrics"].items()}} for s in slices]
+                       "n_entries": s["n_entries"], "metrics": metrics(s["metrics"])} for s in slices]
                 for key, slices in keys.items()}
 
     @staticmethod
@@ -15796,7 +15852,8 @@ listed below)</p></section>
         """The page's embedded data: ``systems`` (names, the baseline first), ``baseline``
         (None for one system), the header (:meth:`headline`, ``adjusted_column`` (the
         correction's column title, e.g. "Holm p", or None), :meth:`notices`,
-        ``signature``), ``errors`` (system -> the report's errors section, or absent),
+        ``signature``, ``legend``: the comparison's :data:`SAMPLES_TEST_NOTE`, only when it
+        has it), ``errors`` (system -> the report's errors section, or absent),
         ``slices`` (:meth:`slices`), ``examples`` (``selections``: ``{"title", "ids"}``),
         the class vocabularies and words, and ``entries`` (:meth:`entries` of ``audits``:
         system -> its audit entries, :func:`audit_entries`)."""
@@ -15818,6 +15875,9 @@ listed below)</p></section>
             "unmatched_pred": list(cls.UNMATCHED_PRED), "parse_statuses": list(PREDICTION_STATUSES),
             "class_words": dict(cls.CLASS_WORDS), "entries": cls.entries(audits),
         }
+        legend = [n for n in (comparison or {}).get("notes") or () if n == SAMPLES_TEST_NOTE]
+        if legend:  # p-values with several samples: why a mark can stand beside an interval that contains 0
+            data["legend"] = legend
         sampled = cls.samples(report)
         if sampled:  # systems of several samples: their table (rendered by render) and whose entries are listed
             data["samples"] = sampled
@@ -15862,7 +15922,8 @@ listed below)</p></section>
         (:meth:`OutputMark.of_report`: the generator tag), the escaped
         ``title``, the systems line and ``inputs`` (what each system scored, as the text
         summary's titles say it), the notices (a collapsed list), the signature, the CSS,
-        the script and the data (:meth:`embed_json`). Deterministic: no date, no random id."""
+        the script and the data (:meth:`embed_json`); the ``legend`` lines unfolded, under
+        the headline tables. Deterministic: no date, no random id."""
         esc = html.escape
         notices = data["notices"]
         block = (f"<details><summary>notices ({len(notices)})</summary><ul>"
@@ -15871,7 +15932,8 @@ listed below)</p></section>
         subtitle = (esc(f"{len(data['entries'])} entries; systems: {systems}"
                         + (f" (baseline {data['baseline']})" if data["baseline"] else ""))
                     + "".join(f"<br>{esc(line)}" for line in inputs))
-        block = cls.samples_html(data.get("samples") or {}) + block
+        legend = "".join(f'<p class="note">{esc(n)}</p>' for n in data.get("legend") or ())
+        block = legend + cls.samples_html(data.get("samples") or {}) + block
         holes = {"@MARK@": mark, "@TITLE@": esc(title), "@SUBTITLE@": subtitle, "@NOTICES@": block,
                  "@SIGNATURE@": esc(data["signature"])}
         holes = {**{k: replace_surrogates(v) for k, v in holes.items()}, "@CSS@": cls.CSS, "@JS@": cls.JS,

@@ -11,6 +11,7 @@ browser is a failure."""
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import os
@@ -663,6 +664,115 @@ def test_header_shows_the_p_that_decides_significance(browser, tmp_path, correct
             assert cells[4] == _p(m["p_value"]) + star and "*" not in cells[3], path
     assert marks and len(rows) == len(paths)
     assert not correction or any(cells[4] != cells[5].rstrip(" *") for cells in rows)  # the two p columns differ
+
+
+def _headline_rows(driver, title: str) -> dict[str, list]:
+    """The rows of the header's table ``title``: metric path -> its cells (td elements)."""
+    box = next(d for d in driver.find_elements("css selector", "#headline > div")
+               if d.find_element("tag name", "h3").text == title)
+    rows = box.find_elements("css selector", "tbody tr")
+    return {tr.find_element("css selector", "td span").get_attribute("title"): tr.find_elements("tag name", "td")
+            for tr in rows}
+
+
+def test_a_paired_macro_metric_shows_the_delta_of_the_text_summary(browser, sample):
+    """A macro metric N/A on some entries is paired on the entries both systems define
+    (relation accuracy, weight and type agreement of the sample: on 12 of 25 entries): its
+    row shows the paired delta beside the paired interval and p, with the text summary's
+    "paired on k of n entries" words, the same cells as format_comparison prints (before:
+    the difference of the two estimates, type agr. +0.1377 beside the paired interval,
+    and no label); the other rows keep the difference of the estimates."""
+    report, page = sample
+    block = report["comparison"]["metrics"]["finetuned"]
+    paired = [p for p, m in block.items() if "paired_entries" in m and m["delta"] is not None]
+    assert {"hgr.macro.relation_accuracy", "hgr.macro.weight_score", "hgr.macro.type_agreement"} <= set(paired)
+    m = block["hgr.macro.type_agreement"]
+    # 12 of 25 entries; the estimates' difference is not the paired delta (the page's number before)
+    assert (m["paired_entries"], m["paired_of"]) == (12, 25) and m["paired_delta"] != m["delta"]
+    data = page_data(page.read_text(encoding="utf-8"))
+    values = {h["path"]: h["values"]["finetuned"] for h in data["headline"]}
+    text = ev.format_comparison(report["comparison"]).split("finetuned - base", 1)[1]
+    _open(browser, page)
+    cells = _headline_rows(browser, "hgr macro (mean over entries)")
+    for path in paired:
+        m, v = block[path], values[path]
+        assert (v["paired_delta"], v["delta_ci"], v["p_value"]) == (m["paired_delta"], m["delta_ci"], m["p_value"])
+        delta = ev._format_cell(m["paired_delta"], m["delta_ci"], signed=True)
+        words = ev._paired_text(m).strip()
+        assert v["paired"] == words and re.search(rf"^{re.escape(path)} +{re.escape(delta)} .*{re.escape(words)}$",
+                                                  text, re.M), path
+        assert [td.text for td in cells[path][3:5]] == [f"{delta}\n{words}", _p(m["p_value"])], path
+    micro = block["hgr.macro.composite"]  # defined on every entry: the difference of the estimates
+    assert cells["hgr.macro.composite"][3].text == ev._format_cell(micro["delta"], micro["delta_ci"], signed=True)
+    assert _console_errors(browser) == []
+
+
+def test_the_headline_tables_fit_at_1400_pixels(browser, sample, tmp_path):
+    """In a 1400 px window every header table fits: no scroll bar, the last column (p and
+    its *) inside its box (before: "errors: gold triplets" of the sample was 678 px in a
+    663 px column, its p column behind a scroll bar). Two systems: each table fits its
+    half of the header (wrapped where needed); three systems with Holm's column (10
+    columns, about 850 px even wrapped): each table takes the header's whole width."""
+    shutil.copyfile(BASE, tmp_path / "third.jsonl")
+    rc, _, err = run_main("--pred", BASE, "--pred", FINETUNED, "--pred", tmp_path / "third.jsonl", "--gold", GOLD,
+                          *FAST, "--correction", "holm", "--no-report", "--html", tmp_path / "three.html")
+    assert rc == 0, err
+    for page, full in ((sample[1], 0), (tmp_path / "three.html", 5)):
+        _open(browser, page)
+        assert browser.execute_script("return window.innerWidth") == 1400
+        boxes = browser.execute_script("""
+          return Array.prototype.map.call(document.querySelectorAll('#headline > div'), function (d) {
+            var right = d.getBoundingClientRect().right;
+            var last = Array.prototype.map.call(d.querySelectorAll('tr > :last-child'), function (c) {
+              return c.getBoundingClientRect().right; });
+            return [d.querySelector('h3').textContent, d.scrollWidth, d.clientWidth, right,
+                    Math.max.apply(null, last), d.classList.contains('full')];
+          });""")
+        assert len(boxes) == 5 and "errors: gold triplets (share of the valid gold)" in [b[0] for b in boxes]
+        for title, scroll, client, right, last, _ in boxes:
+            assert scroll <= client and last <= right + 0.5, (page.name, title, scroll, client, right, last)
+        assert sum(b[5] for b in boxes) == full, page.name
+        assert _console_errors(browser) == []
+
+
+def test_a_single_run_without_intervals_shows_its_slice_numbers(browser, tmp_path):
+    """One system, no --bootstrap: the report keeps each slice's numbers (no interval) under
+    the system "" (no comparison block); the page shows them under its one system (before:
+    n/a in every cell)."""
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--slice-by", "n_gold",
+                          "--report", tmp_path / "r.json", "--html", tmp_path / "s.html")
+    assert rc == 0, err
+    slices = load_report(tmp_path / "r.json")["slices"]["keys"]["n_gold"]
+    assert [list(s["metrics"]) for s in slices] == [[""]] * 3
+    data = page_data((tmp_path / "s.html").read_text(encoding="utf-8"))
+    assert data["systems"] == ["finetuned"]
+    for mine, theirs in zip(data["slices"]["n_gold"], slices):
+        assert mine["metrics"] == {"finetuned": {p: {"estimate": theirs["metrics"][""][p]["estimate"], "ci": None}
+                                                 for p, _ in ev.SLICE_COLUMNS}}
+    _open(browser, tmp_path / "s.html")
+    rows = [[td.text for td in tr.find_elements("tag name", "td")]
+            for tr in browser.find_elements("css selector", "table.slicetab tbody tr")]
+    # 3-5: composite 0.8640, entity F1 0.7326, triplet F1 0.6628 (the text summary's)
+    assert rows[2] == ["3-5", "23", "0.8640", "0.7326", "0.6628"]
+    assert rows == [[s["label"], str(s["n_entries"]),
+                     *(f"{s['metrics'][''][p]['estimate']:.4f}" for p, _ in ev.SLICE_COLUMNS)] for s in slices]
+    assert _console_errors(browser) == []
+
+
+def test_p_values_with_several_samples_say_why_they_can_disagree_with_the_interval(sampled_page, sample):
+    """A comparison with a system of several samples: under the header's tables, unfolded,
+    the note that the test treats each entry's average over its samples as fixed while the
+    interval also resamples them (the report's note; not again among the folded notices);
+    a comparison of single samples has neither the note nor the data's ``legend`` key."""
+    report, page = sampled_page
+    text = page.read_text(encoding="utf-8")
+    data = page_data(text)
+    assert ev.SAMPLES_TEST_NOTE in report["comparison"]["notes"]
+    assert data["legend"] == [ev.SAMPLES_TEST_NOTE] and ev.SAMPLES_TEST_NOTE not in data["notices"]
+    header = text.split("<code class=\"sig\">")[0]
+    assert header.count(f'<p class="note">{html.escape(ev.SAMPLES_TEST_NOTE)}</p>') == 1
+    plain = sample[1].read_text(encoding="utf-8")
+    assert "legend" not in page_data(plain) and "treats each entry's average" not in plain
 
 
 def test_keys_named_like_object_properties_are_data(browser, tmp_path):

@@ -718,6 +718,9 @@ def test_one_sample_per_system_is_todays_output_in_every_format(tmp_path):
     named = _outputs(tmp_path, "named", "--pred", f"base={SAMPLE_BASE}", "--pred", f"finetuned={SAMPLE_FINETUNED}")
     assert named == plain
     assert "samples" not in json.loads(plain[1])["comparison"] and "samples:" not in plain[0]["text"]
+    # no note on p-values with several samples (test_p_values_with_several_samples_say_...)
+    assert not any("p-values with several samples" in out for out in plain[0].values())
+    assert ev.SAMPLES_TEST_NOTE not in json.loads(plain[1])["comparison"]["notes"]
 
 
 @pytest.fixture(scope="module")
@@ -759,6 +762,28 @@ def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_ever
     assert summary["systems"]["ft"]["metrics"]["hgr.macro.composite"]["sd"] == sd
     assert "sd" not in summary["systems"]["base"]["metrics"]["hgr.macro.composite"]
     assert summary["systems"]["ft"]["consensus"]["hgr.macro.composite"] == m["consensus"]
+
+
+def test_p_values_with_several_samples_say_why_a_mark_can_stand_beside_an_interval_with_0(sampled_outputs):
+    """A comparison with a system of several samples and p-values: the test swaps each
+    entry's average over its samples (fixed), the interval also resamples the samples, so
+    a difference can be marked significant while its interval contains 0 (review: every
+    headline of a comparison of samples marked, every interval spanning 0, unexplained).
+    Every output that marks says so in the one sentence of the report's note: the text
+    summary's notes, the legends of Markdown and LaTeX (and of --format json), CSV's
+    comparison_notes; with the words of README "Several samples per prompt"."""
+    outs, raw = sampled_outputs
+    note = ev.SAMPLES_TEST_NOTE
+    assert json.loads(raw)["comparison"]["notes"].count(note) == 1
+    assert outs["text"].splitlines().count(note) == 1
+    assert outs["markdown"].count(f"Note: {note}") == 1
+    assert outs["latex"].count(ev._latex_legend_line(f"Note: {note}")) == 1  # escaped: the apostrophe is \textquotesingle{}
+    table = list(csv.DictReader(io.StringIO(outs["csv"])))
+    assert all(note in r["comparison_notes"].split(" | ") for r in table)
+    assert f"Note: {note}" in json.loads(outs["json"])["legend"]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert ("so its p-value treats each entry's average over its samples as fixed, while the interval of the "
+            "difference also resamples each entry's samples") in readme
 
 
 def test_the_sweep_of_a_system_of_several_samples_shows_its_estimate_in_every_output(tmp_path):
