@@ -48,7 +48,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 randomization_test, variance_components;
                                 PAIRED_TESTS (PairedTest),
                                 CORRECTIONS (Correction); compare_slices
-                                (slice_groups, slice_report); check_comparable,
+                                (slice_groups, slice_report); check_comparable
+                                (RescoreHint: the command a refusal prints),
                                 build_comparison
     6. Output                   OUTPUT_FORMATS (format_output), format_summary,
                                 format_comparison, format_text, metric_tables,
@@ -12458,9 +12459,9 @@ def _system_records(name: str, report: Mapping[str, Any], families: Sequence[Met
         files = list(dict.fromkeys(str(s.get("path")) for s in inputs.get("samples") or ()))
         if len(files) > 1:  # a system of several sample files: its rows stay in its report
             pred = f"{name}={','.join(files)}"
-        command = " ".join(shlex.quote(str(x)) for x in (
-            "uv", "run", "evaluate.py", "--pred", pred or "PRED.jsonl", *(["--gold", gold] if gold else []),
-            *([] if "samples" in report else ["--per-entry-jsonl", f"{name}.rows.jsonl"]), "--report", f"{name}.json"))
+        own_rows = [] if "samples" in report else ["--per-entry-jsonl", f"{RescoreHint.stem(name)}.rows.jsonl"]
+        command = RescoreHint.command(name, pred or "PRED.jsonl", gold,
+                                      RescoreHint.options(report.get("summary") or {}, {}), *own_rows)
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
@@ -13056,41 +13057,88 @@ def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _option_for(key: str, value: Any) -> str | None:
-    """The command-line option that scores with ``summary.config`` key ``key`` set to
-    ``value`` (``"without --reparse"`` for an option left out), None where no one option
-    does (package versions, a model, a vocabulary file)."""
-    switches = {"reparse": "--reparse", "skip_bad_gold": "--skip-bad-gold"}
-    valued = {"sim_threshold": "--embedding-threshold", "align_accept": "--align-accept", "schema_profile": "--schema",
-              "duplicate_ids": "--duplicate-ids", "join": "--join", "limit": "--limit", "gold_field": "--gold-field"}
-    if key in switches:
-        return switches[key] if value else f"without {switches[key]}"
-    if key in valued:
-        return f"without {valued[key]}" if value is None else f"{valued[key]} {value}"
-    if key == "metric_families" and isinstance(value, list):
-        return f"--metrics {','.join(value)}"
-    if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
-        return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
-    return None
+class RescoreHint:
+    """The command a comparison's refusal prints to score one system again (a namespace):
+    the program as it runs (:data:`CLI_COMMAND`), the system's recorded inputs, every option
+    that gives its recorded ``summary.config`` (with the baseline's values where they must
+    change), and a report path of its own (``NAME.rescored.json`` in the working folder),
+    so that the command runs as printed and the system's report stays as it is."""
 
+    #: summary.config keys that one option sets: key -> (option, the value without it); a
+    #: switch (default False) takes no value.
+    OPTIONS: dict[str, tuple[str, Any]] = {
+        "schema_profile": ("--schema", "auto"), "sim_threshold": ("--embedding-threshold", DEFAULT_SIM_THRESHOLD),
+        "align_accept": ("--align-accept", DEFAULT_ALIGN_ACCEPT), "limit": ("--limit", None),
+        "reparse": ("--reparse", False), "duplicate_ids": ("--duplicate-ids", "error"),
+        "skip_bad_gold": ("--skip-bad-gold", False), "pred_field": ("--pred-field", None),
+        "gold_field": ("--gold-field", None), "join": ("--join", "auto"),
+        "ignore_extra_predictions": ("--ignore-extra-predictions", False)}
 
-def _rescore_hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
-    """The end of a configuration refusal: the one command that rescores system ``name``
-    (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
-    value) where every key has an option (:func:`_option_for`), else the general advice."""
-    options = list(dict.fromkeys(_option_for(k, v) for k, v in wanted.items()))
-    inputs = summary.get("inputs") or {}
-    pred = (inputs.get("pred") or {}).get("path")
-    if None in options or not pred:
-        return "score every system with the same options and package versions"
-    added = [o for o in options if not o.startswith("without ")]
-    gold = (inputs.get("gold") or {}).get("path")
-    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred,
-                                                     *(["--gold", gold] if gold else []),
-                                                     *(w for o in added for w in o.split(" ", 1)),
-                                                     "--report", f"{name}.json"))
-    return (f"to make them comparable, rescore {name} with the baseline's settings "
-            f"({', '.join(options)}; its other options as before): {command}")
+    @staticmethod
+    def option_for(key: str, value: Any) -> str | None:
+        """The command-line option that scores with ``summary.config`` key ``key`` set to
+        ``value`` (``"without --reparse"`` for an option left out), None where no one option
+        does (package versions, a model, a vocabulary file)."""
+        if key in RescoreHint.OPTIONS:
+            option, default = RescoreHint.OPTIONS[key]
+            if default is False:
+                return option if value else f"without {option}"
+            return f"without {option}" if value is None else f"{option} {value}"
+        if key == "metric_families" and isinstance(value, list):
+            return f"--metrics {','.join(value)}"
+        if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
+            return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
+        return None
+
+    @staticmethod
+    def options(summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+        """The options of a run with system ``summary``'s configuration, ``wanted`` (config
+        key -> value) put in: each ``wanted`` key's option (:meth:`option_for`; none for a
+        ``without``), and each other key's where its value is not the default (the metric
+        families other than the default ones; ``--no-embeddings`` for a lexical run)."""
+        settings = {**(_comparable_config(summary) if "config" in summary else {}), **wanted}
+        out = []
+        for key, value in settings.items():
+            if key in wanted:
+                option = RescoreHint.option_for(key, value)
+            elif key in RescoreHint.OPTIONS:
+                option = RescoreHint.option_for(key, value) if value != RescoreHint.OPTIONS[key][1] else None
+            elif key == "metric_families":
+                option = RescoreHint.option_for(key, value) if value != list(DEFAULT_METRICS) else None
+            else:
+                option = "--no-embeddings" if key == "similarity.backend" and value == "lexical" else None
+            if option and not option.startswith("without "):
+                out.append(option)
+        return list(dict.fromkeys(out))
+
+    @staticmethod
+    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str) -> str:
+        """``CLI_COMMAND --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
+        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name)."""
+        words = ["--pred", pred, *(["--gold", gold] if gold else []), *(w for o in options for w in o.split(" ", 1)),
+                 *extra, "--report", f"{RescoreHint.stem(name)}.json"]
+        return " ".join([CLI_COMMAND, *(shlex.quote(str(x)) for x in words)])
+
+    @staticmethod
+    def stem(name: str) -> str:
+        """The file name stem of system ``name``'s new report: ``NAME.rescored``."""
+        return f"{name.replace('/', '-')}.rescored"
+
+    @staticmethod
+    def hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+        """The end of a configuration refusal: the one command that rescores system ``name``
+        (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
+        value) where every key has an option (:meth:`option_for`), else the general advice."""
+        changed = list(dict.fromkeys(RescoreHint.option_for(k, v) for k, v in wanted.items()))
+        inputs = summary.get("inputs") or {}
+        pred = (inputs.get("pred") or {}).get("path")
+        if None in changed or not pred:
+            return "score every system with the same options and package versions"
+        command = RescoreHint.command(name, pred, (inputs.get("gold") or {}).get("path"),
+                                      RescoreHint.options(summary, wanted))
+        return (f"to make them comparable, rescore {name} with the baseline's settings "
+                f"({', '.join(changed)}; its other options as before) into a new report (its own stays as it is): "
+                f"{command}")
 
 
 def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], base: str,
@@ -13134,8 +13182,7 @@ def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], bas
     pred = ((pair[combined].get("inputs") or {}).get("pred") or {}).get("path") or "PRED.jsonl"
     gold_info = (pair[separate].get("inputs") or {}).get("gold") or {}
     gold = gold_info.get("path") or gold_info.get("name") or "GOLD.jsonl"
-    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred, "--gold", gold,
-                                                     "--report", f"{combined}.json"))
+    command = RescoreHint.command(combined, pred, gold, RescoreHint.options(pair[combined], {}))
     raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
                      f"{separate} against a separate gold file ({gold_info.get('name')}); to make them comparable, "
                      f"score both against the same --gold file ({combined}: {command})")
@@ -13150,7 +13197,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     separate gold file (:func:`_check_same_gold_kind`); a configuration other
     than the baseline's as :func:`_comparable_config` reads it (what can move a number;
     every key but :data:`_PER_SYSTEM_CONFIG`), the refusal ending with the command that
-    rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
+    rescores alike (:meth:`RescoreHint.hint`). (:func:`compare_systems` refuses missing
     per-entry statistics and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), another prediction field
     (``per_system_config``), prediction lines generated with another instruction than the
@@ -13191,7 +13238,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
                              f"{' ...' if len(differ) > 5 else ''}; "
-                             + _rescore_hint(name, summary, {k: flat_base.get(k) for k in differ}))
+                             + RescoreHint.hint(name, summary, {k: flat_base.get(k) for k in differ}))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
