@@ -4461,7 +4461,7 @@ class SampleField:
         if gold_path is None and sample is not None:
             return SampleField.combined_rows(gold, sample, duplicate_ids, pred_path, log)
         kept = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_path or pred_path,
-                       gold.store.line, log)
+                       gold.store, log)
         return kept, kept
 
     @staticmethod
@@ -4504,7 +4504,7 @@ class SampleField:
         assert labels is not None
         mine = np.array([r for r, label in enumerate(labels) if label == sample], dtype=np.int64)
         kept = _dedupe(gold.ids, mine, duplicate_ids, f"{SampleField.shown(sample)} prediction", path,
-                       gold.store.line, log)
+                       gold.store, log)
         own = {gold.ids[int(r)]: int(r) for r in kept}
         first: dict[str | None, int] = {}
         for r in range(len(gold.ids)):
@@ -4621,18 +4621,36 @@ class _PredLines:
         return len(self.ids)
 
 
-def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, line_of: Sequence[int],
+def _id_spellings(store: LineStore, records: Sequence[Sequence[int]]) -> str:
+    """For a duplicate-id refusal: `` (lines 1 and 2: 1 and "1" are the same id; ids are
+    compared as text)`` for the first repeated id (``records``: each repeated id's records,
+    indices into ``store``) whose first two lines write it differently (a JSON number and a
+    string, :func:`_record_id`), read again from ``store``; "" when each is written alike
+    (or a line cannot be read again)."""
+    for first, second in (group[:2] for group in records):
+        try:
+            a, b = (store.value(k).get("id") for k in (first, second))
+        except (InputError, OSError, AttributeError):
+            return ""
+        if json.dumps(a) != json.dumps(b):
+            return (f" (lines {store.line[first]} and {store.line[second]}: {json.dumps(a, ensure_ascii=False)} and "
+                    f"{json.dumps(b, ensure_ascii=False)} are the same id; ids are compared as text)")
+    return ""
+
+
+def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, store: LineStore,
             log: LoadedInputs) -> np.ndarray:
     """Apply ``--duplicate-ids`` to records ``rows`` (indices into ``ids``; None ids are
-    kept): the records kept, in order (``rows`` itself when no id repeats). ``line_of``:
-    the line number of each record (indexed like ``ids``), for the notice naming the first
-    repeated ids and the first lines dropped."""
+    kept): the records kept, in order (``rows`` itself when no id repeats). ``store``: the
+    records' lines (indexed like ``ids``), for the notice naming the first repeated ids and
+    the first lines dropped, and for the refusal's :func:`_id_spellings`."""
+    line_of = store.line
     repeated = _repeated_ids(ids, rows)
     if not repeated:
         return rows
     dups = sorted(repeated)
     if policy == "error":
-        shown = _ids_text(dups)
+        shown = _ids_text(dups) + _id_spellings(store, [[int(rows[k]) for k in repeated[i]] for i in dups[:10]])
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
@@ -5065,7 +5083,7 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                     kind="no_readable_id")
     with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids,
                       "prediction" if sample is None else f"{SampleField.shown(sample)} prediction", pred_path,
-                      preds.store.line, log)
+                      preds.store, log)
     gold_hashes = gold.ids.hashes()[kept_gold]
     order, shared = _equal_hash_runs(gold_hashes)
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
