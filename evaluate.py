@@ -19015,11 +19015,15 @@ def _resolve_report_path(config: RunConfig, default: Callable[[], _ReportDefault
     if path is None:
         where = default()
         _refuse_foreign_report(where)
+        try:  # named as what it is (no --report was given), with the options instead
+            _check_report_path(where.path, inputs, "default report path")
+        except InputError as exc:
+            raise InputError(f"{exc}; {where.options}") from None
         path = where.path
-    if path != STDOUT_REPORT:
+    elif path != STDOUT_REPORT:
         _check_report_path(path, inputs)
-        if runs is not None:
-            _refuse_replacing_another_run(config, path, inputs=runs)
+    if runs is not None and path != STDOUT_REPORT:
+        _refuse_replacing_another_run(config, path, inputs=runs)
     return path
 
 

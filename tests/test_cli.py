@@ -824,6 +824,24 @@ def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, 
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+def test_an_unwritable_working_folder_names_the_default_report_path_and_the_options(monkeypatch):
+    # no --report given: the default path is named as such (not as "--report ..."), with what to give instead
+    folder = Path(tempfile.mkdtemp(prefix="unwritable-"))
+    try:
+        for name, source in (("p.jsonl", FINETUNED), ("g.jsonl", GOLD)):
+            shutil.copy(ROOT / source, folder / name)
+            os.chmod(folder / name, 0o644)
+        os.chmod(folder, 0o555)
+        monkeypatch.chdir(folder)
+        status, err = main_as_nobody("--pred", "p.jsonl", "--gold", "g.jsonl", "--no-embeddings", "--quiet")
+        assert (status, err) == (2, "error: default report path reports/p.json: . is not writable; give --report "
+                                    "PATH, --report - (the report on stdout) or --no-report\n")
+    finally:
+        os.chmod(folder, 0o755)
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
 def test_a_glob_into_a_folder_that_cannot_be_read_says_so():
     folder = Path(tempfile.mkdtemp(prefix="noread-"))
     try:
