@@ -5668,11 +5668,29 @@ def _named_streams_in(value: Any) -> Any:
     return value
 
 
+def _stdin_file() -> Path | None:
+    """The regular file stdin is redirected from (``--pred - < pred.jsonl``), by its real
+    path (``/proc/self/fd/0``, checked to be the same file), or None: a pipe, a terminal, a
+    device, or a system without ``/proc``. Such a ``-`` is that file: named, recorded and
+    read again (``--html``, ``--examples``) as if its path were given."""
+    try:
+        info = os.fstat(0)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        path = Path(os.readlink("/proc/self/fd/0"))
+        return path if path.is_absolute() and os.path.samestat(info, path.stat()) else None
+    except (OSError, ValueError):
+        return None
+
+
 def _stdin_input(path: Path | None, flag: str) -> Path | None:
-    """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
-    terminal (the run would wait for typed input)."""
+    """``path``; for ``-``, the regular file stdin is redirected from (:func:`_stdin_file`),
+    else :data:`STDIN_INPUT` (a pipe: spooled once, :func:`_spool_stream`); refused
+    (InputError) when stdin is a terminal (the run would wait for typed input)."""
     if path is None or str(path) != "-":
         return path
+    if (redirected := _stdin_file()) is not None:
+        return redirected
     if sys.stdin is None or sys.stdin.isatty():
         raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
                          f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
@@ -18356,7 +18374,7 @@ def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
                          "--merge of the parts")
     streamed = [flag for flag, path in (*(("--pred", p) for p in args.pred or ()), ("--gold", args.gold))
-                if path is not None and str(path) == "-"]
+                if path is not None and str(path) == "-" and _stdin_file() is None]
     if streamed:
         raise InputError(f"--examples reads the inputs again after scoring, and {streamed[0]} - (stdin) can be read "
                          "once: give the file's path")
@@ -18396,7 +18414,7 @@ def _refuse_html_contradictions(args: argparse.Namespace) -> None:
     if page is None:
         return
     streams = [p for p in (*(getattr(args, "pred", None) or ()), getattr(args, "gold", None))
-               if p is not None and str(p) in ("-", str(STDIN_INPUT))]
+               if p is not None and str(p) in ("-", str(STDIN_INPUT)) and _stdin_file() is None]
     if streams:
         raise InputError(f"--html {page}: the audit page reads the inputs again, and stdin (-) cannot be read twice: "
                          "give the file")

@@ -899,6 +899,28 @@ def test_pred_dash_reads_stdin_like_a_file(tmp_path):
             f"report path; {options}"]
 
 
+def test_pred_dash_redirected_from_a_file_is_that_file_and_a_pipe_is_a_stream(tmp_path):
+    # `--pred - < pred.jsonl`: stdin is the regular file itself (seekable, readable again):
+    # the same report bytes as --pred pred.jsonl (its name and path recorded), and --html,
+    # which reads the inputs again, is accepted; a pipe is a stream (name "stream", path
+    # null: test_pred_dash_reads_stdin_like_a_file) and --html refuses it
+    pred, gold = ROOT / "predictions" / "finetuned.jsonl", ROOT / "gold" / "gold.jsonl"
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    with open(pred, "rb") as stdin:
+        redirected = subprocess.run([*command, "--pred", "-", "--report", "-", "--html", str(tmp_path / "a.html")],
+                                    stdin=stdin, capture_output=True, check=False)
+    assert redirected.returncode == 0, redirected.stderr.decode()
+    from_file = subprocess.run([*command, "--pred", str(pred), "--report", "-"], capture_output=True, check=False)
+    assert redirected.stdout == from_file.stdout
+    assert json.loads(redirected.stdout)["summary"]["inputs"]["pred"]["name"] == "finetuned.jsonl"
+    assert (tmp_path / "a.html").stat().st_size > 0
+    piped = subprocess.run([*command, "--pred", "-", "--report", "-", "--html", str(tmp_path / "b.html")],
+                           input=pred.read_bytes(), capture_output=True, check=False)
+    assert (piped.returncode, piped.stderr.decode()) == (2, f"error: --html {tmp_path / 'b.html'}: the audit page "
+                                                            "reads the inputs again, and stdin (-) cannot be read "
+                                                            "twice: give the file\n")
+
+
 # --------------------------------------------------------------------------------------
 # The one report-path resolver: every mode's default path is refused the same way
 # --------------------------------------------------------------------------------------

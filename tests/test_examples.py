@@ -287,7 +287,8 @@ def test_refused_options(tmp_path, extra, message):
     assert rc == 2 and message in err, err
 
 
-def test_stdin_is_refused(tmp_path):
+def test_stdin_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "_stdin_file", lambda: None)  # a pipe (whatever the test process's stdin is)
     rc, _, err = run_main("--pred", "-", "--gold", GOLD, *FAST, "--examples", tmp_path / "e.md")
     assert rc == 2 and "--pred - (stdin) can be read once" in err, err
 
