@@ -18452,11 +18452,13 @@ class PredSpec(NamedTuple):
     """One ``--pred`` argument: a plain path (one file, a directory or ``-``), or a named
     system of several samples, ``NAME=PATH[,PATH...]`` or ``NAME=GLOB`` (README "Several
     samples per prompt"). ``name``: NAME (None for a plain path); ``paths``: the files in
-    order (a glob's matches sorted); ``given``: the argument as written."""
+    order (a glob's matches sorted); ``given``: the argument as written; ``spelled``: each
+    path as written (a :class:`~pathlib.Path` drops a leading ``./``), for messages."""
 
     name: str | None
     paths: tuple[Path, ...]
     given: str
+    spelled: tuple[str, ...] = ()
 
     #: A system's name in ``NAME=...``: letters and digits (Unicode: ``modèle``, ``模型``),
     #: ``_``, ``.``, ``+`` and ``-`` (no ``/``, so a path such as ``results/lr=1e-4.jsonl`` is
@@ -18493,7 +18495,7 @@ class PredSpec(NamedTuple):
         twice = next((f for f in files if files.count(f) > 1), None)
         if twice is not None:
             raise InputError(f"--pred {text}: the file {twice} is named twice (each sample of {name} is one file)")
-        return cls(name, tuple(Path(f) for f in files), text)
+        return cls(name, tuple(Path(f) for f in files), text, tuple(files))
 
     @staticmethod
     def parts(rest: str) -> list[str]:
@@ -18532,11 +18534,12 @@ class PredSpec(NamedTuple):
         """Each sample file of ``spec`` once: two parts that are one file (another spelling,
         ``a/../a``, or a link to it: the same file, :func:`_same_file`) are an InputError
         naming both spellings."""
+        spelled = spec.spelled or tuple(map(str, spec.paths))
         for i, path in enumerate(spec.paths):
-            other = next((q for q in spec.paths[:i] if _same_file(q, path)), None)
+            other = next((k for k, q in enumerate(spec.paths[:i]) if _same_file(q, path)), None)
             if other is not None:
-                raise InputError(f"--pred {spec.given}: the file {other} is named twice (as {other} and {path}; each "
-                                 f"sample of {spec.name} is one file)")
+                raise InputError(f"--pred {spec.given}: the file {spec.paths[other]} is named twice (as "
+                                 f"{spelled[other]} and {spelled[i]}; each sample of {spec.name} is one file)")
 
     @staticmethod
     def check(specs: Sequence["PredSpec"], args: argparse.Namespace) -> None:
