@@ -17088,9 +17088,10 @@ class FastembedBackend(EmbeddingBackend):
                 "not a fastembed model name (see fastembed TextEmbedding.list_supported_models()) "
                 "and not a local directory")
         cands = ModelStore.cache_candidates(model_cache)
-        if not cands:
-            where = os.fspath(model_cache) if model_cache else "any model cache"
-            raise _BackendFailed(f"not downloaded ({where} does not exist)")
+        if not cands and model_cache:
+            raise _BackendFailed(f"not downloaded ({os.fspath(model_cache)} does not exist)")
+        # the folder a download would go to is named even while it does not exist
+        absent = [] if model_cache or ModelStore.download_dir() in cands else [f"{ModelStore.download_dir()} (absent)"]
         errors = []
         for cache in cands:
             try:
@@ -17107,7 +17108,7 @@ class FastembedBackend(EmbeddingBackend):
             return (FastembedBackend(te, Path(model_dir).resolve() if model_dir else None, device),
                     f"{model}@{fp[:12]}")
         raise _BackendFailed(
-            "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
+            "not downloaded (searched " + ", ".join([*map(str, cands), *absent]) + ")"
             + "".join(f"; {e}" for e in errors))
 
 
