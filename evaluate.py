@@ -18851,7 +18851,8 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     if path.exists() and not path.is_dir() and not path.is_file():
         raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+        example = {"--examples": "examples.md", "--per-entry-jsonl": "rows.jsonl"}.get(flag, "report.json")
+        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / example})")
     _check_writable_folder(path, flag)
 
 
