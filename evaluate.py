@@ -13336,7 +13336,8 @@ def _families_left_out(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[st
         lacking = [name for name, fams in held.items() if family not in fams]
         out.append(notice("families_left_out", f"the {family} family is left out of the comparison: "
                           f"{', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} scored without it "
-                          "(e.g. a report written before it existed); the other families are compared"))
+                          "(--metrics without it, or a report written before the family existed); the other "
+                          "families are compared"))
     return out
 
 

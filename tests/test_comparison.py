@@ -813,6 +813,17 @@ def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path
                        f"before) into a new report (its own stays as it is): {command}\n")
 
 
+def test_reports_scored_with_other_metric_families_compare_on_the_common_ones_with_a_note(runs, tmp_path):
+    # both reports new: the baseline's default --metrics holds no calibration family, the
+    # other's --metrics all does; not refused (README, Comparability), the note says why
+    single(tmp_path, FINETUNED, "ft_all", "--metrics", "hgr,strict,per-relation,errors,calibration")
+    rc, out, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_all.json", *FAST, "--no-report")
+    assert rc == 0, err
+    message = ("the calibration family is left out of the comparison: base was scored without it (--metrics without "
+               "it, or a report written before the family existed); the other families are compared")
+    assert f"\n{message}\n" in out
+
+
 def _printed_command(err: str) -> list[str]:
     """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``)."""
     return shlex.split(err.rstrip("\n").split(": uv run evaluate.py ", 1)[1])
