@@ -48,7 +48,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 randomization_test, variance_components;
                                 PAIRED_TESTS (PairedTest),
                                 CORRECTIONS (Correction); compare_slices
-                                (slice_groups, slice_report); check_comparable,
+                                (slice_groups, slice_report); check_comparable
+                                (RescoreHint: the command a refusal prints),
                                 build_comparison
     6. Output                   OUTPUT_FORMATS (format_output), format_summary,
                                 format_comparison, format_text, metric_tables,
@@ -4460,7 +4461,7 @@ class SampleField:
         if gold_path is None and sample is not None:
             return SampleField.combined_rows(gold, sample, duplicate_ids, pred_path, log)
         kept = _dedupe(gold.ids, np.arange(len(gold.ids)), duplicate_ids, "gold", gold_path or pred_path,
-                       gold.store.line, log)
+                       gold.store, log)
         return kept, kept
 
     @staticmethod
@@ -4503,7 +4504,7 @@ class SampleField:
         assert labels is not None
         mine = np.array([r for r, label in enumerate(labels) if label == sample], dtype=np.int64)
         kept = _dedupe(gold.ids, mine, duplicate_ids, f"{SampleField.shown(sample)} prediction", path,
-                       gold.store.line, log)
+                       gold.store, log)
         own = {gold.ids[int(r)]: int(r) for r in kept}
         first: dict[str | None, int] = {}
         for r in range(len(gold.ids)):
@@ -4620,18 +4621,36 @@ class _PredLines:
         return len(self.ids)
 
 
-def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, line_of: Sequence[int],
+def _id_spellings(store: LineStore, records: Sequence[Sequence[int]]) -> str:
+    """For a duplicate-id refusal: `` (lines 1 and 2: 1 and "1" are the same id; ids are
+    compared as text)`` for the first repeated id (``records``: each repeated id's records,
+    indices into ``store``) whose first two lines write it differently (a JSON number and a
+    string, :func:`_record_id`), read again from ``store``; "" when each is written alike
+    (or a line cannot be read again)."""
+    for first, second in (group[:2] for group in records):
+        try:
+            a, b = (store.value(k).get("id") for k in (first, second))
+        except (InputError, OSError, AttributeError):
+            return ""
+        if json.dumps(a) != json.dumps(b):
+            return (f" (lines {store.line[first]} and {store.line[second]}: {json.dumps(a, ensure_ascii=False)} and "
+                    f"{json.dumps(b, ensure_ascii=False)} are the same id; ids are compared as text)")
+    return ""
+
+
+def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path, store: LineStore,
             log: LoadedInputs) -> np.ndarray:
     """Apply ``--duplicate-ids`` to records ``rows`` (indices into ``ids``; None ids are
-    kept): the records kept, in order (``rows`` itself when no id repeats). ``line_of``:
-    the line number of each record (indexed like ``ids``), for the notice naming the first
-    repeated ids and the first lines dropped."""
+    kept): the records kept, in order (``rows`` itself when no id repeats). ``store``: the
+    records' lines (indexed like ``ids``), for the notice naming the first repeated ids and
+    the first lines dropped, and for the refusal's :func:`_id_spellings`."""
+    line_of = store.line
     repeated = _repeated_ids(ids, rows)
     if not repeated:
         return rows
     dups = sorted(repeated)
     if policy == "error":
-        shown = _ids_text(dups)
+        shown = _ids_text(dups) + _id_spellings(store, [[int(rows[k]) for k in repeated[i]] for i in dups[:10]])
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")
@@ -5064,7 +5083,7 @@ def _join_by_id(gold: _GoldLines, kept_gold: np.ndarray, preds: _PredLines, pred
                     kind="no_readable_id")
     with_id = _dedupe(preds.ids, candidates[has_id], duplicate_ids,
                       "prediction" if sample is None else f"{SampleField.shown(sample)} prediction", pred_path,
-                      preds.store.line, log)
+                      preds.store, log)
     gold_hashes = gold.ids.hashes()[kept_gold]
     order, shared = _equal_hash_runs(gold_hashes)
     pred_for = np.full(len(kept_gold), -1, dtype=np.int64)
@@ -5649,11 +5668,29 @@ def _named_streams_in(value: Any) -> Any:
     return value
 
 
+def _stdin_file() -> Path | None:
+    """The regular file stdin is redirected from (``--pred - < pred.jsonl``), by its real
+    path (``/proc/self/fd/0``, checked to be the same file), or None: a pipe, a terminal, a
+    device, or a system without ``/proc``. Such a ``-`` is that file: named, recorded and
+    read again (``--html``, ``--examples``) as if its path were given."""
+    try:
+        info = os.fstat(0)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        path = Path(os.readlink("/proc/self/fd/0"))
+        return path if path.is_absolute() and os.path.samestat(info, path.stat()) else None
+    except (OSError, ValueError):
+        return None
+
+
 def _stdin_input(path: Path | None, flag: str) -> Path | None:
-    """``path``, or :data:`STDIN_INPUT` for ``-``; refused (InputError) when stdin is a
-    terminal (the run would wait for typed input)."""
+    """``path``; for ``-``, the regular file stdin is redirected from (:func:`_stdin_file`),
+    else :data:`STDIN_INPUT` (a pipe: spooled once, :func:`_spool_stream`); refused
+    (InputError) when stdin is a terminal (the run would wait for typed input)."""
     if path is None or str(path) != "-":
         return path
+    if (redirected := _stdin_file()) is not None:
+        return redirected
     if sys.stdin is None or sys.stdin.isatty():
         raise InputError(f"{flag} -: reads the input from stdin, but stdin is a terminal: pipe the file in "
                          f"(e.g. cat pred.jsonl | {PRODUCT} {flag} - ...) or give its path")
@@ -12458,9 +12495,9 @@ def _system_records(name: str, report: Mapping[str, Any], families: Sequence[Met
         files = list(dict.fromkeys(str(s.get("path")) for s in inputs.get("samples") or ()))
         if len(files) > 1:  # a system of several sample files: its rows stay in its report
             pred = f"{name}={','.join(files)}"
-        command = " ".join(shlex.quote(str(x)) for x in (
-            "uv", "run", "evaluate.py", "--pred", pred or "PRED.jsonl", *(["--gold", gold] if gold else []),
-            *([] if "samples" in report else ["--per-entry-jsonl", f"{name}.rows.jsonl"]), "--report", f"{name}.json"))
+        own_rows = [] if "samples" in report else ["--per-entry-jsonl", f"{RescoreHint.stem(name)}.rows.jsonl"]
+        command = RescoreHint.command(name, pred or "PRED.jsonl", gold,
+                                      RescoreHint.options(report.get("summary") or {}, {}), *own_rows)
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
@@ -13064,41 +13101,88 @@ def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _option_for(key: str, value: Any) -> str | None:
-    """The command-line option that scores with ``summary.config`` key ``key`` set to
-    ``value`` (``"without --reparse"`` for an option left out), None where no one option
-    does (package versions, a model, a vocabulary file)."""
-    switches = {"reparse": "--reparse", "skip_bad_gold": "--skip-bad-gold"}
-    valued = {"sim_threshold": "--embedding-threshold", "align_accept": "--align-accept", "schema_profile": "--schema",
-              "duplicate_ids": "--duplicate-ids", "join": "--join", "limit": "--limit", "gold_field": "--gold-field"}
-    if key in switches:
-        return switches[key] if value else f"without {switches[key]}"
-    if key in valued:
-        return f"without {valued[key]}" if value is None else f"{valued[key]} {value}"
-    if key == "metric_families" and isinstance(value, list):
-        return f"--metrics {','.join(value)}"
-    if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
-        return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
-    return None
+class RescoreHint:
+    """The command a comparison's refusal prints to score one system again (a namespace):
+    the program as it runs (:data:`CLI_COMMAND`), the system's recorded inputs, every option
+    that gives its recorded ``summary.config`` (with the baseline's values where they must
+    change), and a report path of its own (``NAME.rescored.json`` in the working folder),
+    so that the command runs as printed and the system's report stays as it is."""
 
+    #: summary.config keys that one option sets: key -> (option, the value without it); a
+    #: switch (default False) takes no value.
+    OPTIONS: dict[str, tuple[str, Any]] = {
+        "schema_profile": ("--schema", "auto"), "sim_threshold": ("--embedding-threshold", DEFAULT_SIM_THRESHOLD),
+        "align_accept": ("--align-accept", DEFAULT_ALIGN_ACCEPT), "limit": ("--limit", None),
+        "reparse": ("--reparse", False), "duplicate_ids": ("--duplicate-ids", "error"),
+        "skip_bad_gold": ("--skip-bad-gold", False), "pred_field": ("--pred-field", None),
+        "gold_field": ("--gold-field", None), "join": ("--join", "auto"),
+        "ignore_extra_predictions": ("--ignore-extra-predictions", False)}
 
-def _rescore_hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
-    """The end of a configuration refusal: the one command that rescores system ``name``
-    (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
-    value) where every key has an option (:func:`_option_for`), else the general advice."""
-    options = list(dict.fromkeys(_option_for(k, v) for k, v in wanted.items()))
-    inputs = summary.get("inputs") or {}
-    pred = (inputs.get("pred") or {}).get("path")
-    if None in options or not pred:
-        return "score every system with the same options and package versions"
-    added = [o for o in options if not o.startswith("without ")]
-    gold = (inputs.get("gold") or {}).get("path")
-    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred,
-                                                     *(["--gold", gold] if gold else []),
-                                                     *(w for o in added for w in o.split(" ", 1)),
-                                                     "--report", f"{name}.json"))
-    return (f"to make them comparable, rescore {name} with the baseline's settings "
-            f"({', '.join(options)}; its other options as before): {command}")
+    @staticmethod
+    def option_for(key: str, value: Any) -> str | None:
+        """The command-line option that scores with ``summary.config`` key ``key`` set to
+        ``value`` (``"without --reparse"`` for an option left out), None where no one option
+        does (package versions, a model, a vocabulary file)."""
+        if key in RescoreHint.OPTIONS:
+            option, default = RescoreHint.OPTIONS[key]
+            if default is False:
+                return option if value else f"without {option}"
+            return f"without {option}" if value is None else f"{option} {value}"
+        if key == "metric_families" and isinstance(value, list):
+            return f"--metrics {','.join(value)}"
+        if key == "similarity.backend" and value == "lexical" or key.startswith("similarity.model") and value is None:
+            return "--no-embeddings"  # the baseline scored lexically: no model, no fingerprint
+        return None
+
+    @staticmethod
+    def options(summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> list[str]:
+        """The options of a run with system ``summary``'s configuration, ``wanted`` (config
+        key -> value) put in: each ``wanted`` key's option (:meth:`option_for`; none for a
+        ``without``), and each other key's where its value is not the default (the metric
+        families other than the default ones; ``--no-embeddings`` for a lexical run)."""
+        settings = {**(_comparable_config(summary) if "config" in summary else {}), **wanted}
+        out = []
+        for key, value in settings.items():
+            if key in wanted:
+                option = RescoreHint.option_for(key, value)
+            elif key in RescoreHint.OPTIONS:
+                option = RescoreHint.option_for(key, value) if value != RescoreHint.OPTIONS[key][1] else None
+            elif key == "metric_families":
+                option = RescoreHint.option_for(key, value) if value != list(DEFAULT_METRICS) else None
+            else:
+                option = "--no-embeddings" if key == "similarity.backend" and value == "lexical" else None
+            if option and not option.startswith("without "):
+                out.append(option)
+        return list(dict.fromkeys(out))
+
+    @staticmethod
+    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str) -> str:
+        """``CLI_COMMAND --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
+        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name)."""
+        words = ["--pred", pred, *(["--gold", gold] if gold else []), *(w for o in options for w in o.split(" ", 1)),
+                 *extra, "--report", f"{RescoreHint.stem(name)}.json"]
+        return " ".join([CLI_COMMAND, *(shlex.quote(str(x)) for x in words)])
+
+    @staticmethod
+    def stem(name: str) -> str:
+        """The file name stem of system ``name``'s new report: ``NAME.rescored``."""
+        return f"{name.replace('/', '-')}.rescored"
+
+    @staticmethod
+    def hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+        """The end of a configuration refusal: the one command that rescores system ``name``
+        (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
+        value) where every key has an option (:meth:`option_for`), else the general advice."""
+        changed = list(dict.fromkeys(RescoreHint.option_for(k, v) for k, v in wanted.items()))
+        inputs = summary.get("inputs") or {}
+        pred = (inputs.get("pred") or {}).get("path")
+        if None in changed or not pred:
+            return "score every system with the same options and package versions"
+        command = RescoreHint.command(name, pred, (inputs.get("gold") or {}).get("path"),
+                                      RescoreHint.options(summary, wanted))
+        return (f"to make them comparable, rescore {name} with the baseline's settings "
+                f"({', '.join(changed)}; its other options as before) into a new report (its own stays as it is): "
+                f"{command}")
 
 
 def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], base: str,
@@ -13142,8 +13226,7 @@ def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], bas
     pred = ((pair[combined].get("inputs") or {}).get("pred") or {}).get("path") or "PRED.jsonl"
     gold_info = (pair[separate].get("inputs") or {}).get("gold") or {}
     gold = gold_info.get("path") or gold_info.get("name") or "GOLD.jsonl"
-    command = " ".join(shlex.quote(str(x)) for x in ("uv", "run", "evaluate.py", "--pred", pred, "--gold", gold,
-                                                     "--report", f"{combined}.json"))
+    command = RescoreHint.command(combined, pred, gold, RescoreHint.options(pair[combined], {}))
     raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
                      f"{separate} against a separate gold file ({gold_info.get('name')}); to make them comparable, "
                      f"score both against the same --gold file ({combined}: {command})")
@@ -13158,7 +13241,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
     separate gold file (:func:`_check_same_gold_kind`); a configuration other
     than the baseline's as :func:`_comparable_config` reads it (what can move a number;
     every key but :data:`_PER_SYSTEM_CONFIG`), the refusal ending with the command that
-    rescores alike (:func:`_rescore_hint`). (:func:`compare_systems` refuses missing
+    rescores alike (:meth:`RescoreHint.hint`). (:func:`compare_systems` refuses missing
     per-entry statistics and other gold entries.) Returns notices (:func:`notice`) for what is allowed but
     worth knowing: another tool version (kind ``tool_version``), another prediction field
     (``per_system_config``), prediction lines generated with another instruction than the
@@ -13199,7 +13282,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
                              f"{' ...' if len(differ) > 5 else ''}; "
-                             + _rescore_hint(name, summary, {k: flat_base.get(k) for k in differ}))
+                             + RescoreHint.hint(name, summary, {k: flat_base.get(k) for k in differ}))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
@@ -13261,7 +13344,8 @@ def _families_left_out(systems: Mapping[str, Mapping[str, Any]]) -> list[dict[st
         lacking = [name for name, fams in held.items() if family not in fams]
         out.append(notice("families_left_out", f"the {family} family is left out of the comparison: "
                           f"{', '.join(lacking)} {'was' if len(lacking) == 1 else 'were'} scored without it "
-                          "(e.g. a report written before it existed); the other families are compared"))
+                          "(--metrics without it, or a report written before the family existed); the other "
+                          "families are compared"))
     return out
 
 
@@ -17067,9 +17151,10 @@ class FastembedBackend(EmbeddingBackend):
                 "not a fastembed model name (see fastembed TextEmbedding.list_supported_models()) "
                 "and not a local directory")
         cands = ModelStore.cache_candidates(model_cache)
-        if not cands:
-            where = os.fspath(model_cache) if model_cache else "any model cache"
-            raise _BackendFailed(f"not downloaded ({where} does not exist)")
+        if not cands and model_cache:
+            raise _BackendFailed(f"not downloaded ({os.fspath(model_cache)} does not exist)")
+        # the folder a download would go to is named even while it does not exist
+        absent = [] if model_cache or ModelStore.download_dir() in cands else [f"{ModelStore.download_dir()} (absent)"]
         errors = []
         for cache in cands:
             try:
@@ -17086,7 +17171,7 @@ class FastembedBackend(EmbeddingBackend):
             return (FastembedBackend(te, Path(model_dir).resolve() if model_dir else None, device),
                     f"{model}@{fp[:12]}")
         raise _BackendFailed(
-            "not downloaded (searched " + ", ".join(str(c) for c in cands) + ")"
+            "not downloaded (searched " + ", ".join([*map(str, cands), *absent]) + ")"
             + "".join(f"; {e}" for e in errors))
 
 
@@ -18353,7 +18438,7 @@ def _refuse_examples_contradictions(args: argparse.Namespace) -> None:
         raise InputError("--examples lists the entries of the whole run, a --shard has some of them: give it to the "
                          "--merge of the parts")
     streamed = [flag for flag, path in (*(("--pred", p) for p in args.pred or ()), ("--gold", args.gold))
-                if path is not None and str(path) == "-"]
+                if path is not None and str(path) == "-" and _stdin_file() is None]
     if streamed:
         raise InputError(f"--examples reads the inputs again after scoring, and {streamed[0]} - (stdin) can be read "
                          "once: give the file's path")
@@ -18393,7 +18478,7 @@ def _refuse_html_contradictions(args: argparse.Namespace) -> None:
     if page is None:
         return
     streams = [p for p in (*(getattr(args, "pred", None) or ()), getattr(args, "gold", None))
-               if p is not None and str(p) in ("-", str(STDIN_INPUT))]
+               if p is not None and str(p) in ("-", str(STDIN_INPUT)) and _stdin_file() is None]
     if streams:
         raise InputError(f"--html {page}: the audit page reads the inputs again, and stdin (-) cannot be read twice: "
                          "give the file")
@@ -18431,11 +18516,13 @@ class PredSpec(NamedTuple):
     """One ``--pred`` argument: a plain path (one file, a directory or ``-``), or a named
     system of several samples, ``NAME=PATH[,PATH...]`` or ``NAME=GLOB`` (README "Several
     samples per prompt"). ``name``: NAME (None for a plain path); ``paths``: the files in
-    order (a glob's matches sorted); ``given``: the argument as written."""
+    order (a glob's matches sorted); ``given``: the argument as written; ``spelled``: each
+    path as written (a :class:`~pathlib.Path` drops a leading ``./``), for messages."""
 
     name: str | None
     paths: tuple[Path, ...]
     given: str
+    spelled: tuple[str, ...] = ()
 
     #: A system's name in ``NAME=...``: letters and digits (Unicode: ``modèle``, ``模型``),
     #: ``_``, ``.``, ``+`` and ``-`` (no ``/``, so a path such as ``results/lr=1e-4.jsonl`` is
@@ -18472,7 +18559,7 @@ class PredSpec(NamedTuple):
         twice = next((f for f in files if files.count(f) > 1), None)
         if twice is not None:
             raise InputError(f"--pred {text}: the file {twice} is named twice (each sample of {name} is one file)")
-        return cls(name, tuple(Path(f) for f in files), text)
+        return cls(name, tuple(Path(f) for f in files), text, tuple(files))
 
     @staticmethod
     def parts(rest: str) -> list[str]:
@@ -18511,11 +18598,12 @@ class PredSpec(NamedTuple):
         """Each sample file of ``spec`` once: two parts that are one file (another spelling,
         ``a/../a``, or a link to it: the same file, :func:`_same_file`) are an InputError
         naming both spellings."""
+        spelled = spec.spelled or tuple(map(str, spec.paths))
         for i, path in enumerate(spec.paths):
-            other = next((q for q in spec.paths[:i] if _same_file(q, path)), None)
+            other = next((k for k, q in enumerate(spec.paths[:i]) if _same_file(q, path)), None)
             if other is not None:
-                raise InputError(f"--pred {spec.given}: the file {other} is named twice (as {other} and {path}; each "
-                                 f"sample of {spec.name} is one file)")
+                raise InputError(f"--pred {spec.given}: the file {spec.paths[other]} is named twice (as "
+                                 f"{spelled[other]} and {spelled[i]}; each sample of {spec.name} is one file)")
 
     @staticmethod
     def check(specs: Sequence["PredSpec"], args: argparse.Namespace) -> None:
@@ -18826,7 +18914,8 @@ def _check_report_path(path: Path, inputs: Sequence[Path | None] = (), flag: str
     if path.exists() and not path.is_dir() and not path.is_file():
         raise InputError(f"{flag} {path}: not a regular file (a device or pipe?); give a file path")
     if path.is_dir():
-        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / 'report.json'})")
+        example = {"--examples": "examples.md", "--per-entry-jsonl": "rows.jsonl"}.get(flag, "report.json")
+        raise InputError(f"{flag} {path}: is a directory (give a file path, e.g. {path / example})")
     _check_writable_folder(path, flag)
 
 
@@ -19012,11 +19101,15 @@ def _resolve_report_path(config: RunConfig, default: Callable[[], _ReportDefault
     if path is None:
         where = default()
         _refuse_foreign_report(where)
+        try:  # named as what it is (no --report was given), with the options instead
+            _check_report_path(where.path, inputs, "default report path")
+        except InputError as exc:
+            raise InputError(f"{exc}; {where.options}") from None
         path = where.path
-    if path != STDOUT_REPORT:
+    elif path != STDOUT_REPORT:
         _check_report_path(path, inputs)
-        if runs is not None:
-            _refuse_replacing_another_run(config, path, inputs=runs)
+    if runs is not None and path != STDOUT_REPORT:
+        _refuse_replacing_another_run(config, path, inputs=runs)
     return path
 
 

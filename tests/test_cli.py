@@ -824,6 +824,24 @@ def test_an_unwritable_folder_is_refused_before_scoring_naming_the_option(flag, 
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+def test_an_unwritable_working_folder_names_the_default_report_path_and_the_options(monkeypatch):
+    # no --report given: the default path is named as such (not as "--report ..."), with what to give instead
+    folder = Path(tempfile.mkdtemp(prefix="unwritable-"))
+    try:
+        for name, source in (("p.jsonl", FINETUNED), ("g.jsonl", GOLD)):
+            shutil.copy(ROOT / source, folder / name)
+            os.chmod(folder / name, 0o644)
+        os.chmod(folder, 0o555)
+        monkeypatch.chdir(folder)
+        status, err = main_as_nobody("--pred", "p.jsonl", "--gold", "g.jsonl", "--no-embeddings", "--quiet")
+        assert (status, err) == (2, "error: default report path reports/p.json: . is not writable; give --report "
+                                    "PATH, --report - (the report on stdout) or --no-report\n")
+    finally:
+        os.chmod(folder, 0o755)
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
 def test_a_glob_into_a_folder_that_cannot_be_read_says_so():
     folder = Path(tempfile.mkdtemp(prefix="noread-"))
     try:
@@ -879,6 +897,28 @@ def test_pred_dash_reads_stdin_like_a_file(tmp_path):
         assert unnamed.stderr.decode().splitlines() == [
             "error: --pred <stdin>: not a regular file (a pipe or stream?), so it has no name for the default "
             f"report path; {options}"]
+
+
+def test_pred_dash_redirected_from_a_file_is_that_file_and_a_pipe_is_a_stream(tmp_path):
+    # `--pred - < pred.jsonl`: stdin is the regular file itself (seekable, readable again):
+    # the same report bytes as --pred pred.jsonl (its name and path recorded), and --html,
+    # which reads the inputs again, is accepted; a pipe is a stream (name "stream", path
+    # null: test_pred_dash_reads_stdin_like_a_file) and --html refuses it
+    pred, gold = ROOT / "predictions" / "finetuned.jsonl", ROOT / "gold" / "gold.jsonl"
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--quiet"]
+    with open(pred, "rb") as stdin:
+        redirected = subprocess.run([*command, "--pred", "-", "--report", "-", "--html", str(tmp_path / "a.html")],
+                                    stdin=stdin, capture_output=True, check=False)
+    assert redirected.returncode == 0, redirected.stderr.decode()
+    from_file = subprocess.run([*command, "--pred", str(pred), "--report", "-"], capture_output=True, check=False)
+    assert redirected.stdout == from_file.stdout
+    assert json.loads(redirected.stdout)["summary"]["inputs"]["pred"]["name"] == "finetuned.jsonl"
+    assert (tmp_path / "a.html").stat().st_size > 0
+    piped = subprocess.run([*command, "--pred", "-", "--report", "-", "--html", str(tmp_path / "b.html")],
+                           input=pred.read_bytes(), capture_output=True, check=False)
+    assert (piped.returncode, piped.stderr.decode()) == (2, f"error: --html {tmp_path / 'b.html'}: the audit page "
+                                                            "reads the inputs again, and stdin (-) cannot be read "
+                                                            "twice: give the file\n")
 
 
 # --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -803,12 +804,57 @@ def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path
         assert rc == 2
         key, value, base, option = {"lim24": ("limit", "24", "none", "without --limit"),
                                     "thr": ("sim_threshold", "0.7", "0.8", "--embedding-threshold 0.8")}[name]
-        command = f"uv run evaluate.py --pred {BASE} --gold {GOLD}" + (" --embedding-threshold 0.8" if name == "thr"
-                                                                          else "") + f" --report {name}.json"
+        # every option the run needs (--no-embeddings: it was scored lexically), a report of its own
+        command = f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings" + (
+            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {name}.rescored.json"
         assert err == (f"error: system {name} ({tmp_path / (name + '.json')}): scored with another configuration "
                        f"than the baseline finetuned: {key}: {value} (baseline finetuned: {base}); to make them "
                        f"comparable, rescore {name} with the baseline's settings ({option}; its other options as "
-                       f"before): {command}\n")
+                       f"before) into a new report (its own stays as it is): {command}\n")
+
+
+def test_reports_scored_with_other_metric_families_compare_on_the_common_ones_with_a_note(runs, tmp_path):
+    # both reports new: the baseline's default --metrics holds no calibration family, the
+    # other's --metrics all does; not refused (README, Comparability), the note says why
+    single(tmp_path, FINETUNED, "ft_all", "--metrics", "hgr,strict,per-relation,errors,calibration")
+    rc, out, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_all.json", *FAST, "--no-report")
+    assert rc == 0, err
+    message = ("the calibration family is left out of the comparison: base was scored without it (--metrics without "
+               "it, or a report written before the family existed); the other families are compared")
+    assert f"\n{message}\n" in out
+
+
+def _printed_command(err: str) -> list[str]:
+    """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``)."""
+    return shlex.split(err.rstrip("\n").split(": uv run evaluate.py ", 1)[1])
+
+
+@pytest.mark.parametrize("extra, option", [
+    (("--embedding-threshold", "0.7"), "--embedding-threshold 0.8"),
+    (("--limit", "20"), "without --limit"),
+    (("--reparse",), "without --reparse"),
+])
+def test_the_rescore_command_runs_as_printed_and_makes_the_systems_comparable(runs, tmp_path, extra, option):
+    # Pasted in the folder of the reports (where the refused --compare ran): scored lexically as
+    # the stale report was (--no-embeddings, printed), into a new report that collides with no
+    # file there; the stale one stays; --compare of the new one then passes.
+    shutil.copyfile(runs["dir"] / "base.json", tmp_path / "base.json")
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", *extra, "--report",
+                          tmp_path / "ft.json")
+    assert rc == 0, err
+    stale = (tmp_path / "ft.json").read_bytes()
+    rc, _, err = run_main("--compare", "base.json", "ft.json", "--no-report", "--quiet", cwd=tmp_path)
+    assert rc == 2 and f"baseline's settings ({option}; its other options as before)" in err
+    args = _printed_command(err)
+    assert args[-2:] == ["--report", "ft.rescored.json"] and "--no-embeddings" in args
+    rc, _, err = run_main(*args, "--quiet", cwd=tmp_path)
+    assert rc == 0, err
+    assert (tmp_path / "ft.json").read_bytes() == stale
+    rc, _, err = run_main("--compare", "base.json", "ft.rescored.json", "--quiet", "--report", "c.json",
+                          cwd=tmp_path)
+    assert rc == 0, err
+    assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft.rescored") == \
+        _estimates(runs["both"]["comparison"], "finetuned")
 
 
 def _combined(path: Path, pred: Path, change: dict | None = None) -> Path:
@@ -890,7 +936,7 @@ def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_aga
     tuned = _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
     rc, _, err = cli("--pred", tuned, "--report", tmp_path / "ft_gen.json")
     assert rc == 0, err
-    command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --report ft_gen.json"
+    command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --no-embeddings --report ft_gen.rescored.json"
     for first, second, where in ((runs["dir"] / "base.json", tmp_path / "ft_gen.json", "ft_gen"),
                                  (tmp_path / "ft_gen.json", runs["dir"] / "base.json", "base")):
         rc, _, err = cli("--compare", first, second, "--no-report")
@@ -898,12 +944,14 @@ def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_aga
         assert err == (f"error: system {where} ({second}): ft_gen was scored from a combined file (the gold inside "
                        "its predictions file), base against a separate gold file (gold.jsonl); to make them "
                        f"comparable, score both against the same --gold file (ft_gen: {command})\n")
-    # the command given makes them comparable: ft_gen's numbers are then finetuned.jsonl's against the gold
-    rc, _, err = cli("--pred", tuned, "--gold", GOLD, "--report", tmp_path / "ft_gen.json", "--overwrite")
+    # the command given, run as printed, makes them comparable: ft_gen's numbers are then
+    # finetuned.jsonl's against the gold
+    rc, _, err = run_main(*_printed_command(err.rstrip(")\n")), cwd=tmp_path)  # the ")" closes the hint
     assert rc == 0, err
-    rc, _, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_gen.json", "--report", tmp_path / "c.json")
+    rc, _, err = cli("--compare", runs["dir"] / "base.json", tmp_path / "ft_gen.rescored.json", "--report",
+                     tmp_path / "c.json")
     assert rc == 0, err
-    assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft_gen") == \
+    assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft_gen.rescored") == \
         _estimates(runs["both"]["comparison"], "finetuned")
 
 
@@ -935,7 +983,12 @@ def test_compare_of_a_summary_only_report_says_how_to_write_one_with_rows(runs, 
     assert err == ("error: system short: the report has no per_entry list (its per-entry statistics are needed; "
                    "--summary-only leaves them out): write one with them, without --summary-only (its other options "
                    f"as before; --per-entry-jsonl keeps the rows in their own file): uv run evaluate.py --pred {BASE} "
-                   f"--gold {GOLD} --per-entry-jsonl short.rows.jsonl --report short.json\n")
+                   f"--gold {GOLD} --no-embeddings --per-entry-jsonl short.rescored.rows.jsonl --report "
+                   "short.rescored.json\n")
+    rc, _, err = run_main(*_printed_command(err), "--quiet", cwd=tmp_path)  # runs as printed, beside short.json
+    assert rc == 0, err
+    rc, _, err = cli("--compare", tmp_path / "short.rescored.json", runs["dir"] / "finetuned.json", "--no-report")
+    assert rc == 0, err
 
 
 def test_two_byte_identical_prediction_files_are_a_system_compared_with_itself(tmp_path):
@@ -956,8 +1009,9 @@ def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_
     assert err == (f"error: system emb ({tmp_path / 'emb.json'}): scored with another configuration than the baseline "
                    "finetuned: similarity.backend: fastembed (baseline finetuned: lexical); "
                    "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
-                   "rescore emb with the baseline's settings (--no-embeddings; its other options as before): "
-                   f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings --report emb.json\n")
+                   "rescore emb with the baseline's settings (--no-embeddings; its other options as before) into a "
+                   f"new report (its own stays as it is): uv run evaluate.py --pred {BASE} --gold {GOLD} "
+                   "--no-embeddings --report emb.rescored.json\n")
 
 
 def test_the_baseline_keeps_its_intervals_next_to_a_system_of_several_samples(tmp_path):

@@ -281,13 +281,16 @@ def test_summary_only_no_report_and_metrics_without_errors(tmp_path):
     (("--examples", "{tmp}/e.md", "--shard", "1/2"), "--examples lists the entries of the whole run, a --shard"),
     (("--examples", "{tmp}/e.md", "--report", "{tmp}/e.md"), "are the same file: give each its own"),
     (("--examples", str(GOLD)), "is one of the input files; refusing to overwrite it"),
+    (("--examples", "{tmp}"), "--examples {tmp}: is a directory (give a file path, e.g. {tmp}/examples.md)"),
+    (("--per-entry-jsonl", "{tmp}"), "--per-entry-jsonl {tmp}: is a directory (give a file path, e.g. {tmp}/rows.jsonl)"),
 ])
 def test_refused_options(tmp_path, extra, message):
     rc, _, err = run_main("--pred", BASE, "--gold", GOLD, *FAST, *(x.format(tmp=tmp_path) for x in extra))
-    assert rc == 2 and message in err, err
+    assert rc == 2 and message.format(tmp=tmp_path) in err, err
 
 
-def test_stdin_is_refused(tmp_path):
+def test_stdin_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ev, "_stdin_file", lambda: None)  # a pipe (whatever the test process's stdin is)
     rc, _, err = run_main("--pred", "-", "--gold", GOLD, *FAST, "--examples", tmp_path / "e.md")
     assert rc == 2 and "--pred - (stdin) can be read once" in err, err
 

@@ -394,8 +394,8 @@ def test_a_report_written_before_the_family_compares_on_the_families_both_hold(c
     rc, out, err = run_main("--compare", old, new, "--quiet", "--bootstrap", "200", "--trials", "500",
                             "--report", tmp_path / "c.json")
     assert rc == 0, err
-    message = ("the errors family is left out of the comparison: base was scored without it (e.g. a report written "
-               "before it existed); the other families are compared")
+    message = ("the errors family is left out of the comparison: base was scored without it (--metrics without it, "
+               "or a report written before the family existed); the other families are compared")
     block = load_report(tmp_path / "c.json")["comparison"]
     assert message in block["notes"] and message in out
     # every other number is the comparison's of two new reports

@@ -162,6 +162,23 @@ def test_duplicate_ids_exit_2_listing_them(tmp_path):
     assert rep is None
 
 
+def test_a_number_id_and_its_string_are_one_id_named_with_both_lines(tmp_path):
+    # ids are compared as text: gold 1 (line 2) and "1" (line 3) repeat; "r0" (line 1), written
+    # alike, stays out of the clause; the same check for the prediction side
+    gold = [gold_rec("r0", []), gold_rec(1, [ACME_A]), gold_rec("1", [ACME_B])]
+    rc, _, err, _ = cli_files(tmp_path, gold, [{"id": "1", "triplets": []}])
+    assert rc == 2
+    assert err == (f"error: {tmp_path / 'gold.jsonl'}: duplicate gold ids: '1' (lines 2 and 3: 1 and \"1\" are the "
+                   "same id; ids are compared as text); pass --duplicate-ids first|last to keep one copy of each "
+                   "(--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps the last line of a "
+                   "repeated id)\n")
+    pred = [{"id": "r1", "triplets": []}, {"id": "r1", "triplets": []}, {"id": 7, "triplets": []},
+            {"id": "7", "triplets": []}]
+    rc, _, err, _ = cli_files(tmp_path, [gold_rec("r1", []), gold_rec("7", [])], pred)
+    assert rc == 2 and ("duplicate prediction ids: '7', 'r1' (lines 3 and 4: 7 and \"7\" are the same id; ids are "
+                        "compared as text); pass") in err, err
+
+
 def test_duplicate_ids_last_keeps_last_and_reports_count(tmp_path):
     gold = [gold_rec("r1", [ACME_A]), gold_rec("r2", [ACME_B])]
     pred = [{"id": "r1", "triplets": []}, {"id": "r2", "triplets": [ACME_B]}, {"id": "r1", "triplets": [ACME_A]}]

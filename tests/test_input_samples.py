@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,11 @@ def test_the_same_sample_file_in_another_spelling_or_through_a_link_is_refused(t
     (tmp_path / "d").mkdir()
     link = tmp_path / "link.jsonl"
     link.symlink_to(BASE)
+    shutil.copyfile(BASE, tmp_path / "ft.jsonl")
+    rc, _, err = run_main("--pred", "m=ft.jsonl,./ft.jsonl", "--gold", GOLD, "--no-embeddings", "--no-report",
+                          cwd=tmp_path)  # each spelling as given: a Path would drop the "./"
+    assert rc == 2 and err.splitlines()[-1] == ("error: --pred m=ft.jsonl,./ft.jsonl: the file ft.jsonl is named "
+                                                "twice (as ft.jsonl and ./ft.jsonl; each sample of m is one file)"), err
     for other in (f"{tmp_path}/d/../{os.path.relpath(BASE, tmp_path)}", str(link)):
         rc, out, err = run_main("--pred", f"m={BASE},{other}", "--gold", GOLD, "--no-embeddings", "--no-report",
                                 cwd=tmp_path)

@@ -286,6 +286,18 @@ def test_installed_hints_are_for_the_installed_tool(venv, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"kg-triplet-eval --download-model BAAI/bge-small-en-v1.5 --model-cache {empty}" in proc.stderr
     assert "evaluate.py" not in proc.stderr
+    # --compare's rescore and --summary-only hints: the console script's commands too
+    for name, extra in (("base", ()), ("thr", ("--embedding-threshold", "0.7")), ("short", ("--summary-only",))):
+        proc = _run(venv / BIN / "kg-triplet-eval", "--pred", "pred.jsonl", "--gold", "gold.jsonl", "--no-embeddings",
+                    *extra, "--report", f"{name}.json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    for other, tail in (("thr", "--embedding-threshold 0.8 --report thr.rescored.json"),
+                        ("short", "--per-entry-jsonl short.rescored.rows.jsonl --report short.rescored.json")):
+        proc = _run(venv / BIN / "kg-triplet-eval", "--compare", "base.json", f"{other}.json", "--no-report",
+                    cwd=tmp_path)
+        assert proc.returncode == 2 and "evaluate.py" not in proc.stderr
+        assert proc.stderr.endswith(f": kg-triplet-eval --pred {tmp_path / 'pred.jsonl'} --gold "
+                                    f"{tmp_path / 'gold.jsonl'} --no-embeddings {tail}\n"), proc.stderr
 
 
 def test_installed_benchmarks_extra_needs_no_punkt_download(venv, tmp_path):
