@@ -19851,16 +19851,21 @@ class Terminated(KeyboardInterrupt):
 #: are ignored from then on.
 _RUN_ENDED = False
 
+#: True when Python dropped the exception last raised for the run's signal (:func:`_unraisable`
+#: saw it): nothing is cleaning up after it, so a next signal raises at once.
+_SIGNAL_DROPPED = False
+
 
 def _raise_signal(signum: int, frame: Any) -> None:
     """The handler of SIGINT and SIGTERM during a run: the first one raises KeyboardInterrupt
     (Ctrl-C) or :class:`Terminated` (SIGTERM) and is recorded (:data:`_SIGNAL_RAISED`); a
     later one returns (``timeout`` sends its signal twice: to the process and to its group),
-    so that the clean-up runs to its end, as does one once :data:`_RUN_ENDED`."""
-    global _SIGNAL_RAISED
-    if _RUN_ENDED or _SIGNAL_RAISED is not None:
+    so that the clean-up runs to its end, as does one once :data:`_RUN_ENDED`, unless
+    Python dropped the exception raised before (:data:`_SIGNAL_DROPPED`): it raises again."""
+    global _SIGNAL_RAISED, _SIGNAL_DROPPED
+    if _RUN_ENDED or (_SIGNAL_RAISED is not None and not _SIGNAL_DROPPED):
         return
-    _SIGNAL_RAISED = signum
+    _SIGNAL_RAISED, _SIGNAL_DROPPED = signum, False
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
 
 
@@ -19873,17 +19878,23 @@ def raise_pending_signal() -> None:
     a signal ends the run with 130/143 and its one line, never with 0. Raises
     KeyboardInterrupt or :class:`Terminated`; nothing without a signal, in a worker process,
     or once the run has ended."""
+    global _SIGNAL_DROPPED
     if _SIGNAL_RAISED is None or _RUN_ENDED or os.getpid() != _MAIN_PID:
         return
+    _SIGNAL_DROPPED = False  # raised again: a next signal waits for its clean-up
     raise Terminated() if _SIGNAL_RAISED == signal.SIGTERM else KeyboardInterrupt
 
 
 def _unraisable(previous: Callable[[Any], Any], unraisable: Any) -> None:
     """``sys.unraisablehook`` during a run: the exception of the run's signal that Python
     dropped (raised in a weakref callback or a finaliser) is not printed, since the next
-    check point raises it again (:func:`raise_pending_signal`) and the run ends with its
-    one line; any other goes to ``previous``, the hook before the run."""
-    if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _SIGNAL_RAISED is not None):
+    check point raises it again (:func:`raise_pending_signal`; a next signal at once:
+    :data:`_SIGNAL_DROPPED`) and the run ends with its one line; any other goes to
+    ``previous``, the hook before the run."""
+    global _SIGNAL_DROPPED
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _SIGNAL_RAISED is not None:
+        _SIGNAL_DROPPED = True
+    else:
         previous(unraisable)
 
 
@@ -19899,8 +19910,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _RUN_ENDED, _SIGNAL_RAISED
-    _RUN_ENDED, _SIGNAL_RAISED = False, None
+    global _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED
+    _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED = False, None, False
     previous = signal.signal(signal.SIGTERM, _raise_signal)
     previous_int = signal.signal(signal.SIGINT, _raise_signal)  # after _signal_before_main
     previous_hook, sys.unraisablehook = sys.unraisablehook, functools.partial(_unraisable, sys.unraisablehook)

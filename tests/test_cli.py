@@ -504,6 +504,25 @@ def test_a_signal_whose_exception_python_drops_still_ends_the_run(tmp_path, monk
             assert path.exists() == (f"({path})" in message), (where, path)
 
 
+def test_after_a_dropped_signal_the_next_one_raises_at_once(monkeypatch):
+    # Before, a signal whose exception was dropped made every later one do nothing (the
+    # run went on to exit 0). Now the next one raises at once; one after it, while that
+    # exception is handled (its clean-up), does nothing, as the second of `timeout`'s two.
+    import signal
+    for name in ("_RUN_ENDED", "_SIGNAL_RAISED", "_SIGNAL_DROPPED"):  # left as they were after the test
+        monkeypatch.setattr(ev, name, getattr(ev, name))
+    with ev._sigterm_as_interrupt():
+        _drop_a_signal(signal.SIGTERM)
+        assert ev._SIGNAL_DROPPED
+        with pytest.raises(KeyboardInterrupt) as caught:
+            signal.raise_signal(signal.SIGINT)
+        assert type(caught.value) is KeyboardInterrupt and ev._SIGNAL_RAISED == signal.SIGINT
+        signal.raise_signal(signal.SIGTERM)   # the clean-up of the one raised: nothing
+        with pytest.raises(KeyboardInterrupt):
+            ev.raise_pending_signal()         # the next check point: the recorded signal (SIGINT)
+        ev._RUN_ENDED = True
+
+
 _SIGTERM_AT_FORK = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
