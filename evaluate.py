@@ -19872,8 +19872,8 @@ def _raise_signal(signum: int, frame: Any) -> None:
 def raise_pending_signal() -> None:
     """A check point: raise again the exception of the run's signal (:data:`_SIGNAL_RAISED`)
     until :func:`main` has seen it (:data:`_RUN_ENDED`), for when Python dropped it (raised in
-    a weakref callback or a finaliser, it is printed as "Exception ignored in ..." and the
-    run went on). Called before an output is put in place (:func:`_write_atomic`,
+    a weakref callback or a finaliser: "Exception ignored in ...", :func:`_unraisable`, and
+    the run went on). Called before an output is put in place (:func:`_write_atomic`,
     :meth:`StagedFiles.commit`), at each phase (:func:`_phase`) and at the run's end, so that
     a signal ends the run with 130/143 and its one line, never with 0. Raises
     KeyboardInterrupt or :class:`Terminated`; nothing without a signal, in a worker process,
