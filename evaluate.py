@@ -58,7 +58,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 directory mode's per-ontology tables), SampledText
                                 (mean ± sd), SampledPlot,
                                 write_json_atomic,
-                                write_plots; OutputMark (a page or examples
+                                write_plots (StagedFiles: put in place
+                                together); OutputMark (a page or examples
                                 file of ours); AuditPage (--html: the audit
                                 page); example_selections, examples_markdown
                                 (Examples), write_examples (--examples);
@@ -73,6 +74,8 @@ later chapter. tests/test_structure.py checks that rule and this table:
                                 path (_resolve_report_path; ReportHead: the run a
                                 report holds), run (one function per mode:
                                 run_systems, run_compare, ...), main
+                                (raise_pending_signal: a signal's dropped
+                                exception raised again)
 
 A metric family turns each scored entry into a record of additive statistics, merges
 records exactly (any split, any order: same bytes) and finishes the merged record into
@@ -116,7 +119,8 @@ if _AS_PROGRAM:  # first: a signal during the imports below ends the run with th
 #: group, the workers too) SIGNAL the N-th time (default: the first) it reaches PHASE
 #: (:func:`_phase`: start (the file's first statements), imports (after the third-party
 #: imports), spooling (the run's temporary folder just made, signals held), reading,
-#: scoring, pool, merging, writing, written (the report renamed into place), output (a file
+#: scoring, pool, merging, writing, written (the report renamed into place), plotting (a plot
+#: file drawn to its temporary file: :func:`write_plots`), output (a file
 #: after the report in place: --examples, --plots, --html; :meth:`RunOutcome.placed`), interrupted
 #: (main has printed a signal's line), exit (after :func:`main` returned)), so that the signal
 #: tests are deterministic instead of racing a timer. ``launcher:SIGNAL`` is the editable
@@ -126,11 +130,24 @@ _PHASE_SIGNAL = os.environ.get("KG_EVAL_TEST_SIGNAL_AT")
 _PHASE_COUNTS: dict[str, int] = {}
 _MAIN_PID = os.getpid()
 
+#: The signal (SIGINT, SIGTERM) whose exception the run's handler raised (:func:`_raise_signal`),
+#: None before one. Python drops an exception raised where it cannot propagate (a weakref
+#: callback, a finaliser, a gc callback: "Exception ignored in ..."; matplotlib runs many), so
+#: the run raises it again at its next check point (:func:`raise_pending_signal`): each
+#: phase below, each output put in place, the run's end. Here because :func:`_phase` reads it
+#: from the file's first statements.
+_SIGNAL_RAISED: int | None = None
+
 
 def _phase(name: str) -> None:
-    """Mark that the run reached phase ``name`` (see :data:`_PHASE_SIGNAL`); a no-op unless
-    the test hook is set, and in worker processes."""
-    if _PHASE_SIGNAL is None or os.getpid() != _MAIN_PID:
+    """Mark that the run reached phase ``name``: a check point for a signal whose exception
+    was dropped (:data:`_SIGNAL_RAISED`, :func:`raise_pending_signal`), and the test hook's
+    (see :data:`_PHASE_SIGNAL`); a no-op in worker processes."""
+    if (_PHASE_SIGNAL is None and _SIGNAL_RAISED is None) or os.getpid() != _MAIN_PID:
+        return
+    if _SIGNAL_RAISED is not None:  # (never before the run: raise_pending_signal is defined then)
+        raise_pending_signal()
+    if _PHASE_SIGNAL is None:
         return
     for spec in _PHASE_SIGNAL.split(","):
         phase, sig, *rest = spec.split(":")
@@ -9702,7 +9719,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
     plain_merge = {f.name: f.disjoint_keys for f in families if type(f).merge is MetricFamily.merge}
     json_ready = frozenset(f.name for f in families if not f.entry_sums)
     for entry in iterator:
-        if _PHASE_SIGNAL is not None:
+        if _PHASE_SIGNAL is not None or _SIGNAL_RAISED is not None:  # (a check point, the test hook)
             _phase("scoring")
         score = score_entry(entry.gold.items, entry.pred.items, entry.gold.prompt, similarity=ctx.similarity,
                             profile=ctx.profile, vocabulary=ctx.vocabulary, align_accept=ctx.align_accept)
@@ -10055,7 +10072,8 @@ def hold_signals() -> Callable[[], None]:
     """Block SIGINT and SIGTERM in this thread (where the platform has
     ``signal.pthread_sigmask``) and return the function that restores the previous mask;
     a signal that arrived meanwhile is delivered when it is restored. For the few steps
-    that must not be split by a signal (a folder made and handed to its owner)."""
+    that must not be split by a signal (a folder made and handed to its owner, a set of
+    plot files put in place: :meth:`StagedFiles.commit`)."""
     if not hasattr(signal, "pthread_sigmask"):
         return lambda: None
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
@@ -14019,7 +14037,8 @@ def _write_atomic(path: Path, chunks: Iterable[Any], placed: Callable[[], None] 
     :meth:`RowSpool.copy_blocks`) to a temp file beside ``path``, fsync, rename over
     ``path``, then call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised
     after the rename, before ``placed`` returned, calls ``placed`` before it goes on (the
-    temp file is gone: the file is in place); raised before it, the temp file is removed."""
+    temp file is gone: the file is in place); raised before it, the temp file is removed,
+    as when a signal's exception was dropped before the rename (:func:`raise_pending_signal`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -14039,6 +14058,7 @@ def _write_atomic(path: Path, chunks: Iterable[Any], placed: Callable[[], None] 
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
+        raise_pending_signal()  # a signal whose exception was dropped: the file is not put in place
         os.replace(tmp, path)
         if placed is not None:
             placed()
@@ -14818,7 +14838,8 @@ def family_plots() -> list[tuple[str, Callable[[Any, Mapping[str, Mapping[str, A
     return [plot for cls in ranked for plot in cls.plots]
 
 
-def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path) -> list[Path]:
+def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path,
+                placed: Callable[[], None] | None = None) -> list[Path]:
     """Draw the plots of single-run reports (one per system, in legend order) into
     ``folder`` as PNG (:data:`PLOT_SIZE_INCHES` at :data:`PLOT_DPI`: 960 x 600 pixels) and
     SVG, headless (matplotlib's Agg renderer through ``Figure``, no pyplot state):
@@ -14829,12 +14850,15 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
     - ``threshold_sweep``: entity and triplet F1 against the similarity threshold (``sweep``).
 
     A plot whose section no report has (or, calibration, which is N/A everywhere) is not
-    drawn; a note names the missing family. Files are written atomically with fixed
-    metadata (no dates; SVG ids salted with a constant), so the same reports give the same
-    bytes. Returns the paths written, in :func:`family_plots` order, PNG before SVG. Raises
-    InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the folder cannot
-    be created, or a plot file cannot be written (naming the file and the system's reason;
-    the files written before it stay).
+    drawn; a note names the missing family. The files are drawn to temporary files and put
+    in place together once all are drawn (:class:`StagedFiles`; ``placed`` is called then,
+    signals held), so that a run that ends before (a signal, an error) leaves none of them;
+    with fixed metadata (no dates; SVG ids salted with a constant), the same reports give
+    the same bytes. Returns the paths written, in :func:`family_plots` order, PNG before
+    SVG. Raises InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the
+    folder cannot be created, or a plot file cannot be written (naming the file and the
+    system's reason; none is in place then, unless a rename failed: the count of those
+    put in place before it).
     """
     missing = plots_missing()
     if missing:
@@ -14845,8 +14869,7 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--plots {folder}: cannot create the folder: {exc.strerror or exc}") from None
-    written: list[Path] = []
-    with matplotlib.rc_context(_PLOT_RC):
+    with matplotlib.rc_context(_PLOT_RC), StagedFiles() as files:
         for stem, draw, needs in family_plots():
             fig = Figure(figsize=PLOT_SIZE_INCHES, dpi=PLOT_DPI, layout="constrained")
             if not draw(fig, reports_by_system):
@@ -14855,27 +14878,67 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
             for ext, metadata in (("png", _PNG_METADATA), ("svg", _SVG_METADATA)):
                 path = folder / f"{stem}.{ext}"
                 try:
-                    _save_figure(fig, path, ext, metadata)
+                    files.stage(path, functools.partial(fig.savefig, format=ext, dpi=PLOT_DPI, metadata=metadata))
                 except OSError as exc:
-                    raise InputError(f"--plots {folder}: cannot write the plot {path}: {exc.strerror or exc}"
-                                     + (f" ({len(written)} plot files written before it)" if written else "")) from None
-                written.append(path)
-    return written
+                    raise InputError(f"--plots {folder}: cannot write the plot {path}: {exc.strerror or exc}") from None
+                _phase("plotting")
+        try:
+            files.commit(placed)
+        except OSError as exc:
+            path, done = files.staged[files.committed][1], files.committed
+            raise InputError(f"--plots {folder}: cannot write the plot {path}: {exc.strerror or exc}"
+                             + (f" ({done} plot files written before it)" if done else "")) from None
+    return [path for _, path in files.staged]
 
 
-def _save_figure(fig: Any, path: Path, ext: str, metadata: Mapping[str, Any]) -> None:
-    """Write one figure atomically (a temporary file beside ``path``, then renamed over it);
-    OSError when the folder or ``path`` cannot be written (``path`` a folder, say)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
+class StagedFiles:
+    """A set of files that belong together (``--plots``), each written under a temporary
+    name beside its path (``.NAME.XXXXXXXX.tmp``, mode 0644) and put in place together by
+    :meth:`commit`: a run that ends before it (a signal, an error) leaves none of them, and a
+    signal during the renames waits until all are in place. Used as a context manager: its
+    end removes the temporary files not put in place, on any exit."""
+
+    def __init__(self) -> None:
+        #: (temporary file, path) of each file staged, in order.
+        self.staged: list[tuple[str, Path]] = []
+        #: How many of :attr:`staged` are in place.
+        self.committed = 0
+
+    def __enter__(self) -> "StagedFiles":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for tmp, _ in self.staged[self.committed:]:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def stage(self, path: Path, write: Callable[[Any], Any]) -> None:
+        """Write ``path``'s bytes with ``write(binary file)`` to a temporary file beside it.
+        Raises OSError when the folder cannot be written or ``path`` is a folder."""
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        self.staged.append((tmp, path))
         with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=ext, dpi=PLOT_DPI, metadata=metadata)
+            write(handle)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    def commit(self, placed: Callable[[], None] | None = None) -> None:
+        """Rename each staged file over its path, then call ``placed``; a signal whose
+        exception was dropped ends the run before the first (:func:`raise_pending_signal`),
+        and Ctrl-C and SIGTERM are held from the first rename until ``placed`` returned
+        (:func:`hold_signals`), so that the files are in place all or none and the run
+        knows it. Raises OSError from a rename (:attr:`committed` counts those before it)."""
+        raise_pending_signal()
+        restore = hold_signals()
+        try:
+            for tmp, path in self.staged[self.committed:]:
+                os.replace(tmp, path)
+                self.committed += 1
+            if placed is not None:
+                placed()
+        finally:
+            restore()
 
 
 # --------------------------------------------------------------------------------------
@@ -19881,8 +19944,7 @@ def _write_run_plots(config: RunConfig, report: Mapping[str, Any], outcome: RunO
     if config.plots is None:
         return
     systems, _ = report_systems(report)
-    paths = write_plots(systems, config.plots)
-    outcome.placed("--plots")
+    paths = write_plots(systems, config.plots, placed=lambda: outcome.placed("--plots"))
     log.info("plots written to %s: %s", config.plots, ", ".join(p.name for p in paths) or "none")
 
 
@@ -19939,44 +20001,79 @@ class Terminated(KeyboardInterrupt):
     the same clean-up runs: spool folders and temporary report files are removed."""
 
 
-#: True once the run is ending: :func:`main` has decided its exit status, or a first
-#: signal was raised (``timeout`` sends its signal twice: to the process and to its
-#: group). A signal then changes nothing: the handlers below return, so the clean-up and
-#: the one line run to their end; run as the program, both are ignored from then on.
+#: True once :func:`main` has decided the run's exit status. A signal then changes nothing:
+#: the handler returns, so the one line runs to its end; run as the program, both signals
+#: are ignored from then on.
 _RUN_ENDED = False
 
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    global _RUN_ENDED
-    if not _RUN_ENDED:
-        _RUN_ENDED = True
-        raise Terminated()
+#: True when Python dropped the exception last raised for the run's signal (:func:`_unraisable`
+#: saw it): nothing is cleaning up after it, so a next signal raises at once.
+_SIGNAL_DROPPED = False
 
 
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    global _RUN_ENDED
-    if not _RUN_ENDED:
-        _RUN_ENDED = True
-        raise KeyboardInterrupt
+def _raise_signal(signum: int, frame: Any) -> None:
+    """The handler of SIGINT and SIGTERM during a run: the first one raises KeyboardInterrupt
+    (Ctrl-C) or :class:`Terminated` (SIGTERM) and is recorded (:data:`_SIGNAL_RAISED`); a
+    later one returns (``timeout`` sends its signal twice: to the process and to its group),
+    so that the clean-up runs to its end, as does one once :data:`_RUN_ENDED`, unless
+    Python dropped the exception raised before (:data:`_SIGNAL_DROPPED`): it raises again."""
+    global _SIGNAL_RAISED, _SIGNAL_DROPPED
+    if _RUN_ENDED or (_SIGNAL_RAISED is not None and not _SIGNAL_DROPPED):
+        return
+    _SIGNAL_RAISED, _SIGNAL_DROPPED = signum, False
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def raise_pending_signal() -> None:
+    """A check point: raise again the exception of the run's signal (:data:`_SIGNAL_RAISED`)
+    until :func:`main` has seen it (:data:`_RUN_ENDED`), for when Python dropped it (raised in
+    a weakref callback or a finaliser: "Exception ignored in ...", :func:`_unraisable`, and
+    the run went on). Called before an output is put in place (:func:`_write_atomic`,
+    :meth:`StagedFiles.commit`), at each phase (:func:`_phase`) and at the run's end, so that
+    a signal ends the run with 130/143 and its one line, never with 0. Raises
+    KeyboardInterrupt or :class:`Terminated`; nothing without a signal, in a worker process,
+    or once the run has ended."""
+    global _SIGNAL_DROPPED
+    if _SIGNAL_RAISED is None or _RUN_ENDED or os.getpid() != _MAIN_PID:
+        return
+    _SIGNAL_DROPPED = False  # raised again: a next signal waits for its clean-up
+    raise Terminated() if _SIGNAL_RAISED == signal.SIGTERM else KeyboardInterrupt
+
+
+def _unraisable(previous: Callable[[Any], Any], unraisable: Any) -> None:
+    """``sys.unraisablehook`` during a run: the exception of the run's signal that Python
+    dropped (raised in a weakref callback or a finaliser) is not printed, since the next
+    check point raises it again (:func:`raise_pending_signal`; a next signal at once:
+    :data:`_SIGNAL_DROPPED`) and the run ends with its one line; any other goes to
+    ``previous``, the hook before the run."""
+    global _SIGNAL_DROPPED
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _SIGNAL_RAISED is not None:
+        _SIGNAL_DROPPED = True
+    else:
+        previous(unraisable)
 
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into :class:`Terminated` and Ctrl-C into KeyboardInterrupt for one CLI
-    call (main thread only); both do nothing once :data:`_RUN_ENDED`. Run as the program
+    call (main thread only; :func:`_raise_signal`: the first signal raises, a later one and
+    any once :data:`_RUN_ENDED` do nothing; :func:`_unraisable`: its exception, when Python
+    drops it, is not printed). Run as the program
     (:data:`_AS_PROGRAM`), the call's end ignores both (SIG_IGN, process-wide, kept through the
     interpreter's exit) instead of restoring the handlers, so that a late signal cannot
     replace the run's exit status with a silent 130/143."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _RUN_ENDED
-    _RUN_ENDED = False
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    previous_int = signal.signal(signal.SIGINT, _raise_interrupted)  # after _signal_before_main
+    global _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED
+    _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED = False, None, False
+    previous = signal.signal(signal.SIGTERM, _raise_signal)
+    previous_int = signal.signal(signal.SIGINT, _raise_signal)  # after _signal_before_main
+    previous_hook, sys.unraisablehook = sys.unraisablehook, functools.partial(_unraisable, sys.unraisablehook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         if _AS_PROGRAM:  # the program: the run's exit status stands; a late signal is
             previous = previous_int = signal.SIG_IGN  # dropped (signal.signal runs a pending one first)
         signal.signal(signal.SIGTERM, previous)
@@ -20057,12 +20154,15 @@ def _main(argv: Sequence[str] | None) -> int:
     outcome = RunOutcome()
     with _cli_logging(args.quiet), _sigterm_as_interrupt():
         try:
-            return run(RunConfig.from_args(args), outcome)
+            status = run(RunConfig.from_args(args), outcome)
+            raise_pending_signal()  # a signal whose exception was dropped: 130/143, not 0
+            return status
         except InputError as exc:
             done = outcome.account(error=True)
             print(f"error: {_named_streams(str(exc))}" + (f"; {done}" if done else ""), file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
+            _RUN_ENDED = True  # the status is decided: no check point raises it again
             what = "terminated" if isinstance(exc, Terminated) else "interrupted"
             print(f"{what}: {outcome.account()}", file=sys.stderr)
             _phase("interrupted")

@@ -415,6 +415,114 @@ def test_a_full_disk_under_the_page_names_what_was_written(tmp_path, monkeypatch
     assert report.is_file() and examples.is_file() and not page.exists()
 
 
+@pytest.mark.parametrize("at, plots", [
+    # a signal while the plots are drawn (after the 1st, 4th, 8th of 8 files): before, 1-3
+    # files were left in the folder while the line said "not written: the plots"
+    ("plotting:TERM:1", False), ("plotting:INT:4", False), ("plotting:TERM:8", False),
+    # right after the set is in place (the hook's 2nd "output": examples, then plots): all 8
+    ("output:TERM:2", True),
+])
+def test_a_signal_during_the_plots_leaves_all_of_them_or_none(tmp_path, at, plots):
+    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "P": tmp_path / "plots", "A": tmp_path / "a.html"}
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
+                           str(ROOT / GOLD), "--no-embeddings", "--workers", "1", "--quiet", "--report",
+                           str(paths["R"]), "--examples", str(paths["E"]), "--plots", str(paths["P"]), "--html",
+                           str(paths["A"])],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": at})
+    what = "interrupted" if ":INT:" in at else "terminated"
+    written = ", the plots (P)" if plots else ""
+    missing = "" if plots else "the plots (--plots P), "
+    message = f"{what}: written: the report (R), the examples (E){written}; not written: {missing}the audit page (--html A)"
+    for key, path in paths.items():
+        message = message.replace(f"({key})", f"({path})").replace(f" {key})", f" {path})")
+    assert done.returncode == (130 if ":INT:" in at else 143), done.stderr
+    assert done.stderr.splitlines() == [message]
+    assert sorted(p.name for p in paths["P"].iterdir()) == (sorted(
+        f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg")) if plots else [])
+    assert paths["R"].is_file() and paths["E"].is_file() and not paths["A"].exists()
+
+
+def _drop_a_signal(sig: int) -> None:
+    """Send ``sig`` from a weakref callback, where Python drops the exception its handler
+    raises ("Exception ignored in ..."), as it does in matplotlib's callbacks, finalisers
+    (``__del__``) and gc callbacks: the caller goes on, with the signal recorded."""
+    import signal
+    import weakref
+
+    class Dropped:
+        pass
+    victim = Dropped()
+    ref = weakref.ref(victim, lambda _: signal.raise_signal(sig))  # the handler runs inside the callback
+    del victim
+    assert ref() is None and ev._SIGNAL_RAISED == sig  # here: the exception was dropped, the run goes on
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM"])
+@pytest.mark.parametrize("where, message", [
+    # dropped after the n-th mark of a phase (:func:`_phase`): the next check point ends the run
+    ("scoring:1", "no report written"),
+    ("written:1", "written: the report (R); not written: the examples (--examples E), the plots (--plots P), "
+                  "the audit page (--html A)"),
+    ("output:1", "written: the report (R), the examples (E); not written: the plots (--plots P), the audit page "
+                 "(--html A)"),
+    # after the last plot file is drawn: the set is not put in place (the check before the renames)
+    ("plotting:8", "written: the report (R), the examples (E); not written: the plots (--plots P), the audit page "
+                   "(--html A)"),
+    # after the last output: the run's end (before: exit 0, every file written, a traceback)
+    ("end", "written: the report (R), the examples (E), the plots (P), the audit page (A)"),
+])
+def test_a_signal_whose_exception_python_drops_still_ends_the_run(tmp_path, monkeypatch, where, message, sig):
+    import signal
+    signum = getattr(signal, f"SIG{sig}")
+    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "P": tmp_path / "plots", "A": tmp_path / "a.html"}
+    if where == "end":
+        write_html = ev._write_run_html
+        monkeypatch.setattr(ev, "_write_run_html", lambda *a: (write_html(*a), _drop_a_signal(signum)))
+    else:
+        phase, nth = where.split(":")
+        real_phase, seen = ev._phase, []
+
+        def phase_then_drop(name: str) -> None:
+            real_phase(name)
+            seen.append(name)
+            if name == phase and seen.count(name) == int(nth):
+                _drop_a_signal(signum)
+        monkeypatch.setattr(ev, "_phase", phase_then_drop)
+        monkeypatch.setattr(ev, "_PHASE_SIGNAL", "nowhere:TERM")  # each phase is marked (scoring: only then)
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--workers", "1", "--quiet",
+                          "--report", paths["R"], "--examples", paths["E"], "--plots", paths["P"], "--html", paths["A"],
+                          cwd=ROOT)
+    for key, path in paths.items():
+        message = message.replace(f"({key})", f"({path})").replace(f" {key})", f" {path})")
+    what = "interrupted" if sig == "INT" else "terminated"
+    assert rc == (130 if sig == "INT" else 143)
+    assert err.splitlines() == [f"{what}: {message}"]  # one line: the dropped exception is not printed
+    for key, path in paths.items():  # what the line says was written is there, and only that
+        if key == "P" and path.exists():
+            assert bool(list(path.iterdir())) == (f"({path})" in message), where
+        else:
+            assert path.exists() == (f"({path})" in message), (where, path)
+
+
+def test_after_a_dropped_signal_the_next_one_raises_at_once(monkeypatch):
+    # Before, a signal whose exception was dropped made every later one do nothing (the
+    # run went on to exit 0). Now the next one raises at once; one after it, while that
+    # exception is handled (its clean-up), does nothing, as the second of `timeout`'s two.
+    import signal
+    for name in ("_RUN_ENDED", "_SIGNAL_RAISED", "_SIGNAL_DROPPED"):  # left as they were after the test
+        monkeypatch.setattr(ev, name, getattr(ev, name))
+    with ev._sigterm_as_interrupt():
+        _drop_a_signal(signal.SIGTERM)
+        assert ev._SIGNAL_DROPPED
+        with pytest.raises(KeyboardInterrupt) as caught:
+            signal.raise_signal(signal.SIGINT)
+        assert type(caught.value) is KeyboardInterrupt and ev._SIGNAL_RAISED == signal.SIGINT
+        signal.raise_signal(signal.SIGTERM)   # the clean-up of the one raised: nothing
+        with pytest.raises(KeyboardInterrupt):
+            ev.raise_pending_signal()         # the next check point: the recorded signal (SIGINT)
+        ev._RUN_ENDED = True
+
+
 _SIGTERM_AT_FORK = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import copy
 import csv
+import errno
 import io
 import json
+import os
 import re
+import signal
 import struct
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -412,9 +415,53 @@ def test_a_plot_that_cannot_be_written_exits_2_naming_it_after_the_report_and_ta
                             "100", "--plots", plots, "--format", "markdown", "--report", tmp_path / "r.json")
     assert rc == 2 and "Traceback" not in err and "internal error" not in err
     assert f"error: --plots {plots}: cannot write the plot {plots / 'per_relation_f1.svg'}: Is a directory" in err
-    assert "(1 plot files written before it)" in err and (plots / "per_relation_f1.png").is_file()
+    # the set is put in place together: none of it (before: per_relation_f1.png, "1 plot files written before it")
+    assert "written before it" not in err and [p.name for p in plots.iterdir()] == ["per_relation_f1.svg"]
+    assert err.rstrip().endswith(f"; not written: the plots (--plots {plots})")  # and the line says so
     assert "| finetuned |" in out and (tmp_path / "r.json").is_file()
-    assert not [p for p in plots.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_plot_that_cannot_be_renamed_into_place_says_how_many_are(reports, tmp_path, monkeypatch):
+    # the 3rd rename fails (the 2 before it are in place: the error counts them), the rest stay temporary and go
+    pytest.importorskip("matplotlib")
+    real_replace, calls = os.replace, []
+
+    def third_fails(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_replace(src, dst)
+    monkeypatch.setattr(ev.os, "replace", third_fails)
+    with pytest.raises(ev.InputError) as caught:
+        ev.write_plots(reports, tmp_path)
+    third = tmp_path / "reliability_diagram.png"
+    assert str(caught.value) == (f"--plots {tmp_path}: cannot write the plot {third}: Input/output error "
+                                 "(2 plot files written before it)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["per_relation_f1.png", "per_relation_f1.svg"]
+
+
+@pytest.mark.parametrize("signum, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, ev.Terminated)])
+def test_no_output_is_put_in_place_while_a_dropped_signal_is_pending(tmp_path, monkeypatch, signum, raised):
+    # A signal whose exception Python dropped (raised in a weakref callback or a finaliser)
+    # is raised again before an output is renamed into place: the report, page and examples
+    # (_write_atomic) and the plot set (StagedFiles) are left out, their temporary files removed.
+    monkeypatch.setattr(ev, "_RUN_ENDED", False)
+    monkeypatch.setattr(ev, "_SIGNAL_RAISED", signum)
+    with pytest.raises(raised):
+        ev._write_atomic(tmp_path / "r.json", [])   # (no chunk: no phase mark, the check before the rename)
+    placed = []
+    with pytest.raises(raised), ev.StagedFiles() as files:
+        files.stage(tmp_path / "a.png", lambda handle: handle.write(b"png"))
+        files.stage(tmp_path / "a.svg", lambda handle: handle.write(b"svg"))
+        files.commit(lambda: placed.append(True))
+    assert list(tmp_path.iterdir()) == [] and placed == [] and files.committed == 0
+    monkeypatch.setattr(ev, "_RUN_ENDED", True)  # once main has decided the status: written as always
+    ev._write_atomic(tmp_path / "r.json", [b"{}"])
+    with ev.StagedFiles() as files:
+        files.stage(tmp_path / "a.png", lambda handle: handle.write(b"png"))
+        files.commit(lambda: placed.append(True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "r.json"] and placed == [True]
+    assert (tmp_path / "a.png").read_bytes() == b"png" and (tmp_path / "a.png").stat().st_mode & 0o777 == 0o644
 
 
 def test_a_plot_folder_that_cannot_be_written_names_the_plot_not_the_summary(tmp_path, monkeypatch):
