@@ -20162,11 +20162,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"error: {_named_streams(str(exc))}" + (f"; {done}" if done else ""), file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
-            _RUN_ENDED = True  # the status is decided: no check point raises it again
-            what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-            print(f"{what}: {outcome.account()}", file=sys.stderr)
-            _phase("interrupted")
-            return 128 + signal.SIGTERM if isinstance(exc, Terminated) else 130
+            return _ended_by_signal(isinstance(exc, Terminated), outcome)
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -20176,6 +20172,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
             _silence_stdout()
+            if _SIGNAL_RAISED is not None:  # ... after a signal whose exception was dropped: 130/143
+                return _ended_by_signal(_SIGNAL_RAISED == signal.SIGTERM, outcome)
             return 0
         except OSError as exc:
             done = outcome.account(error=True)
@@ -20190,6 +20188,18 @@ def _main(argv: Sequence[str] | None) -> int:
             return _internal_error()
         finally:  # the status is decided: a signal from here on changes nothing (a store: no signal check)
             _RUN_ENDED = True
+
+
+def _ended_by_signal(terminated: bool, outcome: RunOutcome) -> int:
+    """The end of a run that a signal stopped: its one line (what was written and what was
+    not, :meth:`RunOutcome.account`) and the exit status, 143 for SIGTERM and 130 for
+    Ctrl-C; the status is decided from here on (:data:`_RUN_ENDED`: no check point raises
+    the signal again)."""
+    global _RUN_ENDED
+    _RUN_ENDED = True
+    print(f"{'terminated' if terminated else 'interrupted'}: {outcome.account()}", file=sys.stderr)
+    _phase("interrupted")
+    return 128 + signal.SIGTERM if terminated else 130
 
 
 def _internal_error() -> int:

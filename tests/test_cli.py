@@ -504,6 +504,24 @@ def test_a_signal_whose_exception_python_drops_still_ends_the_run(tmp_path, monk
             assert path.exists() == (f"({path})" in message), (where, path)
 
 
+@pytest.mark.parametrize("sig, status, what", [("INT", 130, "interrupted"), ("TERM", 143, "terminated")])
+def test_a_dropped_signal_then_a_closed_stdout_still_ends_with_the_signals_status(monkeypatch, sig, status, what):
+    # `evaluate.py ... | head`: the summary's reader went away (BrokenPipeError, otherwise exit
+    # 0) after a signal whose exception Python dropped: the signal's status and line, not 0.
+    import signal
+    for name in ("_RUN_ENDED", "_SIGNAL_RAISED", "_SIGNAL_DROPPED"):  # left as they were after the test
+        monkeypatch.setattr(ev, name, getattr(ev, name))
+
+    def run(config, outcome):
+        _drop_a_signal(getattr(signal, f"SIG{sig}"))
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(ev, "run", run)
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)
+    assert (rc, err.splitlines()) == (status, [f"{what}: no report written"])
+    monkeypatch.setattr(ev, "run", lambda config, outcome: (_ for _ in ()).throw(BrokenPipeError(32, "Broken pipe")))
+    assert run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)[:2] == (0, "")
+
+
 def test_after_a_dropped_signal_the_next_one_raises_at_once(monkeypatch):
     # Before, a signal whose exception was dropped made every later one do nothing (the
     # run went on to exit 0). Now the next one raises at once; one after it, while that
