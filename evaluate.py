@@ -5688,11 +5688,14 @@ def _named_streams_in(value: Any) -> Any:
 def _stdin_file() -> Path | None:
     """The regular file stdin is redirected from (``--pred - < pred.jsonl``), by its real
     path (``/proc/self/fd/0``, checked to be the same file), or None: a pipe, a terminal, a
-    device, or a system without ``/proc``. Such a ``-`` is that file: named, recorded and
-    read again (``--html``, ``--examples``) as if its path were given."""
+    device, or a system without ``/proc``; also None for a file its reader has already read
+    part of (``{ read -r header; evaluate.py --pred - ...; } < pred.jsonl``: stdin is not at
+    the start), which is a stream of the lines from there on, never the whole file. Such a
+    ``-`` is that file: named, recorded and read again (``--html``, ``--examples``) as if its
+    path were given."""
     try:
         info = os.fstat(0)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) or os.lseek(0, 0, os.SEEK_CUR) != 0:
             return None
         path = Path(os.readlink("/proc/self/fd/0"))
         return path if path.is_absolute() and os.path.samestat(info, path.stat()) else None
@@ -5753,7 +5756,7 @@ def _file_info(path: Path | None, given: Path | None = None) -> dict[str, Any] |
     recorded as name "stream", path None, so that the same input gives the same bytes."""
     if path is None:
         return None
-    if given is not None and given != path and not given.is_file() and not given.is_dir():
+    if given is not None and given != path and (given == STDIN_INPUT or not (given.is_file() or given.is_dir())):
         return {"name": "stream", "sha256": _sha256_file(path), "path": None}
     return {"name": path.name, "sha256": _sha256_file(path), "path": str((given or path).resolve())}
 
@@ -5802,12 +5805,16 @@ def _load_ontology(path: Path | None, flag: str) -> dict[str, Any] | None:
 def _spool_stream(path: Path | None, folder: Path) -> Path | None:
     """Copy a pipe, FIFO or other non-regular input (``<(cmd)``, ``/dev/stdin``) into a
     regular file in ``folder``, because inputs are read more than once (format check,
-    records, checksum); regular files and directories are returned as they are."""
-    if path is None or not path.exists() or path.is_file() or path.is_dir():
+    records, checksum); regular files and directories are returned as they are. Stdin
+    (:data:`STDIN_INPUT`) is always copied, from file descriptor 0 where it stands: opening
+    ``/dev/stdin`` again would start a regular file that stdin is redirected from at its
+    first byte, also when its reader has already read lines of it (:func:`_stdin_file`)."""
+    stdin = path == STDIN_INPUT
+    if path is None or not path.exists() or (not stdin and (path.is_file() or path.is_dir())):
         return path
     target = folder / (path.name or "stream")
-    _STREAM_NAMES[str(target)] = "<stdin>" if path == STDIN_INPUT else str(path)
-    with open(path, "rb") as source:
+    _STREAM_NAMES[str(target)] = "<stdin>" if stdin else str(path)
+    with open(0 if stdin else path, "rb", closefd=not stdin) as source:
         try:
             sink = open(target, "wb")
         except OSError as exc:
@@ -18483,7 +18490,7 @@ def _refuse_contradictions(args: argparse.Namespace) -> None:
                          "similarity runs on no model): give one of them")
     _refuse_output_contradictions(args)
     for pred in args.pred or ():
-        if _same_file(pred, args.gold):
+        if _same_file(*(_stdin_file() or path if str(path) == "-" else path for path in (pred, args.gold))):
             raise InputError(f"--pred {pred} and --gold {args.gold} are the same file: give the predictions "
                              "with --pred and the gold with --gold (or a combined file alone with --pred)")
 

@@ -1047,6 +1047,31 @@ def test_pred_dash_redirected_from_a_file_is_that_file_and_a_pipe_is_a_stream(tm
                                                             "twice: give the file\n")
 
 
+
+def test_pred_dash_from_a_partly_read_file_is_the_rest_and_the_gold_redirected_is_refused(tmp_path):
+    # `{ read -r line; evaluate.py --pred - ...; } < pred.jsonl`: stdin is past the first line,
+    # so `-` is a stream of the other 24 lines (what a pipe of them gives: one entry with no
+    # prediction), never the whole file by its path; and `--pred - < gold.jsonl --gold
+    # gold.jsonl` is refused like --pred gold.jsonl --gold gold.jsonl (the same file)
+    pred, gold = ROOT / "predictions" / "finetuned.jsonl", ROOT / "gold" / "gold.jsonl"
+    command = [sys.executable, str(ROOT / "evaluate.py"), "--gold", str(gold), "--no-embeddings", "--quiet",
+               "--pred", "-", "--report", "-"]
+    with open(pred, "rb") as stdin:
+        stdin.readline()
+        os.lseek(stdin.fileno(), stdin.tell(), os.SEEK_SET)  # the child's stdin starts at line 2
+        rest = subprocess.run(command, stdin=stdin, capture_output=True, check=False)
+    piped = subprocess.run(command, input=b"".join(pred.read_bytes().splitlines(keepends=True)[1:]),
+                           capture_output=True, check=False)
+    assert rest.returncode == piped.returncode == 0, rest.stderr.decode()
+    assert rest.stdout == piped.stdout
+    report = json.loads(rest.stdout)
+    assert report["summary"]["inputs"]["pred"]["name"] == "stream" and report["summary"]["n_entries"] == 25
+    with open(gold, "rb") as stdin:
+        same = subprocess.run(command, stdin=stdin, capture_output=True, check=False)
+    assert (same.returncode, same.stderr.decode()) == (2, f"error: --pred - and --gold {gold} are the same file: "
+                                                          "give the predictions with --pred and the gold with --gold "
+                                                          "(or a combined file alone with --pred)\n")
+
 # --------------------------------------------------------------------------------------
 # The one report-path resolver: every mode's default path is refused the same way
 # --------------------------------------------------------------------------------------
