@@ -3930,7 +3930,10 @@ def _ids_text(ids: Sequence[Any], shown: int = 10) -> str:
 
 
 def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
-    return next((k for k in keys if k in obj), None)
+    for key in keys:
+        if key in obj:
+            return key
+    return None
 
 
 def _record_id(obj: Mapping[str, Any]) -> str | None:
@@ -3968,7 +3971,7 @@ def gold_from_record(obj: Any, line: int, where: str, gold_field: str | None = N
         InputError: naming ``where`` (file:line), the field, expected vs found (a line
             without a gold field lists the keys found and accepted, and ``--gold-field``).
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise InputError(f"{where}: expected a JSON object, found {_describe(obj)}")
     keys = (gold_field,) if gold_field is not None else GOLD_KEYS + GOLD_RAW_KEYS
     if gold_field is None and "messages" in obj and _first_key(obj, GOLD_KEYS) is None:
@@ -4197,7 +4200,13 @@ class LineStore:
     opens the file for itself (forked workers read in parallel). A line whose bytes are no
     longer those first read (the file changed during the run: another length, or the same
     length with other bytes, told by the CRC-32, which misses a change with probability
-    2^-32) raises :class:`InputError` naming the file and the line."""
+    2^-32) raises :class:`InputError` naming the file and the line. Lines read in file
+    order (an entry table's iteration) come from one read of :data:`READ_AHEAD` bytes at a
+    time; a line read again, or one before the last line read, is read from the file on
+    its own (a line's bytes are those of one read of the file during the run either way)."""
+
+    #: Bytes read at once from a line on (the lines after it are then taken from them).
+    READ_AHEAD = 1 << 18
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -4208,6 +4217,7 @@ class LineStore:
         self.held: dict[int, Any] = {}
         self._file: Any = None
         self._pid = -1
+        self._ahead, self._ahead_at, self._last = b"", 0, -1
 
     def add(self, row: JsonlLine, offset: int, size: int, crc: int = 0) -> int:
         """Keep ``row`` (read at ``offset``, ``size`` bytes whose CRC-32 is ``crc``);
@@ -4235,10 +4245,18 @@ class LineStore:
         """The decoded value of line ``index`` (as :func:`read_jsonl` gave it)."""
         if index in self.held:
             return self.held[index]
-        if self._file is None or self._pid != os.getpid():
-            self._file, self._pid = open(self.path, "rb"), os.getpid()  # noqa: SIM115 (kept open; closed in close())
-        self._file.seek(self.offset[index])
-        raw = self._file.read(self.size[index])
+        offset, size = self.offset[index], self.size[index]
+        at = offset - self._ahead_at
+        if index > self._last and at >= 0 and at + size <= len(self._ahead) and self._pid == os.getpid():
+            raw = self._ahead[at:at + size]       # read ahead (the lines are read in file order)
+        else:
+            if self._file is None or self._pid != os.getpid():
+                self._file, self._pid = open(self.path, "rb"), os.getpid()  # noqa: SIM115 (closed in close())
+            self._file.seek(offset)
+            self._ahead = self._file.read(max(size, self.READ_AHEAD))
+            self._ahead_at = offset
+            raw = self._ahead[:size]
+        self._last = index
         line_no = self.line[index]
         same = len(raw) == self.size[index] and zlib.crc32(raw) == self.crc[index]
         rec = JsonlReader.read_again(raw, line_no, JSONL_MAX_DEPTH) if same else None
@@ -4251,12 +4269,13 @@ class LineStore:
         if self._file is not None and self._pid == os.getpid():
             self._file.close()
         self._file = None
+        self._ahead, self._ahead_at, self._last = b"", 0, -1
 
     def __del__(self) -> None:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_file": None, "_pid": -1}
+        return {**self.__dict__, "_file": None, "_pid": -1, "_ahead": b"", "_ahead_at": 0, "_last": -1}
 
 
 class _Sample(list):
@@ -5480,8 +5499,18 @@ class EntryTable(Sequence[Entry]):
         return Entry(gold, self._prediction(int(self._pred_rows[k]), gold, value))
 
     def __iter__(self) -> Iterator[Entry]:
-        for k in range(len(self)):
-            yield self[k]
+        """The entries in order (:meth:`__getitem__` of each), the line indices taken as
+        Python ints a block of :data:`ITER_BLOCK` at a time."""
+        gold_record, prediction = self._gold_record, self._prediction
+        for start in range(0, len(self), self.ITER_BLOCK):
+            block = slice(start, start + self.ITER_BLOCK)
+            golds, preds = np.asarray(self._gold_rows[block]).tolist(), np.asarray(self._pred_rows[block]).tolist()
+            for g, p in zip(golds, preds):
+                gold, value = gold_record(g)
+                yield Entry(gold, prediction(p, gold, value))
+
+    #: Entries whose line indices :meth:`__iter__` takes from the arrays at once.
+    ITER_BLOCK = 4096
 
     def golds(self) -> Iterator[GoldRecord]:
         """The gold records alone, in entry order (predictions left unparsed)."""
@@ -9749,12 +9778,7 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
             except FamilyUnavailable as exc:
                 if not ctx.skip_unavailable:
                     raise
-                log.info("note: --metrics all: %s skipped (%s)", family.name, exc.reason)
-                active.remove(family)
-                scored.skipped.append(family.name)
-                scored.notices.append(notice("family_skipped", f"--metrics all: {family.name} skipped "
-                                                               f"({exc.reason})"))
-                scored.drop(family)
+                _skip_family(scored, active, family, exc.reason)
                 row.pop(family.key, None)
                 continue
             total = totals.get(family.name)
@@ -9773,6 +9797,16 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
     for name in plain_merge:
         resolve_pending(totals.get(name))
     return scored
+
+
+def _skip_family(scored: ScoredFile, active: list[MetricFamily], family: MetricFamily, reason: str) -> None:
+    """Leave ``family`` out of the rest of :func:`score_entries` (``--metrics all``: it
+    cannot run here, :class:`FamilyUnavailable`): noted, dropped from ``scored``."""
+    log.info("note: --metrics all: %s skipped (%s)", family.name, reason)
+    active.remove(family)
+    scored.skipped.append(family.name)
+    scored.notices.append(notice("family_skipped", f"--metrics all: {family.name} skipped ({reason})"))
+    scored.drop(family)
 
 
 #: The built-in ``--slice-by`` keys and their fixed bins (label, lowest value; the last bin is
