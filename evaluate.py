@@ -3407,7 +3407,7 @@ class JsonlReader:
                 if JsonlReader.depth_exceeds(raw, max_depth):
                     return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
                                      raw[:JsonlReader.RAW_HEAD])
-                return JsonlLine(line_no, value, None)
+                return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
         try:
             s = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -3429,7 +3429,42 @@ class JsonlReader:
         if JsonlReader.depth_exceeds(raw, max_depth):
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
                              raw[:JsonlReader.RAW_HEAD])
-        return JsonlLine(line_no, value, None)
+        return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
+
+    #: A string that follows ``{`` or ``,`` (a key's place) and holds a backslash before its
+    #: closing quote: a key that may be written with an escape (``"out\u0070ut"``).
+    ESCAPED_KEY = re.compile(rb'[{,]\s*"[^"\\]*\\')
+
+    @staticmethod
+    def unless_repeated(line: JsonlLine, raw: bytes) -> JsonlLine:
+        """``line``, or its error when its object gives one key twice at the top level (where
+        the fields the evaluator reads are: ``id``, ``output``, ``triplets``, ``sample``, ...):
+        JSON readers keep the last value silently (RFC 8259 section 4 leaves it open), which
+        would score an answer or a gold list the writer did not mean. In a line where no key
+        is written with an escape (:attr:`ESCAPED_KEY`: a key follows ``{`` or ``,``, and an
+        unescaped ``"`` never stands inside a string), a key whose quoted form occurs once
+        cannot be repeated; any other line is read again by ``json.loads`` with an
+        ``object_pairs_hook`` that sees every key, so the test is exact."""
+        value = line.value
+        if not isinstance(value, dict) or (
+                all(raw.count(b'"%s"' % key.encode("utf-8", "surrogatepass")) == 1 for key in value)
+                and (b"\\" not in raw or JsonlReader.ESCAPED_KEY.search(raw) is None)):
+            return line
+        repeated: list[list[str]] = []  # per object, in the order the decoder ends them: the line's own last
+
+        def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+            seen: set[str] = set()
+            repeated.append([k for k, _ in items if k in seen or seen.add(k)])
+            return dict(items)
+        try:
+            json.loads(raw.decode("utf-8-sig"), object_pairs_hook=pairs)
+        except (UnicodeDecodeError, ValueError, RecursionError):  # read before: not expected here
+            return line
+        if not repeated or not repeated[-1]:
+            return line
+        return JsonlLine(line.line_no, None, f"line {line.line_no}: the key {repeated[-1][0]!r} is given more than "
+                                             "once (a JSON reader keeps only the last value): give each key once",
+                         raw[:JsonlReader.RAW_HEAD])
 
     @staticmethod
     def read_again(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:

@@ -14,6 +14,8 @@ import pytest
 import evaluate as ev
 from evaluate import InputError, JsonlLine, read_jsonl
 
+from conftest import run_main
+
 
 def test_cr_only_line_endings_are_refused(tmp_path):
     path = tmp_path / "mac.jsonl"
@@ -180,8 +182,13 @@ def test_jsonl_values_equal_json_loads(tmp_path, line, differs):
     path = tmp_path / "x.jsonl"
     path.write_text(line + "\n", encoding="utf-8")
     [rec] = read_jsonl(path)
-    assert rec.error is None
-    assert same_json(rec.value, json.loads(line))
+    key = _repeated_top_level_key(line)  # the values are json's (last value, first place), the line an error
+    if key is not None:
+        assert (rec.value, rec.error) == (None, f"line 1: the key {key!r} is given more than once (a JSON reader "
+                                                "keeps only the last value): give each key once")
+    else:
+        assert rec.error is None
+        assert same_json(rec.value, json.loads(line))
     assert same_json(ev.JsonlReader.loads(line), json.loads(line))
 
 
@@ -344,7 +351,64 @@ def _decode_steps(raw: bytes, line_no: int, max_depth: int):
     if ev.JsonlReader.depth_exceeds(raw, max_depth):
         return ev.JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
                             raw[:ev.JsonlReader.RAW_HEAD])
+    key = _repeated_top_level_key(s)
+    if key is not None:
+        return ev.JsonlLine(line_no, None, f"line {line_no}: the key {key!r} is given more than once (a JSON reader "
+                                           "keeps only the last value): give each key once", raw[:ev.JsonlReader.RAW_HEAD])
     return ev.JsonlLine(line_no, value, None)
+
+
+def _repeated_top_level_key(text: str) -> str | None:
+    """The first key that the line's top-level object gives twice (the reference: every
+    object's pairs, the top level's last), or None."""
+    objects: list[list[tuple[str, object]]] = []
+    json.loads(text.lstrip("\ufeff"), object_pairs_hook=lambda pairs: objects.append(pairs) or dict(pairs))
+    if not objects or not text.strip().lstrip("\ufeff").startswith("{"):
+        return None
+    keys = [k for k, _ in objects[-1]]
+    return next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+
+
+@pytest.mark.parametrize("line, key", [
+    ('{"id": "s03", "output": "[x]", "output": "[]"}', "output"),       # the answer given twice: the last kept
+    ('{"id": "s05", "triplets": [1], "triplets": []}', "triplets"),
+    ('{"id": "a", "x": 1, "id": "b"}', "id"),
+    ('{"out\\u0070ut": "[x]", "output": "[]"}', "output"),            # one of them written with an escape
+    ('{"a": 1, "a": 1}', "a"),                                           # even the same value twice
+    ('{"id": "a", "triplets": [{"id": 1, "id": 2}]}', None),             # nested: not the fields a line gives
+    ('{"id": "a", "triplets": [{"id": 1}], "x": {"id": 2}}', None),     # a top-level name used again inside
+    ('{"id": "a", "s": "\\"id\\": \\"b\\""}', None),             # "id" inside a string
+    ('[{"a": 1, "a": 2}]', None),                                        # not an object line
+])
+def test_a_key_given_twice_at_the_top_level_is_the_lines_error(line, key):
+    raw = line.encode() + b"\n"
+    got = ev.JsonlReader.decode_line(raw, 4, 20)
+    assert _same_line(got, _decode_steps(raw, 4, 20))
+    if key is None:
+        assert got.error is None and got.value == json.loads(line)
+    else:
+        assert got == ev.JsonlLine(4, None, f"line 4: the key {key!r} is given more than once (a JSON reader keeps "
+                                            "only the last value): give each key once", raw[:ev.JsonlReader.RAW_HEAD])
+
+
+def test_a_repeated_key_makes_a_prediction_unparseable_and_a_gold_line_bad(tmp_path):
+    # the prediction of s02 names its answer twice: scored as an unparseable prediction, with
+    # the warning and notice naming file, line and key; the gold line is a bad gold line
+    gold = [{"id": f"s0{i}", "prompt": "Ada wrote notes.", "triplets": []} for i in (1, 2)]
+    (tmp_path / "g.jsonl").write_text("".join(json.dumps(g) + "\n" for g in gold))
+    (tmp_path / "p.jsonl").write_text('{"id": "s01", "output": "[]"}\n{"id": "s02", "output": "[]", "output": "[]"}\n')
+    rc, out, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                            "--no-report")
+    message = ("line 2: the key 'output' is given more than once (a JSON reader keeps only the last value): give "
+               "each key once (scored as an unparseable prediction for id 's02')")
+    assert rc == 0 and f"warning: {tmp_path / 'p.jsonl'}: {message}" in err
+    assert f"bad_prediction_line: {tmp_path / 'p.jsonl'}: {message}" in out and "unparseable 1" in out
+    (tmp_path / "g2.jsonl").write_text(json.dumps(gold[0]) + '\n{"id": "s02", "triplets": [], "id": "s03"}\n')
+    rc, _, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g2.jsonl", "--no-embeddings",
+                          "--no-report")
+    assert (rc, err) == (2, f"error: {tmp_path / 'g2.jsonl'}: line 2: the key 'id' is given more than once (a JSON "
+                            "reader keeps only the last value): give each key once (pass --skip-bad-gold to report "
+                            "and exclude such lines)\n")
 
 
 def _same_line(a, b) -> bool:
@@ -389,3 +453,24 @@ def test_read_again_equals_the_first_reading_property(value, ascii_only, end):
     non-ASCII text included), as UTF-8 bytes: read_again gives decode_line's value."""
     text = json.dumps(value, ensure_ascii=ascii_only)
     _check_read_again(text.encode("utf-8", "surrogatepass") + end)
+
+
+_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+                       max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=5), st.booleans(), st.data())
+def test_the_repeated_key_test_agrees_with_every_pair_of_the_object(obj, ascii_only, data):
+    # a line json.dumps writes (keys escaped or not) is never refused; the same line with one
+    # of its top-level members written again (any key spelling json.dumps gives) always is
+    line = json.dumps(obj, ensure_ascii=ascii_only)
+    assert ev.JsonlReader.decode_line(line.encode(), 1, 50).error is None
+    key = data.draw(st.sampled_from(sorted(obj)))
+    again = json.dumps({key: data.draw(_VALUES)}, ensure_ascii=data.draw(st.booleans()))[1:-1]
+    twice = line[:-1] + ", " + again + "}"
+    got = ev.JsonlReader.decode_line(twice.encode(), 1, 50)
+    assert got.error == (f"line 1: the key {_repeated_top_level_key(twice)!r} is given more than once (a JSON reader "
+                         "keeps only the last value): give each key once")
