@@ -12549,14 +12549,11 @@ def _entry_text(row: Mapping[str, Any]) -> str:
 def _system_records(name: str, report: Mapping[str, Any], families: Sequence[MetricFamily]) -> list[dict[str, Record]]:
     rows = report.get("per_entry")
     if not isinstance(rows, list):
-        inputs = (report.get("summary") or {}).get("inputs") or {}
-        pred, gold = (inputs.get("pred") or {}).get("path"), (inputs.get("gold") or {}).get("path")
-        files = list(dict.fromkeys(str(s.get("path")) for s in inputs.get("samples") or ()))
-        if len(files) > 1:  # a system of several sample files: its rows stay in its report
-            pred = f"{name}={','.join(files)}"
+        gold = (((report.get("summary") or {}).get("inputs") or {}).get("gold") or {}).get("path")
+        pred, inputs = RescoreHint.system(name, report)  # several sample files: the rows stay in the report
         own_rows = [] if "samples" in report else ["--per-entry-jsonl", f"{RescoreHint.stem(name)}.rows.jsonl"]
-        command = RescoreHint.command(name, pred or "PRED.jsonl", gold,
-                                      RescoreHint.options(report.get("summary") or {}, {}), *own_rows)
+        command = RescoreHint.command(name, pred or "PRED.jsonl", gold, [*(inputs if pred else ()),
+                                      *RescoreHint.options(report.get("summary") or {}, {})], *own_rows)
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
@@ -13215,12 +13212,35 @@ class RescoreHint:
         return list(dict.fromkeys(out))
 
     @staticmethod
-    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str) -> str:
+    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str, where: str = "") -> str:
         """``CLI_COMMAND --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
-        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name)."""
+        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name);
+        the new report beside the report at ``where`` (as it was given: a path from the folder
+        the comparison ran in), in that folder without one."""
+        report = os.path.join(os.path.dirname(where), f"{RescoreHint.stem(name)}.json")
         words = ["--pred", pred, *(["--gold", gold] if gold else []), *(w for o in options for w in o.split(" ", 1)),
-                 *extra, "--report", f"{RescoreHint.stem(name)}.json"]
+                 *extra, "--report", report]
         return " ".join([CLI_COMMAND, *(shlex.quote(str(x)) for x in words)])
+
+    @staticmethod
+    def system(name: str, report: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+        """The ``--pred`` argument that scores ``report``'s system again and its other input
+        options (``--relations``/``--ontology PATH``): one file's path; ``S=PATH,PATH...`` for
+        a system of several sample files (its ``samples.name``, else ``name``; a comma of a
+        path doubled, :meth:`PredSpec.parts`). None for the argument, and the missing inputs
+        named in the list, where the report records a file's name but not its path
+        (a stream): ``["pred: NAME", ...]``."""
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        files = list(dict.fromkeys(s.get("path") for s in inputs.get("samples") or ()))
+        missing = [f"{key}: {(inputs.get(key) or {}).get('name')}" for key in ("pred", "relations")
+                   if inputs.get(key) and not inputs[key].get("path")] + ["a sample file" for f in files if not f]
+        own = (report.get("samples") or {}).get("name") if isinstance(report.get("samples"), Mapping) else None
+        label = own if own and PredSpec.NAME.fullmatch(str(own)) else name if PredSpec.NAME.fullmatch(name) else "S"
+        pred = f"{label}={','.join(str(f).replace(',', ',,') for f in files)}" if len(files) > 1 \
+            else (inputs.get("pred") or {}).get("path")
+        relations = (inputs.get("relations") or {}).get("path")
+        flag = "--ontology" if (report.get("summary") or {}).get("n_ontologies") else "--relations"
+        return (None if missing else pred), missing or ([f"{flag} {relations}"] if relations else [])
 
     @staticmethod
     def stem(name: str) -> str:
@@ -13228,17 +13248,20 @@ class RescoreHint:
         return f"{name.replace('/', '-')}.rescored"
 
     @staticmethod
-    def hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    def hint(name: str, report: Mapping[str, Any], wanted: Mapping[str, Any], where: str = "") -> str:
         """The end of a configuration refusal: the one command that rescores system ``name``
-        (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
-        value) where every key has an option (:meth:`option_for`), else the general advice."""
+        (its recorded inputs, :meth:`system`) with the baseline's values ``wanted`` (config key ->
+        value) where every key has an option (:meth:`option_for`), else the general advice
+        (naming the inputs whose path the report does not record)."""
+        summary = report.get("summary") or {}
         changed = list(dict.fromkeys(RescoreHint.option_for(k, v) for k, v in wanted.items()))
-        inputs = summary.get("inputs") or {}
-        pred = (inputs.get("pred") or {}).get("path")
+        pred, inputs = RescoreHint.system(name, report)
         if None in changed or not pred:
-            return "score every system with the same options and package versions"
-        command = RescoreHint.command(name, pred, (inputs.get("gold") or {}).get("path"),
-                                      RescoreHint.options(summary, wanted))
+            unknown = (f" (no command: {name}'s report records no path for "
+                       f"{', '.join(inputs) or 'its predictions'})") if not pred else ""
+            return f"score every system with the same options and package versions{unknown}"
+        command = RescoreHint.command(name, pred, ((summary.get("inputs") or {}).get("gold") or {}).get("path"),
+                                      [*inputs, *RescoreHint.options(summary, wanted)], where=where)
         return (f"to make them comparable, rescore {name} with the baseline's settings "
                 f"({', '.join(changed)}; its other options as before) into a new report (its own stays as it is): "
                 f"{command}")
@@ -13341,7 +13364,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
                              f"{' ...' if len(differ) > 5 else ''}; "
-                             + RescoreHint.hint(name, summary, {k: flat_base.get(k) for k in differ}))
+                             + RescoreHint.hint(name, report, {k: flat_base.get(k) for k in differ}, origins[name]))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "

@@ -806,7 +806,7 @@ def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path
                                     "thr": ("sim_threshold", "0.7", "0.8", "--embedding-threshold 0.8")}[name]
         # every option the run needs (--no-embeddings: it was scored lexically), a report of its own
         command = f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings" + (
-            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {name}.rescored.json"
+            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {tmp_path / name}.rescored.json"  # beside it
         assert err == (f"error: system {name} ({tmp_path / (name + '.json')}): scored with another configuration "
                        f"than the baseline finetuned: {key}: {value} (baseline finetuned: {base}); to make them "
                        f"comparable, rescore {name} with the baseline's settings ({option}; its other options as "
@@ -855,6 +855,52 @@ def test_the_rescore_command_runs_as_printed_and_makes_the_systems_comparable(ru
     assert rc == 0, err
     assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft.rescored") == \
         _estimates(runs["both"]["comparison"], "finetuned")
+
+
+def test_the_rescore_command_gives_the_system_of_several_samples_and_its_relations_as_scored(tmp_path):
+    # review 4, N2/N5/N6: a system S of two sample files (a space and a ' in one name), scored
+    # with --relations and another threshold; the refusal's command names S=both files (in
+    # order, shell-quoted), carries --relations, and writes its report beside the stale one
+    # (a path from the folder --compare ran in); run as printed there, it compares.
+    folder = tmp_path / "my dir"
+    folder.mkdir()
+    first, second = folder / "ft it's.jsonl", folder / "b2.jsonl"
+    shutil.copyfile(FINETUNED, first)
+    shutil.copyfile(BASE, second)
+    rels = folder / "rels.txt"
+    rels.write_text("".join(r + "\n" for r in ev.SPEC_RELATIONS)
+                    + "contains\n", encoding="utf-8")
+    common = ("--gold", GOLD, "--no-embeddings", "--relations", rels, "--quiet")
+    rc, _, err = run_main("--pred", BASE, *common, "--report", folder / "base.json")
+    assert rc == 0, err
+    rc, _, err = run_main("--pred", f"S={first},{second}", *common, "--embedding-threshold", "0.7",
+                          "--report", folder / "s.json")
+    assert rc == 0, err
+    rc, _, err = run_main("--compare", "my dir/base.json", "my dir/s.json", "--no-report", cwd=tmp_path)
+    assert rc == 2
+    command = (f"uv run evaluate.py --pred 'S={folder}/ft it'\"'\"'s.jsonl,{folder}/b2.jsonl' --gold {GOLD} "
+               f"--relations '{rels}' --no-embeddings --embedding-threshold 0.8 --report 'my dir/s.rescored.json'")
+    assert err.endswith(f"(its own stays as it is): {command}\n"), err
+    rc, _, err = run_main(*_printed_command(err), "--quiet", cwd=tmp_path)
+    assert rc == 0, err
+    rescored = load_report(folder / "s.rescored.json")
+    assert [s["path"] for s in rescored["summary"]["inputs"]["samples"]] == [str(first), str(second)]
+    assert rescored["samples"]["name"] == "S" and rescored["summary"]["inputs"]["relations"]["path"] == str(rels)
+    rc, _, err = run_main("--compare", "my dir/base.json", "my dir/s.rescored.json", "--no-report", "--quiet",
+                          cwd=tmp_path)
+    assert rc == 0, err
+
+
+def test_the_rescore_hint_names_an_input_whose_path_the_report_does_not_record(runs, tmp_path):
+    # a system scored from stdin records its file's name only: no command is printed
+    stale = load_report(runs["dir"] / "base.json")
+    stale["summary"]["inputs"]["pred"].pop("path")
+    stale["summary"]["config"]["sim_threshold"] = 0.7
+    (tmp_path / "piped.json").write_text(json.dumps(stale), encoding="utf-8")
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "piped.json", "--no-report")
+    assert rc == 2
+    assert err.endswith("; score every system with the same options and package versions (no command: piped's "
+                        "report records no path for pred: base.jsonl)\n"), err
 
 
 def _combined(path: Path, pred: Path, change: dict | None = None) -> Path:
@@ -1011,7 +1057,7 @@ def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_
                    "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
                    "rescore emb with the baseline's settings (--no-embeddings; its other options as before) into a "
                    f"new report (its own stays as it is): uv run evaluate.py --pred {BASE} --gold {GOLD} "
-                   "--no-embeddings --report emb.rescored.json\n")
+                   f"--no-embeddings --report {tmp_path / 'emb.rescored.json'}\n")  # beside emb.json
 
 
 def test_the_baseline_keeps_its_intervals_next_to_a_system_of_several_samples(tmp_path):
