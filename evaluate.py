@@ -13195,7 +13195,8 @@ class RescoreHint:
         """The options of a run with system ``summary``'s configuration, ``wanted`` (config
         key -> value) put in: each ``wanted`` key's option (:meth:`option_for`; none for a
         ``without``), and each other key's where its value is not the default (the metric
-        families other than the default ones; ``--no-embeddings`` for a lexical run)."""
+        families other than the default ones; ``--no-embeddings`` for a lexical run; the
+        embedding model as it was named, when not the default and the run keeps embeddings)."""
         settings = {**(_comparable_config(summary) if "config" in summary else {}), **wanted}
         out = []
         for key, value in settings.items():
@@ -13209,6 +13210,9 @@ class RescoreHint:
                 option = "--no-embeddings" if key == "similarity.backend" and value == "lexical" else None
             if option and not option.startswith("without "):
                 out.append(option)
+        model = ((summary.get("config") or {}).get("similarity") or {}).get("model")
+        if model and model != DEFAULT_EMBEDDING_MODEL and "--no-embeddings" not in out:
+            out.append(f"--embedding-model {model}")  # the model it was scored with, as it was named
         return list(dict.fromkeys(out))
 
     @staticmethod

@@ -1060,6 +1060,20 @@ def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_
                    f"--no-embeddings --report {tmp_path / 'emb.rescored.json'}\n")  # beside emb.json
 
 
+def test_the_rescore_command_keeps_the_embedding_model_the_system_was_scored_with(runs, tmp_path):
+    # review 4, N6: both scored with model "m" (not the default); the threshold differs: the
+    # command keeps embeddings and names the model (without it, the default model would be
+    # loaded and the new report refused again)
+    for name, source, threshold in (("mb", "base.json", 0.8), ("mt", "finetuned.json", 0.7)):
+        report = _with_model(load_report(runs["dir"] / source), "m", "m@abcdef123456", "abcdef123456")
+        report["summary"]["config"]["sim_threshold"] = threshold
+        (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
+    rc, _, err = cli("--compare", tmp_path / "mb.json", tmp_path / "mt.json", "--no-report")
+    assert rc == 2
+    assert err.endswith(f": uv run evaluate.py --pred {FINETUNED} --gold {GOLD} --embedding-threshold 0.8 "
+                        f"--embedding-model m --report {tmp_path / 'mt.rescored.json'}\n"), err
+
+
 def test_the_baseline_keeps_its_intervals_next_to_a_system_of_several_samples(tmp_path):
     # the entry resamples are the same stream with or without a system of several samples:
     # the baseline's rows (estimates and intervals) are the same bytes in both comparisons
