@@ -11309,15 +11309,16 @@ class SampledSystem:
     consensus's row under ``consensus``)."""
 
     #: How the outputs name the two extras.
-    BEST_OF_K = "best of {k} (upper bound)"
+    BEST_OF_K = "best of {k} (per entry, by composite)"
     CONSENSUS = "consensus of {k}"
     NOTES = {
         "estimate": "each entry's headline columns averaged over its samples (README, Several samples per prompt); "
                     "micro numbers pool the samples, a macro number is the mean over entries of each entry's mean over "
                     "the samples that define it",
         "sd": "standard deviation (n - 1) of the samples' own numbers (each sample scored as a run of its own)",
-        "best_of_k": "an upper bound, not a system: per entry, the sample with the best composite (ties to the first "
-                     "sample), chosen with the gold",
+        "best_of_k": "not a system: per entry, the sample with the best composite (ties to the first sample), chosen "
+                     "with the gold; an upper bound of the macro composite only (a micro number or another metric "
+                     "can be below a sample's own)",
         "consensus": "one answer per entry: the triplets (normalised source title, relation type, normalised target "
                      "title) that more than half of the samples contain, with their most common spelling and types "
                      "and the median of their weights, scored as a run of its own",
@@ -11706,7 +11707,22 @@ class SampledSystem:
                 seen.setdefault((item["kind"], item["message"]), []).append(label)
         return [notice(kind, message if len(where) == len(reports)
                        else f"{', '.join(map(SampledSystem.shown, where))}: {message}")
-                for (kind, message), where in seen.items()]
+                for (kind, message), where in seen.items()] + SampledSystem.copies(reports)
+
+    @staticmethod
+    def copies(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+        """A notice (kind ``same_samples``) per group of sample files (other paths) with one
+        SHA-256: probably a file copied by mistake; each still counts as a sample (the
+        numbers stand as computed: greedy decoding can give the same file twice)."""
+        files: dict[str, list[Mapping[str, Any]]] = {}
+        for r in reports:
+            info = r["summary"]["inputs"].get("pred") or {}
+            if info.get("sha256") and all(info.get("path") != f.get("path") for f in files.get(info["sha256"], ())):
+                files.setdefault(info["sha256"], []).append(info)
+        return [notice("same_samples", f"the sample files {' and '.join(str(f.get('path') or f.get('name')) for f in same)} "
+                       f"have the same bytes (sha256 {sha[:8]}): each counts as a sample (the numbers stand as "
+                       "computed); probably a copy by mistake")
+                for sha, same in files.items() if len(same) > 1]
 
     @staticmethod
     def shown(label: int | str) -> str:
@@ -13613,7 +13629,7 @@ class SampledText:
                                                                dict[str, tuple[str, str]]]:
         """The rows of a headline table (:func:`metric_tables`) with each system of several
         samples' cells given their ``sd`` and sample count, and followed by its labelled
-        rows, ``NAME: best of k (upper bound)`` and ``NAME: consensus of k`` (estimates
+        rows, ``NAME: best of k (per entry, by composite)`` and ``NAME: consensus of k`` (estimates
         only, never bold); (rows, the labelled rows: name -> (system, key))."""
         out: dict[str, dict[str, MetricCell]] = {}
         extras: dict[str, tuple[str, str]] = {}
@@ -13662,8 +13678,8 @@ class SampledText:
         return [f"Several samples per entry: {', '.join(sampled)}: the value is the estimate (each entry averaged "
                 "over its samples; an interval: the entries and each drawn entry's samples resampled), \u00b1 the "
                 "standard deviation (n - 1) of the samples' own numbers.",
-                "Best of k: an upper bound, not a system (per entry the sample with the best composite, chosen with "
-                "the gold); consensus of k: per entry the triplets that more than half of the samples contain, "
+                "Best of k: not a system (per entry the sample with the best composite, chosen with the gold; an "
+                "upper bound of the macro composite only); consensus of k: per entry the triplets that more than half of the samples contain, "
                 "scored as a run; neither is bold or tested."]
 
     @staticmethod
@@ -13698,7 +13714,8 @@ class SampledText:
         lines += ["", f"{block['count']} samples of each entry, one system: the estimate averages each entry over its "
                       "samples (README, Several samples per prompt); "
                       f"{SampledSystem.BEST_OF_K.format(k=block['count'])}: per entry the sample with the best "
-                      "composite, chosen with the gold", *SampledText.table(block), "", *SampledText.components(block)]
+                      "composite, chosen with the gold (an upper bound of the macro composite only)",
+                      *SampledText.table(block), "", *SampledText.components(block)]
         ps = s.get("parse_status", {})
         lines += ["", "predictions (all samples)  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PREDICTION_STATUSES)]
         return "\n".join(lines)
@@ -15985,7 +16002,7 @@ listed below)</p></section>
     @staticmethod
     def samples_html(samples: Mapping[str, Mapping[str, Any]]) -> str:
         """The header's tables of the systems of several samples: per headline number (its
-        path) the estimate ± sd, best of k (upper bound) and consensus of k (empty without one)."""
+        path) the estimate ± sd, best of k (per entry, by composite) and consensus of k (empty without one)."""
         esc, parts = html.escape, []
         for name, block in samples.items():
             k = block["count"]

@@ -806,7 +806,7 @@ def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path
                                     "thr": ("sim_threshold", "0.7", "0.8", "--embedding-threshold 0.8")}[name]
         # every option the run needs (--no-embeddings: it was scored lexically), a report of its own
         command = f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings" + (
-            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {tmp_path / name}.rescored.json"  # beside it
+            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {tmp_path / name}.rescored.json"
         assert err == (f"error: system {name} ({tmp_path / (name + '.json')}): scored with another configuration "
                        f"than the baseline finetuned: {key}: {value} (baseline finetuned: {base}); to make them "
                        f"comparable, rescore {name} with the baseline's settings ({option}; its other options as "
