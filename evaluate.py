@@ -18868,6 +18868,21 @@ class RunConfig:
     examples: Path | None = None
     examples_per: int = DEFAULT_EXAMPLES_PER
 
+    @staticmethod
+    def ontology_json(relations: Path | None) -> bool:
+        """Whether ``--relations`` gives an ontology (the families that need one can run): a
+        folder of them, a Text2KGBench ontology JSON file (:func:`t2kg_load_ontology`), or a
+        stream (read once: it decides when read); False for a relation list or no file."""
+        if relations is None:
+            return False
+        if relations == STDIN_INPUT or not relations.is_file():
+            return True
+        try:
+            t2kg_load_ontology(relations)
+        except (ValueError, OSError):
+            return False
+        return True
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
         """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
@@ -18895,10 +18910,11 @@ class RunConfig:
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
         if values["skip_unavailable"]:  # 'all' = every family whose inputs are present
-            has_ontology = (values["ontology"] or values["relations"]) is not None
+            has_ontology = values["ontology"] is not None or cls.ontology_json(values["relations"])
             chosen = [n for n in metrics[1:] if has_ontology or not FAMILIES[n].needs_ontology]
+            listed = f"; --relations {values['relations']} is a relation list" if values["relations"] else ""
             skipped_notices = [notice("family_skipped", f"--metrics all: {name} skipped (it needs an ontology: "
-                                      "pass --ontology FILE, or --relations)")
+                                      f"pass --ontology FILE, a Text2KGBench ontology JSON{listed})")
                                for name in metrics[1:] if name not in chosen]
             why = nltk_missing() if any(FAMILIES[n].needs_nltk for n in chosen) else None
             if why:
