@@ -16310,6 +16310,14 @@ class Examples:
         return out
 
     @staticmethod
+    def sample_of(mark: Mapping[str, Any]) -> dict[str, Any]:
+        """A :meth:`SampledSystem.first_sample` mark whose label (a ``sample`` field's string,
+        a file's stem) is escaped as :meth:`escape` escapes titles; an int label (shown as
+        ``sample N``) as it is."""
+        label = mark["label"]
+        return {**mark, "label": label if isinstance(label, int) else Examples.escape(label)}
+
+    @staticmethod
     def escape(text: Any) -> str:
         """Text for a Markdown heading, paragraph or table cell, shown as written: a line
         break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
@@ -16411,14 +16419,15 @@ class Examples:
         n = len(sub.get("per_entry") or ())
         line = f"{files}: {n} entries, {ranked} ranked by composite"
         if "sample_of" in sub:
-            line += f" (the entries of {SampledSystem.sample_note(sub['sample_of'])})"
+            line += f" (the entries of {SampledSystem.sample_note(Examples.sample_of(sub['sample_of']))})"
         if n > ranked:
             line += f" ({n - ranked} with a null composite: in no list)"
         if "gains" in selections:
             gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
             line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
             if baseline_of is not None:
-                line += (f" (against the baseline's {SampledSystem.shown(baseline_of['label'])}, the first of its "
+                line += (f" (against the baseline's {SampledSystem.shown(Examples.sample_of(baseline_of)['label'])}, "
+                         "the first of its "
                          f"{baseline_of['count']} samples, whose entries are shown; not its estimate)")
         return [f"## {Examples.escape(name)}", "", line + ".", ""]
 
