@@ -13175,9 +13175,9 @@ def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 class RescoreHint:
     """The command a comparison's refusal prints to score one system again (a namespace):
-    the program as it runs (:data:`CLI_COMMAND`), the system's recorded inputs, every option
+    the program as it runs where the comparison ran (:meth:`program`), the system's recorded inputs, every option
     that gives its recorded ``summary.config`` (with the baseline's values where they must
-    change), and a report path of its own (``NAME.rescored.json`` in the working folder),
+    change), and a report path of its own (``NAME.rescored.json`` beside the stale report),
     so that the command runs as printed and the system's report stays as it is."""
 
     #: summary.config keys that one option sets: key -> (option, the value without it); a
@@ -13233,14 +13233,24 @@ class RescoreHint:
 
     @staticmethod
     def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str, where: str = "") -> str:
-        """``CLI_COMMAND --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
+        """``PROGRAM --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
         each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name);
         the new report beside the report at ``where`` (as it was given: a path from the folder
         the comparison ran in), in that folder without one."""
         report = os.path.join(os.path.dirname(where), f"{RescoreHint.stem(name)}.json")
         words = ["--pred", pred, *(["--gold", gold] if gold else []), *(w for o in options for w in o.split(" ", 1)),
                  *extra, "--report", report]
-        return " ".join([CLI_COMMAND, *(shlex.quote(str(x)) for x in words)])
+        return " ".join([RescoreHint.program(), *(shlex.quote(str(x)) for x in words)])
+
+    @staticmethod
+    def program() -> str:
+        """The program, runnable where the comparison ran: :data:`CLI_COMMAND` (the installed
+        ``kg-triplet-eval``; ``uv run evaluate.py`` in the clone's folder), else the clone's
+        ``uv run --project CLONE CLONE/evaluate.py`` (absolute, quoted for the shell)."""
+        clone = Path(__file__).resolve().parent
+        if INSTALLED or Path.cwd().resolve() == clone:
+            return CLI_COMMAND
+        return f"uv run --project {shlex.quote(str(clone))} {shlex.quote(str(clone / 'evaluate.py'))}"
 
     @staticmethod
     def system(name: str, report: Mapping[str, Any]) -> tuple[str | None, list[str]]:

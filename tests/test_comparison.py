@@ -825,8 +825,10 @@ def test_reports_scored_with_other_metric_families_compare_on_the_common_ones_wi
 
 
 def _printed_command(err: str) -> list[str]:
-    """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``)."""
-    return shlex.split(err.rstrip("\n").split(": uv run evaluate.py ", 1)[1])
+    """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``, or
+    outside the clone ``uv run --project CLONE CLONE/evaluate.py``)."""
+    outside = f": uv run --project {ROOT} {ROOT / 'evaluate.py'} "
+    return shlex.split(err.rstrip("\n").split(outside if outside in err else ": uv run evaluate.py ", 1)[1])
 
 
 @pytest.mark.parametrize("extra, option", [
@@ -878,7 +880,9 @@ def test_the_rescore_command_gives_the_system_of_several_samples_and_its_relatio
     assert rc == 0, err
     rc, _, err = run_main("--compare", "my dir/base.json", "my dir/s.json", "--no-report", cwd=tmp_path)
     assert rc == 2
-    command = (f"uv run evaluate.py --pred 'S={folder}/ft it'\"'\"'s.jsonl,{folder}/b2.jsonl' --gold {GOLD} "
+    # run outside the clone: the program is the clone's, by its absolute path (review 4, N5)
+    command = (f"uv run --project {ROOT} {ROOT / 'evaluate.py'} --pred 'S={folder}/ft it'\"'\"'s.jsonl,"
+               f"{folder}/b2.jsonl' --gold {GOLD} "
                f"--relations '{rels}' --no-embeddings --embedding-threshold 0.8 --report 'my dir/s.rescored.json'")
     assert err.endswith(f"(its own stays as it is): {command}\n"), err
     rc, _, err = run_main(*_printed_command(err), "--quiet", cwd=tmp_path)
