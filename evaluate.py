@@ -13385,7 +13385,8 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             if mine.get("sha256") != theirs.get("sha256"):
                 raise InputError(f"{where}: its {key} input {mine.get('name')} (sha256 {_short_hash(mine)}) differs "
                                  f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
-                                 "systems are compared on the same gold entries")
+                                 + ("systems are compared on the same gold entries" if key == "gold" else
+                                    "systems are compared with the same relation vocabulary (--relations/--ontology)"))
         tool = f"versions.{PRODUCT}"
         differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and k not in _PER_SYSTEM_CONFIG
                   and k != "metric_families" and flat_base.get(k) != flat.get(k)]

@@ -895,6 +895,20 @@ def test_the_rescore_command_gives_the_system_of_several_samples_and_its_relatio
     assert rc == 0, err
 
 
+def test_another_relation_vocabulary_is_refused_as_such(runs, tmp_path):
+    # review 4, N6: the refusal of another --relations file gives the vocabulary as the reason
+    # (before: "compared on the same gold entries", the gold's reason)
+    rels = tmp_path / "rels.txt"
+    rels.write_text("".join(r + "\n" for r in ev.SPEC_RELATIONS), encoding="utf-8")
+    single(tmp_path, BASE, "rel", "--relations", rels)
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "rel.json", "--no-report")
+    assert rc == 2
+    sha = hashlib.sha256(rels.read_bytes()).hexdigest()[:8]
+    assert err == (f"error: system rel ({tmp_path / 'rel.json'}): its relations input rels.txt (sha256 {sha}) differs "
+                   "from the baseline finetuned's None (sha256 none): systems are compared with the same relation "
+                   "vocabulary (--relations/--ontology)\n")
+
+
 def test_the_rescore_hint_names_an_input_whose_path_the_report_does_not_record(runs, tmp_path):
     # a system scored from stdin records its file's name only: no command is printed
     stale = load_report(runs["dir"] / "base.json")
