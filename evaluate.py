@@ -13320,25 +13320,27 @@ def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], b
                      "compared on the same gold entries")
 
 
-def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], base: str,
-                          base_summary: Mapping[str, Any]) -> None:
+def _check_same_gold_kind(name: str, where: str, systems: Mapping[str, Mapping[str, Any]], base: str,
+                          origins: Mapping[str, str]) -> None:
     """A system scored from a combined file (gold inside its predictions file:
     ``summary.inputs.gold_content``, no ``gold``) and one scored against a separate gold
     file (``summary.inputs.gold``) are not compared: InputError saying which is which and
     the command that scores the combined one against the other's gold file (with the
-    notebook's ``input_line`` its lines join the gold file's lines)."""
+    notebook's ``input_line`` its lines join the gold file's lines; its inputs and report
+    path as :meth:`RescoreHint.system` and :meth:`RescoreHint.command` give them)."""
     def kind(s: Mapping[str, Any]) -> str | None:
         inputs = s.get("inputs") or {}
         return "gold" if inputs.get("gold") else "combined" if inputs.get("gold_content") else None
-    mine, theirs = kind(summary), kind(base_summary)
+    mine, theirs = kind(systems[name].get("summary") or {}), kind(systems[base].get("summary") or {})
     if {mine, theirs} != {"gold", "combined"}:
         return
     combined, separate = (name, base) if mine == "combined" else (base, name)
-    pair = {name: summary, base: base_summary}
-    pred = ((pair[combined].get("inputs") or {}).get("pred") or {}).get("path") or "PRED.jsonl"
-    gold_info = (pair[separate].get("inputs") or {}).get("gold") or {}
+    pred, inputs = RescoreHint.system(combined, systems[combined])
+    gold_info = ((systems[separate].get("summary") or {}).get("inputs") or {}).get("gold") or {}
     gold = gold_info.get("path") or gold_info.get("name") or "GOLD.jsonl"
-    command = RescoreHint.command(combined, pred, gold, RescoreHint.options(pair[combined], {}))
+    command = RescoreHint.command(combined, pred or "PRED.jsonl", gold, [
+        *(inputs if pred else ()), *RescoreHint.options(systems[combined].get("summary") or {}, {})],
+        where=origins.get(combined, ""))
     raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
                      f"{separate} against a separate gold file ({gold_info.get('name')}); to make them comparable, "
                      f"score both against the same --gold file ({combined}: {command})")
@@ -13379,7 +13381,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             flat_base, base_summary, base_report = flat, summary, report
             continue
         _check_same_gold_content(name, where, report, base, base_report)
-        _check_same_gold_kind(name, where, summary, base, base_summary)
+        _check_same_gold_kind(name, where, systems, base, origins)
         for key in ("gold", "relations"):
             mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
             if mine.get("sha256") != theirs.get("sha256"):

@@ -1000,7 +1000,9 @@ def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_aga
     tuned = _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
     rc, _, err = cli("--pred", tuned, "--report", tmp_path / "ft_gen.json")
     assert rc == 0, err
-    command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --no-embeddings --report ft_gen.rescored.json"
+    # the new report beside ft_gen.json (given by its absolute path)
+    command = (f"uv run evaluate.py --pred {tuned} --gold {GOLD} --no-embeddings --report "
+               f"{tmp_path / 'ft_gen.rescored.json'}")
     for first, second, where in ((runs["dir"] / "base.json", tmp_path / "ft_gen.json", "ft_gen"),
                                  (tmp_path / "ft_gen.json", runs["dir"] / "base.json", "base")):
         rc, _, err = cli("--compare", first, second, "--no-report")
