@@ -11344,15 +11344,16 @@ class SampledSystem:
     consensus's row under ``consensus``)."""
 
     #: How the outputs name the two extras.
-    BEST_OF_K = "best of {k} (upper bound)"
+    BEST_OF_K = "best of {k} (per entry, by composite)"
     CONSENSUS = "consensus of {k}"
     NOTES = {
         "estimate": "each entry's headline columns averaged over its samples (README, Several samples per prompt); "
                     "micro numbers pool the samples, a macro number is the mean over entries of each entry's mean over "
                     "the samples that define it",
         "sd": "standard deviation (n - 1) of the samples' own numbers (each sample scored as a run of its own)",
-        "best_of_k": "an upper bound, not a system: per entry, the sample with the best composite (ties to the first "
-                     "sample), chosen with the gold",
+        "best_of_k": "not a system: per entry, the sample with the best composite (ties to the first sample), chosen "
+                     "with the gold; an upper bound of the macro composite only (a micro number or another metric "
+                     "can be below a sample's own)",
         "consensus": "one answer per entry: the triplets (normalised source title, relation type, normalised target "
                      "title) that more than half of the samples contain, with their most common spelling and types "
                      "and the median of their weights, scored as a run of its own",
@@ -11741,7 +11742,22 @@ class SampledSystem:
                 seen.setdefault((item["kind"], item["message"]), []).append(label)
         return [notice(kind, message if len(where) == len(reports)
                        else f"{', '.join(map(SampledSystem.shown, where))}: {message}")
-                for (kind, message), where in seen.items()]
+                for (kind, message), where in seen.items()] + SampledSystem.copies(reports)
+
+    @staticmethod
+    def copies(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+        """A notice (kind ``same_samples``) per group of sample files (other paths) with one
+        SHA-256: probably a file copied by mistake; each still counts as a sample (the
+        numbers stand as computed: greedy decoding can give the same file twice)."""
+        files: dict[str, list[Mapping[str, Any]]] = {}
+        for r in reports:
+            info = r["summary"]["inputs"].get("pred") or {}
+            if info.get("sha256") and all(info.get("path") != f.get("path") for f in files.get(info["sha256"], ())):
+                files.setdefault(info["sha256"], []).append(info)
+        return [notice("same_samples", f"the sample files {' and '.join(str(f.get('path') or f.get('name')) for f in same)} "
+                       f"have the same bytes (sha256 {sha[:8]}): each counts as a sample (the numbers stand as "
+                       "computed); probably a copy by mistake")
+                for sha, same in files.items() if len(same) > 1]
 
     @staticmethod
     def shown(label: int | str) -> str:
@@ -12584,14 +12600,11 @@ def _entry_text(row: Mapping[str, Any]) -> str:
 def _system_records(name: str, report: Mapping[str, Any], families: Sequence[MetricFamily]) -> list[dict[str, Record]]:
     rows = report.get("per_entry")
     if not isinstance(rows, list):
-        inputs = (report.get("summary") or {}).get("inputs") or {}
-        pred, gold = (inputs.get("pred") or {}).get("path"), (inputs.get("gold") or {}).get("path")
-        files = list(dict.fromkeys(str(s.get("path")) for s in inputs.get("samples") or ()))
-        if len(files) > 1:  # a system of several sample files: its rows stay in its report
-            pred = f"{name}={','.join(files)}"
+        gold = (((report.get("summary") or {}).get("inputs") or {}).get("gold") or {}).get("path")
+        pred, inputs = RescoreHint.system(name, report)  # several sample files: the rows stay in the report
         own_rows = [] if "samples" in report else ["--per-entry-jsonl", f"{RescoreHint.stem(name)}.rows.jsonl"]
-        command = RescoreHint.command(name, pred or "PRED.jsonl", gold,
-                                      RescoreHint.options(report.get("summary") or {}, {}), *own_rows)
+        command = RescoreHint.command(name, pred or "PRED.jsonl", gold, [*(inputs if pred else ()),
+                                      *RescoreHint.options(report.get("summary") or {}, {})], *own_rows)
         raise InputError(f"system {name}: the report has no per_entry list (its per-entry statistics are needed; "
                          "--summary-only leaves them out): write one with them, without --summary-only (its other "
                          f"options as before; --per-entry-jsonl keeps the rows in their own file): {command}")
@@ -13197,9 +13210,9 @@ def _comparable_config(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 class RescoreHint:
     """The command a comparison's refusal prints to score one system again (a namespace):
-    the program as it runs (:data:`CLI_COMMAND`), the system's recorded inputs, every option
+    the program as it runs where the comparison ran (:meth:`program`), the system's recorded inputs, every option
     that gives its recorded ``summary.config`` (with the baseline's values where they must
-    change), and a report path of its own (``NAME.rescored.json`` in the working folder),
+    change), and a report path of its own (``NAME.rescored.json`` beside the stale report),
     so that the command runs as printed and the system's report stays as it is."""
 
     #: summary.config keys that one option sets: key -> (option, the value without it); a
@@ -13233,7 +13246,8 @@ class RescoreHint:
         """The options of a run with system ``summary``'s configuration, ``wanted`` (config
         key -> value) put in: each ``wanted`` key's option (:meth:`option_for`; none for a
         ``without``), and each other key's where its value is not the default (the metric
-        families other than the default ones; ``--no-embeddings`` for a lexical run)."""
+        families other than the default ones; ``--no-embeddings`` for a lexical run; the
+        embedding model as it was named, when not the default and the run keeps embeddings)."""
         settings = {**(_comparable_config(summary) if "config" in summary else {}), **wanted}
         out = []
         for key, value in settings.items():
@@ -13247,15 +13261,51 @@ class RescoreHint:
                 option = "--no-embeddings" if key == "similarity.backend" and value == "lexical" else None
             if option and not option.startswith("without "):
                 out.append(option)
+        model = ((summary.get("config") or {}).get("similarity") or {}).get("model")
+        if model and model != DEFAULT_EMBEDDING_MODEL and "--no-embeddings" not in out:
+            out.append(f"--embedding-model {model}")  # the model it was scored with, as it was named
         return list(dict.fromkeys(out))
 
     @staticmethod
-    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str) -> str:
-        """``CLI_COMMAND --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
-        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name)."""
+    def command(name: str, pred: Any, gold: Any, options: Sequence[str], *extra: str, where: str = "") -> str:
+        """``PROGRAM --pred PRED [--gold GOLD] OPTIONS... EXTRA... --report NAME.rescored.json``,
+        each word quoted for the shell (a ``/`` of a system name becomes ``-`` in the file name);
+        the new report beside the report at ``where`` (as it was given: a path from the folder
+        the comparison ran in), in that folder without one."""
+        report = os.path.join(os.path.dirname(where), f"{RescoreHint.stem(name)}.json")
         words = ["--pred", pred, *(["--gold", gold] if gold else []), *(w for o in options for w in o.split(" ", 1)),
-                 *extra, "--report", f"{RescoreHint.stem(name)}.json"]
-        return " ".join([CLI_COMMAND, *(shlex.quote(str(x)) for x in words)])
+                 *extra, "--report", report]
+        return " ".join([RescoreHint.program(), *(shlex.quote(str(x)) for x in words)])
+
+    @staticmethod
+    def program() -> str:
+        """The program, runnable where the comparison ran: :data:`CLI_COMMAND` (the installed
+        ``kg-triplet-eval``; ``uv run evaluate.py`` in the clone's folder), else the clone's
+        ``uv run --project CLONE CLONE/evaluate.py`` (absolute, quoted for the shell)."""
+        clone = Path(__file__).resolve().parent
+        if INSTALLED or Path.cwd().resolve() == clone:
+            return CLI_COMMAND
+        return f"uv run --project {shlex.quote(str(clone))} {shlex.quote(str(clone / 'evaluate.py'))}"
+
+    @staticmethod
+    def system(name: str, report: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+        """The ``--pred`` argument that scores ``report``'s system again and its other input
+        options (``--relations``/``--ontology PATH``): one file's path; ``S=PATH,PATH...`` for
+        a system of several sample files (its ``samples.name``, else ``name``; a comma of a
+        path doubled, :meth:`PredSpec.parts`). None for the argument, and the missing inputs
+        named in the list, where the report records a file's name but not its path
+        (a stream): ``["pred: NAME", ...]``."""
+        inputs = (report.get("summary") or {}).get("inputs") or {}
+        files = list(dict.fromkeys(s.get("path") for s in inputs.get("samples") or ()))
+        missing = [f"{key}: {(inputs.get(key) or {}).get('name')}" for key in ("pred", "relations")
+                   if inputs.get(key) and not inputs[key].get("path")] + ["a sample file" for f in files if not f]
+        own = (report.get("samples") or {}).get("name") if isinstance(report.get("samples"), Mapping) else None
+        label = own if own and PredSpec.NAME.fullmatch(str(own)) else name if PredSpec.NAME.fullmatch(name) else "S"
+        pred = f"{label}={','.join(str(f).replace(',', ',,') for f in files)}" if len(files) > 1 \
+            else (inputs.get("pred") or {}).get("path")
+        relations = (inputs.get("relations") or {}).get("path")
+        flag = "--ontology" if (report.get("summary") or {}).get("n_ontologies") else "--relations"
+        return (None if missing else pred), missing or ([f"{flag} {relations}"] if relations else [])
 
     @staticmethod
     def stem(name: str) -> str:
@@ -13263,17 +13313,20 @@ class RescoreHint:
         return f"{name.replace('/', '-')}.rescored"
 
     @staticmethod
-    def hint(name: str, summary: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    def hint(name: str, report: Mapping[str, Any], wanted: Mapping[str, Any], where: str = "") -> str:
         """The end of a configuration refusal: the one command that rescores system ``name``
-        (its ``summary.inputs`` paths) with the baseline's values ``wanted`` (config key ->
-        value) where every key has an option (:meth:`option_for`), else the general advice."""
+        (its recorded inputs, :meth:`system`) with the baseline's values ``wanted`` (config key ->
+        value) where every key has an option (:meth:`option_for`), else the general advice
+        (naming the inputs whose path the report does not record)."""
+        summary = report.get("summary") or {}
         changed = list(dict.fromkeys(RescoreHint.option_for(k, v) for k, v in wanted.items()))
-        inputs = summary.get("inputs") or {}
-        pred = (inputs.get("pred") or {}).get("path")
+        pred, inputs = RescoreHint.system(name, report)
         if None in changed or not pred:
-            return "score every system with the same options and package versions"
-        command = RescoreHint.command(name, pred, (inputs.get("gold") or {}).get("path"),
-                                      RescoreHint.options(summary, wanted))
+            unknown = (f" (no command: {name}'s report records no path for "
+                       f"{', '.join(inputs) or 'its predictions'})") if not pred else ""
+            return f"score every system with the same options and package versions{unknown}"
+        command = RescoreHint.command(name, pred, ((summary.get("inputs") or {}).get("gold") or {}).get("path"),
+                                      [*inputs, *RescoreHint.options(summary, wanted)], where=where)
         return (f"to make them comparable, rescore {name} with the baseline's settings "
                 f"({', '.join(changed)}; its other options as before) into a new report (its own stays as it is): "
                 f"{command}")
@@ -13302,25 +13355,27 @@ def _check_same_gold_content(name: str, where: str, report: Mapping[str, Any], b
                      "compared on the same gold entries")
 
 
-def _check_same_gold_kind(name: str, where: str, summary: Mapping[str, Any], base: str,
-                          base_summary: Mapping[str, Any]) -> None:
+def _check_same_gold_kind(name: str, where: str, systems: Mapping[str, Mapping[str, Any]], base: str,
+                          origins: Mapping[str, str]) -> None:
     """A system scored from a combined file (gold inside its predictions file:
     ``summary.inputs.gold_content``, no ``gold``) and one scored against a separate gold
     file (``summary.inputs.gold``) are not compared: InputError saying which is which and
     the command that scores the combined one against the other's gold file (with the
-    notebook's ``input_line`` its lines join the gold file's lines)."""
+    notebook's ``input_line`` its lines join the gold file's lines; its inputs and report
+    path as :meth:`RescoreHint.system` and :meth:`RescoreHint.command` give them)."""
     def kind(s: Mapping[str, Any]) -> str | None:
         inputs = s.get("inputs") or {}
         return "gold" if inputs.get("gold") else "combined" if inputs.get("gold_content") else None
-    mine, theirs = kind(summary), kind(base_summary)
+    mine, theirs = kind(systems[name].get("summary") or {}), kind(systems[base].get("summary") or {})
     if {mine, theirs} != {"gold", "combined"}:
         return
     combined, separate = (name, base) if mine == "combined" else (base, name)
-    pair = {name: summary, base: base_summary}
-    pred = ((pair[combined].get("inputs") or {}).get("pred") or {}).get("path") or "PRED.jsonl"
-    gold_info = (pair[separate].get("inputs") or {}).get("gold") or {}
+    pred, inputs = RescoreHint.system(combined, systems[combined])
+    gold_info = ((systems[separate].get("summary") or {}).get("inputs") or {}).get("gold") or {}
     gold = gold_info.get("path") or gold_info.get("name") or "GOLD.jsonl"
-    command = RescoreHint.command(combined, pred, gold, RescoreHint.options(pair[combined], {}))
+    command = RescoreHint.command(combined, pred or "PRED.jsonl", gold, [
+        *(inputs if pred else ()), *RescoreHint.options(systems[combined].get("summary") or {}, {})],
+        where=origins.get(combined, ""))
     raise InputError(f"{where}: {combined} was scored from a combined file (the gold inside its predictions file), "
                      f"{separate} against a separate gold file ({gold_info.get('name')}); to make them comparable, "
                      f"score both against the same --gold file ({combined}: {command})")
@@ -13361,13 +13416,14 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
             flat_base, base_summary, base_report = flat, summary, report
             continue
         _check_same_gold_content(name, where, report, base, base_report)
-        _check_same_gold_kind(name, where, summary, base, base_summary)
+        _check_same_gold_kind(name, where, systems, base, origins)
         for key in ("gold", "relations"):
             mine, theirs = (summary["inputs"].get(key) or {}), (base_summary["inputs"].get(key) or {})
             if mine.get("sha256") != theirs.get("sha256"):
                 raise InputError(f"{where}: its {key} input {mine.get('name')} (sha256 {_short_hash(mine)}) differs "
                                  f"from the baseline {base}'s {theirs.get('name')} (sha256 {_short_hash(theirs)}): "
-                                 "systems are compared on the same gold entries")
+                                 + ("systems are compared on the same gold entries" if key == "gold" else
+                                    "systems are compared with the same relation vocabulary (--relations/--ontology)"))
         tool = f"versions.{PRODUCT}"
         differ = [k for k in dict.fromkeys([*flat_base, *flat]) if k != tool and k not in _PER_SYSTEM_CONFIG
                   and k != "metric_families" and flat_base.get(k) != flat.get(k)]
@@ -13376,7 +13432,7 @@ def check_comparable(systems: Mapping[str, Mapping[str, Any]], origins: Mapping[
                               for k in differ[:5])
             raise InputError(f"{where}: scored with another configuration than the baseline {base}: {shown}"
                              f"{' ...' if len(differ) > 5 else ''}; "
-                             + RescoreHint.hint(name, summary, {k: flat_base.get(k) for k in differ}))
+                             + RescoreHint.hint(name, report, {k: flat_base.get(k) for k in differ}, origins[name]))
         for key in _PER_SYSTEM_CONFIG:
             if flat_base.get(key) != flat.get(key):
                 notices.append(notice("per_system_config", f"{name} was scored with {key} {_compact(flat.get(key))}, "
@@ -13621,7 +13677,7 @@ class SampledText:
                                                                dict[str, tuple[str, str]]]:
         """The rows of a headline table (:func:`metric_tables`) with each system of several
         samples' cells given their ``sd`` and sample count, and followed by its labelled
-        rows, ``NAME: best of k (upper bound)`` and ``NAME: consensus of k`` (estimates
+        rows, ``NAME: best of k (per entry, by composite)`` and ``NAME: consensus of k`` (estimates
         only, never bold); (rows, the labelled rows: name -> (system, key))."""
         out: dict[str, dict[str, MetricCell]] = {}
         extras: dict[str, tuple[str, str]] = {}
@@ -13670,8 +13726,8 @@ class SampledText:
         return [f"Several samples per entry: {', '.join(sampled)}: the value is the estimate (each entry averaged "
                 "over its samples; an interval: the entries and each drawn entry's samples resampled), \u00b1 the "
                 "standard deviation (n - 1) of the samples' own numbers.",
-                "Best of k: an upper bound, not a system (per entry the sample with the best composite, chosen with "
-                "the gold); consensus of k: per entry the triplets that more than half of the samples contain, "
+                "Best of k: not a system (per entry the sample with the best composite, chosen with the gold; an "
+                "upper bound of the macro composite only); consensus of k: per entry the triplets that more than half of the samples contain, "
                 "scored as a run; neither is bold or tested."]
 
     @staticmethod
@@ -13706,7 +13762,8 @@ class SampledText:
         lines += ["", f"{block['count']} samples of each entry, one system: the estimate averages each entry over its "
                       "samples (README, Several samples per prompt); "
                       f"{SampledSystem.BEST_OF_K.format(k=block['count'])}: per entry the sample with the best "
-                      "composite, chosen with the gold", *SampledText.table(block), "", *SampledText.components(block)]
+                      "composite, chosen with the gold (an upper bound of the macro composite only)",
+                      *SampledText.table(block), "", *SampledText.components(block)]
         ps = s.get("parse_status", {})
         lines += ["", "predictions (all samples)  " + "  ".join(f"{k} {ps.get(k, 0)}" for k in PREDICTION_STATUSES)]
         return "\n".join(lines)
@@ -15993,7 +16050,7 @@ listed below)</p></section>
     @staticmethod
     def samples_html(samples: Mapping[str, Mapping[str, Any]]) -> str:
         """The header's tables of the systems of several samples: per headline number (its
-        path) the estimate ± sd, best of k (upper bound) and consensus of k (empty without one)."""
+        path) the estimate ± sd, best of k (per entry, by composite) and consensus of k (empty without one)."""
         esc, parts = html.escape, []
         for name, block in samples.items():
             k = block["count"]
@@ -16301,6 +16358,14 @@ class Examples:
         return out
 
     @staticmethod
+    def sample_of(mark: Mapping[str, Any]) -> dict[str, Any]:
+        """A :meth:`SampledSystem.first_sample` mark whose label (a ``sample`` field's string,
+        a file's stem) is escaped as :meth:`escape` escapes titles; an int label (shown as
+        ``sample N``) as it is."""
+        label = mark["label"]
+        return {**mark, "label": label if isinstance(label, int) else Examples.escape(label)}
+
+    @staticmethod
     def escape(text: Any) -> str:
         """Text for a Markdown heading, paragraph or table cell, shown as written: a line
         break becomes a space; backslash-escaped are the backslash, the backtick, ``|``, ``*``, ``<``,
@@ -16402,14 +16467,15 @@ class Examples:
         n = len(sub.get("per_entry") or ())
         line = f"{files}: {n} entries, {ranked} ranked by composite"
         if "sample_of" in sub:
-            line += f" (the entries of {SampledSystem.sample_note(sub['sample_of'])})"
+            line += f" (the entries of {SampledSystem.sample_note(Examples.sample_of(sub['sample_of']))})"
         if n > ranked:
             line += f" ({n - ranked} with a null composite: in no list)"
         if "gains" in selections:
             gained, lost = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
             line += f"; against the baseline {gained} gained, {lost} lost, {len(deltas) - gained - lost} unchanged"
             if baseline_of is not None:
-                line += (f" (against the baseline's {SampledSystem.shown(baseline_of['label'])}, the first of its "
+                line += (f" (against the baseline's {SampledSystem.shown(Examples.sample_of(baseline_of)['label'])}, "
+                         "the first of its "
                          f"{baseline_of['count']} samples, whose entries are shown; not its estimate)")
         return [f"## {Examples.escape(name)}", "", line + ".", ""]
 
@@ -18859,6 +18925,21 @@ class RunConfig:
     examples: Path | None = None
     examples_per: int = DEFAULT_EXAMPLES_PER
 
+    @staticmethod
+    def ontology_json(relations: Path | None) -> bool:
+        """Whether ``--relations`` gives an ontology (the families that need one can run): a
+        folder of them, a Text2KGBench ontology JSON file (:func:`t2kg_load_ontology`), or a
+        stream (read once: it decides when read); False for a relation list or no file."""
+        if relations is None:
+            return False
+        if relations == STDIN_INPUT or not relations.is_file():
+            return True
+        try:
+            t2kg_load_ontology(relations)
+        except (ValueError, OSError):
+            return False
+        return True
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunConfig":
         """Build the configuration from parsed arguments (resolving ``--metrics all``)."""
@@ -18886,10 +18967,11 @@ class RunConfig:
         metrics = tuple(values["metrics"])
         values["skip_unavailable"] = bool(metrics) and metrics[0] == "all"
         if values["skip_unavailable"]:  # 'all' = every family whose inputs are present
-            has_ontology = (values["ontology"] or values["relations"]) is not None
+            has_ontology = values["ontology"] is not None or cls.ontology_json(values["relations"])
             chosen = [n for n in metrics[1:] if has_ontology or not FAMILIES[n].needs_ontology]
+            listed = f"; --relations {values['relations']} is a relation list" if values["relations"] else ""
             skipped_notices = [notice("family_skipped", f"--metrics all: {name} skipped (it needs an ontology: "
-                                      "pass --ontology FILE, or --relations)")
+                                      f"pass --ontology FILE, a Text2KGBench ontology JSON{listed})")
                                for name in metrics[1:] if name not in chosen]
             why = nltk_missing() if any(FAMILIES[n].needs_nltk for n in chosen) else None
             if why:

@@ -806,7 +806,7 @@ def test_a_configuration_refusal_names_key_values_and_the_command(runs, tmp_path
                                     "thr": ("sim_threshold", "0.7", "0.8", "--embedding-threshold 0.8")}[name]
         # every option the run needs (--no-embeddings: it was scored lexically), a report of its own
         command = f"uv run evaluate.py --pred {BASE} --gold {GOLD} --no-embeddings" + (
-            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {name}.rescored.json"
+            " --embedding-threshold 0.8" if name == "thr" else "") + f" --report {tmp_path / name}.rescored.json"
         assert err == (f"error: system {name} ({tmp_path / (name + '.json')}): scored with another configuration "
                        f"than the baseline finetuned: {key}: {value} (baseline finetuned: {base}); to make them "
                        f"comparable, rescore {name} with the baseline's settings ({option}; its other options as "
@@ -825,8 +825,10 @@ def test_reports_scored_with_other_metric_families_compare_on_the_common_ones_wi
 
 
 def _printed_command(err: str) -> list[str]:
-    """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``)."""
-    return shlex.split(err.rstrip("\n").split(": uv run evaluate.py ", 1)[1])
+    """The arguments of the command at the end of a refusal (after ``uv run evaluate.py``, or
+    outside the clone ``uv run --project CLONE CLONE/evaluate.py``)."""
+    outside = f": uv run --project {ROOT} {ROOT / 'evaluate.py'} "
+    return shlex.split(err.rstrip("\n").split(outside if outside in err else ": uv run evaluate.py ", 1)[1])
 
 
 @pytest.mark.parametrize("extra, option", [
@@ -855,6 +857,68 @@ def test_the_rescore_command_runs_as_printed_and_makes_the_systems_comparable(ru
     assert rc == 0, err
     assert _estimates(load_report(tmp_path / "c.json")["comparison"], "ft.rescored") == \
         _estimates(runs["both"]["comparison"], "finetuned")
+
+
+def test_the_rescore_command_gives_the_system_of_several_samples_and_its_relations_as_scored(tmp_path):
+    # review 4, N2/N5/N6: a system S of two sample files (a space and a ' in one name), scored
+    # with --relations and another threshold; the refusal's command names S=both files (in
+    # order, shell-quoted), carries --relations, and writes its report beside the stale one
+    # (a path from the folder --compare ran in); run as printed there, it compares.
+    folder = tmp_path / "my dir"
+    folder.mkdir()
+    first, second = folder / "ft it's.jsonl", folder / "b2.jsonl"
+    shutil.copyfile(FINETUNED, first)
+    shutil.copyfile(BASE, second)
+    rels = folder / "rels.txt"
+    rels.write_text("".join(r + "\n" for r in ev.SPEC_RELATIONS)
+                    + "contains\n", encoding="utf-8")
+    common = ("--gold", GOLD, "--no-embeddings", "--relations", rels, "--quiet")
+    rc, _, err = run_main("--pred", BASE, *common, "--report", folder / "base.json")
+    assert rc == 0, err
+    rc, _, err = run_main("--pred", f"S={first},{second}", *common, "--embedding-threshold", "0.7",
+                          "--report", folder / "s.json")
+    assert rc == 0, err
+    rc, _, err = run_main("--compare", "my dir/base.json", "my dir/s.json", "--no-report", cwd=tmp_path)
+    assert rc == 2
+    # run outside the clone: the program is the clone's, by its absolute path (review 4, N5)
+    command = (f"uv run --project {ROOT} {ROOT / 'evaluate.py'} --pred 'S={folder}/ft it'\"'\"'s.jsonl,"
+               f"{folder}/b2.jsonl' --gold {GOLD} "
+               f"--relations '{rels}' --no-embeddings --embedding-threshold 0.8 --report 'my dir/s.rescored.json'")
+    assert err.endswith(f"(its own stays as it is): {command}\n"), err
+    rc, _, err = run_main(*_printed_command(err), "--quiet", cwd=tmp_path)
+    assert rc == 0, err
+    rescored = load_report(folder / "s.rescored.json")
+    assert [s["path"] for s in rescored["summary"]["inputs"]["samples"]] == [str(first), str(second)]
+    assert rescored["samples"]["name"] == "S" and rescored["summary"]["inputs"]["relations"]["path"] == str(rels)
+    rc, _, err = run_main("--compare", "my dir/base.json", "my dir/s.rescored.json", "--no-report", "--quiet",
+                          cwd=tmp_path)
+    assert rc == 0, err
+
+
+def test_another_relation_vocabulary_is_refused_as_such(runs, tmp_path):
+    # review 4, N6: the refusal of another --relations file gives the vocabulary as the reason
+    # (before: "compared on the same gold entries", the gold's reason)
+    rels = tmp_path / "rels.txt"
+    rels.write_text("".join(r + "\n" for r in ev.SPEC_RELATIONS), encoding="utf-8")
+    single(tmp_path, BASE, "rel", "--relations", rels)
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "rel.json", "--no-report")
+    assert rc == 2
+    sha = hashlib.sha256(rels.read_bytes()).hexdigest()[:8]
+    assert err == (f"error: system rel ({tmp_path / 'rel.json'}): its relations input rels.txt (sha256 {sha}) differs "
+                   "from the baseline finetuned's None (sha256 none): systems are compared with the same relation "
+                   "vocabulary (--relations/--ontology)\n")
+
+
+def test_the_rescore_hint_names_an_input_whose_path_the_report_does_not_record(runs, tmp_path):
+    # a system scored from stdin records its file's name only: no command is printed
+    stale = load_report(runs["dir"] / "base.json")
+    stale["summary"]["inputs"]["pred"].pop("path")
+    stale["summary"]["config"]["sim_threshold"] = 0.7
+    (tmp_path / "piped.json").write_text(json.dumps(stale), encoding="utf-8")
+    rc, _, err = cli("--compare", runs["dir"] / "finetuned.json", tmp_path / "piped.json", "--no-report")
+    assert rc == 2
+    assert err.endswith("; score every system with the same options and package versions (no command: piped's "
+                        "report records no path for pred: base.jsonl)\n"), err
 
 
 def _combined(path: Path, pred: Path, change: dict | None = None) -> Path:
@@ -936,7 +1000,9 @@ def test_compare_of_a_gold_report_and_a_combined_file_report_says_score_both_aga
     tuned = _combined(tmp_path / "ft_gen.jsonl", FINETUNED)
     rc, _, err = cli("--pred", tuned, "--report", tmp_path / "ft_gen.json")
     assert rc == 0, err
-    command = f"uv run evaluate.py --pred {tuned} --gold {GOLD} --no-embeddings --report ft_gen.rescored.json"
+    # the new report beside ft_gen.json (given by its absolute path)
+    command = (f"uv run evaluate.py --pred {tuned} --gold {GOLD} --no-embeddings --report "
+               f"{tmp_path / 'ft_gen.rescored.json'}")
     for first, second, where in ((runs["dir"] / "base.json", tmp_path / "ft_gen.json", "ft_gen"),
                                  (tmp_path / "ft_gen.json", runs["dir"] / "base.json", "base")):
         rc, _, err = cli("--compare", first, second, "--no-report")
@@ -1011,7 +1077,21 @@ def test_an_embedding_run_against_a_lexical_baseline_is_told_to_rescore_with_no_
                    "similarity.model_files_hash: abcdef123456 (baseline finetuned: none); to make them comparable, "
                    "rescore emb with the baseline's settings (--no-embeddings; its other options as before) into a "
                    f"new report (its own stays as it is): uv run evaluate.py --pred {BASE} --gold {GOLD} "
-                   "--no-embeddings --report emb.rescored.json\n")
+                   f"--no-embeddings --report {tmp_path / 'emb.rescored.json'}\n")  # beside emb.json
+
+
+def test_the_rescore_command_keeps_the_embedding_model_the_system_was_scored_with(runs, tmp_path):
+    # review 4, N6: both scored with model "m" (not the default); the threshold differs: the
+    # command keeps embeddings and names the model (without it, the default model would be
+    # loaded and the new report refused again)
+    for name, source, threshold in (("mb", "base.json", 0.8), ("mt", "finetuned.json", 0.7)):
+        report = _with_model(load_report(runs["dir"] / source), "m", "m@abcdef123456", "abcdef123456")
+        report["summary"]["config"]["sim_threshold"] = threshold
+        (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
+    rc, _, err = cli("--compare", tmp_path / "mb.json", tmp_path / "mt.json", "--no-report")
+    assert rc == 2
+    assert err.endswith(f": uv run evaluate.py --pred {FINETUNED} --gold {GOLD} --embedding-threshold 0.8 "
+                        f"--embedding-model m --report {tmp_path / 'mt.rescored.json'}\n"), err
 
 
 def test_the_baseline_keeps_its_intervals_next_to_a_system_of_several_samples(tmp_path):

@@ -332,3 +332,21 @@ def test_gains_against_a_baseline_of_several_samples_name_the_sample_they_count_
     # the same counts as finetuned against base alone (test_the_lists_are_the_reports_worst_best_gains_and_losses)
     assert line.endswith("against the baseline 19 gained, 5 lost, 1 unchanged (against the baseline's base, the "
                          "first of its 2 samples, whose entries are shown; not its estimate).")
+
+
+def test_a_sample_label_is_escaped_like_titles(tmp_path):
+    # review 4, N10: a `sample` field's string label is shown in the Markdown as written (its
+    # < escaped as in titles), not as an HTML tag a previewer would render; as the baseline too
+    label = "</script><img src=x onerror=alert(1)>"
+    rows = [{**json.loads(x), "sample": s} for s, path in ((label, FINETUNED), ("b_*", BASE))
+            for x in path.read_text(encoding="utf-8").splitlines()]
+    write(tmp_path / "s.jsonl", rows)
+    out = tmp_path / "ex.md"
+    rc, _, err = run_main("--pred", tmp_path / "s.jsonl", "--pred", BASE, "--gold", GOLD, *FAST, "--bootstrap", "100",
+                          "--trials", "100", "--no-report", "--examples", out)
+    assert rc == 0, err
+    text = out.read_text(encoding="utf-8")
+    shown = r"\</script>\<img src=x onerror=alert(1)>"
+    assert f"(the entries of its {shown}, the first of 2 samples: " in text
+    assert f"(against the baseline's {shown}, the first of its 2 samples, whose entries are shown;" in text
+    assert "<img" not in text.replace(r"\<img", "")

@@ -789,19 +789,22 @@ def test_a_system_of_several_samples_shows_mean_sd_and_the_labelled_rows_in_ever
     # the composite is defined on every entry: the estimate is the mean of the samples' composites
     assert est == pytest.approx(sum(m["per_sample"]) / 3, abs=1e-15)
     assert f"{est:.4f} ± {sd:.4f} [" in outs["text"]
-    assert "ft: best of 3 (upper bound)" in outs["text"] and "ft: consensus of 3" in outs["text"]
+    assert "ft: best of 3 (per entry, by composite)" in outs["text"] and "ft: consensus of 3" in outs["text"]
     row = next(line for line in outs["markdown"].splitlines() if line.startswith(f"| ft | **{est:.3f} ± {sd:.3f} ["))
     assert row.endswith("|")
-    best = next(line for line in outs["markdown"].splitlines() if line.startswith("| ft: best of 3 (upper bound) |"))
+    best = next(line for line in outs["markdown"].splitlines()
+                if line.startswith("| ft: best of 3 (per entry, by composite) |"))
     assert "**" not in best and "[" not in best  # never bold, no interval
-    assert "Best of k: an upper bound, not a system" in outs["markdown"]
+    assert ("Best of k: not a system (per entry the sample with the best composite, chosen with the gold; an upper "
+            "bound of the macro composite only)") in outs["markdown"]
     assert rf"\textbf{{{est:.3f}}} $\pm$ {sd:.3f}" in outs["latex"] and r"{ft: consensus of 3}" in outs["latex"]
     table = list(csv.DictReader(io.StringIO(outs["csv"])))
     cell = next(r for r in table if r["system"] == "ft" and r["metric"] == "hgr.macro.composite")
     assert (float(cell["estimate"]), float(cell["sd"]), cell["samples"]) == (est, sd, "3")
     base = next(r for r in table if r["system"] == "base" and r["metric"] == "hgr.macro.composite")
     assert (base["sd"], base["samples"]) == ("", "1")
-    extra = next(r for r in table if r["system"] == "ft: best of 3 (upper bound)" and r["metric"] == "hgr.macro.composite")
+    extra = next(r for r in table if r["system"] == "ft: best of 3 (per entry, by composite)"
+                 and r["metric"] == "hgr.macro.composite")
     assert float(extra["estimate"]) == m["best_of_k"]
     # the labelled rows are of the system's 3 samples (before: samples=1), with no deviation of their own
     assert {(r["samples"], r["sd"]) for r in table if r["system"].startswith("ft: ")} == {("3", "")}
@@ -856,7 +859,7 @@ def test_the_sweep_of_a_system_of_several_samples_shows_its_estimate_in_every_ou
     assert "n/a" not in row and "| **0.540 ± 0.301** |" in row
     base = next(line for line in block.splitlines() if line.startswith("| base |"))
     assert "**" not in base  # 0.309 < 0.540 at 0.80: base is bold nowhere
-    best = next(line for line in block.splitlines() if line.startswith("| mix: best of 2 (upper bound) |"))
+    best = next(line for line in block.splitlines() if line.startswith("| mix: best of 2 (per entry, by composite) |"))
     assert "n/a" not in best
     rc, out, err = run_main("--pred", mix, "--gold", GOLD, "--no-embeddings", "--no-report", "--sweep",
                             "--format", "csv", cwd=tmp_path)

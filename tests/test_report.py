@@ -72,9 +72,30 @@ def test_metrics_all_without_an_ontology_notices_the_skipped_text2kgbench(tmp_pa
     summary = json.loads(report.read_text())["summary"]
     assert [n for n in summary["notices"] if n["kind"] == "family_skipped"] == [{
         "kind": "family_skipped",
-        "message": "--metrics all: text2kgbench skipped (it needs an ontology: pass --ontology FILE, or --relations)"}]
+        "message": "--metrics all: text2kgbench skipped (it needs an ontology: pass --ontology FILE, a Text2KGBench "
+                   "ontology JSON)"}]
     assert "text2kgbench" not in summary["config"]["metric_families"]
     assert "family_skipped: --metrics all: text2kgbench skipped" in out
+
+
+def test_metrics_all_with_a_relation_list_skips_text2kgbench_saying_it_needs_an_ontology_json(tmp_path, monkeypatch):
+    # review 4, N7: a plain-text --relations is a relation list, not an ontology: the run goes
+    # on (before: "not a Text2KGBench ontology JSON", exit 2), text2kgbench skipped with a notice
+    # that names the list; the list still checks the relations
+    monkeypatch.setattr(ev, "nltk_missing", lambda: None)
+    rels = tmp_path / "rels.txt"
+    rels.write_text("".join(r + "\n" for r in ev.SPEC_RELATIONS), encoding="utf-8")
+    report = tmp_path / "r.json"
+    rc, out, err = run_main("--pred", "predictions/finetuned.jsonl", "--gold", "gold/gold.jsonl", "--metrics", "all",
+                            "--relations", rels, "--quiet", "--no-embeddings", "--report", report, "--limit", "2",
+                            cwd=Path(__file__).parents[1])
+    assert rc == 0, err
+    summary = json.loads(report.read_text())["summary"]
+    assert [n["message"] for n in summary["notices"] if n["kind"] == "family_skipped"] == [
+        f"--metrics all: text2kgbench skipped (it needs an ontology: pass --ontology FILE, a Text2KGBench ontology "
+        f"JSON; --relations {rels} is a relation list)"]
+    assert "text2kgbench" not in summary["config"]["metric_families"]
+    assert summary["relation_vocabulary"]["source"] == "rels.txt"
 
 
 def test_embedding_fallback_is_a_notice(tmp_path):
