@@ -15197,6 +15197,8 @@ table.headline .paired {
 }
 .row:hover { background: var(--alt); }
 .row.head { position: relative; font-weight: 600; background: var(--alt); cursor: default; }
+.row.head.tall { height: auto; min-height: 30px; padding: 4px 8px; align-items: flex-end; }
+.row.head small { font-weight: 400; font-size: 11px; }
 .row.open { background: #e8f0fd; }
 .c-id { width: 110px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; }
 .c-num { width: 64px; text-align: right; font-variant-numeric: tabular-nums; }
@@ -15394,9 +15396,10 @@ a.ex { margin-right: 8px; }
     var cells = [el("span", {cls: "c-id", text: "id"})], many = own(D, "sampled") || dict();
     SYS.forEach(function (name) {
       var k = own(many, name);
-      cells.push(el("span", {cls: "c-num", text: name + (k ? " (mean of " + k.count + ")" : ""),
-                             title: k ? name + ": each entry's mean composite over its " + k.count + " samples" : name}),
-                 el("span", {cls: "c-st", text: k ? "parse (" + k.listed + ")" : "parse"}));
+      cells.push(el("span", {cls: "c-num", title: k ? name + ": each entry's mean composite over its " + k.count +
+                             " samples" : name}, k ? [name, el("br"), el("small", {text: "mean of " + k.count})] : [name]),
+                 el("span", {cls: "c-st", title: k ? "the parse status of its " + k.listed : "parse status"},
+                    k ? ["parse", el("br"), el("small", {text: k.listed})] : ["parse"]));
     });
     SYS.forEach(function (name, s) {
       if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0],
@@ -15406,7 +15409,7 @@ a.ex { margin-right: 8px; }
     cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" +
       (names.length ? "; " + names.join(", ") + ": mean of the samples" : "") +
       (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
-    $("list-head").appendChild(el("div", {cls: "row head"}, cells));
+    $("list-head").appendChild(el("div", {cls: "row head" + (names.length ? " tall" : "")}, cells));
     if (names.length) $("list-head").before(el("p", {cls: "note", id: "list-note", text: names.map(function (n) {
       var k = many[n];
       return n + ": each entry's composite is its mean over the " + k.count + " samples (\u0394, sorts and the " +
@@ -15923,7 +15926,7 @@ listed below)</p></section>
 
     #: What the example lists' headings add when a system of several samples is ranked by
     #: its entries' means (:meth:`mean_composites`).
-    MEANS_WORDS = " (composites: each entry's mean over the samples)"
+    MEANS_WORDS = " (each entry's composite: its mean over the samples)"
 
     @staticmethod
     def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int,

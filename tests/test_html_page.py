@@ -450,7 +450,7 @@ def test_the_entry_list_of_systems_of_samples_in_the_browser(browser, two_sample
     report, page, _ = two_sampled_pages
     _open(browser, page)
     heads = _text(browser, "#list-head .row.head span")
-    assert heads[1:6] == ["A (mean of 2)", "parse (base)", "B (mean of 3)", "parse (finetuned)", "Δ"]
+    assert heads[1:6] == ["A\nmean of 2", "parse\nbase", "B\nmean of 3", "parse\nfinetuned", "Δ"]
     note = browser.find_element("id", "list-note").text
     assert note.startswith("A: each entry's composite is its mean over the 2 samples") and \
         "the entry view are those of its finetuned, the first of 3." in note
