@@ -15093,7 +15093,8 @@ class AuditPage:
     example selections (:func:`example_selections`), an entry list (filters by system,
     parse status, error class or flag, relation and slice; a text search over ids, prompts
     and titles; sorts by composite and, in a comparison, by the last system's composite
-    minus the baseline's; counts that follow the filters; only the visible rows are in the
+    minus the baseline's (a system of several samples: each entry's mean over its samples,
+    :meth:`listed_means`, the entry view its first sample's); counts that follow the filters; only the visible rows are in the
     document, a virtual list) and an entry view (the prompt with the gold and predicted
     titles marked, each system's aligned pairs with their field similarities and
     ``align_sim``, each unmatched item with its class and reason; systems side by side).
