@@ -473,8 +473,8 @@ def test_the_entry_list_of_systems_of_samples_in_the_browser(browser, two_sample
 
 
 def test_the_pages_p_values_are_the_text_summarys(browser, two_sampled_pages):
-    """The header prints each p as the text summary does (4 decimals, e.g. 0.0020, not
-    the 2 significant digits 0.0020 -> "0.0020" but 0.6265 -> "0.63" of before)."""
+    """The header prints each p as the text summary does, 4 decimals (before: two
+    significant digits, "0.00020" and "0.63" where the text printed 0.0002 and 0.6265)."""
     report, page, text = two_sampled_pages
     printed = {}
     block = text.split("\nB - A ", 1)[1]
