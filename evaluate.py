@@ -14988,8 +14988,9 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
     signals held), so that a run that ends before (a signal, an error) leaves none of them;
     with fixed metadata (no dates; SVG ids salted with a constant), the same reports give
     the same bytes. Returns the paths written, in :func:`family_plots` order, PNG before
-    SVG. Raises InputError when matplotlib is missing (:data:`PLOTS_INSTALL_HELP`), the
-    folder cannot be created, or a plot file cannot be written (naming the file and the
+    SVG; a run that ends before leaves no folder it made (:meth:`StagedFiles.missing`)
+    unless it holds other files. Raises InputError when matplotlib is missing
+    (:data:`PLOTS_INSTALL_HELP`), the folder cannot be created, or a plot file cannot be written (naming the file and the
     system's reason; none is in place then, unless a rename failed: the count of those
     put in place before it).
     """
@@ -14998,11 +14999,12 @@ def write_plots(reports_by_system: Mapping[str, Mapping[str, Any]], folder: Path
         raise InputError(missing)
     import matplotlib
     from matplotlib.figure import Figure
+    created = StagedFiles.missing(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--plots {folder}: cannot create the folder: {exc.strerror or exc}") from None
-    with matplotlib.rc_context(_PLOT_RC), StagedFiles() as files:
+    with matplotlib.rc_context(_PLOT_RC), StagedFiles(created) as files:
         for stem, draw, needs in family_plots():
             fig = Figure(figsize=PLOT_SIZE_INCHES, dpi=PLOT_DPI, layout="constrained")
             if not draw(fig, reports_by_system):
@@ -15029,13 +15031,27 @@ class StagedFiles:
     name beside its path (``.NAME.XXXXXXXX.tmp``, mode 0644) and put in place together by
     :meth:`commit`: a run that ends before it (a signal, an error) leaves none of them, and a
     signal during the renames waits until all are in place. Used as a context manager: its
-    end removes the temporary files not put in place, on any exit."""
+    end removes the temporary files not put in place, on any exit, and, when it ends by an
+    exception (a signal, an error) with none in place, the folders ``created`` (the run
+    made them for these files: :meth:`missing`) that are empty."""
 
-    def __init__(self) -> None:
+    def __init__(self, created: Sequence[Path] = ()) -> None:
         #: (temporary file, path) of each file staged, in order.
         self.staged: list[tuple[str, Path]] = []
         #: How many of :attr:`staged` are in place.
         self.committed = 0
+        #: The folders made for the files, deepest first.
+        self.created = list(created)
+
+    @staticmethod
+    def missing(folder: Path) -> list[Path]:
+        """``folder`` and those of its parents that do not exist, deepest first: what
+        ``folder.mkdir(parents=True)`` makes."""
+        out = []
+        while not folder.exists() and folder != folder.parent:
+            out.append(folder)
+            folder = folder.parent
+        return out
 
     def __enter__(self) -> "StagedFiles":
         return self
@@ -15044,6 +15060,10 @@ class StagedFiles:
         for tmp, _ in self.staged[self.committed:]:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        if exc_info[0] is not None and not self.committed:
+            for folder in self.created:  # deepest first; a folder not empty stays (OSError)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
     def stage(self, path: Path, write: Callable[[Any], Any]) -> None:
         """Write ``path``'s bytes with ``write(binary file)`` to a temporary file beside it.
@@ -15165,7 +15185,8 @@ class AuditPage:
     example selections (:func:`example_selections`), an entry list (filters by system,
     parse status, error class or flag, relation and slice; a text search over ids, prompts
     and titles; sorts by composite and, in a comparison, by the last system's composite
-    minus the baseline's; counts that follow the filters; only the visible rows are in the
+    minus the baseline's (a system of several samples: each entry's mean over its samples,
+    :meth:`listed_means`, the entry view its first sample's); counts that follow the filters; only the visible rows are in the
     document, a virtual list) and an entry view (the prompt with the gold and predicted
     titles marked, each system's aligned pairs with their field similarities and
     ``align_sim``, each unmatched item with its class and reason; systems side by side).
@@ -15269,6 +15290,8 @@ table.headline .paired {
 }
 .row:hover { background: var(--alt); }
 .row.head { position: relative; font-weight: 600; background: var(--alt); cursor: default; }
+.row.head.tall { height: auto; min-height: 30px; padding: 4px 8px; align-items: flex-end; }
+.row.head small { font-weight: 400; font-size: 11px; }
 .row.open { background: #e8f0fd; }
 .c-id { width: 110px; font-weight: 600; overflow: hidden; text-overflow: ellipsis; }
 .c-num { width: 64px; text-align: right; font-variant-numeric: tabular-nums; }
@@ -15382,9 +15405,11 @@ a.ex { margin-right: 8px; }
         }
         e.keys[s] = k;
       });
+      /* the composite listed: a system of several samples' mean over its samples */
+      e.systems.forEach(function (a) { if (a) a.listed = a.mean_composite !== undefined ? a.mean_composite : a.composite; });
       var base = e.systems[0];
       e.diffs = e.systems.map(function (a, s) {
-        return s && base && a && base.composite != null && a.composite != null ? a.composite - base.composite : null;
+        return s && base && a && base.listed != null && a.listed != null ? a.listed - base.listed : null;
       });
     });
   }
@@ -15429,7 +15454,7 @@ a.ex { margin-right: 8px; }
     var di = byDiff ? parseInt(state.sort.split("_")[2], 10) : 0;
     view.forEach(function (e) {
       var a = e.systems[si];
-      e.sk = byDiff ? e.diffs[di] : (a && a.composite != null ? a.composite : null);
+      e.sk = byDiff ? e.diffs[di] : (a && a.listed != null ? a.listed : null);
     });
   }
   /* the entries the filters keep, in file order, kept while only the sort changes */
@@ -15461,17 +15486,29 @@ a.ex { margin-right: 8px; }
   }
 
   function listHeader() {
-    var cells = [el("span", {cls: "c-id", text: "id"})];
+    var cells = [el("span", {cls: "c-id", text: "id"})], many = own(D, "sampled") || dict();
     SYS.forEach(function (name) {
-      cells.push(el("span", {cls: "c-num", text: name}), el("span", {cls: "c-st", text: "parse"}));
+      var k = own(many, name);
+      cells.push(el("span", {cls: "c-num", title: k ? name + ": each entry's mean composite over its " + k.count +
+                             " samples" : name}, k ? [name, el("br"), el("small", {text: "mean of " + k.count})] : [name]),
+                 el("span", {cls: "c-st", title: k ? "the parse status of its " + k.listed : "parse status"},
+                    k ? ["parse", el("br"), el("small", {text: k.listed})] : ["parse"]));
     });
     SYS.forEach(function (name, s) {
       if (s) cells.push(el("span", {cls: "c-num", title: name + " \u2212 " + SYS[0],
                                     text: "\u0394" + (NS > 2 ? " " + name : "")}));
     });
+    var names = Object.keys(many);
     cells.push(el("span", {cls: "c-prompt", text: "prompt (composite per system" +
+      (names.length ? "; " + names.join(", ") + ": mean of the samples" : "") +
       (NS > 1 ? "; \u0394 = system \u2212 " + SYS[0] : "") + ")"}));
-    $("list-head").appendChild(el("div", {cls: "row head"}, cells));
+    $("list-head").appendChild(el("div", {cls: "row head" + (names.length ? " tall" : "")}, cells));
+    if (names.length) $("list-head").before(el("p", {cls: "note", id: "list-note", text: names.map(function (n) {
+      var k = many[n];
+      return n + ": each entry's composite is its mean over the " + k.count + " samples (\u0394, sorts and the " +
+        "lists of examples too); the parse status and the entry view are those of its " + k.listed + ", the first of " +
+        k.count;
+    }).join(". ") + "."}));
   }
   function updateCounts() {
     $("count").textContent = view.length + " of " + D.entries.length + " entries";
@@ -15500,7 +15537,7 @@ a.ex { margin-right: 8px; }
   function rowNode(e, i) {
     var cells = [el("span", {cls: "c-id", text: e.id})];
     e.systems.forEach(function (a) {
-      cells.push(el("span", {cls: "c-num", text: a ? fmt(a.composite) : "\u2013"}));
+      cells.push(el("span", {cls: "c-num", text: a ? fmt(a.listed) : "\u2013"}));
       cells.push(el("span", {cls: "c-st st-" + (a ? a.parse_status : "none"), text: a ? a.parse_status : "absent"}));
     });
     e.diffs.forEach(function (d, s) {
@@ -15639,8 +15676,11 @@ a.ex { margin-right: 8px; }
         return [p.valid ? tripletCell(p) : (p.text || triplet(p)), classTag(p["class"]), (p.flags || []).join(", "),
           p.reason || ""];
       });
+    var k = own(own(D, "sampled"), name);
     return el("div", {cls: "sys"}, [
-      el("h3", {text: name + "  composite " + fmt(a.composite)}),
+      el("h3", {text: name + "  composite " + fmt(a.listed) + (k ? " (mean of " + k.count + " samples)" : "")}),
+      k ? el("p", {cls: "note", text: "shown: its " + k.listed + " (the first of " + k.count + "), composite " +
+                                       fmt(a.composite)}) : null,
       el("p", {cls: "muted", text: "parse: " + a.parse_status + (a.parse_reason ? " (" + a.parse_reason + ")" : "")}),
       el("p", {cls: "muted", text: Object.keys(a.metrics || {}).map(function (k) {
         return k.replace(/_/g, " ") + " " + fmt(a.metrics[k]);
@@ -15867,8 +15907,8 @@ a.ex { margin-right: 8px; }
              entries, beside its paired interval and p, and the text summary's words */
           var paired = v.paired != null, delta = numbers(sfmt(paired ? v.paired_delta : v.delta), dci(v.delta_ci));
           r.push(paired ? el("span", null, [delta, el("span", {cls: "paired", text: v.paired})]) : delta,
-                 v.p_value == null ? "" : v.p_value.toPrecision(2) + (D.adjusted_column ? "" : star));
-          if (D.adjusted_column) r.push(v.p_adjusted == null ? "" : v.p_adjusted.toPrecision(2) + star);
+                 v.p_value == null ? "" : v.p_value_text + (D.adjusted_column ? "" : star));
+          if (D.adjusted_column) r.push(v.p_adjusted == null ? "" : v.p_adjusted_text + star);
         }
       });
       return r;
@@ -15977,16 +16017,49 @@ listed below)</p></section>
     UNMATCHED_PRED = ("invalid", "self_loop", "hallucinated_relation", "novel_grounded", "ungrounded")
     FLAGS = ("reversed", "duplicate", "in_prompt")
 
+    #: What the example lists' headings add when a system of several samples is ranked by
+    #: its entries' means (:meth:`mean_composites`).
+    MEANS_WORDS = " (each entry's composite: its mean over the samples)"
+
     @staticmethod
-    def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int) -> list[dict[str, Any]]:
+    def selections(systems: Mapping[str, Mapping[str, Any]], baseline: str | None, k: int,
+                   means: Mapping[str, Mapping[str, float | None]] | None = None) -> list[dict[str, Any]]:
         """The example lists of :func:`example_selections` (``k`` each) as the page lists
         them: ``{"title"`` (the heading of :data:`Examples.LISTS`, as ``--examples`` writes
         it), ``"ids"`` (entry keys)}``,
-        per system in order, its lists in the order of ``--examples``."""
-        chosen = example_selections(systems, k, baseline)
-        return [{"title": Examples.heading(kind, len(chosen[name][kind]), k, name, baseline),
-                 "ids": chosen[name][kind]} for name in systems for kind, _, _ in Examples.LISTS
-                if kind in chosen[name]]
+        per system in order, its lists in the order of ``--examples``. ``means``
+        (:meth:`mean_composites`: system -> entry key -> composite): the composites the
+        systems of several samples are ranked by, each entry's mean over the samples, as
+        the entry list shows them (the heading then ends with :data:`MEANS_WORDS`)."""
+        means = means or {}
+        ranked = {name: {"per_entry": [{"id": key, "metrics": {"composite": v}} for key, v in means[name].items()]}
+                  if name in means else sub for name, sub in systems.items()}
+        chosen = example_selections(ranked, k, baseline)
+
+        def title(kind: str, name: str) -> str:
+            mean = name in means or (kind in ("gains", "losses") and baseline in means)
+            return Examples.heading(kind, len(chosen[name][kind]), k, name, baseline) + (
+                AuditPage.MEANS_WORDS if mean else "")
+        return [{"title": title(kind, name), "ids": chosen[name][kind]} for name in systems
+                for kind, _, _ in Examples.LISTS if kind in chosen[name]]
+
+    @staticmethod
+    def mean_composites(report: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+        """The systems of several samples (:class:`SampledSystem`): name -> entry key
+        (:meth:`AuditEntry.key_of`) -> the entry's composite averaged over the samples that
+        define it (README, Several samples per prompt: the macro composite's estimate is
+        the mean of these over the entries), exact until one rounding; None where no
+        sample defines it. Empty without such a system."""
+        out = {}
+        for name, sub in report_systems(report)[0].items():
+            if isinstance(sub.get("samples"), Mapping) and sub.get("per_entry") is not None:
+                values = out[name] = {}
+                for row in sub["per_entry"]:
+                    defined = [Fraction(v) for r in row["samples"]
+                               if (v := (r.get("metrics") or {}).get("composite")) is not None]
+                    values[AuditEntry.key_of(row)] = float(sum(defined, Fraction(0)) / len(defined)) if defined \
+                        else None
+        return out
 
     @staticmethod
     def embed_json(data: Any) -> str:
@@ -16004,7 +16077,8 @@ listed below)</p></section>
         """The header's metrics: each headline path (:func:`headline_tables`, in table
         order) that some system has, ``{"table" (its table's title), "path", "label" (its
         column label), "values": {system: {"estimate", "ci",
-        "delta", "delta_ci", "p_value", "p_adjusted", "significant"}}}`` from the comparison block when
+        "delta", "delta_ci", "p_value", "p_adjusted", "significant", "p_value_text", "p_adjusted_text" (the
+        p-values as the text summary prints them, :func:`_format_p`)}}}`` from the comparison block when
         there is one (intervals; differences for the systems after the baseline), else the
         single run's numbers (:func:`metric_value`, no interval). A macro metric paired on
         the entries where both systems define it (:func:`paired_on_joint_entries`) also has
@@ -16023,6 +16097,9 @@ listed below)</p></section>
                     row = ((comparison or {}).get("metrics") or {}).get(name, {}).get(path)
                     if isinstance(row, Mapping):
                         values[name] = {k: row.get(k) for k in keys if k in row}
+                        for k in ("p_value", "p_adjusted"):  # as the text summary prints them
+                            if row.get(k) is not None:
+                                values[name][k + "_text"] = _format_p(row[k]).strip()
                         if "paired_entries" in row:
                             values[name]["paired"] = _paired_text(row).strip()
                     elif metric_value(sub, path) is not None:
@@ -16161,14 +16238,31 @@ listed below)</p></section>
         sampled = cls.samples(report)
         if sampled:  # systems of several samples: their table (rendered by render) and whose entries are listed
             data["samples"] = sampled
+            cls.listed_means(data, report)
             data["notices"] = data["notices"] + [
-                f"{name}: the entries listed are those of "
-                + SampledSystem.sample_note({"label": systems[name]["samples"]["labels"][0],
-                                             "count": systems[name]["samples"]["count"]})
-                + "; the numbers of the header and of the error-class tables are the system's (estimate ± sd over "
-                  "the samples), the class counts of the entries listed ('shown') are that sample's"
-                for name in sampled]
+                f"{name}: the entry list shows each entry's composite as its mean over the {block['count']} samples "
+                f"(differences and sorts too); the entry view shows the triplets of its {block['listed']}, the first "
+                f"of {block['count']} samples; the numbers of the header and of the error-class tables are the "
+                "system's (estimate ± sd over the samples), the class counts of the entries listed ('shown') are "
+                "that sample's" for name, block in data["sampled"].items()]
         return data
+
+    @classmethod
+    def listed_means(cls, data: dict[str, Any], report: Mapping[str, Any]) -> None:
+        """What the entry list shows of the systems of several samples, set in ``data``
+        (:meth:`page_data`): ``sampled`` (name -> ``{"count", "listed"}``: the sample whose
+        triplets the entry view shows, the first) and, in each entry's row of such a system,
+        ``mean_composite`` (:meth:`mean_composites`): the composite the list shows, sorts
+        by and takes differences of."""
+        systems = report_systems(report)[0]
+        means = cls.mean_composites(report)
+        data["sampled"] = {name: {"count": systems[name]["samples"]["count"],
+                                  "listed": SampledSystem.shown(systems[name]["samples"]["labels"][0])}
+                           for name in data["systems"] if name in means}
+        for item in data["entries"]:
+            for name, own in zip(data["systems"], item["systems"]):
+                if name in means and own is not None:
+                    own["mean_composite"] = means[name].get(item["id"])
 
     @staticmethod
     def error_classes(sub: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -20121,7 +20215,8 @@ def _write_run_html(config: RunConfig, report: Mapping[str, Any], titles: Mappin
             raise InputError(f"--html {config.html}: system {name}: the report has no per-entry rows (written with "
                              "--summary-only?): score it again with its rows")
     audits = {name: [a.as_json() for a in audit_entries(sub, name)] for name, sub in systems.items()}
-    selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER)
+    selections = AuditPage.selections(systems, baseline, config.examples_per or DEFAULT_EXAMPLES_PER,
+                                      AuditPage.mean_composites(report))
     AuditPage.write(config.html, report, audits, selections, f"{PRODUCT} audit: {' vs '.join(systems)}",
                     [t for t in titles.values() if t])
     outcome.placed("--html")

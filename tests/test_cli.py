@@ -415,15 +415,19 @@ def test_a_full_disk_under_the_page_names_what_was_written(tmp_path, monkeypatch
     assert report.is_file() and examples.is_file() and not page.exists()
 
 
-@pytest.mark.parametrize("at, plots", [
+@pytest.mark.parametrize("at, plots, folder", [
     # a signal while the plots are drawn (after the 1st, 4th, 8th of 8 files): before, 1-3
-    # files were left in the folder while the line said "not written: the plots"
-    ("plotting:TERM:1", False), ("plotting:INT:4", False), ("plotting:TERM:8", False),
+    # files were left in the folder while the line said "not written: the plots"; the
+    # folder the run made is removed (before: left empty), one that was there stays
+    ("plotting:TERM:1", False, False), ("plotting:INT:4", False, False), ("plotting:TERM:8", False, False),
+    ("plotting:INT:4", False, True),
     # right after the set is in place (the hook's 2nd "output": examples, then plots): all 8
-    ("output:TERM:2", True),
+    ("output:TERM:2", True, False),
 ])
-def test_a_signal_during_the_plots_leaves_all_of_them_or_none(tmp_path, at, plots):
-    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "P": tmp_path / "plots", "A": tmp_path / "a.html"}
+def test_a_signal_during_the_plots_leaves_all_of_them_or_none(tmp_path, at, plots, folder):
+    paths = {"R": tmp_path / "r.json", "E": tmp_path / "e.md", "P": tmp_path / "plots" / "run", "A": tmp_path / "a.html"}
+    if folder:
+        paths["P"].mkdir(parents=True)
     done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(ROOT / FINETUNED), "--gold",
                            str(ROOT / GOLD), "--no-embeddings", "--workers", "1", "--quiet", "--report",
                            str(paths["R"]), "--examples", str(paths["E"]), "--plots", str(paths["P"]), "--html",
@@ -437,9 +441,12 @@ def test_a_signal_during_the_plots_leaves_all_of_them_or_none(tmp_path, at, plot
         message = message.replace(f"({key})", f"({path})").replace(f" {key})", f" {path})")
     assert done.returncode == (130 if ":INT:" in at else 143), done.stderr
     assert done.stderr.splitlines() == [message]
+    assert paths["R"].is_file() and paths["E"].is_file() and not paths["A"].exists()
+    if not plots and not folder:  # plots/run made by the run, both levels: none left
+        assert not (tmp_path / "plots").exists()
+        return
     assert sorted(p.name for p in paths["P"].iterdir()) == (sorted(
         f"{stem}.{ext}" for stem, _, _ in ev.family_plots() for ext in ("png", "svg")) if plots else [])
-    assert paths["R"].is_file() and paths["E"].is_file() and not paths["A"].exists()
 
 
 def _drop_a_signal(sig: int) -> None:

@@ -399,6 +399,101 @@ def test_the_class_tables_of_a_system_of_samples_in_the_browser(browser, sampled
     assert _console_errors(browser) == []
 
 
+@pytest.fixture(scope="module")
+def two_sampled_pages(tmp_path_factory):
+    """Two systems of several samples: A = (base, finetuned), B = (finetuned, finetuned,
+    base; the second a copy); the report, the page and the text summary."""
+    folder = tmp_path_factory.mktemp("two-sampled")
+    copy = folder / "again.jsonl"
+    copy.write_bytes(FINETUNED.read_bytes())
+    rc, out, err = run_main("--no-embeddings", "--bootstrap", "200", "--trials", "500",
+                            "--pred", f"A={BASE},{FINETUNED}", "--pred", f"B={FINETUNED},{copy},{BASE}",
+                            "--gold", GOLD, "--report", folder / "r.json", "--html", folder / "audit.html")
+    assert rc == 0, err
+    return load_report(folder / "r.json"), folder / "audit.html", out
+
+
+def _sample_composites(report: dict, name: str) -> dict[str, list]:
+    """id -> each sample's composite of one system's entry (the report's rows)."""
+    return {r["id"]: [s["metrics"]["composite"] for s in r["samples"]] for r in report["systems"][name]["per_entry"]}
+
+
+def test_the_entry_list_of_systems_of_samples_shows_each_entrys_mean(two_sampled_pages):
+    """Each entry's listed composite is its mean over the system's samples (before: the
+    first sample's, so A = B = finetuned's on most rows and every difference +0.0000);
+    their mean over the entries is the report's macro composite; the gains and losses
+    rank the differences of those means."""
+    report, page, _ = two_sampled_pages
+    data = page_data(page.read_text(encoding="utf-8"))
+    assert data["sampled"] == {"A": {"count": 2, "listed": "base"}, "B": {"count": 3, "listed": "finetuned"}}
+    a, b = _sample_composites(report, "A"), _sample_composites(report, "B")
+    for e in data["entries"]:
+        got = [s["mean_composite"] for s in e["systems"]]
+        # A: (base + finetuned) / 2; B: (2 finetuned + base) / 3, the samples of one entry
+        assert got == pytest.approx([sum(a[e["id"]]) / 2, sum(b[e["id"]]) / 3], abs=1e-15), e["id"]
+        assert [s["composite"] for s in e["systems"]] == [a[e["id"]][0], b[e["id"]][0]]  # the sample shown
+    for s, name in enumerate("AB"):
+        mean = sum(e["systems"][s]["mean_composite"] for e in data["entries"]) / len(data["entries"])
+        assert mean == pytest.approx(report["systems"][name]["samples"]["metrics"]["hgr.macro.composite"]["estimate"],
+                                     abs=1e-12)
+    diffs = {e["id"]: e["systems"][1]["mean_composite"] - e["systems"][0]["mean_composite"] for e in data["entries"]}
+    gains = next(x for x in data["examples"] if x["title"].startswith("The 5 largest gains of B over A"))
+    assert gains["title"].endswith(ev.AuditPage.MEANS_WORDS)
+    assert gains["ids"] == sorted((k for k in diffs if diffs[k] > 1e-12), key=lambda k: (-diffs[k], k))[:5]
+    assert len(gains["ids"]) == 5 and sum(d > 1e-12 for d in diffs.values()) >= 5
+
+
+def test_the_entry_list_of_systems_of_samples_in_the_browser(browser, two_sampled_pages):
+    """The columns say "mean of k", a note above the list says what is listed and whose
+    triplets the entry view shows; the rows show the means and their differences; the
+    "B - A" sort puts the largest difference first; the entry view shows both composites."""
+    report, page, _ = two_sampled_pages
+    _open(browser, page)
+    heads = _text(browser, "#list-head .row.head span")
+    assert heads[1:6] == ["A\nmean of 2", "parse\nbase", "B\nmean of 3", "parse\nfinetuned", "Δ"]
+    note = browser.find_element("id", "list-note").text
+    assert note.startswith("A: each entry's composite is its mean over the 2 samples") and \
+        "the entry view are those of its finetuned, the first of 3." in note
+    a, b = _sample_composites(report, "A"), _sample_composites(report, "B")
+    means = {k: (sum(a[k]) / 2, sum(b[k]) / 3) for k in a}
+    row = browser.find_element("css selector", "#list-rows .row")
+    key = row.get_attribute("data-id")
+    cells = [c.text for c in row.find_elements("css selector", "span")]
+    assert cells[1] == f"{means[key][0]:.4f}" and cells[3] == f"{means[key][1]:.4f}"
+    assert cells[5] == f"{means[key][1] - means[key][0]:+.4f}"
+    browser.execute_script("window.auditPage.setFilter({sort: 'diff_desc_1'})")
+    best = max(means, key=lambda k: (round(means[k][1] - means[k][0], 12), [-ord(c) for c in k]))
+    assert browser.execute_script("return window.auditPage.viewIds()")[0] == best
+    browser.execute_script("window.auditPage.open(arguments[0])", key)
+    view = _entry_shown(browser, key)
+    assert view[0].find_element("css selector", "h3").text == f"A composite {means[key][0]:.4f} (mean of 2 samples)"
+    assert view[0].find_element("css selector", "p.note").text == \
+        f"shown: its base (the first of 2), composite {a[key][0]:.4f}"
+    assert _console_errors(browser) == []
+
+
+def test_the_pages_p_values_are_the_text_summarys(browser, two_sampled_pages):
+    """The header prints each p as the text summary does, 4 decimals (before: two
+    significant digits, "0.00020" and "0.63" where the text printed 0.0002 and 0.6265)."""
+    report, page, text = two_sampled_pages
+    printed = {}
+    block = text.split("\nB - A ", 1)[1]
+    for line in block.splitlines()[1:]:
+        if not line.strip():
+            break
+        parts = line.split()
+        printed[parts[0]] = next(p for p in parts[3:] if re.fullmatch(r"\d\.\d{4}", p))
+    _open(browser, page)
+    shown = {}
+    for tr in browser.find_elements("css selector", "#headline table tbody tr"):
+        path = tr.find_element("css selector", "td span").get_attribute("title")
+        tds = tr.find_elements("css selector", "td")
+        shown[path] = tds[4].text.rstrip(" *")
+    assert len(printed) > 20 and {p: shown[p] for p in printed} == printed
+    metrics = report["comparison"]["metrics"]["B"]
+    assert all(printed[p] == f"{metrics[p]['p_value']:.4f}" for p in printed)
+
+
 def test_filter_and_search_show_the_right_entries(browser, sample):
     """Class filter predicted: novel grounded for finetuned (UI selects) lists exactly the
     entries whose finetuned rows have such an item; a search then narrows to those whose
@@ -631,8 +726,9 @@ def test_slice_filter_keeps_apart_what_the_report_keeps_apart(browser, tmp_path)
 
 
 def _p(x):
-    """A p-value as the page prints it: two significant digits (JavaScript's toPrecision(2))."""
-    return "" if x is None else f"{x:#.2g}"
+    """A p-value as the page prints it: as the text summary does, 4 decimals (before: two
+    significant digits, 0.00050 and 0.63 where the text printed 0.0005 and 0.6265)."""
+    return "" if x is None else f"{x:.4f}"
 
 
 @pytest.mark.parametrize("correction", ["holm", None])

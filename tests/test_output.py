@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import errno
+import html
 import io
 import json
 import os
@@ -878,8 +879,9 @@ def test_the_audit_page_and_examples_of_a_system_of_several_samples(tmp_path):
     assert rc == 0, err
     text = page.read_text()
     assert "ft: 2 samples per entry" in text and "estimate ± sd (2 samples)" in text
-    assert "ft: the entries listed are those of its sample 0, the first of 2 samples" in text
-    # the entries listed are sample 0's: the finetuned predictions, whose examples a run of them alone gives
+    assert "ft: the entry list shows each entry's composite as its mean over the 2 samples (differences and sorts " \
+           "too); the entry view shows the triplets of its sample 0, the first of 2 samples" in html.unescape(text)
+    # the examples file shows sample 0's: the finetuned predictions, whose examples a run of them alone gives
     alone = tmp_path / "alone.md"
     assert run_main("--pred", SAMPLE_FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--no-report",
                     "--examples", alone, cwd=tmp_path)[0] == 0
