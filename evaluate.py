@@ -14794,7 +14794,7 @@ class SampledPlot:
     def sd(values: Iterable[float | None]) -> float:
         """The standard deviation (divisor n - 1) of the values that are not None, 0.0 for
         fewer than two."""
-        return SampledSystem.sd([v for v in values if v is not None]) or 0.0
+        return SampledSystem.sd(list(values)) or 0.0
 
     @staticmethod
     def label(name: str, report: Mapping[str, Any]) -> str:
