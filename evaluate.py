@@ -195,7 +195,7 @@ import threading
 import time
 import unicodedata
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -10224,44 +10224,51 @@ class ForkPool:
         result_send.close()
         self.workers.append((pid, task_send, result_recv))
 
+    #: Items a worker holds at once: the one it works on and the next, already in its task
+    #: pipe, so that it never waits for this process (busy with the results, or not yet
+    #: given a core by the scheduler) between two items.
+    DEPTH = 2
+
     def map(self, items: Iterable[Any]) -> Iterator[Any]:
-        """``map(fn, items)`` on the workers, results in input order. An exception raised by
-        ``fn`` is raised here in its item's turn; a worker that died raises :class:`_PoolBroken`."""
+        """``map(fn, items)`` on the workers, results in input order. Each worker holds up to
+        :attr:`DEPTH` items (it answers them in the order it got them). An exception raised
+        by ``fn`` is raised here in its item's turn; a worker that died raises :class:`_PoolBroken`."""
         import multiprocessing.connection
         pending = iter(items)
-        busy: dict[Any, int] = {}  # result receiver -> index of the item it works on
-        idle = [(sender, receiver) for _, sender, receiver in self.workers]
+        senders = {receiver: sender for _, sender, receiver in self.workers}
+        held: dict[Any, deque[int]] = {receiver: deque() for receiver in senders}
         done: dict[int, tuple[bool, Any]] = {}
         sent = following = 0
         exhausted = False
         while True:
-            while idle and not exhausted:
-                try:
-                    item = next(pending)
-                except StopIteration:
-                    exhausted = True
-                    break
-                sender, receiver = idle.pop()
-                sender.send(item)
-                busy[receiver] = sent
-                sent += 1
+            for depth in range(self.DEPTH):   # first one item to every worker, then a second
+                for receiver, queue in held.items():
+                    if exhausted or len(queue) > depth:
+                        continue
+                    try:
+                        item = next(pending)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    senders[receiver].send(item)
+                    queue.append(sent)
+                    sent += 1
             while following in done:
                 ok, value = done.pop(following)
                 following += 1
                 if not ok:
                     raise value
                 yield value
+            busy = [receiver for receiver, queue in held.items() if queue]
             if not busy:
                 return
-            senders = {receiver: sender for _, sender, receiver in self.workers}
-            for receiver in multiprocessing.connection.wait(list(busy)):
+            for receiver in multiprocessing.connection.wait(busy):
                 try:
                     ok, value = receiver.recv()
                 except (EOFError, OSError):
                     raise _PoolBroken() from None
-                done[busy.pop(receiver)] = (ok, value)
+                done[held[receiver].popleft()] = (ok, value)
                 _phase("pool")
-                idle.append((senders[receiver], receiver))
 
     def close(self) -> None:
         """Close every pipe, kill (SIGKILL) the workers and reap them; idempotent."""
@@ -19356,8 +19363,7 @@ def _recorded_pred_paths(path: Path) -> list[Any] | None:
     several sample files: the list of its files, :meth:`OutputMark.recorded_pred`), or None
     when it cannot be read as a report of ours."""
     try:
-        with open(path, "rb") as handle:
-            data = ReportHead.read(handle.read())
+        data = ReportHead.load(path)
         reports = list(data["systems"].values()) if "systems" in data else [data]
         if any("path" not in r["summary"]["inputs"]["pred"] for r in reports):
             return None
@@ -19470,7 +19476,8 @@ class ReportHead:
     :func:`_recorded_pred_paths` read, without building its per-entry rows (a report of
     100k entries is about 500 MB of JSON, which ``json.loads`` turns into Python objects
     in seconds, twice a run: the checks before and after scoring of a report path that
-    exists, when a run is repeated)."""
+    exists, when a run is repeated). :meth:`load` reads a file of our layout a chunk at a
+    time: replacing a report costs neither its size in memory nor a copy of it."""
 
     #: The top-level keys :func:`_report_runs` reads.
     KEYS = ("summary", "systems", "comparison")
@@ -19513,6 +19520,107 @@ class ReportHead:
         return {key: json.loads(bytes(value).decode("utf-8")) for key in ReportHead.KEYS
                 if (value := getattr(head, key)) is not msgspec.UNSET}
 
+    #: Bytes :meth:`load` reads at once, and the most it reads to find :data:`ROWS_KEY`.
+    CHUNK = 1 << 22
+    HEAD_MAX = 1 << 26
+    #: Our writer's layout (:func:`report_chunks`): the rows are the last top-level value,
+    #: each at four spaces (a JSON string holds no newline, so these bytes stand only
+    #: between values).
+    ROWS_KEY = b'\n  "per_entry": ['
+    ROW_SEP = b"\n    },\n    {"
+    ROWS_END = b"\n  ]\n}"
+
+    @staticmethod
+    def load(path: Path) -> Any:
+        """:meth:`read` of the bytes of the file at ``path``, or :data:`EMPTY` for a file that
+        ``str.strip`` leaves empty. A file of our writer's layout (:meth:`_streamed`) is read
+        :data:`CHUNK` bytes at a time, its rows checked as JSON and UTF-8 piece by piece and
+        never held whole; any other file, and any doubt, is read whole as before (the same
+        result or error either way). Raises OSError, ValueError (not UTF-8, not JSON) and
+        RecursionError as :meth:`read`."""
+        with open(path, "rb") as handle:
+            found = ReportHead._streamed(handle)
+            if found is not None:
+                return found
+            handle.seek(0)
+            raw = handle.read()
+        if raw.isascii():
+            blank = ReportHead._BLANK.fullmatch(raw) is not None
+        else:  # strict: a UnicodeDecodeError is a ValueError
+            text = raw.decode("utf-8")
+            blank = not text or text.isspace()   # text.strip() == "", without its copy
+            del text
+        return ReportHead.EMPTY if blank else ReportHead.read(raw, utf8_checked=True)
+
+    @staticmethod
+    def _streamed(handle: Any) -> Any:
+        """:meth:`read` of a file whose text is ``H R T``: ``H`` (within :data:`HEAD_MAX`
+        bytes) ends with the first :data:`ROWS_KEY`, ``R`` is the rows, ``T`` is
+        :data:`ROWS_END` and JSON whitespace. When ``H]}`` reads as JSON and every piece of
+        ``R`` between two :data:`ROW_SEP` (about :data:`CHUNK` bytes) reads as an array's
+        items (msgspec, which skips them without building them), ``R`` is a list of JSON
+        values and the whole text is JSON with the same top-level keys as ``H]}``: its
+        :meth:`read` is that of ``H]}``. The bytes after ``H`` are checked as UTF-8 with an
+        incremental decoder. None where any of this does not hold (the caller reads the
+        file whole: the same bytes give the same result or error)."""
+        import codecs
+
+        import msgspec
+
+        head = b""
+        while (at := head.find(ReportHead.ROWS_KEY)) < 0:
+            chunk = handle.read(ReportHead.CHUNK)
+            if not chunk or len(head) > ReportHead.HEAD_MAX:
+                return None
+            head += chunk
+        at += len(ReportHead.ROWS_KEY)
+        rows = list[ReportHead._rows_struct()]   # type: ignore[misc]
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        plain = [True]   # every byte after H so far is ASCII (then the decoder has seen none)
+
+        def check(data: Any) -> Any:
+            if not (plain[0] and data.isascii()):   # from the first non-ASCII byte on, all decoded
+                plain[0] = False
+                decoder.decode(data)
+            return data
+
+        chunk = bytearray(ReportHead.CHUNK)
+        try:
+            value = ReportHead.read(head[:at] + b"]}")
+            # pending: "[" and the rows not yet checked; a piece through the last whole row is
+            # checked in place, the "," after its "}" made the array's "]" (the rows not copied)
+            pending = bytearray(b"[")
+            pending += check(head[at:])
+            del head
+            while True:
+                cut = pending.rfind(ReportHead.ROW_SEP)
+                if cut >= 0:
+                    pending[cut + 6] = 0x5D
+                    with memoryview(pending) as view:
+                        msgspec.json.decode(view[:cut + 7], type=rows)
+                    del pending[:cut + 6]
+                    pending[0] = 0x5B
+                size = handle.readinto(chunk)
+                if not size:
+                    break
+                pending += check(chunk if size == len(chunk) else chunk[:size])
+            decoder.decode(b"", final=True)
+            body = bytes(pending).rstrip(b" \t\r\n")
+            if not body.endswith(ReportHead.ROWS_END):
+                return None
+            msgspec.json.decode(body[:-len(ReportHead.ROWS_END)] + b"]", type=rows)
+        except (ValueError, RecursionError, msgspec.DecodeError):
+            return None
+        return value
+
+    @staticmethod
+    @functools.cache
+    def _rows_struct() -> Any:
+        """A msgspec struct of no fields: decoding into it checks a JSON object and skips its values."""
+        import msgspec
+
+        return msgspec.defstruct("ReportRows", [])
+
     #: :meth:`runs` of an empty report file (only whitespace): it may be replaced.
     EMPTY: ClassVar[list[Any]] = []
     #: A file whose last change (mtime or ctime) is less than this many nanoseconds older
@@ -19541,15 +19649,8 @@ class ReportHead:
             if kept is not None and kept[:3] == shape:
                 return kept[3]
             started = time.time_ns()
-            with open(path, "rb") as handle:
-                raw = handle.read()
-            if raw.isascii():
-                blank = ReportHead._BLANK.fullmatch(raw) is not None
-            else:  # strict: a UnicodeDecodeError is a ValueError
-                text = raw.decode("utf-8")
-                blank = not text or text.isspace()   # text.strip() == "", without its copy
-                del text
-            runs: Any = ReportHead.EMPTY if blank else _report_runs(ReportHead.read(raw, utf8_checked=True))
+            head = ReportHead.load(path)
+            runs: Any = ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head)
         except (OSError, ValueError):
             return None
         if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:

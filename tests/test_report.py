@@ -407,6 +407,110 @@ def test_report_head_runs_of_blank_and_unreadable_files(tmp_path, raw, blank):
         assert got is None
 
 
+def _whole_head(raw: bytes):
+    """What ReportHead.load must give for ``raw``: the reading of the whole text (the
+    value, EMPTY, or the error class)."""
+    try:
+        text = raw.decode("utf-8")
+        if not text.strip():
+            return ev.ReportHead.EMPTY
+        return ev.ReportHead.read(raw)
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+def _load(path: Path):
+    try:
+        return ev.ReportHead.load(path)
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
+def _rows_text(rows: list) -> bytes:
+    """A report in our writer's layout: a summary, then per_entry, one row at four spaces."""
+    return ev._json_bytes({"summary": {"note": "caf\u00e9", "n": len(rows)}, "per_entry": rows}) + b"\n"
+
+
+ROWS = [{"id": f"e{k}", "metrics": {"f1": k / 7, "none": None}, "text": "\u00e0\u4e2d" * (k % 3)} for k in range(9)]
+GOOD = _rows_text(ROWS)
+#: Changes of GOOD at its n-th row separator or at its end, each read as the whole text is read.
+VARIANTS = {
+    "as written": GOOD,
+    "no final newline": GOOD.rstrip(b"\n"),
+    "trailing spaces and CRLF": GOOD + b" \r\n\t",
+    "trailing garbage": GOOD + b"x",
+    "a key after the rows": GOOD.replace(b"\n  ]\n}", b'\n  ],\n  "summary": 2\n}'),
+    "truncated": GOOD[:len(GOOD) // 2],
+    "a trailing comma in the rows": GOOD.replace(b"\n    }\n  ]", b"\n    },\n  ]"),
+    "NaN in a row (json reads it)": GOOD.replace(b'"none": null', b'"none": NaN', 3),
+    "a lone surrogate escape in a row": GOOD.replace(b'"e4"', b'"\\ud800"'),
+    "invalid UTF-8 in a row": GOOD.replace(b'"e5"', b'"\xff"'),
+    "a cut UTF-8 sequence at the end": GOOD.rstrip(b"\n") + b"\xe4",
+    "a row that is no object": GOOD.replace(b'"per_entry": [\n    {', b'"per_entry": [\n    1, {'),
+    "a separator inside a nested value": GOOD.replace(b'"metrics": {', b'"metrics": [\n    },\n    {', 1),
+    "a raw newline in a string": GOOD.replace(b'"e6"', b'"e\n    },\n    {6"'),
+    "the rows key nested": b'{"x": {\n  "per_entry": [\n    {}\n  ]\n}}',
+    "no rows key": b'{"summary": 1}',
+    "empty rows": ev._json_bytes({"summary": 1, "per_entry": []}),
+    "deep nesting in a row": GOOD.replace(b'"e7"', b"[" * 100_000 + b"]" * 100_000),
+    "CRLF layout": GOOD.replace(b"\n", b"\r\n"),
+    "a BOM": b"\xef\xbb\xbf" + GOOD,
+}
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 22])
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_report_head_load_reads_what_the_whole_text_reads(tmp_path, monkeypatch, name, chunk):
+    """ReportHead.load, which checks a report of our layout a chunk at a time (any chunk
+    size), gives what reading the whole text gives: the head, EMPTY, or the same error."""
+    monkeypatch.setattr(ev.ReportHead, "CHUNK", chunk)
+    path = tmp_path / "r.json"
+    path.write_bytes(VARIANTS[name])
+    assert _load(path) == _whole_head(VARIANTS[name])
+
+
+def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
+    """A report as the writer lays it out is read in pieces (never the whole file at
+    once: every read is at most CHUNK bytes) and gives its head; a file of another layout
+    is read whole."""
+    path = tmp_path / "r.json"
+    path.write_bytes(GOOD)
+    monkeypatch.setattr(ev.ReportHead, "CHUNK", 64)
+    with open(path, "rb") as handle:
+        assert ev.ReportHead._streamed(handle) == {"summary": {"note": "caf\u00e9", "n": 9}}
+    sizes: list[int] = []
+    real_open = open
+
+    class Counting:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def read(self, n=-1):
+            data = self.handle.read(n)
+            sizes.append(len(data) if n < 0 else n)
+            return data
+
+        def readinto(self, buffer):
+            sizes.append(len(buffer))
+            return self.handle.readinto(buffer)
+
+        def seek(self, *args):
+            return self.handle.seek(*args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+    monkeypatch.setattr(ev, "open", lambda p, mode="r", *a, **k: Counting(real_open(p, mode, *a, **k)), raising=False)
+    assert ev.ReportHead.load(path) == {"summary": {"note": "caf\u00e9", "n": 9}}
+    assert max(sizes) == 64 and len(sizes) > len(GOOD) // 64
+    sizes.clear()
+    path.write_bytes(VARIANTS["trailing garbage"])
+    assert _load(path) is json.JSONDecodeError and len(GOOD) + 1 in sizes  # read whole to give the error
+
+
 def test_report_head_runs_read_once_while_the_file_keeps_its_stat(tmp_path, two_runs, monkeypatch):
     """The runs of a report are read once and given again while its stat is the same (a
     file changed less than RACY_NS before its reading is read again every time); a change
