@@ -26,7 +26,7 @@ import pytest
 #: runs): collected first, so that under pytest-xdist (pyproject's ``--dist loadfile
 #: --no-loadscope-reorder``) a worker starts on each while the others share the rest, rather
 #: than one of them being handed out last. The order inside a file is kept.
-LONGEST_FILES = ("test_notebook.py", "test_large_runs.py")
+LONGEST_FILES = ("test_notebook.py", "test_notebook_samples.py", "test_large_runs.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
