@@ -10192,8 +10192,8 @@ class ForkPool:
     joins its manager thread at interpreter exit, which hung after Ctrl-C on a pipe a
     killed worker had been writing, and wrote to closed pipes after SIGTERM).
 
-    :meth:`map` hands out one item at a time to each idle worker and yields the results
-    in input order; :meth:`close` (always called, also after Ctrl-C, SIGTERM or an error)
+    :meth:`map` gives each worker up to :attr:`DEPTH` items at a time and yields the
+    results in input order; :meth:`close` (always called, also after Ctrl-C, SIGTERM or an error)
     closes the pipes, kills the workers still running (SIGKILL) and reaps every one, so
     nothing is left when it returns. Linux only (``os.fork``)."""
 
@@ -19368,7 +19368,7 @@ def _recorded_pred_paths(path: Path) -> list[Any] | None:
         if any("path" not in r["summary"]["inputs"]["pred"] for r in reports):
             return None
         return [OutputMark.recorded_pred(r["summary"]["inputs"]) for r in reports]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -19574,6 +19574,11 @@ class ReportHead:
                 return None
             head += chunk
         at += len(ReportHead.ROWS_KEY)
+        first_row = ReportHead.ROW_SEP[7:]
+        while len(head) < at + len(first_row) and (chunk := handle.read(ReportHead.CHUNK)):
+            head += chunk
+        if not head.startswith(first_row, at):   # not our layout (CRLF, no rows): read whole
+            return None
         rows = list[ReportHead._rows_struct()]   # type: ignore[misc]
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         plain = [True]   # every byte after H so far is ASCII (then the decoder has seen none)
@@ -19592,14 +19597,17 @@ class ReportHead:
             pending = bytearray(b"[")
             pending += check(head[at:])
             del head
+            searched = 0     # pending[:searched] holds no ROW_SEP: each byte is searched about once
             while True:
-                cut = pending.rfind(ReportHead.ROW_SEP)
+                cut = pending.rfind(ReportHead.ROW_SEP, searched)
+                searched = max(0, len(pending) - len(ReportHead.ROW_SEP) + 1)
                 if cut >= 0:
                     pending[cut + 6] = 0x5D
                     with memoryview(pending) as view:
                         msgspec.json.decode(view[:cut + 7], type=rows)
                     del pending[:cut + 6]
                     pending[0] = 0x5B
+                    searched = max(0, searched - (cut + 6))
                 size = handle.readinto(chunk)
                 if not size:
                     break
@@ -19651,7 +19659,7 @@ class ReportHead:
             started = time.time_ns()
             head = ReportHead.load(path)
             runs: Any = ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:
             ReportHead._kept[ident] = (*shape, runs)

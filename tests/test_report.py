@@ -475,9 +475,10 @@ def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
     is read whole."""
     path = tmp_path / "r.json"
     path.write_bytes(GOOD)
-    monkeypatch.setattr(ev.ReportHead, "CHUNK", 64)
-    with open(path, "rb") as handle:
-        assert ev.ReportHead._streamed(handle) == {"summary": {"note": "caf\u00e9", "n": 9}}
+    for chunk in (1, 7, 13, 64):   # any chunk size, the rows key ending at a chunk's end included
+        monkeypatch.setattr(ev.ReportHead, "CHUNK", chunk)
+        with open(path, "rb") as handle:
+            assert ev.ReportHead._streamed(handle) == {"summary": {"note": "caf\u00e9", "n": 9}}
     sizes: list[int] = []
     real_open = open
 
@@ -509,6 +510,21 @@ def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
     sizes.clear()
     path.write_bytes(VARIANTS["trailing garbage"])
     assert _load(path) is json.JSONDecodeError and len(GOOD) + 1 in sizes  # read whole to give the error
+    sizes.clear()
+    crlf = VARIANTS["CRLF layout"]
+    path.write_bytes(crlf)   # another layout: given up after the head, not buffered to the end first
+    assert ev.ReportHead.load(path) == {"summary": {"note": "caf\u00e9", "n": 9}}
+    head_reads = -(-(crlf.find(ev.ReportHead.ROWS_KEY) + len(ev.ReportHead.ROWS_KEY)) // 64)
+    assert sizes[:head_reads] == [64] * head_reads and sizes[head_reads:] == [len(crlf)]
+
+
+def test_report_head_of_a_file_nested_too_deep_is_no_report(tmp_path):
+    """Nesting deeper than the decoder's recursion limit: not a report of ours (None), as
+    any file that is not JSON, for both checks of an existing report path."""
+    path = tmp_path / "r.json"
+    path.write_bytes(b'{"summary": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert ev.ReportHead.runs(path) is None
+    assert ev._recorded_pred_paths(path) is None
 
 
 def test_report_head_runs_read_once_while_the_file_keeps_its_stat(tmp_path, two_runs, monkeypatch):
