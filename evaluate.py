@@ -19671,7 +19671,9 @@ class ReportHead:
 
 def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
     """What identifies the run of a report of ours (one system, a comparison, a merge):
-    per system, (predictions path, gold path, ``summary.config`` without the versions,
+    per system, (predictions path, gold path, ``summary.config`` without the versions and
+    the similarity's ``fallback_reason`` (informational: it lists the model caches searched,
+    one of them under ``TMPDIR``, so it differs between jobs of the same run),
     the resampling items of its signature and of the comparison's: ``--bootstrap``,
     ``--trials``, ``--seed``, ``--correction``),
     the paths as ``summary.inputs`` records them (resolved; None for a piped input); None
@@ -19691,8 +19693,11 @@ def _report_runs(report: Any) -> list[tuple[Any, Any, Any, Any]] | None:
                           if item.split(":", 1)[0] in _RESAMPLING_KEYS]
             if "path" not in inputs["pred"]:
                 return None
+            options = {k: v for k, v in config.items() if k != "versions"}
+            if isinstance(options.get("similarity"), Mapping):  # which caches a fallback searched: TMPDIR's
+                options["similarity"] = {k: v for k, v in options["similarity"].items() if k != "fallback_reason"}
             runs.append((OutputMark.recorded_pred(inputs), gold.get("path") if isinstance(gold, Mapping) else None,
-                         {k: v for k, v in config.items() if k != "versions"}, resampling))
+                         options, resampling))
         return runs
     except (KeyError, TypeError, AttributeError):
         return None

@@ -801,6 +801,12 @@ def test_explicit_report_of_another_run_is_refused_unless_overwrite(tmp_path):
     held = old.read_bytes()
     assert run_main("--pred", pred, *base)[0] == 0  # the same command replaces its own report
     assert old.read_bytes() == held
+    # another fallback reason (the model caches a lexical fallback searched: one is under
+    # TMPDIR, which differs between jobs of one run) is still this run: replaced
+    report = json.loads(held)
+    report["summary"]["config"]["similarity"]["fallback_reason"] = "no model in /tmp/job-17/fastembed_cache"
+    old.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    assert run_main("--pred", pred, *base)[0] == 0 and old.read_bytes() == held
     # other inputs: refused before scoring, naming the run the file holds
     rc, out, err = run_main("--pred", other, *base)
     assert rc == 2 and old.read_bytes() == held
