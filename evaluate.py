@@ -19921,16 +19921,14 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                 else:  # a text-only stdout (redirected in-process)
                     sys.stdout.write(chunk.decode("utf-8"))
             (binary or sys.stdout).flush()
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError:   # the reader went away (`| head`): the files are written still
+            return _after_broken_pipe(config, report, examples_of, titles, outcome)
         except OSError as exc:
             raise StdoutUnwritable(f"cannot write the report to stdout (--report -): {exc.strerror or exc}; "
                                    f"the report was not written") from None
         sys.stderr.write(replace_surrogates(format_output(report, DEFAULT_FORMAT, titles)))
         outcome.printed = True
-        _write_run_examples(config, examples_of, outcome)
-        _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
-        _write_run_html(config, examples_of, titles, outcome)
+        _write_run_files(config, report, examples_of, titles, outcome)
         return 0
     if report_path is not None:
         _refuse_replacing_another_run(config, report_path, report)
@@ -19943,8 +19941,8 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
         _print_output(config, report, titles, f"report written to {report_path}" if report_path is not None
                       else "no report written (--no-report)")
         sys.stdout.flush()
-    except BrokenPipeError:
-        raise
+    except BrokenPipeError:   # the reader went away (`| head`): the files are written still
+        return _after_broken_pipe(config, report, examples_of, titles, outcome)
     except OSError as exc:
         what = ("the summary" if config.output_format in (None, DEFAULT_FORMAT)
                 else f"the --format {config.output_format} output")
@@ -19952,11 +19950,27 @@ def _emit(config: RunConfig, report: dict[str, Any], titles: Mapping[str, str], 
                                + (f"; the report was written to {outcome.written}" if outcome.written is not None
                                   else " (no report written: --no-report)")) from None
     outcome.printed = True
+    _write_run_files(config, report, examples_of, titles, outcome)
+    return 0
+
+
+def _write_run_files(config: RunConfig, report: Mapping[str, Any], examples_of: Mapping[str, Any],
+                     titles: Mapping[str, str], outcome: RunOutcome) -> None:
+    """The outputs written after the summary: ``--examples``, ``--plots``, ``--html``."""
     _write_run_examples(config, examples_of, outcome)
     # a system of several samples draws from its rows (the pooled samples), kept with --summary-only
     _write_run_plots(config, examples_of if isinstance(report.get("samples"), Mapping) else report, outcome)
     _write_run_html(config, examples_of, titles, outcome)
-    return 0
+
+
+def _after_broken_pipe(config: RunConfig, report: Mapping[str, Any], examples_of: Mapping[str, Any],
+                       titles: Mapping[str, str], outcome: RunOutcome) -> int:
+    """stdout's reader went away (``... | head``): stdout is silenced, the files the run was
+    asked for are written all the same (:func:`_write_run_files`), then the BrokenPipeError
+    goes on to :func:`main` (exit status 0, as a pipe's reader that stops early asks)."""
+    _silence_stdout()
+    _write_run_files(config, report, examples_of, titles, outcome)
+    raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")
 
 
 def _write_run_examples(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:

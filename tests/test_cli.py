@@ -529,6 +529,29 @@ def test_a_dropped_signal_then_a_closed_stdout_still_ends_with_the_signals_statu
     assert run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)[:2] == (0, "")
 
 
+@pytest.mark.parametrize("report", ["file", "-"])
+def test_a_closed_stdout_still_gets_the_files_written(tmp_path, report):
+    """`evaluate.py ... | head`: the reader of stdout went away before the summary (or the
+    report, --report -) was written; the run exits 0 as a pipeline asks, and the report
+    file, --html and --examples are written all the same (before: exit 0 without them)."""
+    paths = {"--html": tmp_path / "page.html", "--examples": tmp_path / "examples.md"}
+    args = [sys.executable, str(ROOT / "evaluate.py"), "--pred", str(FINETUNED), "--gold", str(GOLD),
+            "--no-embeddings", "--quiet", "--report", "-" if report == "-" else str(tmp_path / "r.json")]
+    for flag, path in paths.items():
+        args += [flag, str(path)]
+    read, write = os.pipe()
+    os.close(read)                       # no reader at all: the first write to stdout fails
+    try:
+        proc = subprocess.run(args, stdout=write, stderr=subprocess.PIPE, cwd=ROOT, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert all(path.stat().st_size > 0 for path in paths.values())
+    if report == "file":
+        assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["summary"]["n_entries"] > 0
+
+
 def test_after_a_dropped_signal_the_next_one_raises_at_once(monkeypatch):
     # Before, a signal whose exception was dropped made every later one do nothing (the
     # run went on to exit 0). Now the next one raises at once; one after it, while that
