@@ -194,6 +194,7 @@ import tempfile
 import threading
 import time
 import unicodedata
+import weakref
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -9542,6 +9543,23 @@ class RowSpool:
 
     FORMS = ("report", "lines")
     _SEPARATORS = {"report": b",\n    ", "lines": b""}
+    #: The spools on disk not yet closed (:meth:`close_all`).
+    _open: ClassVar[weakref.WeakSet["RowSpool"]] = weakref.WeakSet()
+
+    def close(self) -> None:
+        """Close the spool's file, which removes it; idempotent."""
+        RowSpool._open.discard(self)
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close (remove) every spool file still open: the end of a command-line run
+        (:func:`main`). Its objects may still be referenced then (a cycle), and a process
+        that ends with ``os._exit`` (the fast-start launcher) runs no finaliser that would
+        remove them."""
+        for spool in list(cls._open):
+            spool.close()
     #: Bytes buffered before a write to the spool's file: rows are a few KB, and the default
     #: buffer (8 KB) made nearly every row a system call of its own (a third of the CPU
     #: time of spooling them).
@@ -9564,6 +9582,7 @@ class RowSpool:
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder) from None
             self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
+            RowSpool._open.add(self)
         self._folder = folder
         self._sizes = array.array("Q")   # the byte size of each row's text
         self._dropped: list[tuple[str, str]] = []
@@ -20465,7 +20484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: parse ``argv`` and run; maps errors to exit status 2 (input) / 1 (a
     bug, with its traceback, or a worker process killed: :class:`WorkerLost`, without one),
     Ctrl-C to 130 and SIGTERM to 143 (after the same clean-up)."""
-    status = _main(argv)
+    try:
+        status = _main(argv)
+    finally:
+        RowSpool.close_all()
     _phase("exit")  # the test hook's last point: the handlers are off, a signal leaves the status
     return status
 

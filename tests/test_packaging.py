@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import evaluate as ev
+from helpers import write_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -359,6 +360,30 @@ def _start(prefix: Path, *args: str | Path, cwd: Path, plain: bool = False, pyth
         env["KG_EVAL_PLAIN_START"] = "1"
     return subprocess.run([sys.executable, *python, str(script or ROOT / "evaluate.py"), *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_run_leaves_no_row_spool_behind(launcher, prefix, tmp_path, plain):
+    """The rows of a run of 2,000 entries or more are spooled to a temporary file
+    (SPOOL_MIN_ENTRIES); the run removes it before it ends, also through the fast start,
+    which ends the process with os._exit (no finaliser runs: with --metrics webnlg2020 the
+    spool was left in TMPDIR, 20 MB for 2,000 entries)."""
+    gold = [{"id": f"e{k}", "prompt": f"Acme {k} is in City {k}.", "triplets": [
+        {"source": {"title": f"Acme {k}", "type": "org"}, "relation": {"type": "located_in", "weight": 1.0},
+         "target": {"title": f"City {k}", "type": "place"}}]} for k in range(2_000)]
+    g = write_jsonl(tmp_path / "g.jsonl", gold)
+    p = write_jsonl(tmp_path / "p.jsonl", [{"id": o["id"], "triplets": o["triplets"]} for o in gold])
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in _FAST_ENV_DROP}
+    env.update(PYTHONPYCACHEPREFIX=str(prefix), TMPDIR=str(temp), **({"KG_EVAL_PLAIN_START": "1"} if plain else {}))
+    proc = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(p), "--gold", str(g),
+                           "--metrics", "webnlg2020", "--no-embeddings", "--quiet", "--workers", "1",
+                           "--report", str(tmp_path / "r.json")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["summary"]["n_entries"] == 2_000
+    assert sorted(path.name for path in temp.iterdir()) == []
 
 
 def _plant(pyc: Path, source: bytes, program: str) -> None:
