@@ -19753,6 +19753,13 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     if held is ReportHead.EMPTY:
         return
     if held is None:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:   # not "no report of ours": the file cannot be read to tell
+            raise InputError(f"--report {path}: exists and cannot be read ({exc.strerror or exc}), so it cannot "
+                             "be told to hold this run's report; refusing to overwrite it: make it readable, "
+                             "remove it, or give another path") from None
         raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
                          "summary inputs, config and signature); refusing to overwrite it: remove it first or give "
                          "another path")

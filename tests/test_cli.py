@@ -811,6 +811,28 @@ def test_an_unreadable_input_is_an_error_not_a_bug(tmp_path, which):
         shutil.rmtree(folder)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0, reason="needs root to become another user")
+def test_an_existing_report_that_cannot_be_read_is_named_so(tmp_path):
+    """A --report file the user cannot read is refused as unreadable (before: "not a report
+    of ours", which sends the user looking for the wrong problem)."""
+    folder = Path(tempfile.mkdtemp(prefix="unreadable-report-"))
+    try:
+        os.chmod(folder, 0o777)
+        shutil.copy(ROOT / FINETUNED, folder / "p.jsonl")
+        shutil.copy(ROOT / GOLD, folder / "g.jsonl")
+        report = folder / "r.json"
+        report.write_text("{}", encoding="utf-8")
+        os.chmod(report, 0o200)   # writable, not readable
+        status, err = main_as_nobody("--pred", folder / "p.jsonl", "--gold", folder / "g.jsonl", "--no-embeddings",
+                                     "--quiet", "--report", report)
+        assert status == 2, err
+        assert err.splitlines() == [f"error: --report {report}: exists and cannot be read (Permission denied), so "
+                                    "it cannot be told to hold this run's report; refusing to overwrite it: make it "
+                                    "readable, remove it, or give another path"]
+    finally:
+        shutil.rmtree(folder)
+
+
 # ------------------------------------------ issue 17 item 7: an explicit --report keeps another run's result
 
 
