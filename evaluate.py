@@ -19306,8 +19306,9 @@ _REPORT_HEAD_RE = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"(?:summary|systems)"
 
 
 def _may_overwrite_report(path: Path) -> bool:
-    """Whether an existing ``--report`` target may be replaced: an empty file, or one that
-    begins like a report of ours (:data:`_REPORT_HEAD_RE`, its first 4 KB read). Anything
+    """Whether an existing ``--report`` target may be replaced: an empty file (or one of only
+    ASCII whitespace under 4 KB: :data:`ReportHead.EMPTY` too), or one that begins like a
+    report of ours (:data:`_REPORT_HEAD_RE`, its first 4 KB read). Anything
     else (a predictions or gold file, notes, another tool's JSON) is kept: a mistyped
     ``--report`` never destroys data."""
     try:
@@ -19315,7 +19316,8 @@ def _may_overwrite_report(path: Path) -> bool:
             head = handle.read(4096)
     except OSError:
         return True  # unreadable: the write itself will say why
-    return not head or _REPORT_HEAD_RE.match(head) is not None
+    blank = len(head) < 4096 and ReportHead._BLANK.fullmatch(head) is not None
+    return blank or _REPORT_HEAD_RE.match(head) is not None
 
 
 #: The keys every per-entry row has (:func:`build_report`): how an existing file is known

@@ -846,6 +846,8 @@ def test_explicit_report_of_another_run_is_refused_unless_overwrite(tmp_path):
     held = old.read_bytes()
     assert run_main("--pred", pred, *base)[0] == 0  # the same command replaces its own report
     assert old.read_bytes() == held
+    old.write_bytes(b" \n\t\r\n")                    # a file of only whitespace is as empty: replaced
+    assert run_main("--pred", pred, *base)[0] == 0 and old.read_bytes() == held
     # another fallback reason (the model caches a lexical fallback searched: one is under
     # TMPDIR, which differs between jobs of one run) is still this run: replaced
     report = json.loads(held)
