@@ -9519,7 +9519,7 @@ class TempFilesUnwritable(InputError):
         """The error for ``exc`` (ENOSPC, EFBIG, EACCES, EROFS ...) raised writing in
         ``folder`` (default: the temporary folder, :func:`tempfile.gettempdir`)."""
         where = folder if folder is not None else tempfile.gettempdir()
-        return cls(f"cannot write temporary files in {where} (the temporary folder: TMPDIR names another): "
+        return cls(f"cannot write temporary files in {where} (the temporary folder; set TMPDIR to use another): "
                    f"{exc.strerror or exc}; no report written")
 
 

@@ -762,7 +762,7 @@ def test_a_temporary_folder_that_cannot_be_written_is_an_error_not_a_bug(tmp_pat
                           timeout=120, env={**os.environ, "TMPDIR": str(spool)}, preexec_fn=_small_files)
     assert done.returncode == 2, done.stderr
     assert done.stderr.decode().splitlines() == [f"error: cannot write temporary files in {spool} (the temporary "
-                                                 "folder: TMPDIR names another): File too large; no report written"]
+                                                 "folder; set TMPDIR to use another): File too large; no report written"]
     assert list(spool.iterdir()) == [] and list(out.iterdir()) == []
 
 
