@@ -19661,8 +19661,9 @@ class ReportHead:
 
     @staticmethod
     def runs(path: Path) -> Any:
-        """:func:`_report_runs` of the report file at ``path``: None when it cannot be read
-        (OSError), is not UTF-8 JSON (ValueError) or not a report of ours; :data:`EMPTY`
+        """:func:`_report_runs` of the report file at ``path``: None when it is not UTF-8
+        JSON (ValueError, RecursionError) or not a report of ours (OSError, a file that
+        cannot be read, is raised: the caller names it); :data:`EMPTY`
         for an empty file (or only whitespace). A run reads the file once: the check before
         scoring and the one before writing (:func:`_refuse_replacing_another_run`) of a
         500 MB report would otherwise read, decode and parse it twice. The runs are kept
@@ -19680,7 +19681,7 @@ class ReportHead:
             started = time.time_ns()
             head = ReportHead.load(path)
             runs: Any = ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head)
-        except (OSError, ValueError, RecursionError):
+        except (ValueError, RecursionError):
             return None
         if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:
             ReportHead._kept[ident] = (*shape, runs)
@@ -19751,17 +19752,15 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     refuses other files before this). Raises InputError naming the run the file holds."""
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
-    held = ReportHead.runs(path)
+    try:
+        held = ReportHead.runs(path)
+    except OSError as exc:   # not "no report of ours": the file cannot be read to tell
+        raise InputError(f"--report {path}: exists and cannot be read ({exc.strerror or exc}), so it cannot "
+                         "be told to hold this run's report; refusing to overwrite it: make it readable, "
+                         "remove it, or give another path") from None
     if held is ReportHead.EMPTY:
         return
     if held is None:
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:   # not "no report of ours": the file cannot be read to tell
-            raise InputError(f"--report {path}: exists and cannot be read ({exc.strerror or exc}), so it cannot "
-                             "be told to hold this run's report; refusing to overwrite it: make it readable, "
-                             "remove it, or give another path") from None
         raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
                          "summary inputs, config and signature); refusing to overwrite it: remove it first or give "
                          "another path")
