@@ -3391,13 +3391,46 @@ class JsonlReader:
         return int(np.cumsum(steps).max()) > max_depth
 
     @staticmethod
+    @functools.cache
+    def _msgspec() -> tuple[Callable[[bytes], Any], tuple[type[BaseException], ...]]:
+        """(msgspec's JSON decoder, the exceptions it raises for a line it does not read):
+        imported on the first line read, not by a run that reads none."""
+        import msgspec
+
+        return msgspec.json.Decoder().decode, (msgspec.DecodeError, RecursionError)
+
+    @staticmethod
     def decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
         """One physical line's :class:`JsonlLine` (None for a blank line): its text decoded
-        as strict UTF-8 and read by :meth:`loads`, or the line's error (invalid UTF-8,
-        invalid JSON, nesting deeper than ``max_depth``). A line without a run of 19 digits
-        is read by orjson from its bytes first: what it reads is what :meth:`loads` reads
-        from the text (:meth:`read_again` says why), and a line it refuses is read by
-        ``json.loads``, as :meth:`loads` would after orjson refused the same text."""
+        as strict UTF-8 and read as ``json.loads`` reads it, or the line's error (invalid
+        UTF-8, invalid JSON, nesting deeper than ``max_depth``, a top-level key given twice:
+        :meth:`unless_repeated`).
+
+        msgspec reads the bytes first. What it reads is what ``json.loads`` reads from the
+        text: it checks the UTF-8 of the whole line (strings included) and reads integers of
+        any size exactly and floats correctly rounded, as json does, and it refuses every
+        line that json reads otherwise or refuses (``NaN``, ``Infinity``, a float beyond the
+        largest double, which json reads as infinite, a lone surrogate escape, a BOM, a
+        control character in a string, nesting near the recursion limit);
+        tests/test_input_jsonl.py compares them on fuzzed lines. A line it refuses takes
+        :meth:`_decode_steps`, which gives the value or the error."""
+        decode, refused = JsonlReader._msgspec()
+        try:
+            value = decode(raw)
+        except refused:
+            return JsonlReader._decode_steps(raw, line_no, max_depth)
+        if JsonlReader.depth_exceeds(raw, max_depth):
+            return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
+                             raw[:JsonlReader.RAW_HEAD])
+        return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
+
+    @staticmethod
+    def _decode_steps(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
+        """:meth:`decode_line` of a line that msgspec does not read: a line without a run of
+        19 digits is read by orjson from its bytes first (what it reads is what
+        :meth:`loads` reads from the text), and a line it refuses is read by
+        ``json.loads``, as :meth:`loads` would after orjson refused the same text; the
+        error messages are those of ``json.loads`` of the text."""
         plain = raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0
         if plain:
             try:
@@ -3435,6 +3468,9 @@ class JsonlReader:
     #: A string that follows ``{`` or ``,`` (a key's place) and holds a backslash before its
     #: closing quote: a key that may be written with an escape (``"out\u0070ut"``).
     ESCAPED_KEY = re.compile(rb'[{,]\s*"[^"\\]*\\')
+    #: A top-level key's quoted form (its UTF-8 between quotes) by key: lines repeat their keys
+    #: (bounded as the similarity memos, :func:`_bounded_put`).
+    _QUOTED: ClassVar[dict[str, bytes]] = {}
 
     @staticmethod
     def unless_repeated(line: JsonlLine, raw: bytes) -> JsonlLine:
@@ -3447,10 +3483,18 @@ class JsonlReader:
         cannot be repeated; any other line is read again by ``json.loads`` with an
         ``object_pairs_hook`` that sees every key, so the test is exact."""
         value = line.value
-        if not isinstance(value, dict) or (
-                all(raw.count(b'"%s"' % key.encode("utf-8", "surrogatepass")) == 1 for key in value)
-                and (b"\\" not in raw or JsonlReader.ESCAPED_KEY.search(raw) is None)):
+        if type(value) is not dict:
             return line
+        quoted, count = JsonlReader._QUOTED, raw.count
+        for key in value:
+            text = quoted.get(key)
+            if text is None:
+                text = _bounded_put(quoted, key, b'"%s"' % key.encode("utf-8", "surrogatepass"))
+            if count(text) != 1:
+                break
+        else:
+            if b"\\" not in raw or JsonlReader.ESCAPED_KEY.search(raw) is None:
+                return line
         repeated: list[list[str]] = []  # per object, in the order the decoder ends them: the line's own last
 
         def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -3471,18 +3515,15 @@ class JsonlReader:
     def read_again(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
         """:meth:`decode_line` of bytes that it read before without an error (a line kept
         by :class:`LineStore`): the same value, with less work where it cannot differ. A
-        line without a run of 19 digits that orjson reads from its bytes is what
-        :meth:`loads` read from its text (orjson reads valid UTF-8 bytes as their decoded
-        text and refuses any other bytes; the trailing CR/LF that decode_line strips is
-        JSON whitespace, and a valid JSON value is no blank line), and its depth passed
-        :meth:`depth_exceeds` before (the same bytes); any other line is decoded again by
-        :meth:`decode_line`."""
-        if raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0:
-            try:
-                return JsonlLine(line_no, orjson.loads(raw), None)
-            except orjson.JSONDecodeError:
-                pass
-        return JsonlReader.decode_line(raw, line_no, max_depth)
+        line that msgspec reads is what :meth:`decode_line` read (the same bytes: the same
+        value; the trailing CR/LF that ``json.loads`` of the text never sees is JSON
+        whitespace), and its depth and keys passed :meth:`decode_line`'s checks before; any
+        other line is decoded again by :meth:`decode_line`."""
+        decode, refused = JsonlReader._msgspec()
+        try:
+            return JsonlLine(line_no, decode(raw), None)
+        except refused:
+            return JsonlReader.decode_line(raw, line_no, max_depth)
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:

@@ -92,7 +92,7 @@ from pathlib import Path
 IN_COLAB = "google.colab" in sys.modules
 
 if IN_COLAB:
-    _packages = ["transformers>=4.51", "json-repair>=0.30", "numpy>=1.26"]
+    _packages = ["transformers>=4.51", "json-repair>=0.30", "numpy>=1.26", "orjson>=3.10", "msgspec>=0.19"]
     if adapter:
         _packages.append("peft")
     if str(model_id).endswith(".gguf"):

@@ -1,12 +1,13 @@
 """Input: read_jsonl, the strict JSONL reader: BOM, CRLF, CR-only files, invalid UTF-8,
-invalid JSON, nesting depth, long lines in bounded memory, missing files; orjson's
-fast path and its exact fallback to the json module.
+invalid JSON, nesting depth, long lines in bounded memory, missing files; msgspec's
+fast path and its exact fallbacks (orjson, then the json module).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import tracemalloc
 
 import pytest
@@ -132,7 +133,7 @@ def test_jsonl_missing_file_raises(tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# orjson reads the lines; every line it reads differently goes to json.loads
+# msgspec reads the lines; every line it refuses takes the steps (orjson, then json.loads)
 # --------------------------------------------------------------------------------------
 
 def same_json(a, b) -> bool:
@@ -190,6 +191,9 @@ def test_jsonl_values_equal_json_loads(tmp_path, line, differs):
         assert rec.error is None
         assert same_json(rec.value, json.loads(line))
     assert same_json(ev.JsonlReader.loads(line), json.loads(line))
+    decode, refused = ev.JsonlReader._msgspec()   # the first reader: json's value, or it refuses the line
+    with contextlib.suppress(*refused):
+        assert same_json(decode(line.encode("utf-8", "surrogatepass")), json.loads(line))
 
 
 @pytest.mark.parametrize("line", ['[1,]', '{"a": 1} x', '01', '"\x01"', '{"a" 1}', "{'a': 1}", '[1]\x0c'])
@@ -204,11 +208,17 @@ def test_jsonl_invalid_lines_keep_json_messages(tmp_path, line):
     assert rec.error == f"line 1: invalid JSON: {expected.value.msg} (column {expected.value.colno})"
 
 
-def test_jsonl_ordinary_lines_go_through_orjson(tmp_path, monkeypatch):
-    # the fast path is really taken (and the json module only for the lines that need it)
+def test_jsonl_ordinary_lines_go_through_msgspec(tmp_path, monkeypatch):
+    # the fast path is really taken: msgspec reads every line first, and only the lines it
+    # refuses take the steps (orjson, then the json module where orjson refuses them too)
     orjson = pytest.importorskip("orjson")
-    calls = {"orjson": 0, "json": 0}
+    calls = {"msgspec": 0, "orjson": 0, "json": 0}
+    decode, refused = ev.JsonlReader._msgspec()
     real_orjson, real_json = orjson.loads, json.loads
+
+    def spy_msgspec(raw):
+        calls["msgspec"] += 1
+        return decode(raw)
 
     def spy_orjson(text):
         calls["orjson"] += 1
@@ -218,6 +228,7 @@ def test_jsonl_ordinary_lines_go_through_orjson(tmp_path, monkeypatch):
         calls["json"] += 1
         return real_json(text, *args, **kwargs)
 
+    monkeypatch.setattr(ev.JsonlReader, "_msgspec", staticmethod(lambda: (spy_msgspec, refused)))
     monkeypatch.setattr(ev.orjson, "loads", spy_orjson)
     monkeypatch.setattr(ev.json, "loads", spy_json)
     path = tmp_path / "x.jsonl"
@@ -225,9 +236,75 @@ def test_jsonl_ordinary_lines_go_through_orjson(tmp_path, monkeypatch):
                     '{"id": 1234567890123456789012}\n', encoding="utf-8")
     recs = list(read_jsonl(path))
     assert [r.error for r in recs] == [None] * 4
-    # lines 1-3 tried with orjson (3 rejects NaN), line 4 skips it (19+ digits)
-    assert calls == {"orjson": 3, "json": 2}
-    assert recs[3].value == {"id": 1234567890123456789012}
+    # msgspec reads lines 1, 2 and 4 (an integer beyond 64 bits: exact); line 3 (NaN) goes
+    # to orjson, which refuses it too, and then to json.loads
+    assert calls == {"msgspec": 4, "orjson": 1, "json": 1}
+    assert recs[3].value == {"id": 1234567890123456789012} and type(recs[3].value["id"]) is int
+    assert math.isnan(recs[2].value["x"])
+
+
+def _json_or_refused(raw: bytes):
+    """The reference reading of a line's bytes: ("value", json.loads of its strict UTF-8
+    text) or ("refused", None) where either step raises."""
+    try:
+        return "value", json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return "refused", None
+
+
+#: Pieces of JSON text and of bytes that are not: mutations of valid lines (below) insert them.
+_FUZZ_PIECES = [b"{", b"}", b"[", b"]", b'"', b":", b",", b"\\", b"u", b"d8", b"00", b"e", b"E", b"-", b"+", b".",
+                b"0", b"1", b"9", b" ", b"\t", b"\r", b"\n", b"\xc3", b"\xa9", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80",
+                b"\xff", b"\xc0\x80", b"\xef\xbb\xbf", b"true", b"null", b"NaN", b"Infinity", b"a", b"\x00", b"\x1f",
+                b"\x7f", b"\\ud800", b"\\udc00", b"1e999", b"12345678901234567890"]
+
+
+def test_msgspec_reads_what_json_loads_reads_or_refuses_the_line():
+    # seeded fuzz: 30,000 byte strings (mutated report-like lines, random pieces, numbers of
+    # up to 40 digits with fractions and exponents up to 400): wherever msgspec reads a line,
+    # json.loads of its text reads the same value (types, key order, -0.0, big integers);
+    # where json reads it otherwise or not at all, msgspec refuses it (decode_line then takes
+    # the steps)
+    import random
+
+    rng = random.Random(20261203)
+    decode, refused = ev.JsonlReader._msgspec()
+    base = [json.dumps({"id": f"e{k}", "prompt": "Ada Lovelace wrote notes \u00e9.", "triplets": [
+        {"source": {"title": "Ada", "type": "person"}, "relation": {"type": "wrote", "weight": 0.5 + k / 7},
+         "target": {"title": "Notes", "type": "work"}}] * (k % 3)}, ensure_ascii=k % 2 == 0).encode()
+        for k in range(12)]
+    read = 0
+    for _ in range(30_000):
+        kind = rng.random()
+        if kind < 0.5:
+            raw = bytearray(rng.choice(base))
+            for _ in range(rng.randint(1, 4)):
+                at = rng.randrange(len(raw) + 1)
+                op = rng.random()
+                if op < 0.4:
+                    raw[at:at] = rng.choice(_FUZZ_PIECES)
+                elif op < 0.7:
+                    del raw[at:at + rng.randint(1, 3)]
+                elif at < len(raw):
+                    raw[at] = rng.randrange(256)
+            raw = bytes(raw)
+        elif kind < 0.8:
+            raw = b"".join(rng.choice(_FUZZ_PIECES) for _ in range(rng.randint(1, 12)))
+        else:
+            text = rng.choice(["", "-"]) + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 40)))
+            if rng.random() < 0.5:
+                text += "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 30)))
+            if rng.random() < 0.5:
+                text += rng.choice("eE") + rng.choice(["", "-", "+"]) + str(rng.randint(0, 400))
+            raw = f"[{text}]".encode()
+        try:
+            got = decode(raw)
+        except refused:
+            continue
+        read += 1
+        kind, expected = _json_or_refused(raw)
+        assert kind == "value" and same_json(got, expected), raw
+    assert read > 5_000   # the comparison is not empty: many lines are read (the valid ones)
 
 
 def test_jsonl_floats_equal_json_loads():
