@@ -245,7 +245,7 @@ def test_a_piped_input_gives_byte_identical_reports(tmp_path):
 
 #: What the CLI imports on a lexical run of every family (fastembed is imported only when
 #: embeddings are used); pinned to the lock by ``uv export``.
-CROSS_PYTHON_PACKAGES = {"numpy", "json-repair", "orjson", "tqdm", "platformdirs", "filelock",
+CROSS_PYTHON_PACKAGES = {"numpy", "json-repair", "orjson", "msgspec", "tqdm", "platformdirs", "filelock",
                          "nltk", "click", "joblib", "regex"}
 
 
