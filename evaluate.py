@@ -2579,10 +2579,46 @@ def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: 
     return True
 
 
+#: How far below every other cost of its row each row's smallest cost must lie for
+#: :func:`_unique_row_minima` to take it: far above the float error of the solver's
+#: potentials (a few units of 2**-52 on costs in [0, 1]).
+UNIQUE_MINIMUM_MARGIN = 1e-9
+
+
+def _unique_row_minima(rows: list[list[float]], m: int) -> list[int] | None:
+    """The assignment of an n x m cost matrix (1 <= n <= m, rows as lists) when each row's
+    smallest cost lies in a column of its own, at least :data:`UNIQUE_MINIMUM_MARGIN` below
+    every other cost of that row (most entries of a run: each gold triplet has one clearly
+    best prediction), else None. That assignment is then the only optimal one, so it is
+    what the solver gives (:func:`hungarian_padded`, padding rows of any cost included):
+    every assignment costs at least the sum of the row minima (each row pays at least its
+    minimum), and any other one pays at least the margin more in some row, while the
+    padding rows pay ``pad`` wherever they go. The margin keeps the solver's float error
+    (its potentials are sums of costs) from ever mattering."""
+    taken: set[int] = set()
+    out: list[int] = []
+    for row in rows:
+        if m == 1:
+            j = 0
+        else:
+            first, second = sorted(row)[:2]
+            if not second - first >= UNIQUE_MINIMUM_MARGIN:
+                return None
+            j = row.index(first)
+        if j in taken:
+            return None
+        taken.add(j)
+        out.append(j)
+    return out
+
+
 def _padded_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float) -> list[int]:
     """:func:`hungarian_padded` of a small finite n x m matrix given as lists (n, m >= 1,
     max(n, m) < :data:`_NUMPY_SOLVER_MIN_SIZE`): the same solves on lists."""
     if n <= m:
+        unique = _unique_row_minima(rows, m)
+        if unique is not None:
+            return unique
         state = _solve_python(rows, n, m)
         if _padding_rows_keep_assignment_lists(rows, state):
             return _assignment_from_columns(state.p, n, m)
@@ -3399,38 +3435,43 @@ class JsonlReader:
 
         return msgspec.json.Decoder().decode, (msgspec.DecodeError, RecursionError)
 
+    #: A line with at most this many ``[`` and ``{`` (and at most ``max_depth``) may take
+    #: msgspec's value (:meth:`decode_line`): far from the depth at which a decoder meets
+    #: the interpreter's recursion limit (about 1000 frames), where msgspec and json need
+    #: not fail alike.
+    FAST_MAX_BRACKETS = 500
+
     @staticmethod
     def decode_line(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
         """One physical line's :class:`JsonlLine` (None for a blank line): its text decoded
         as strict UTF-8 and read as ``json.loads`` reads it, or the line's error (invalid
-        UTF-8, invalid JSON, nesting deeper than ``max_depth``, a top-level key given twice:
-        :meth:`unless_repeated`).
+        UTF-8, invalid JSON, a number the interpreter cannot read, nesting deeper than
+        ``max_depth``, a top-level key given twice: :meth:`unless_repeated`).
 
-        msgspec reads the bytes first. What it reads is what ``json.loads`` reads from the
-        text: it checks the UTF-8 of the whole line (strings included) and reads integers of
-        any size exactly and floats correctly rounded, as json does, and it refuses every
-        line that json reads otherwise or refuses (``NaN``, ``Infinity``, a float beyond the
-        largest double, which json reads as infinite, a lone surrogate escape, a BOM, a
-        control character in a string, nesting near the recursion limit);
-        tests/test_input_jsonl.py compares them on fuzzed lines. A line it refuses takes
-        :meth:`_decode_steps`, which gives the value or the error."""
+        msgspec reads the bytes first, and its value is taken for a line with at most
+        :data:`FAST_MAX_BRACKETS` (and ``max_depth``) brackets, which can be nested no
+        deeper. What it reads is what ``json.loads`` reads from the text: it checks the
+        UTF-8 of the whole line (strings included) and reads integers of any size exactly
+        and floats correctly rounded, as json does, and it refuses every line that json
+        reads otherwise or refuses (``NaN``, ``Infinity``, a float beyond the largest
+        double, which json reads as infinite, a lone surrogate escape, a BOM, a control
+        character in a string); tests/test_input_jsonl.py compares them on fuzzed lines.
+        Every other line takes the steps below, in this frame (the same stack depth, so
+        the same recursion limit, as before msgspec read first): a line without a run of
+        19 digits is read by orjson from its bytes (what it reads is what :meth:`loads`
+        reads from the text), and a line it refuses by ``json.loads``, as :meth:`loads`
+        would after orjson refused the same text; the error messages are those of
+        ``json.loads`` of the text."""
         decode, refused = JsonlReader._msgspec()
+        value: Any = None
         try:
             value = decode(raw)
+            fast = raw.count(b"[") + raw.count(b"{") <= min(max_depth, JsonlReader.FAST_MAX_BRACKETS)
         except refused:
-            return JsonlReader._decode_steps(raw, line_no, max_depth)
-        if JsonlReader.depth_exceeds(raw, max_depth):
-            return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
-                             raw[:JsonlReader.RAW_HEAD])
-        return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
-
-    @staticmethod
-    def _decode_steps(raw: bytes, line_no: int, max_depth: int) -> JsonlLine | None:
-        """:meth:`decode_line` of a line that msgspec does not read: a line without a run of
-        19 digits is read by orjson from its bytes first (what it reads is what
-        :meth:`loads` reads from the text), and a line it refuses is read by
-        ``json.loads``, as :meth:`loads` would after orjson refused the same text; the
-        error messages are those of ``json.loads`` of the text."""
+            fast = False
+        if fast:
+            return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
+        value = None
         plain = raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0
         if plain:
             try:
@@ -3459,6 +3500,9 @@ class JsonlReader:
                              raw[:JsonlReader.RAW_HEAD])
         except json.JSONDecodeError as e:
             return JsonlLine(line_no, None, f"line {line_no}: invalid JSON: {e.msg} (column {e.colno})",
+                             raw[:JsonlReader.RAW_HEAD])
+        except ValueError as e:  # an integer of more digits than the interpreter converts (sys.set_int_max_str_digits)
+            return JsonlLine(line_no, None, f"line {line_no}: a JSON number this reader cannot read ({e})",
                              raw[:JsonlReader.RAW_HEAD])
         if JsonlReader.depth_exceeds(raw, max_depth):
             return JsonlLine(line_no, None, f"line {line_no}: JSON nested deeper than {max_depth} levels",
@@ -3523,7 +3567,8 @@ class JsonlReader:
         try:
             return JsonlLine(line_no, decode(raw), None)
         except refused:
-            return JsonlReader.decode_line(raw, line_no, max_depth)
+            pass
+        return JsonlReader.decode_line(raw, line_no, max_depth)
 
     @staticmethod
     def lines(path, max_line_bytes: int, max_depth: int) -> Iterator[JsonlLine]:
@@ -4339,7 +4384,8 @@ class LineStore:
             try:
                 return decode(raw)            # read_again's first step, inlined (most lines)
             except refused:
-                rec = JsonlReader._decode_steps(raw, self.line[index], JSONL_MAX_DEPTH)
+                pass
+            rec = JsonlReader.read_again(raw, self.line[index], JSONL_MAX_DEPTH)
             if rec is not None and rec.error is None:
                 return rec.value
         raise InputError(f"{self.path}: line {self.line[index]} changed while the file was being evaluated; "

@@ -243,6 +243,38 @@ def test_jsonl_ordinary_lines_go_through_msgspec(tmp_path, monkeypatch):
     assert math.isnan(recs[2].value["x"])
 
 
+def test_an_integer_beyond_the_interpreters_digit_limit_is_the_lines_error(tmp_path):
+    # json.loads raises a plain ValueError for an integer of more digits than
+    # sys.get_int_max_str_digits() (4300 by default): the line is bad, not the run
+    import sys
+
+    digits = sys.get_int_max_str_digits() + 1
+    raw = b'{"id": "e1", "x": ' + b"1" * digits + b"}\n"
+    got = ev.JsonlReader.decode_line(raw, 3, 20)
+    assert got.value is None and got.error.startswith(
+        f"line 3: a JSON number this reader cannot read (Exceeds the limit ({digits - 1} digits) for integer string "
+        f"conversion: value has {digits} digits")
+    (tmp_path / "g.jsonl").write_text('{"id": "e1", "prompt": "Ada wrote notes.", "triplets": []}\n'
+                                      '{"id": "e2", "prompt": "x", "triplets": []}\n')
+    (tmp_path / "p.jsonl").write_bytes(raw + b'{"id": "e2", "triplets": []}\n')
+    rc, out, err = run_main("--pred", tmp_path / "p.jsonl", "--gold", tmp_path / "g.jsonl", "--no-embeddings",
+                            "--no-report")
+    assert rc == 0 and "unparseable 1" in out
+    assert f"{tmp_path / 'p.jsonl'}: line 1: a JSON number this reader cannot read (" in err
+
+
+def test_a_line_with_many_brackets_takes_the_steps_with_the_same_value():
+    # more than FAST_MAX_BRACKETS brackets: msgspec's value is not taken, the steps read it
+    # (the same value); a max_depth below the bracket count still gives the depth error
+    nested = "[" * 300 + "]" * 300
+    raw = ('{"a": ' + nested + ', "b": ' + nested + '}').encode()
+    assert raw.count(b"[") > ev.JsonlReader.FAST_MAX_BRACKETS
+    got = ev.JsonlReader.decode_line(raw, 1, 1000)
+    assert got.error is None and got.value == json.loads(raw)
+    assert ev.JsonlReader.decode_line(raw, 1, 299).error == "line 1: JSON nested deeper than 299 levels"
+    assert ev.JsonlReader.decode_line(raw, 1, 301).error is None
+
+
 def _json_or_refused(raw: bytes):
     """The reference reading of a line's bytes: ("value", json.loads of its strict UTF-8
     text) or ("refused", None) where either step raises."""

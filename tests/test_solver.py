@@ -437,3 +437,55 @@ def test_solve_python_opening_rows_give_the_full_algorithms_state():
         firsts = [row.index(min(row)) for row in rows]
         shortcut_rows += len(firsts) == len(set(firsts))
     assert shortcut_rows > 1000          # the shortcut decides whole matrices often
+
+
+# --- Unique row minima: the assignment without the solver (_unique_row_minima) ---
+
+def test_unique_row_minima_equal_the_padded_solve_and_scipy():
+    # 20,000 seeded n x m matrices (1 <= n <= m <= 9): tied grids (0, 0.25, 0.5, 1 and
+    # values 1e-9 apart, at the margin), random floats, and near-permutations (one clearly
+    # best column per row plus noise of 1e-12 .. 1e-6). Wherever the shortcut answers, its
+    # assignment is the padded solver's (the square with padding rows, the reference of
+    # SPEC.md section 5) and SciPy's; it answers for a good share of them and declines
+    # every matrix whose row minimum is tied or within the margin.
+    from scipy.optimize import linear_sum_assignment
+
+    rng = np.random.default_rng(20261203)
+    answered = declined_close = 0
+    for k in range(20_000):
+        n = int(rng.integers(1, 9))
+        m = int(rng.integers(n, 10))
+        kind = k % 3
+        if kind == 0:
+            cost = rng.choice([0.0, 0.25, 0.5, 1.0, 1.0 - 1e-9, 1.0 - 2e-9, 0.5 + 1e-9], size=(n, m))
+        elif kind == 1:
+            cost = rng.random((n, m))
+        else:
+            cost = np.ones((n, m)) + rng.random((n, m)) * 10.0 ** -rng.integers(6, 13)
+            cost[np.arange(n), rng.permutation(m)[:n]] = rng.random(n) * 0.5
+            cost = np.minimum(cost, 1.0)
+        rows = cost.tolist()
+        got = ev._unique_row_minima(rows, m)
+        if got is None:
+            ordered = np.sort(cost, axis=1)
+            if m > 1 and (ordered[:, 1] - ordered[:, 0] < ev.UNIQUE_MINIMUM_MARGIN).any():
+                declined_close += 1
+            continue
+        answered += 1
+        reference = ev._hungarian_python(rows + [[1.0] * m for _ in range(m - n)], m, m)[:n]
+        assert got == reference, rows
+        assert got == linear_sum_assignment(cost)[1].tolist(), rows
+        assert ev.hungarian_padded(cost) == got
+    assert answered > 5_000 and declined_close > 1_000
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]], [0, 1]),     # one best column per row, all distinct
+    ([[0.0]], [0]),                                     # 1 x 1
+    ([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]], None),        # row 0: two minima (a tie)
+    ([[0.0, 1.0], [0.0, 1.0]], None),                   # both rows want column 0
+    ([[0.5, 0.5 + 1e-10]], None),                       # closer than the margin (1e-9)
+    ([[0.5, 0.5 + 2e-9]], [0]),                         # beyond it
+])
+def test_unique_row_minima_hand_cases(rows, expected):
+    assert ev._unique_row_minima(rows, len(rows[0])) == expected
