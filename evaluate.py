@@ -2585,7 +2585,7 @@ def _padding_rows_keep_assignment_lists(rows: Sequence[Sequence[float]], state: 
 UNIQUE_MINIMUM_MARGIN = 1e-9
 
 
-def _unique_row_minima(rows: list[list[float]], m: int) -> list[int] | None:
+def _unique_row_minima(rows: list[list[float]], m: int, free: Sequence[bool] | None = None) -> list[int] | None:
     """The assignment of an n x m cost matrix (1 <= n <= m, rows as lists) when each row's
     smallest cost lies in a column of its own, at least :data:`UNIQUE_MINIMUM_MARGIN` below
     every other cost of that row (most entries of a run: each gold triplet has one clearly
@@ -2594,10 +2594,18 @@ def _unique_row_minima(rows: list[list[float]], m: int) -> list[int] | None:
     every assignment costs at least the sum of the row minima (each row pays at least its
     minimum), and any other one pays at least the margin more in some row, while the
     padding rows pay ``pad`` wherever they go. The margin keeps the solver's float error
-    (its potentials are sums of costs) from ever mattering."""
+    (its potentials are sums of costs) from ever mattering.
+
+    ``free`` (:func:`_match_rows`): rows whose costs are all equal and whose pair the gate
+    refuses wherever they go, given -1: such a row pays the same in every column, so every
+    optimal assignment still gives each other row its minimum (n <= m leaves a column for
+    each free row), and which column a free row gets changes no accepted pair."""
     taken: set[int] = set()
     out: list[int] = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        if free is not None and free[i]:
+            out.append(-1)
+            continue
         if m == 1:
             j = 0
         else:
@@ -2612,6 +2620,27 @@ def _unique_row_minima(rows: list[list[float]], m: int) -> list[int] | None:
     return out
 
 
+def _unique_column_minima(rows: list[list[float]], n: int, m: int) -> list[int] | None:
+    """The assignment of an n x m cost matrix with more rows than columns (n > m >= 1, rows
+    as lists; -1: a padding column) when each column's smallest cost lies in a row of its
+    own, at least :data:`UNIQUE_MINIMUM_MARGIN` below every other cost of that column, else
+    None: the only optimal assignment of the padded square, so what the solver gives. In
+    the square every real column is assigned, and the n - m rows left pay ``pad``
+    whichever they are, so every assignment costs at least the sum of the column minima
+    plus (n - m) * pad, and any other one pays at least the margin more."""
+    out = [-1] * n
+    for j in range(m):
+        column = [row[j] for row in rows]
+        first, second = sorted(column)[:2]
+        if not second - first >= UNIQUE_MINIMUM_MARGIN:
+            return None
+        i = column.index(first)
+        if out[i] >= 0:
+            return None
+        out[i] = j
+    return out
+
+
 def _padded_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float) -> list[int]:
     """:func:`hungarian_padded` of a small finite n x m matrix given as lists (n, m >= 1,
     max(n, m) < :data:`_NUMPY_SOLVER_MIN_SIZE`): the same solves on lists."""
@@ -2623,6 +2652,9 @@ def _padded_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float
         if _padding_rows_keep_assignment_lists(rows, state):
             return _assignment_from_columns(state.p, n, m)
         return _hungarian_python(rows + [[pad] * m for _ in range(m - n)], m, m)[:n]
+    unique = _unique_column_minima(rows, n, m)
+    if unique is not None:
+        return unique
     extra = [pad] * (n - m)
     return [j if j < m else -1 for j in _hungarian_python([row + extra for row in rows], n, n)]
 
@@ -2753,7 +2785,14 @@ def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[lis
              for srow, trow, rrow in zip(src, tgt, rel)]
     if not max(map(max, align)) >= align_accept:
         return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
-    assignment = _padded_assignment_lists([[1.0 - a for a in row] for row in align], n_gold, n_pred, 1.0)
+    cost = [[1.0 - a for a in row] for row in align]
+    assignment = None
+    if n_gold <= n_pred:   # a gold row equally far from every prediction, below the gate: free
+        free = [row[0] < align_accept and max(row) == min(row) for row in align]
+        if any(free):
+            assignment = _unique_row_minima(cost, n_pred, free)
+    if assignment is None:
+        assignment = _padded_assignment_lists(cost, n_gold, n_pred, 1.0)
     pairs: list[MatchedPair] = []
     matched_pred: set[int] = set()
     unmatched_gold: list[int] = []
