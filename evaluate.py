@@ -4404,12 +4404,14 @@ class LineStore:
 
     def value(self, index: int) -> Any:
         """The decoded value of line ``index`` (as :func:`read_jsonl` gave it)."""
-        if index in self.held:
+        if self.held and index in self.held:
             return self.held[index]
         offset, size = self.offset[index], self.size[index]
         at = offset - self._ahead_at
-        if index > self._last and at >= 0 and at + size <= len(self._ahead) and self._pid == os.getpid():
-            raw = self._ahead[at:at + size]       # read ahead (the lines are read in file order)
+        if index > self._last and at >= 0 and at + size <= len(self._ahead):
+            # read ahead (the lines are read in file order); a forked process may take them
+            # too (the same bytes of the file, checked below), only its reads are its own
+            raw = self._ahead[at:at + size]
         else:
             if self._file is None or self._pid != os.getpid():
                 self._file, self._pid = open(self.path, "rb"), os.getpid()  # noqa: SIM115 (closed in close())
@@ -9937,6 +9939,10 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
     # a family that keeps MetricFamily.merge: its in-place merge called directly (the same sums)
     plain_merge = {f.name: f.disjoint_keys for f in families if type(f).merge is MetricFamily.merge}
     json_ready = frozenset(f.name for f in families if not f.entry_sums)
+    # per active family: (family, name, its entry_stats, its disjoint keys when it keeps
+    # MetricFamily.merge (else None), its entry_view unless MetricFamily's (None: no view))
+    plan = [(f, f.name, f.entry_stats, plain_merge.get(f.name), None if type(f).entry_view is MetricFamily.entry_view
+             else f.entry_view) for f in active]
     for entry in iterator:
         if _PHASE_SIGNAL is not None or _SIGNAL_RAISED is not None:  # (a check point, the test hook)
             _phase("scoring")
@@ -9951,10 +9957,10 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
         }
         if ctx.slice_by:
             row["slices"] = slice_values(entry, score.metrics["n_gold"], ctx.slice_by)
-        for family in list(active):
+        for family, name, entry_stats, disjoint, entry_view in plan:
             try:
                 try:
-                    record = stats[family.name] = family.entry_stats(entry, score, ctx)
+                    record = stats[name] = entry_stats(entry, score, ctx)
                 except BaseException as exc:  # family.guard(), left as a with statement leaves it (on errors only)
                     if not FamilyGuard(family).__exit__(type(exc), exc, exc.__traceback__):
                         raise
@@ -9963,17 +9969,19 @@ def score_entries(entries: Sequence[Entry], families: Sequence[MetricFamily], ct
                     raise
                 _skip_family(scored, active, family, exc.reason)
                 row.pop(family.key, None)
+                plan = [step for step in plan if step[0] is not family]  # the loop goes on over the old list
                 continue
-            total = totals.get(family.name)
+            total = totals.get(name)
             if total is None:
-                totals[family.name] = _copy_stats(record)
-            elif family.name in plain_merge:
-                _merge_into(total, record, plain_merge[family.name], True)   # PendingSums: resolved below
+                totals[name] = _copy_stats(record)
+            elif disjoint is not None:
+                _merge_into(total, record, disjoint, True)   # PendingSums: resolved below
             else:
-                totals[family.name] = family.merge(total, record, in_place=True)
-            view = family.entry_view(record)
-            if view is not None:
-                row[family.key] = view
+                totals[name] = family.merge(total, record, in_place=True)
+            if entry_view is not None:
+                view = entry_view(record)
+                if view is not None:
+                    row[family.key] = view
         row["stats"] = records_to_json(stats, json_ready)
         rows.append(row)
         scored.tally.add(row)
