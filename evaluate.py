@@ -2643,18 +2643,19 @@ def _unique_column_minima(rows: list[list[float]], n: int, m: int) -> list[int] 
 
 def _padded_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float) -> list[int]:
     """:func:`hungarian_padded` of a small finite n x m matrix given as lists (n, m >= 1,
-    max(n, m) < :data:`_NUMPY_SOLVER_MIN_SIZE`): the same solves on lists."""
+    max(n, m) < :data:`_NUMPY_SOLVER_MIN_SIZE`): the same solves on lists, after the
+    shortcuts of a unique optimum (:func:`_unique_row_minima`, :func:`_unique_column_minima`)."""
+    unique = _unique_row_minima(rows, m) if n <= m else _unique_column_minima(rows, n, m)
+    return unique if unique is not None else _solved_assignment_lists(rows, n, m, pad)
+
+
+def _solved_assignment_lists(rows: list[list[float]], n: int, m: int, pad: float) -> list[int]:
+    """:func:`_padded_assignment_lists` by the solver alone (no shortcut)."""
     if n <= m:
-        unique = _unique_row_minima(rows, m)
-        if unique is not None:
-            return unique
         state = _solve_python(rows, n, m)
         if _padding_rows_keep_assignment_lists(rows, state):
             return _assignment_from_columns(state.p, n, m)
         return _hungarian_python(rows + [[pad] * m for _ in range(m - n)], m, m)[:n]
-    unique = _unique_column_minima(rows, n, m)
-    if unique is not None:
-        return unique
     extra = [pad] * (n - m)
     return [j if j < m else -1 for j in _hungarian_python([row + extra for row in rows], n, n)]
 
@@ -2786,12 +2787,12 @@ def _match_rows(gold: Sequence[Triplet], preds: Sequence[Triplet], src: list[lis
     if not max(map(max, align)) >= align_accept:
         return MatchResult((), tuple(range(n_gold)), tuple(range(n_pred)))
     cost = [[1.0 - a for a in row] for row in align]
-    assignment = None
     if n_gold <= n_pred:   # a gold row equally far from every prediction, below the gate: free
-        free = [row[0] < align_accept and max(row) == min(row) for row in align]
-        if any(free):
-            assignment = _unique_row_minima(cost, n_pred, free)
-    if assignment is None:
+        assignment = _unique_row_minima(cost, n_pred, [row[0] < align_accept and max(row) == min(row)
+                                                       for row in align])
+        if assignment is None:
+            assignment = _solved_assignment_lists(cost, n_gold, n_pred, 1.0)
+    else:
         assignment = _padded_assignment_lists(cost, n_gold, n_pred, 1.0)
     pairs: list[MatchedPair] = []
     matched_pred: set[int] = set()
@@ -3510,7 +3511,6 @@ class JsonlReader:
             fast = False
         if fast:
             return JsonlReader.unless_repeated(JsonlLine(line_no, value, None), raw)
-        value = None
         plain = raw.translate(JsonlReader.DIGITS_AS_NINE).find(JsonlReader.LONG_DIGIT_RUN) < 0
         if plain:
             try:
@@ -4421,11 +4421,6 @@ class LineStore:
             raw = self._ahead[:size]
         self._last = index
         if len(raw) == size and zlib.crc32(raw) == self.crc[index]:
-            decode, refused = JsonlReader._msgspec()
-            try:
-                return decode(raw)            # read_again's first step, inlined (most lines)
-            except refused:
-                pass
             rec = JsonlReader.read_again(raw, self.line[index], JSONL_MAX_DEPTH)
             if rec is not None and rec.error is None:
                 return rec.value

@@ -441,10 +441,25 @@ def test_solve_python_opening_rows_give_the_full_algorithms_state():
 
 # --- Unique row minima: the assignment without the solver (_unique_row_minima) ---
 
+def shortcut_matrix(rng: np.random.Generator, kind: int, n: int, m: int) -> np.ndarray:
+    """An n x m cost matrix for the unique-minimum shortcuts: kind 0, a grid of tied values
+    (0, 0.25, 0.5, 1 and values 1e-9 apart, at the margin); 1, random floats; 2, a
+    near-permutation (one cost below 0.5 in each row, n <= m, or in each column, n > m,
+    the rest just below 1.0, by 1e-12 .. 1e-6)."""
+    if kind == 0:
+        return rng.choice([0.0, 0.25, 0.5, 1.0, 1.0 - 1e-9, 1.0 - 2e-9, 0.5 + 1e-9], size=(n, m))
+    if kind == 1:
+        return rng.random((n, m))
+    cost = np.ones((n, m)) - rng.random((n, m)) * 10.0 ** -rng.integers(6, 13)
+    k = min(n, m)
+    rows, cols = (np.arange(n), rng.permutation(m)[:n]) if n <= m else (rng.permutation(n)[:m], np.arange(m))
+    cost[rows, cols] = rng.random(k) * 0.5
+    return cost
+
+
 def test_unique_row_minima_equal_the_padded_solve_and_scipy():
-    # 20,000 seeded n x m matrices (1 <= n <= m <= 9): tied grids (0, 0.25, 0.5, 1 and
-    # values 1e-9 apart, at the margin), random floats, and near-permutations (one clearly
-    # best column per row plus noise of 1e-12 .. 1e-6). Wherever the shortcut answers, its
+    # 20,000 seeded n x m matrices (1 <= n <= m <= 9, shortcut_matrix: tied grids at the
+    # margin, random floats, near-permutations). Wherever the shortcut answers, its
     # assignment is the padded solver's (the square with padding rows, the reference of
     # SPEC.md section 5) and SciPy's; it answers for a good share of them and declines
     # every matrix whose row minimum is tied or within the margin.
@@ -455,15 +470,7 @@ def test_unique_row_minima_equal_the_padded_solve_and_scipy():
     for k in range(20_000):
         n = int(rng.integers(1, 9))
         m = int(rng.integers(n, 10))
-        kind = k % 3
-        if kind == 0:
-            cost = rng.choice([0.0, 0.25, 0.5, 1.0, 1.0 - 1e-9, 1.0 - 2e-9, 0.5 + 1e-9], size=(n, m))
-        elif kind == 1:
-            cost = rng.random((n, m))
-        else:
-            cost = np.ones((n, m)) + rng.random((n, m)) * 10.0 ** -rng.integers(6, 13)
-            cost[np.arange(n), rng.permutation(m)[:n]] = rng.random(n) * 0.5
-            cost = np.minimum(cost, 1.0)
+        cost = shortcut_matrix(rng, k % 3, n, m)
         rows = cost.tolist()
         got = ev._unique_row_minima(rows, m)
         if got is None:
@@ -502,14 +509,7 @@ def test_unique_column_minima_equal_the_padded_solve_and_scipy():
     for k in range(20_000):
         m = int(rng.integers(1, 8))
         n = int(rng.integers(m + 1, 10))
-        kind = k % 3
-        if kind == 0:
-            cost = rng.choice([0.0, 0.25, 0.5, 1.0, 1.0 - 1e-9, 1.0 - 2e-9, 0.5 + 1e-9], size=(n, m))
-        elif kind == 1:
-            cost = rng.random((n, m))
-        else:
-            cost = np.ones((n, m)) - rng.random((n, m)) * 10.0 ** -rng.integers(6, 13)
-            cost[rng.permutation(n)[:m], np.arange(m)] = rng.random(m) * 0.5
+        cost = shortcut_matrix(rng, k % 3, n, m)
         rows = cost.tolist()
         got = ev._unique_column_minima(rows, n, m)
         if got is None:
