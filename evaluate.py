@@ -9665,7 +9665,10 @@ class RowSpool:
     encoded without it). Memory: the byte size of each row (8 bytes a row). Used by long
     runs (:data:`SPOOL_MIN_ENTRIES`) and ``--per-entry-jsonl``; ``memory``: a worker's
     chunk, kept in memory and handed to its parent's spool (:meth:`take`,
-    :meth:`append_encoded`)."""
+    :meth:`append_encoded`). The workers of :func:`score_entries_parallel` write their
+    chunks' bytes to files of this spool instead (:meth:`worker_files`,
+    :meth:`write_chunk`), which it then holds as they are (:meth:`append_written`): the
+    rows' bytes are written once, not sent through a pipe and written again."""
 
     FORMS = ("report", "lines")
     _SEPARATORS = {"report": b",\n    ", "lines": b""}
@@ -9673,10 +9676,11 @@ class RowSpool:
     _open: ClassVar[weakref.WeakSet["RowSpool"]] = weakref.WeakSet()
 
     def close(self) -> None:
-        """Close the spool's file, which removes it; idempotent."""
+        """Close the spool's files, which removes them; idempotent."""
         RowSpool._open.discard(self)
-        with contextlib.suppress(OSError):
-            self._file.close()
+        for file in [self._file, *self._workers]:
+            with contextlib.suppress(OSError):
+                file.close()
 
     @classmethod
     def close_all(cls) -> None:
@@ -9712,6 +9716,12 @@ class RowSpool:
         self._folder = folder
         self._sizes = array.array("Q")   # the byte size of each row's text
         self._dropped: list[tuple[str, str]] = []
+        # Rows written by workers (append_written): the spool's text is then the byte ranges
+        # (file descriptor, start, stop) of _pieces, in order, followed by this spool's own
+        # file from _own_from on; _workers: the files the workers write (worker_files).
+        self._workers: list[Any] = []
+        self._pieces: list[tuple[int, int, int]] = []
+        self._own_from = 0
 
     def append(self, row: dict[str, Any]) -> None:
         """Encode ``row`` (ValueError: a NaN or infinite float) and append its bytes."""
@@ -9737,6 +9747,81 @@ class RowSpool:
         self._sizes.extend(sizes)
         for name, key in dropped:
             self.drop(name, key)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder of the spool's files (None: the temporary folder)."""
+        return self._folder
+
+    @property
+    def in_memory(self) -> bool:
+        """True for a spool kept in memory (``memory``: a worker's chunk)."""
+        return isinstance(self._file, io.BytesIO)
+
+    def worker_files(self, n: int) -> list[Any]:
+        """``n`` new files without a name (removed when closed, or when the last process
+        holding them ends, however it ends), in the spool's folder and held by it: one for
+        each worker forked after this call (:meth:`write_chunk`, :meth:`append_written`).
+        Raises :class:`TempFilesUnwritable` (a full or read-only folder)."""
+        try:
+            files = [tempfile.TemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=self._folder, buffering=0)
+                     for _ in range(n)]
+        except OSError as exc:
+            raise TempFilesUnwritable.of(exc, self._folder) from None
+        self._workers.extend(files)
+        return files
+
+    @staticmethod
+    def write_chunk(file: Any, chunk: "RowSpool",
+                    folder: Path | None = None) -> tuple[int, int, array.array, list[tuple[str, str]]]:
+        """A worker's part: append the rows of ``chunk`` (an in-memory spool of the parent
+        spool's form) to ``file`` (one of :meth:`worker_files`, written by this process
+        alone); (where they start in it, their byte size, the rows' sizes, the families
+        dropped): the arguments of :meth:`append_written` after the file.
+        Raises :class:`TempFilesUnwritable` (``folder``: the spool's folder, named)."""
+        data = chunk._file.getbuffer()
+        fd = file.fileno()
+        try:
+            start = done = os.lseek(fd, 0, os.SEEK_END)
+            end = start + len(data)
+            while done < end:
+                done += os.pwrite(fd, data[done - start:], done)
+        except OSError as exc:
+            raise TempFilesUnwritable.of(exc, folder) from None
+        finally:
+            data.release()
+        return start, end - start, chunk._sizes, list(chunk._dropped)
+
+    def append_written(self, file: Any, start: int, size: int, sizes: array.array,
+                       dropped: Sequence[tuple[str, str]] = ()) -> None:
+        """Append the rows that a worker wrote to ``file`` (:meth:`write_chunk`): ``size``
+        bytes from ``start``, rows of the byte sizes ``sizes``, without reading them (the
+        spool's text then goes on in that file); its dropped families are dropped here."""
+        if not sizes:
+            return
+        if self._sizes:
+            self._put(b"")   # the separator, in this spool's own file
+        try:
+            own = self._file.tell()
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        if own > self._own_from:
+            self._pieces.append((self._file.fileno(), self._own_from, own))
+        self._pieces.append((file.fileno(), start, start + size))
+        self._own_from = own
+        self._sizes.extend(sizes)
+        for name, key in dropped:
+            self.drop(name, key)
+
+    def _ranges(self) -> list[tuple[int, int, int]]:
+        """The spool's text as byte ranges (file descriptor, start, stop), none empty, in
+        order, after a flush of its own file (:meth:`append_written`)."""
+        try:
+            self._file.flush()
+            own = self._file.tell()
+        except OSError as exc:  # the last buffered rows did not fit
+            raise self._unwritable(exc) from None
+        return [*self._pieces, *([(self._file.fileno(), self._own_from, own)] if own > self._own_from else [])]
 
     def _put(self, data: bytes) -> None:
         """Write one row's (or a chunk's) bytes after the separator; a full temporary folder
@@ -9766,6 +9851,8 @@ class RowSpool:
         return len(self._sizes)
 
     def _reader(self) -> Any:
+        if self._pieces:
+            return _RangesReader(self._ranges())
         try:
             self._file.flush()
         except OSError as exc:  # the last buffered rows did not fit
@@ -9811,23 +9898,51 @@ class RowSpool:
         if self._dropped or isinstance(self._file, io.BytesIO) or copy is None:
             yield from self.encoded(block)
             return
-        try:
-            self._file.flush()
-        except OSError as exc:  # the last buffered rows did not fit
-            raise self._unwritable(exc) from None
-        source, offset = self._file.fileno(), 0
-        while True:
-            try:
-                done = copy(source, out_fd, block, offset)
-            except OSError as exc:
-                if offset or exc.errno not in _NO_FILE_COPY:
-                    raise
-                yield from self.encoded(block)
-                return
-            if not done:
-                return
-            offset += done
-            yield b""
+        copied = 0
+        for source, offset, stop in self._ranges():
+            while offset < stop:
+                try:
+                    done = copy(source, out_fd, min(block, stop - offset), offset)
+                except OSError as exc:
+                    if copied or exc.errno not in _NO_FILE_COPY:
+                        raise
+                    yield from self.encoded(block)
+                    return
+                if not done:  # the range ends before stop: the file lost bytes it had
+                    raise OSError(errno.EIO, "a temporary rows file is shorter than the rows written to it")
+                offset += done
+                copied += done
+                yield b""
+
+
+class _RangesReader:
+    """A binary reader (``read(n)``, a context manager) of byte ranges of open files, one
+    after the other: the text of a :class:`RowSpool` that workers wrote to (:meth:`RowSpool._ranges`)."""
+
+    def __init__(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        self._ranges = deque(ranges)
+
+    def __enter__(self) -> "_RangesReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ranges.clear()
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that are left: ``size`` < 0); b"" at the end."""
+        out = bytearray()
+        while self._ranges and (size < 0 or len(out) < size):
+            fd, start, stop = self._ranges[0]
+            want = stop - start if size < 0 else min(stop - start, size - len(out))
+            data = os.pread(fd, want, start)
+            if not data:  # the range ends before stop: the file lost bytes it had
+                raise OSError(errno.EIO, "a temporary rows file is shorter than the rows written to it")
+            out += data
+            if start + len(data) >= stop:
+                self._ranges.popleft()
+            else:
+                self._ranges[0] = (fd, start + len(data), stop)
+        return bytes(out)
 
 
 #: errno values of ``os.copy_file_range`` that mean "not here" (copy the bytes instead).
@@ -10257,11 +10372,16 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
         notices=[n for n in first.notices if n["kind"] != "family_skipped"] + skip_notices)
 
 
-#: What a forked worker scores: (entries, families, context, what becomes of the rows),
-#: set in the parent just before the pool forks, so that the children share the entries
-#: instead of receiving them pickled. The rows: None (sent back as dicts), a
-#: :class:`RowSpool` form (sent back encoded in it), or "discard" (not sent back).
-_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, str | None] | None = None
+#: What a forked worker scores: (entries, families, context, what becomes of the rows,
+#: where it writes them), set in the parent just before the pool forks, so that the
+#: children share the entries instead of receiving them pickled. The rows: None (sent back
+#: as dicts), a :class:`RowSpool` form (encoded in it: written to this worker's file of the
+#: parent's spool, :meth:`RowSpool.worker_files`, or, where the files are None, sent back),
+#: or "discard" (not sent back).
+_WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, str | None,
+                     tuple[list[Any], Path | None] | None] | None = None
+#: In a :class:`ForkPool` worker: its place among the pool's workers (0, 1, ...), in fork order.
+_WORKER_SLOT = 0
 
 
 def _worker_init(parent: int | None = None) -> None:
@@ -10357,8 +10477,11 @@ class ForkPool:
         task_recv, task_send = multiprocessing.connection.Pipe(duplex=False)
         result_recv, result_send = multiprocessing.connection.Pipe(duplex=False)
         parent = os.getpid()
+        slot = len(self.workers)
         pid = os.fork()
         if pid == 0:  # the child: never returns into the caller's frames
+            global _WORKER_SLOT
+            _WORKER_SLOT = slot
             status = 1
             try:
                 task_send.close()
@@ -10460,20 +10583,26 @@ def _worker_loop(fn: Callable[[Any], Any], tasks: Any, results: Any) -> None:
             results.send((False, RuntimeError(f"{type(reply[1]).__name__}: {reply[1]} ({exc})")))
 
 
-def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[bytes, Any, list[tuple[str, str]]] | None]:
+def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[Any, ...] | None]:
     """Worker: score ``entries[start:stop]`` of :data:`_WORKER_STATE`. Returns the chunk,
-    and, when the parent spools the rows, the rows already encoded in the spool's form
-    (:meth:`RowSpool.take`; the chunk's own ``rows`` is then empty, as it is when the rows
-    are discarded)."""
+    and, when the parent spools the rows, the rows encoded in the spool's form: written to
+    this worker's file of the spool, (this worker's slot, where they start, their byte
+    size, their sizes, the families dropped) (:meth:`RowSpool.write_chunk`), or, without
+    files, (their bytes, their sizes, the families dropped) (:meth:`RowSpool.take`); the
+    chunk's own ``rows`` is then empty, as it is when the rows are discarded."""
     assert _WORKER_STATE is not None
-    entries, families, ctx, form = _WORKER_STATE
+    entries, families, ctx, form, files = _WORKER_STATE
     start, stop = bounds
     if form is None:
         return score_entries(entries[start:stop], families, ctx, prepare=False), None
     sink = NoRows() if form == "discard" else RowSpool(form=form, memory=True)
     part = score_entries(entries[start:stop], families, ctx, prepare=False, rows=sink)
     part.rows = []
-    return part, sink.take() if isinstance(sink, RowSpool) else None
+    if not isinstance(sink, RowSpool):
+        return part, None
+    if files is None:
+        return part, sink.take()
+    return part, (_WORKER_SLOT, *RowSpool.write_chunk(files[0][_WORKER_SLOT], sink, files[1]))
 
 
 def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
@@ -10534,18 +10663,26 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         bar = tqdm(total=len(entries), desc=f"scoring ({workers} workers)", unit="entry", file=sys.stderr,
                    leave=False)
     form = rows.form if isinstance(rows, RowSpool) else "discard" if isinstance(rows, NoRows) else None
-    _WORKER_STATE = (entries, families, ctx, form)
+    n_workers = min(workers, len(ranges))
+    # a spool on disk: each worker writes its chunks' rows to a file of its own that the
+    # spool then holds (the bytes are not sent back through the pipes and written again)
+    files = ((rows.worker_files(n_workers), rows.folder)
+             if isinstance(rows, RowSpool) and not rows.in_memory else None)
+    _WORKER_STATE = (entries, families, ctx, form, files)
     parts: list[ScoredFile] = []
     # Objects that exist before the fork are left out of the children's garbage collection
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
-    pool = start_pool(min(workers, len(ranges)), _score_range)
+    pool = start_pool(n_workers, _score_range)
     try:
         for part, encoded in pool.map(ranges):
             if bar is not None:
                 bar.update(part.tally.n_entries)
-            if encoded is not None:
+            if encoded is not None and files is not None:
+                slot, *written = encoded
+                rows.append_written(files[0][slot], *written)
+            elif encoded is not None:
                 rows.append_encoded(*encoded)
             elif rows is not None:
                 rows.extend(part.rows)
