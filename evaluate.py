@@ -19821,15 +19821,15 @@ class ReportHead:
     ROWS_END = b"\n  ]\n}"
 
     @staticmethod
-    def load(path: Path) -> Any:
+    def load(path: Path, workers: int = 1) -> Any:
         """:meth:`read` of the bytes of the file at ``path``, or :data:`EMPTY` for a file that
         ``str.strip`` leaves empty. A file of our writer's layout (:meth:`_streamed`) is read
         :data:`CHUNK` bytes at a time, its rows checked as JSON and UTF-8 piece by piece and
-        never held whole; any other file, and any doubt, is read whole as before (the same
-        result or error either way). Raises OSError, ValueError (not UTF-8, not JSON) and
-        RecursionError as :meth:`read`."""
+        never held whole (by up to ``workers`` processes); any other file, and any doubt, is
+        read whole as before (the same result or error either way). Raises OSError,
+        ValueError (not UTF-8, not JSON) and RecursionError as :meth:`read`."""
         with open(path, "rb") as handle:
-            found = ReportHead._streamed(handle)
+            found = ReportHead._streamed(handle, workers)
             if found is not None:
                 return found
             handle.seek(0)
@@ -19843,7 +19843,7 @@ class ReportHead:
         return ReportHead.EMPTY if blank else ReportHead.read(raw, utf8_checked=True)
 
     @staticmethod
-    def _streamed(handle: Any) -> Any:
+    def _streamed(handle: Any, workers: int = 1) -> Any:
         """:meth:`read` of a file whose text is ``H R T``: ``H`` (within :data:`HEAD_MAX`
         bytes) ends with the first :data:`ROWS_KEY`, ``R`` is the rows, ``T`` is
         :data:`ROWS_END` and JSON whitespace. When ``H]}`` reads as JSON and every piece of
@@ -19852,9 +19852,12 @@ class ReportHead:
         values and the whole text is JSON with the same top-level keys as ``H]}``: its
         :meth:`read` is that of ``H]}``. The bytes after ``H`` are checked as UTF-8 with an
         incremental decoder. None where any of this does not hold (the caller reads the
-        file whole: the same bytes give the same result or error)."""
-        import codecs
+        file whole: the same bytes give the same result or error).
 
+        ``workers`` > 1 and rows of :data:`CHECK_PARALLEL_MIN_BYTES` or more: ``R`` is cut
+        at a :data:`ROW_SEP` into about equal parts (:meth:`_row_parts`), checked at once by
+        forked processes (:func:`_forked_map`); the pieces are cut at a :data:`ROW_SEP`
+        either way, so the answer is the same."""
         import msgspec
 
         head = b""
@@ -19869,24 +19872,72 @@ class ReportHead:
             head += chunk
         if not head.startswith(first_row, at):   # not our layout (CRLF, no rows): read whole
             return None
-        rows = list[ReportHead._rows_struct()]   # type: ignore[misc]
-        decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        plain = [True]   # every byte after H so far is ASCII (then the decoder has seen none)
-
-        def check(data: Any) -> Any:
-            if not (plain[0] and data.isascii()):   # from the first non-ASCII byte on, all decoded
-                plain[0] = False
-                decoder.decode(data)
-            return data
-
-        chunk = bytearray(ReportHead.CHUNK)
         try:
             value = ReportHead.read(head[:at] + b"]}")
+        except (ValueError, RecursionError, msgspec.DecodeError):
+            return None
+        del head
+        fd = handle.fileno()
+        parts = ReportHead._row_parts(fd, at, workers)
+        context = _fork_context() if len(parts) > 1 else None
+        if context is None:
+            parts = [(fd, at, None)]
+            checked = map(ReportHead._rows_valid, parts)
+        else:
+            checked = _forked_map(ReportHead._rows_valid, parts, workers=len(parts), context=context,
+                                  what="checking the rows of the existing report")
+        return value if all(list(checked)) else None
+
+    #: Rows from which :meth:`_streamed` checks the rows of a report in parallel (``workers``
+    #: > 1): a process forked costs about what checking 10 MB does.
+    CHECK_PARALLEL_MIN_BYTES = 64 << 20
+
+    @staticmethod
+    def _row_parts(fd: int, at: int, workers: int) -> list[tuple[int, int, int | None]]:
+        """The rows of the report open as ``fd``, from byte ``at`` to its end, as ``workers``
+        parts of about equal size for :meth:`_rows_valid`: (fd, start, stop or None: to the
+        end of the file). Each cut is at the first :data:`ROW_SEP` after an equal share:
+        a part ends with the ``}`` of a row, the next begins after its ``,``. One part
+        (0, to the end) for fewer than :data:`CHECK_PARALLEL_MIN_BYTES` or one worker."""
+        size = os.fstat(fd).st_size
+        if workers <= 1 or size - at < ReportHead.CHECK_PARALLEL_MIN_BYTES:
+            return [(fd, at, None)]
+        parts, start = [], at
+        span = max(ReportHead.CHUNK, 2 * len(ReportHead.ROW_SEP))
+        for k in range(1, workers):
+            where = max(start, at + (size - at) * k // workers)
+            while True:   # the first ROW_SEP at or after where (windows overlap by ROW_SEP - 1 bytes)
+                window = os.pread(fd, span, where)
+                found = window.find(ReportHead.ROW_SEP)
+                if found >= 0 or len(window) < span:
+                    break
+                where += len(window) - len(ReportHead.ROW_SEP) + 1
+            if found < 0:
+                break
+            cut = where + found
+            parts.append((fd, start, cut + 6))     # through the row's "}"
+            start = cut + 7                        # after its ","
+        parts.append((fd, start, None))
+        return parts
+
+    @staticmethod
+    def _rows_valid(part: tuple[int, int, int | None]) -> bool:
+        """Whether the bytes ``[start, stop)`` of the file open as ``fd`` (``part``; stop None:
+        to its end, then :data:`ROWS_END` and JSON whitespace) are UTF-8 and a list of JSON
+        objects separated by commas, checked a piece at a time (:meth:`_streamed`).
+        Raises OSError (the file cannot be read)."""
+        import codecs
+
+        import msgspec
+
+        fd, offset, stop = part
+        rows = list[ReportHead._rows_struct()]   # type: ignore[misc]
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        plain = True   # every byte so far is ASCII (then the decoder has seen none)
+        try:
             # pending: "[" and the rows not yet checked; a piece through the last whole row is
             # checked in place, the "," after its "}" made the array's "]" (the rows not copied)
             pending = bytearray(b"[")
-            pending += check(head[at:])
-            del head
             searched = 0     # pending[:searched] holds no ROW_SEP: each byte is searched about once
             while True:
                 cut = pending.rfind(ReportHead.ROW_SEP, searched)
@@ -19898,18 +19949,29 @@ class ReportHead:
                     del pending[:cut + 6]
                     pending[0] = 0x5B
                     searched = max(0, searched - (cut + 6))
-                size = handle.readinto(chunk)
-                if not size:
+                want = ReportHead.CHUNK if stop is None else min(ReportHead.CHUNK, stop - offset)
+                data = os.pread(fd, want, offset) if want > 0 else b""
+                if not data:
                     break
-                pending += check(chunk if size == len(chunk) else chunk[:size])
+                offset += len(data)
+                if not (plain and data.isascii()):   # from the first non-ASCII byte on, all decoded
+                    plain = False
+                    decoder.decode(data)
+                pending += data
             decoder.decode(b"", final=True)
+            if stop is not None:   # a part before the last: its rows end with a row's "}"
+                if offset < stop:   # the file is shorter than when it was cut
+                    return False
+                pending += b"]"
+                msgspec.json.decode(pending, type=rows)
+                return True
             body = bytes(pending).rstrip(b" \t\r\n")
             if not body.endswith(ReportHead.ROWS_END):
-                return None
+                return False
             msgspec.json.decode(body[:-len(ReportHead.ROWS_END)] + b"]", type=rows)
         except (ValueError, RecursionError, msgspec.DecodeError):
-            return None
-        return value
+            return False
+        return True
 
     @staticmethod
     @functools.cache
@@ -19929,8 +19991,9 @@ class ReportHead:
     _kept: ClassVar[dict[tuple[int, int], tuple[int, int, int, Any]]] = {}
 
     @staticmethod
-    def runs(path: Path) -> Any:
-        """:func:`_report_runs` of the report file at ``path``: None when it is not UTF-8
+    def runs(path: Path, workers: int = 1) -> Any:
+        """:func:`_report_runs` of the report file at ``path`` (read by up to ``workers``
+        processes, :meth:`load`): None when it is not UTF-8
         JSON (ValueError, RecursionError) or not a report of ours (OSError, a file that
         cannot be read, is raised: the caller names it); :data:`EMPTY`
         for an empty file (or only whitespace). A run reads the file once: the check before
@@ -19948,7 +20011,7 @@ class ReportHead:
             if kept is not None and kept[:3] == shape:
                 return kept[3]
             started = time.time_ns()
-            head = ReportHead.load(path)
+            head = ReportHead.load(path, workers)
             runs: Any = ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head)
         except (ValueError, RecursionError):
             return None
@@ -20022,7 +20085,7 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
     try:
-        held = ReportHead.runs(path)
+        held = ReportHead.runs(path, config.workers if config.workers is not None else default_workers())
     except OSError as exc:   # not "no report of ours": the file cannot be read to tell
         raise InputError(f"--report {path}: exists and cannot be read ({exc.strerror or exc}), so it cannot "
                          "be told to hold this run's report; refusing to overwrite it: make it readable, "

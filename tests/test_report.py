@@ -458,15 +458,59 @@ VARIANTS = {
 }
 
 
+def _load_by(path: Path, workers: int):
+    try:
+        return ev.ReportHead.load(path, workers)
+    except (ValueError, RecursionError) as exc:
+        return type(exc)
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 22])
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_report_head_load_reads_what_the_whole_text_reads(tmp_path, monkeypatch, name, chunk):
     """ReportHead.load, which checks a report of our layout a chunk at a time (any chunk
-    size), gives what reading the whole text gives: the head, EMPTY, or the same error."""
+    size), by one process or by several (its rows cut into parts checked by forked
+    processes), gives what reading the whole text gives: the head, EMPTY, or the same error."""
     monkeypatch.setattr(ev.ReportHead, "CHUNK", chunk)
     path = tmp_path / "r.json"
     path.write_bytes(VARIANTS[name])
-    assert _load(path) == _whole_head(VARIANTS[name])
+    want = _whole_head(VARIANTS[name])
+    assert _load(path) == want
+    monkeypatch.setattr(ev.ReportHead, "CHECK_PARALLEL_MIN_BYTES", 0)
+    for workers in (2, 3, 40):   # 40: more parts than separators
+        assert _load_by(path, workers) == want
+
+
+def test_report_rows_are_cut_into_parts_at_row_separators(tmp_path, monkeypatch):
+    """_row_parts: with several workers the rows of a report of CHECK_PARALLEL_MIN_BYTES or
+    more are cut into about equal parts, each ending with a row's "}" and the next starting
+    after its ","; fewer bytes, or one worker: one part to the end. Every part of a good
+    report checks; a bad byte fails only the part that holds it, and the whole check."""
+    rows = [{"id": f"e{k}", "text": "\u00e0" * (k % 50)} for k in range(3000)]
+    raw = _rows_text(rows)
+    path = tmp_path / "r.json"
+    path.write_bytes(raw)
+    at = raw.find(ev.ReportHead.ROWS_KEY) + len(ev.ReportHead.ROWS_KEY)
+    monkeypatch.setattr(ev.ReportHead, "CHUNK", 4096)
+    with open(path, "rb") as handle:
+        fd = handle.fileno()
+        assert ev.ReportHead._row_parts(fd, at, 3) == [(fd, at, None)]     # below CHECK_PARALLEL_MIN_BYTES
+        monkeypatch.setattr(ev.ReportHead, "CHECK_PARALLEL_MIN_BYTES", 0)
+        assert ev.ReportHead._row_parts(fd, at, 1) == [(fd, at, None)]
+        parts = ev.ReportHead._row_parts(fd, at, 3)
+        assert len(parts) == 3 and parts[0][1] == at and parts[-1][2] is None
+        for (_, _, stop), (_, start, _) in zip(parts, parts[1:]):
+            assert raw[stop - 6:start + 6] == ev.ReportHead.ROW_SEP   # "\n    }" | "," | "\n    {"
+        sizes = [(stop or len(raw)) - start for _, start, stop in parts]
+        assert max(sizes) - min(sizes) < len(raw) // 10                 # about equal shares
+        assert all(ev.ReportHead._rows_valid(part) for part in parts)
+    bad = bytearray(raw)
+    bad[parts[1][1] + 100] = 0xFF                                          # invalid UTF-8 in the middle part
+    path.write_bytes(bytes(bad))
+    with open(path, "rb") as handle:
+        assert [ev.ReportHead._rows_valid((handle.fileno(), start, stop)) for _, start, stop in parts] == [
+            True, False, True]
+    assert _load_by(path, 3) is UnicodeDecodeError == _whole_head(bytes(bad))
 
 
 def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
@@ -498,6 +542,9 @@ def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
         def seek(self, *args):
             return self.handle.seek(*args)
 
+        def fileno(self):
+            return self.handle.fileno()
+
         def __enter__(self):
             return self
 
@@ -505,6 +552,8 @@ def test_report_head_load_streams_a_report_of_our_layout(tmp_path, monkeypatch):
             self.handle.close()
 
     monkeypatch.setattr(ev, "open", lambda p, mode="r", *a, **k: Counting(real_open(p, mode, *a, **k)), raising=False)
+    real_pread = os.pread
+    monkeypatch.setattr(ev.os, "pread", lambda fd, n, offset: sizes.append(n) or real_pread(fd, n, offset))
     assert ev.ReportHead.load(path) == {"summary": {"note": "caf\u00e9", "n": 9}}
     assert max(sizes) == 64 and len(sizes) > len(GOOD) // 64
     sizes.clear()
