@@ -14295,32 +14295,41 @@ def _all_finite(value: Any) -> bool:
 
 #: Leaf types that are never NaN or infinite (:func:`_all_finite` skips them).
 _FINITE_LEAVES = frozenset({str, int, bool, type(None)})
-#: Where a top-level key begins in indented JSON text (a newline, the two spaces of the
-#: first level, the key's quote): deeper lines are indented further, and a JSON string
-#: holds no newline.
-_TOP_LEVEL_KEY = re.compile(rb'\n  "')
+#: Where a key of the outermost object begins in its indented JSON text (a newline, the two
+#: spaces of the first level, the key's quote): deeper lines are indented further, and a
+#: JSON string holds no newline.
+_TOP_LEVEL_KEY = b'\n  "'
+#: The same in the text of ``[[row]]`` (:func:`_report_row`): a row's keys are three levels in.
+_ROW_KEY = b'\n      "'
+_NOT_FINITE = "Out of range float values are not JSON compliant (NaN or Infinity in the report)"
 
 
-def _finite_where_null(value: Any, data: bytes) -> bool:
+def _finite_where_null(value: Any, data: bytes, key: bytes = _TOP_LEVEL_KEY) -> bool:
     """:func:`_all_finite` of ``value`` given ``data``, its text as orjson writes it with
-    :data:`_ORJSON_OPTIONS`: of a dict, only the top-level values whose text holds
-    ``null`` are walked (a NaN or infinite float is written as null, so no other value
-    holds one; a null that is None, or part of a string, only makes a walk that finds
-    nothing: a per-entry row's nulls are mostly its pairs' and metrics' N/A values, not
-    in its families' records). The keys' places are the :data:`_TOP_LEVEL_KEY` marks, one
-    per key in order (any other count: the whole value is walked)."""
+    :data:`_ORJSON_OPTIONS` (``key``: how each of its keys begins there,
+    :data:`_TOP_LEVEL_KEY`, or :data:`_ROW_KEY` for the text of ``[[value]]``): of a dict,
+    only the values whose text holds ``null`` are walked (a NaN or infinite float is
+    written as null, so no other value holds one; a null that is None, or part of a
+    string, only makes a walk that finds nothing: a per-entry row's nulls are mostly its
+    pairs' and metrics' N/A values, not in its families' records). The value that holds
+    a null is the one of the last ``key`` mark before it (the marks are one per key, in
+    order; any other count, or a null before the first: the whole value is walked)."""
     if type(value) is not dict:
         return _all_finite(value)
-    starts = [found.start() for found in _TOP_LEVEL_KEY.finditer(data)]
-    if len(starts) != len(value) or not starts or data.find(b"null", 0, starts[0]) >= 0:
-        return _all_finite(value)
-    values = list(value.values())
     at = data.find(b"null")
+    if at < 0:
+        return True
+    values = list(value.values())
+    if data.count(key) != len(values):
+        return _all_finite(value)
     while at >= 0:
-        k = bisect.bisect(starts, at) - 1
+        k = data.count(key, 0, at) - 1
+        if k < 0:
+            return _all_finite(value)
         if not _all_finite(values[k]):
             return False
-        at = data.find(b"null", starts[k + 1]) if k + 1 < len(starts) else -1
+        after = data.find(key, at)   # the next value's mark (-1: the null was in the last value)
+        at = data.find(b"null", after) if after >= 0 else -1
     return True
 
 
@@ -14343,7 +14352,7 @@ def _json_bytes(value: Any) -> bytes:
     else:
         finite = b"null" not in data or _finite_where_null(value, data)
     if not finite:
-        raise ValueError("Out of range float values are not JSON compliant (NaN or Infinity in the report)")
+        raise ValueError(_NOT_FINITE)
     if data is not None:
         return data
     text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False)
@@ -14355,8 +14364,16 @@ def _json_bytes(value: Any) -> bytes:
 
 def _report_row(row: Mapping[str, Any]) -> bytes:
     """The text of one element of a report's ``per_entry`` (:func:`_json_bytes`, indented
-    for that place: four spaces). Raises ValueError as :func:`_json_bytes`."""
-    return _json_bytes(row).replace(b"\n", b"\n    ")
+    for that place: four spaces more), cut from orjson's text of ``[[row]]`` (which
+    indents it so: no copy of the row's text with every newline replaced). Raises
+    ValueError as :func:`_json_bytes`."""
+    try:
+        data = orjson.dumps([[row]], option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: the json module's text (_json_bytes), indented
+        return _json_bytes(row).replace(b"\n", b"\n    ")
+    if b"null" in data and not _finite_where_null(row, data, _ROW_KEY):
+        raise ValueError(_NOT_FINITE)
+    return data[10:-6]   # without "[\n  [\n    " and "\n  ]\n]"
 
 
 def report_chunks(data: Mapping[str, Any], spooled: bool = False) -> Iterator[Any]:

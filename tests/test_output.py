@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import errno
+import functools
 import html
 import io
 import json
@@ -735,6 +736,36 @@ def test_finite_where_null_answers_as_the_whole_walk(value):
     except TypeError:
         return
     assert ev._finite_where_null(value, data) == ev._all_finite(value)
+    # as a per-entry row: the text of [[value]], its keys three levels in
+    assert ev._finite_where_null(value, ev.orjson.dumps([[value]], option=ev._ORJSON_OPTIONS),
+                                 ev._ROW_KEY) == ev._all_finite(value)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(value=_JSON_VALUES | st.dictionaries(st.sampled_from(["id", "pairs", "n"]), _JSON_VALUES, max_size=3))
+def test_a_report_row_is_the_json_text_indented_four_spaces_more(value):
+    """_report_row (cut from orjson's text of [[row]]) is _json_bytes's text of the row
+    with four spaces after every newline, or the same ValueError (NaN, infinity), also on
+    the json module's path (integers beyond 64 bits, lone surrogates, nesting orjson refuses)."""
+    def old(row):
+        return ev._json_bytes(row).replace(b"\n", b"\n    ")
+    try:
+        want = old(value)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            ev._report_row(value)
+        return
+    assert ev._report_row(value) == want
+
+
+@pytest.mark.parametrize("row", [{"x": [[[{"y": None}]]] * 2, "big": 2**64}, {"s": "\ud800", "f": [0.1]},
+                                 {"d": functools.reduce(lambda v, _: [v], range(253), 1.5)}])
+def test_a_report_row_that_orjson_refuses_is_the_json_modules_text_indented(row):
+    """A row orjson cannot write (an integer beyond 64 bits, a lone surrogate, nesting that
+    is too deep once in [[row]]): the json module's text, indented four spaces more."""
+    escaped = "s" in row   # a lone surrogate: written as its \\u escape
+    want = json.dumps(row, indent=2, ensure_ascii=escaped).encode("ascii" if escaped else "utf-8")
+    assert ev._report_row(row) == want.replace(b"\n", b"\n    ")
 
 
 def test_json_bytes_writes_finite_values_as_json_does():
