@@ -20005,14 +20005,20 @@ class ReportHead:
     #: without its stat showing it (git's "racily clean" entries): its runs are not kept.
     RACY_NS = 3_000_000_000
     #: (st_dev, st_ino) -> (size, mtime_ns, ctime_ns, runs) of the report files read.
-    _kept: ClassVar[dict[tuple[int, int], tuple[int, int, int, Any]]] = {}
+    _kept: ClassVar[dict[tuple[int, int], tuple[int, int, int, tuple[Any, str | None]]]] = {}
 
     @staticmethod
     def runs(path: Path, workers: int = 1) -> Any:
-        """:func:`_report_runs` of the report file at ``path`` (read by up to ``workers``
-        processes, :meth:`load`): None when it is not UTF-8
-        JSON (ValueError, RecursionError) or not a report of ours (OSError, a file that
-        cannot be read, is raised: the caller names it); :data:`EMPTY`
+        """:func:`_report_runs` of the report file at ``path``: :meth:`reading`'s runs."""
+        return ReportHead.reading(path, workers)[0]
+
+    @staticmethod
+    def reading(path: Path, workers: int = 1) -> tuple[Any, str | None]:
+        """(:func:`_report_runs` of the report file at ``path``, why it is not JSON) (read by
+        up to ``workers`` processes, :meth:`load`): (None, the decoder's message) when it is
+        not UTF-8 JSON (ValueError, RecursionError), (None, None) when it is JSON but not a
+        report of ours (OSError, a file that cannot be read, is raised: the caller names it);
+        (:data:`EMPTY`, None)
         for an empty file (or only whitespace). A run reads the file once: the check before
         scoring and the one before writing (:func:`_refuse_replacing_another_run`) of a
         500 MB report would otherwise read, decode and parse it twice. The runs are kept
@@ -20021,20 +20027,23 @@ class ReportHead:
         only while the file has that stat, and only for a file last changed
         :data:`RACY_NS` or more before it was read (a change within the same tick of the
         file system's clock would leave the stat as it was)."""
+        st = os.stat(path)
+        ident, shape = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        kept = ReportHead._kept.get(ident)
+        if kept is not None and kept[:3] == shape:
+            return kept[3]
+        started = time.time_ns()
+        found: tuple[Any, str | None]
         try:
-            st = os.stat(path)
-            ident, shape = (st.st_dev, st.st_ino), (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            kept = ReportHead._kept.get(ident)
-            if kept is not None and kept[:3] == shape:
-                return kept[3]
-            started = time.time_ns()
             head = ReportHead.load(path, workers)
-            runs: Any = ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head)
-        except (ValueError, RecursionError):
-            return None
+            found = (ReportHead.EMPTY if head is ReportHead.EMPTY else _report_runs(head), None)
+        except RecursionError:
+            found = (None, "nested deeper than the decoder's recursion limit")
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+            found = (None, str(exc))
         if max(st.st_mtime_ns, st.st_ctime_ns) <= started - ReportHead.RACY_NS:
-            ReportHead._kept[ident] = (*shape, runs)
-        return runs
+            ReportHead._kept[ident] = (*shape, found)
+        return found
 
     #: ASCII text that ``str.strip`` leaves empty (the ASCII characters ``str.isspace`` holds).
     _BLANK = re.compile(rb"[ \t\n\r\x0b\x0c\x1c-\x1f]*")
@@ -20102,13 +20111,17 @@ def _refuse_replacing_another_run(config: RunConfig, path: Path | None, report: 
     if path is None or path == STDOUT_REPORT or config.report is None or not path.is_file():
         return
     try:
-        held = ReportHead.runs(path, config.workers if config.workers is not None else default_workers())
+        held, damage = ReportHead.reading(path, config.workers if config.workers is not None else default_workers())
     except OSError as exc:   # not "no report of ours": the file cannot be read to tell
         raise InputError(f"--report {path}: exists and cannot be read ({exc.strerror or exc}), so it cannot "
                          "be told to hold this run's report; refusing to overwrite it: make it readable, "
                          "remove it, or give another path") from None
     if held is ReportHead.EMPTY:
         return
+    if held is None and damage is not None:
+        raise InputError(f"--report {path}: exists and begins like a {PRODUCT} report but is not valid JSON "
+                         f"(truncated or damaged? {damage}), so it cannot be told to hold this run's report; refusing "
+                         "to overwrite it: remove it first or give another path")
     if held is None:
         raise InputError(f"--report {path}: exists and is not a {PRODUCT} report (it starts like one but holds no "
                          "summary inputs, config and signature); refusing to overwrite it: remove it first or give "

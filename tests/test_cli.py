@@ -895,6 +895,28 @@ def test_a_json_that_only_starts_like_a_report_is_never_replaced(tmp_path):
                 "summary inputs, config and signature); refusing to overwrite it") in err
 
 
+@pytest.mark.parametrize("damage, why", [
+    (lambda raw: raw[:len(raw) // 2], "Expecting"),                                  # truncated: json's message
+    (lambda raw: raw.replace(b'"r1"', b'"r\xff1"', 1), "can't decode byte 0xff"),      # not UTF-8
+])
+def test_a_damaged_report_of_this_run_is_refused_as_not_json(tmp_path, damage, why):
+    """A report of this very run that is no longer JSON (truncated, a byte changed) is kept,
+    with --overwrite too, and the refusal says why it cannot be read (the decoder's own
+    message), not that it lacks a run's description."""
+    gold = write_jsonl(tmp_path / "g.jsonl", [{"id": "r1", "prompt": "Acme makes Foo.", "triplets": [ACME_A]}])
+    pred = write_jsonl(tmp_path / "p.jsonl", [{"id": "r1", "triplets": [ACME_A]}])
+    report = tmp_path / "r.json"
+    command = ("--pred", pred, "--gold", gold, "--no-embeddings", "--report", report)
+    assert run_main(*command)[0] == 0
+    damaged = damage(report.read_bytes())
+    report.write_bytes(damaged)
+    for extra in ((), ("--overwrite",)):
+        rc, out, err = run_main(*command, *extra)
+        assert rc == 2 and report.read_bytes() == damaged
+        assert f"--report {report}: exists and begins like a kg-triplet-eval report but is not valid JSON (truncated " \
+               "or damaged? " in err and why in err and "refusing to overwrite it: remove it first" in err
+
+
 # ------------------------------------------ --html and --examples replace only a file of theirs, of the same run
 
 
