@@ -4097,6 +4097,18 @@ def _first_key(obj: Mapping[str, Any], keys: Sequence[str]) -> str | None:
     return None
 
 
+def _unreadable_id(store: "LineStore", index: int) -> str:
+    """``"; line N's id is ..."`` when the line kept at ``index`` of ``store`` gives an ``"id"``
+    that :func:`_record_id` cannot read (an object, an array, ``""``), naming what it holds;
+    ``""`` when it gives none (absent, null)."""
+    value = store.value(index)
+    found = value.get("id") if isinstance(value, Mapping) else None
+    if found is None:
+        return ""
+    return (f"; line {store.line[index]}'s id is {_describe(found)}: an id is a non-empty string or a number, "
+            "matched by its text")
+
+
 def _record_id(obj: Mapping[str, Any]) -> str | None:
     """The id of a record as a string (``1`` and ``"1"`` are the same id), or None when it
     has no readable id: absent, null, an object or array, or ``""`` (an empty id names no
@@ -5524,7 +5536,8 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
     not the number of the gold line at their position), and noticed (``ids_out_of_order``)
     when one side's integer ids are out of increasing order and the other side does not
     carry ids on every line to vouch for the pairing."""
-    gold_without = [gold.store.line[int(g)] for g in kept_gold[~gold.ids.present()[kept_gold]]]
+    without = kept_gold[~gold.ids.present()[kept_gold]]
+    gold_without = [gold.store.line[int(g)] for g in without]
     pred_with = bool(preds.ids.present().any())
     if join == "order":
         notebook = _notebook_order_mispairs(gold, preds, pred_path, gold_path)
@@ -5554,14 +5567,15 @@ def _join_mode(join: str, gold: _GoldLines, kept_gold: np.ndarray, preds: _PredL
         return "order"
     if join == "id" or (not gold_without and pred_with):
         if gold_without or not pred_with:
-            side = (f"{gold_path}: {len(gold_without)} gold line(s) without an id (first: line {gold_without[0]})"
+            side = (f"{gold_path}: {len(gold_without)} gold line(s) without an id (first: line {gold_without[0]}"
+                    f"{_unreadable_id(gold.store, int(without[0]))})"
                     if gold_without else f"{pred_path}: no prediction line has an id")
             raise InputError(f"--join id: {side}")
         return "id"
     if len(gold_without) == len(kept_gold) and not pred_with:
         return "order"
     ids_side = (f"{pred_path} carries ids but {len(gold_without)} line(s) of {gold_path} do not "
-                f"({_lines_named(gold_without)})"
+                f"({_lines_named(gold_without)}{_unreadable_id(gold.store, int(without[0]))})"
                 if pred_with else f"{gold_path} carries ids but {pred_path} does not")
     wrong = _order_mispairs(gold, kept_gold, preds, pred_path, gold_path)
     if wrong:

@@ -858,6 +858,21 @@ def test_gold_lines_without_ids_among_lines_with_ids_are_named(tmp_path):
         ev.load_inputs(p, g1)
 
 
+@pytest.mark.parametrize("rid, found", [([1], "a list of 1"), ({"n": 1}, "an object"), ("", '""')])
+def test_a_gold_id_that_cannot_be_read_is_named_with_what_it_holds(tmp_path, rid, found):
+    """A gold line whose "id" is there but unreadable (an array, an object, "") counts as a
+    line without an id, and the refusal says what its id holds (by join auto and --join id)."""
+    g = write_jsonl(tmp_path / "gold.jsonl", [{"id": "r1", "triplets": []}, {"id": rid, "triplets": []}])
+    p = write_jsonl(tmp_path / "pred.jsonl", [{"id": "r1", "triplets": []}, {"id": "r2", "triplets": []}])
+    why = f"line 2's id is {found}: an id is a non-empty string or a number, matched by its text"
+    with pytest.raises(ev.InputError) as caught:
+        ev.load_inputs(p, g)
+    assert f"carries ids but 1 line(s) of {g} do not (line 2; {why})" in str(caught.value)
+    with pytest.raises(ev.InputError) as caught:
+        ev.load_inputs(p, g, join="id")
+    assert str(caught.value) == f"--join id: {g}: 1 gold line(s) without an id (first: line 2; {why})"
+
+
 def test_join_id_needs_ids_and_join_auto_without_ids_is_line_order(tmp_path):
     gold = gold_file(tmp_path, ids=False)
     pred = write_jsonl(tmp_path / "p.jsonl", [{"triplets": [ACME_A]}, {"triplets": [ACME_B]}])
