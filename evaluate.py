@@ -10457,13 +10457,14 @@ def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
     pool = ForkPool()
     restore = hold_signals()
     try:
-        for _ in range(workers):
-            pool.fork(fn)
+        try:
+            for _ in range(workers):
+                pool.fork(fn)
+        finally:
+            restore()   # a signal held during the forks is raised here: the pool is closed below
     except BaseException:
         pool.close()
         raise
-    finally:
-        restore()
     return pool
 
 
@@ -20234,13 +20235,35 @@ class RunOutcome:
     done: int = 0
     #: The summary (or the ``--format`` output) is printed in full.
     printed: bool = False
+    #: ``--per-entry-jsonl PATH`` (written before the report) and what was at PATH before
+    #: the run: (device, inode) or None (nothing there, or it could not be told).
+    rows: Path | None = None
+    rows_before: tuple[int, int] | None = None
 
     def plan(self, config: RunConfig) -> None:
-        """Before a run of ``config`` starts: the files it is to write after the report."""
+        """Before a run of ``config`` starts: the files it is to write after the report,
+        and the file at ``--per-entry-jsonl``'s path (the rows file is written atomically,
+        before the report: a new inode there is the run's own)."""
         self.no_report = config.no_report
+        self.rows = config.per_entry_jsonl
+        self.rows_before = self._ident(self.rows)
         self.planned = [(what, flag, path) for what, flag, path in (
             ("the examples", "--examples", config.examples), ("the plots", "--plots", config.plots),
             ("the audit page", "--html", config.html)) if path is not None]
+
+    @staticmethod
+    def _ident(path: Path | None) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path) if path is not None else None
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if st is not None else None
+
+    def rows_written(self) -> bool:
+        """Whether this run placed its ``--per-entry-jsonl`` file (another file is at its path
+        than before the run)."""
+        now = self._ident(self.rows)
+        return now is not None and now != self.rows_before
 
     def placed(self, flag: str) -> None:
         """The file of ``flag`` (the next of :attr:`planned`) is in place."""
@@ -20256,13 +20279,16 @@ class RunOutcome:
         PATH)`` (the summary first when it is not printed in full), leading with "no report
         written (--no-report)" when none is to be.
         ``error``: for an error's message, "" when nothing is written (the error says
-        why)."""
-        if self.written is None and not self.done:
+        why). A ``--per-entry-jsonl`` file in place (:meth:`rows_written`) is named among
+        what is written."""
+        rows = ([("the per-entry rows", f"--per-entry-jsonl {self.rows}")]
+                if self.rows is not None and self.written is None and self.rows_written() else [])
+        if self.written is None and not self.done and not rows:
             return "" if error else "no report written"
-        if not self.planned:
+        if not self.planned and not rows:
             return (f"the report was written to {self.written}"
                     + ("" if error else "; what comes after it (the summary on stdout, --plots) may be incomplete"))
-        files = ([("the report", self.written)] if self.written is not None else []) + [
+        files = rows + ([("the report", self.written)] if self.written is not None else []) + [
             (what, path) for what, _, path in self.planned[:self.done]]
         head = [] if self.written is not None else ["no report written" + (" (--no-report)" if self.no_report else "")]
         rest = ([] if self.printed else ["the summary on stdout (may be incomplete)"]) + [

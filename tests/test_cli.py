@@ -415,6 +415,32 @@ def test_a_full_disk_under_the_page_names_what_was_written(tmp_path, monkeypatch
     assert report.is_file() and examples.is_file() and not page.exists()
 
 
+def test_a_report_that_cannot_be_written_names_the_rows_file_written_before_it(tmp_path, monkeypatch):
+    """--per-entry-jsonl: the rows file is placed before the report; when the report then
+    cannot be written (ENOSPC), or a signal stops the run between the two, the line names
+    the rows file as written (before: "no report written" alone, the rows file in place)."""
+    import errno
+    write_atomic = ev._write_atomic
+    report, rows = tmp_path / "r.json", tmp_path / "rows.jsonl"
+    def full_under_the_report(path, chunks, placed=None):
+        if path == report:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_atomic(path, chunks, placed)
+    monkeypatch.setattr(ev, "_write_atomic", full_under_the_report)
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--quiet", "--report", report,
+                          "--per-entry-jsonl", rows, cwd=ROOT)
+    assert rc == 2 and rows.is_file() and not report.exists()
+    assert (f"cannot write the report: No space left on device; no report written; written: the per-entry rows "
+            f"(--per-entry-jsonl {rows})") in err
+    outcome = ev.RunOutcome()
+    outcome.plan(ev.RunConfig(per_entry_jsonl=rows))   # the same rows file as before the run: not this run's
+    assert outcome.account() == "no report written"
+    (tmp_path / "new.jsonl").write_text("{}\n")
+    os.replace(tmp_path / "new.jsonl", rows)           # another file there now (an atomic write: another inode)
+    assert outcome.account() == (f"no report written; written: the per-entry rows (--per-entry-jsonl {rows}); not "
+                                 "written: the summary on stdout (may be incomplete)")
+
+
 @pytest.mark.parametrize("at, plots, folder", [
     # a signal while the plots are drawn (after the 1st, 4th, 8th of 8 files): before, 1-3
     # files were left in the folder while the line said "not written: the plots"; the

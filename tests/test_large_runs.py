@@ -172,6 +172,29 @@ def test_an_input_error_in_a_worker_is_the_runs_input_error(tmp_path, monkeypatc
     assert exc.value.family == "fails-on-7"
 
 
+@pytest.mark.parametrize("nth", [1, 2])
+def test_a_signal_held_while_the_pool_forks_stops_and_reaps_its_workers(monkeypatch, nth):
+    """Ctrl-C that arrives while start_pool forks (held until the forks are done) is raised
+    when it is let through, after the nth fork, and the workers already forked are killed
+    and reaped before it goes on: none is left running or unreaped."""
+    forked: list[int] = []
+    real_fork = ev.ForkPool.fork
+
+    def fork(pool, fn):
+        real_fork(pool, fn)
+        forked.append(pool.workers[-1][0])
+        if len(forked) == nth:
+            os.kill(os.getpid(), signal.SIGINT)   # held by start_pool: pending until its forks end
+
+    monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    with pytest.raises(KeyboardInterrupt):
+        ev.start_pool(3, abs)
+    assert len(forked) == 3
+    for pid in forked:
+        with pytest.raises(ChildProcessError):   # reaped already: no such child left
+            os.waitpid(pid, os.WNOHANG)
+
+
 def test_default_workers_is_the_cpu_affinity():
     expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert ev.default_workers() == expected
