@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -184,7 +185,9 @@ def test_a_signal_held_while_the_pool_forks_stops_and_reaps_its_workers(monkeypa
         real_fork(pool, fn)
         forked.append(pool.workers[-1][0])
         if len(forked) == nth:
-            os.kill(os.getpid(), signal.SIGINT)   # held by start_pool: pending until its forks end
+            # to this thread, which start_pool blocks it in (a signal to the process would go to
+            # another thread of the test runner, if any, and be handled at once)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
     monkeypatch.setattr(ev.ForkPool, "fork", fork)
     with pytest.raises(KeyboardInterrupt):
