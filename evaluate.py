@@ -9763,52 +9763,44 @@ class RowSpool:
             self.drop(name, key)
 
     @property
-    def folder(self) -> Path | None:
-        """The folder of the spool's files (None: the temporary folder)."""
-        return self._folder
-
-    @property
     def in_memory(self) -> bool:
         """True for a spool kept in memory (``memory``: a worker's chunk)."""
         return isinstance(self._file, io.BytesIO)
 
-    def worker_files(self, n: int) -> list[Any]:
-        """``n`` new files without a name (removed when closed, or when the last process
+    def worker_files(self, n: int) -> None:
+        """Make ``n`` new files without a name (removed when closed, or when the last process
         holding them ends, however it ends), in the spool's folder and held by it: one for
-        each worker forked after this call (:meth:`write_chunk`, :meth:`append_written`).
-        Raises :class:`TempFilesUnwritable` (a full or read-only folder)."""
+        each worker forked after this call, by its slot (:meth:`write_chunk`,
+        :meth:`append_written`). Raises :class:`TempFilesUnwritable` (a full or read-only
+        folder)."""
         try:
-            files = [tempfile.TemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=self._folder, buffering=0)
-                     for _ in range(n)]
+            self._workers += [tempfile.TemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=self._folder,
+                                                     buffering=0) for _ in range(n)]
         except OSError as exc:
             raise TempFilesUnwritable.of(exc, self._folder) from None
-        self._workers.extend(files)
-        return files
 
-    @staticmethod
-    def write_chunk(file: Any, chunk: "RowSpool",
-                    folder: Path | None = None) -> tuple[int, int, array.array, list[tuple[str, str]]]:
-        """A worker's part: append the rows of ``chunk`` (an in-memory spool of the parent
-        spool's form) to ``file`` (one of :meth:`worker_files`, written by this process
-        alone); (where they start in it, their byte size, the rows' sizes, the families
-        dropped): the arguments of :meth:`append_written` after the file.
-        Raises :class:`TempFilesUnwritable` (``folder``: the spool's folder, named)."""
+    def write_chunk(self, slot: int, chunk: "RowSpool") -> tuple[int, int, array.array, list[tuple[str, str]]]:
+        """A worker's part, in its copy of this spool: append the rows of ``chunk`` (an
+        in-memory spool of this spool's form) to the file of ``slot`` (:meth:`worker_files`,
+        written by that worker alone); (where they start in it, their byte size, the rows'
+        sizes, the families dropped): the arguments of :meth:`append_written` after the slot.
+        Raises :class:`TempFilesUnwritable`."""
         data = chunk._file.getbuffer()
-        fd = file.fileno()
+        fd = self._workers[slot].fileno()
         try:
             start = done = os.lseek(fd, 0, os.SEEK_END)
             end = start + len(data)
             while done < end:
                 done += os.pwrite(fd, data[done - start:], done)
         except OSError as exc:
-            raise TempFilesUnwritable.of(exc, folder) from None
+            raise TempFilesUnwritable.of(exc, self._folder) from None
         finally:
             data.release()
         return start, end - start, chunk._sizes, list(chunk._dropped)
 
-    def append_written(self, file: Any, start: int, size: int, sizes: array.array,
+    def append_written(self, slot: int, start: int, size: int, sizes: array.array,
                        dropped: Sequence[tuple[str, str]] = ()) -> None:
-        """Append the rows that a worker wrote to ``file`` (:meth:`write_chunk`): ``size``
+        """Append the rows that the worker of ``slot`` wrote to its file (:meth:`write_chunk`): ``size``
         bytes from ``start``, rows of the byte sizes ``sizes``, without reading them (the
         spool's text then goes on in that file); its dropped families are dropped here."""
         if not sizes:
@@ -9821,7 +9813,7 @@ class RowSpool:
             raise self._unwritable(exc) from None
         if own > self._own_from:
             self._pieces.append((self._file.fileno(), self._own_from, own))
-        self._pieces.append((file.fileno(), start, start + size))
+        self._pieces.append((self._workers[slot].fileno(), start, start + size))
         self._own_from = own
         self._sizes.extend(sizes)
         for name, key in dropped:
@@ -10387,13 +10379,13 @@ def combine_scored(parts: Sequence[ScoredFile], families: Sequence[MetricFamily]
 
 
 #: What a forked worker scores: (entries, families, context, what becomes of the rows,
-#: where it writes them), set in the parent just before the pool forks, so that the
+#: the parent's spool on disk), set in the parent just before the pool forks, so that the
 #: children share the entries instead of receiving them pickled. The rows: None (sent back
 #: as dicts), a :class:`RowSpool` form (encoded in it: written to this worker's file of the
-#: parent's spool, :meth:`RowSpool.worker_files`, or, where the files are None, sent back),
+#: parent's spool, :meth:`RowSpool.worker_files`, or, where the spool is None, sent back),
 #: or "discard" (not sent back).
 _WORKER_STATE: tuple[Sequence[Entry], Sequence[MetricFamily], ScoringContext, str | None,
-                     tuple[list[Any], Path | None] | None] | None = None
+                     "RowSpool | None"] | None = None
 #: In a :class:`ForkPool` worker: its place among the pool's workers (0, 1, ...), in fork order.
 _WORKER_SLOT = 0
 
@@ -10606,7 +10598,7 @@ def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[Any, ...] |
     files, (their bytes, their sizes, the families dropped) (:meth:`RowSpool.take`); the
     chunk's own ``rows`` is then empty, as it is when the rows are discarded."""
     assert _WORKER_STATE is not None
-    entries, families, ctx, form, files = _WORKER_STATE
+    entries, families, ctx, form, spool = _WORKER_STATE
     start, stop = bounds
     if form is None:
         return score_entries(entries[start:stop], families, ctx, prepare=False), None
@@ -10615,9 +10607,9 @@ def _score_range(bounds: tuple[int, int]) -> tuple[ScoredFile, tuple[Any, ...] |
     part.rows = []
     if not isinstance(sink, RowSpool):
         return part, None
-    if files is None:
+    if spool is None:
         return part, sink.take()
-    return part, (_WORKER_SLOT, *RowSpool.write_chunk(files[0][_WORKER_SLOT], sink, files[1]))
+    return part, (_WORKER_SLOT, *spool.write_chunk(_WORKER_SLOT, sink))
 
 
 def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
@@ -10681,9 +10673,10 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     n_workers = min(workers, len(ranges))
     # a spool on disk: each worker writes its chunks' rows to a file of its own that the
     # spool then holds (the bytes are not sent back through the pipes and written again)
-    files = ((rows.worker_files(n_workers), rows.folder)
-             if isinstance(rows, RowSpool) and not rows.in_memory else None)
-    _WORKER_STATE = (entries, families, ctx, form, files)
+    spool = rows if isinstance(rows, RowSpool) and not rows.in_memory else None
+    if spool is not None:
+        spool.worker_files(n_workers)
+    _WORKER_STATE = (entries, families, ctx, form, spool)
     parts: list[ScoredFile] = []
     # Objects that exist before the fork are left out of the children's garbage collection
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
@@ -10694,9 +10687,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         for part, encoded in pool.map(ranges):
             if bar is not None:
                 bar.update(part.tally.n_entries)
-            if encoded is not None and files is not None:
-                slot, *written = encoded
-                rows.append_written(files[0][slot], *written)
+            if encoded is not None and spool is not None:
+                spool.append_written(*encoded)
             elif encoded is not None:
                 rows.append_encoded(*encoded)
             elif rows is not None:

@@ -575,7 +575,7 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
     parent = ev.RowSpool(folder=tmp_path, form=form)
     parent.extend(rows[:5])
     named = set(tmp_path.iterdir())          # the two spools' own files
-    files = parent.worker_files(2)
+    parent.worker_files(2)
     assert set(tmp_path.iterdir()) == named  # files without a name: nothing to leave behind
     written = []
     for k, chunk in enumerate(chunks):
@@ -587,7 +587,7 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
                 worker.extend(chunk)
                 if len(chunk) == 1:
                     worker.drop("strict", "strict")
-                os.write(write, pickle.dumps(ev.RowSpool.write_chunk(files[k % 2], worker, tmp_path)))
+                os.write(write, pickle.dumps(parent.write_chunk(k % 2, worker)))
             finally:
                 os._exit(0)
         os.close(write)
@@ -601,7 +601,7 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
         assert size == sum(sizes) + len(sep) * max(len(sizes) - 1, 0) and len(sizes) == len(chunks[k])
         assert dropped == ([("strict", "strict")] if len(chunks[k]) == 1 else [])
     for k, where in enumerate(written):
-        parent.append_written(files[k % 2], *where)
+        parent.append_written(k % 2, *where)
     parent.extend(rows[118:])
     assert len(parent) == len(rows) and list(parent) == list(direct)
     assert b"".join(parent.encoded(block=1000)) == b"".join(direct.encoded())
@@ -618,7 +618,7 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
     parent.close()
     direct.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == (["r.json"] if form == "report" else [])
-    assert all(f.closed for f in files)
+    assert all(f.closed for f in parent._workers)
 
 
 def _refused_copy(*args):
