@@ -9734,6 +9734,7 @@ class RowSpool:
         # (file descriptor, start, stop) of _pieces, in order, followed by this spool's own
         # file from _own_from on; _workers: the files the workers write (worker_files).
         self._workers: list[Any] = []
+        self._slot0 = 0
         self._pieces: list[tuple[int, int, int]] = []
         self._own_from = 0
 
@@ -9771,8 +9772,10 @@ class RowSpool:
         """Make ``n`` new files without a name (removed when closed, or when the last process
         holding them ends, however it ends), in the spool's folder and held by it: one for
         each worker forked after this call, by its slot (:meth:`write_chunk`,
-        :meth:`append_written`). Raises :class:`TempFilesUnwritable` (a full or read-only
+        :meth:`append_written`; a later call's slots name its own new files, and the rows
+        already written to earlier ones stay held where they lie). Raises :class:`TempFilesUnwritable` (a full or read-only
         folder)."""
+        self._slot0 = len(self._workers)   # slot 0 of the workers forked after this call
         try:
             self._workers += [tempfile.TemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=self._folder,
                                                      buffering=0) for _ in range(n)]
@@ -9786,7 +9789,7 @@ class RowSpool:
         sizes, the families dropped): the arguments of :meth:`append_written` after the slot.
         Raises :class:`TempFilesUnwritable`."""
         data = chunk._file.getbuffer()
-        fd = self._workers[slot].fileno()
+        fd = self._workers[self._slot0 + slot].fileno()
         try:
             start = done = os.lseek(fd, 0, os.SEEK_END)
             end = start + len(data)
@@ -9813,7 +9816,7 @@ class RowSpool:
             raise self._unwritable(exc) from None
         if own > self._own_from:
             self._pieces.append((self._file.fileno(), self._own_from, own))
-        self._pieces.append((self._workers[slot].fileno(), start, start + size))
+        self._pieces.append((self._workers[self._slot0 + slot].fileno(), start, start + size))
         self._own_from = own
         self._sizes.extend(sizes)
         for name, key in dropped:

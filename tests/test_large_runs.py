@@ -602,7 +602,25 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
         assert dropped == ([("strict", "strict")] if len(chunks[k]) == 1 else [])
     for k, where in enumerate(written):
         parent.append_written(k % 2, *where)
-    parent.extend(rows[118:])
+    # A second pool on the same spool: its slot 0 is a new file (its rows start at byte 0),
+    # and the rows the first pool wrote stay where they lie.
+    parent.worker_files(1)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            worker = ev.RowSpool(form=form, memory=True)
+            worker.extend(rows[118:130])
+            os.write(write, pickle.dumps(parent.write_chunk(0, worker)))
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        where = pickle.loads(answer.read())
+    os.waitpid(pid, 0)
+    assert where[0] == 0 and len(parent._workers) == 3
+    parent.append_written(0, *where)
+    parent.extend(rows[130:])
     assert len(parent) == len(rows) and list(parent) == list(direct)
     assert b"".join(parent.encoded(block=1000)) == b"".join(direct.encoded())
     if form == "report":
