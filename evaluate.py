@@ -9721,11 +9721,13 @@ class RowSpool:
             self._write = self._file.write
         else:
             try:
-                self._file = tempfile.NamedTemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder,
-                                                         buffering=self.BUFFER)
+                # No name (removed when closed, or when the process ends, however it ends:
+                # nothing left in the folder after a SIGKILL); read back by its descriptor.
+                self._file = tempfile.TemporaryFile(prefix=f".{PRODUCT}-rows-", suffix=".tmp", dir=folder,
+                                                    buffering=self.BUFFER)
             except OSError as exc:
                 raise TempFilesUnwritable.of(exc, folder) from None
-            self._write = self._file.file.write   # the wrapper's attribute lookup costs more than a small write
+            self._write = self._file.write
             RowSpool._open.add(self)
         self._folder = folder
         self._sizes = array.array("Q")   # the byte size of each row's text
@@ -9860,15 +9862,9 @@ class RowSpool:
         return len(self._sizes)
 
     def _reader(self) -> Any:
-        if self._pieces:
-            return _RangesReader(self._ranges())
-        try:
-            self._file.flush()
-        except OSError as exc:  # the last buffered rows did not fit
-            raise self._unwritable(exc) from None
         if isinstance(self._file, io.BytesIO):
             return io.BytesIO(self._file.getvalue())
-        return open(self._file.name, "rb")
+        return _RangesReader.of(self._ranges())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         skip = len(self._sep)
@@ -9924,34 +9920,40 @@ class RowSpool:
                 yield b""
 
 
-class _RangesReader:
-    """A binary reader (``read(n)``, a context manager) of byte ranges of open files, one
-    after the other: the text of a :class:`RowSpool` that workers wrote to (:meth:`RowSpool._ranges`)."""
+class _RangesReader(io.RawIOBase):
+    """The raw reader of byte ranges (file descriptor, start, stop) of open files, one
+    after the other (``os.pread``: no file position is moved, so the spool's own file can
+    be read while it is held for writing): the text of a :class:`RowSpool`
+    (:meth:`RowSpool._ranges`); :meth:`of` gives it buffered. A range that ends before its
+    stop (a file that lost bytes it had) is OSError EIO."""
 
     def __init__(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        super().__init__()
         self._ranges = deque(ranges)
 
-    def __enter__(self) -> "_RangesReader":
-        return self
+    @classmethod
+    def of(cls, ranges: Sequence[tuple[int, int, int]]) -> io.BufferedReader:
+        """A buffered binary reader (``read(n)``: n bytes, fewer only at the end; a context
+        manager) of ``ranges``."""
+        return io.BufferedReader(cls(ranges), buffer_size=RowSpool.BUFFER)
 
-    def __exit__(self, *exc: Any) -> None:
-        self._ranges.clear()
+    def readable(self) -> bool:
+        return True
 
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that are left: ``size`` < 0); b"" at the end."""
-        out = bytearray()
-        while self._ranges and (size < 0 or len(out) < size):
+    def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` from the first range left; 0 at the end of the last one."""
+        while self._ranges:
             fd, start, stop = self._ranges[0]
-            want = stop - start if size < 0 else min(stop - start, size - len(out))
-            data = os.pread(fd, want, start)
-            if not data:  # the range ends before stop: the file lost bytes it had
-                raise OSError(errno.EIO, "a temporary rows file is shorter than the rows written to it")
-            out += data
-            if start + len(data) >= stop:
+            if start >= stop:
                 self._ranges.popleft()
-            else:
-                self._ranges[0] = (fd, start + len(data), stop)
-        return bytes(out)
+                continue
+            data = os.pread(fd, min(stop - start, len(buffer)), start)
+            if not data:
+                raise OSError(errno.EIO, "a temporary rows file is shorter than the rows written to it")
+            buffer[:len(data)] = data
+            self._ranges[0] = (fd, start + len(data), stop)
+            return len(data)
+        return 0
 
 
 #: errno values of ``os.copy_file_range`` that mean "not here" (copy the bytes instead).
@@ -10333,7 +10335,8 @@ def evaluate_entries(entries: Sequence[Entry], *, similarity: Similarity, profil
 #: Entries per chunk handed to a worker process (at most; fewer for small inputs, so that
 #: every worker gets several chunks).
 WORKER_CHUNK_MAX = 256
-#: Below this many entries a run scores in process whatever ``--workers`` says.
+#: A scoring pool has at most one worker per this many entries begun (so a run of this many
+#: entries or fewer scores in process whatever ``--workers`` says).
 WORKER_MIN_ENTRIES = 64
 
 
@@ -10447,14 +10450,21 @@ def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
     a signal handled inside such a callback raises there, where the exception is printed
     as "ignored" and lost: the run would go on and write its report after a SIGTERM. Held
     during the forks, the signal is handled just after them, in this thread's own code,
-    and stops the run as everywhere else. The workers unblock the signals. Raises OSError
-    (no fork possible); the processes already forked are stopped first."""
+    and stops the run as everywhere else. The workers unblock the signals. Raises
+    :class:`WorkersUnavailable` (a fork refused: the limit on processes, memory); the
+    processes already forked are stopped first."""
     pool = ForkPool()
     restore = hold_signals()
     try:
         try:
-            for _ in range(workers):
-                pool.fork(fn)
+            for k in range(workers):
+                try:
+                    pool.fork(fn)
+                except OSError as exc:
+                    raise WorkersUnavailable(
+                        f"cannot start worker process {k + 1} of {workers} ({exc.strerror or exc}: the system's "
+                        f"limit on processes, ulimit -u, or its memory); no report written: rerun with fewer "
+                        f"--workers (or --workers 1)") from None
         finally:
             restore()   # a signal held during the forks is raised here: the pool is closed below
     except BaseException:
@@ -10638,6 +10648,12 @@ class WorkerLost(RuntimeError):
     1: the run could not finish, though the input is fine) instead of waiting forever."""
 
 
+class WorkersUnavailable(WorkerLost):
+    """A worker process could not be started (``fork`` refused: EAGAIN at the limit on
+    processes, ``ulimit -u``, or ENOMEM): the run fails as for :class:`WorkerLost` (exit
+    status 1, one line naming the cause, no traceback), its workers already forked stopped."""
+
+
 def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFamily], ctx: ScoringContext, *,
                            workers: int = 1, progress: bool = False, rows: Any = None) -> ScoredFile:
     """:func:`score_entries` on ``workers`` processes: the same :class:`ScoredFile`, byte for
@@ -10646,8 +10662,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     The similarity backend is prepared in this process first (every string of every
     entry: embeddings are computed once, here); then forked workers score consecutive
     chunks (:func:`_chunks`) and the chunks are put back together in input order by
-    :func:`combine_scored` (exact merge). ``workers`` <= 1, fewer than
-    :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
+    :func:`combine_scored` (exact merge). At most one worker per :data:`WORKER_MIN_ENTRIES`
+    entries begun is started (a larger ``workers`` is lowered to that); one worker, at
+    most :data:`WORKER_MIN_ENTRIES` entries, or a platform other than Linux
     (:func:`_fork_context`): scored in this process. Errors raised in a worker (:class:`InputError`) are raised here;
     a worker that dies (SIGKILL, the out-of-memory killer) raises :class:`WorkerLost` here
     (:class:`ForkPool` notices a lost worker: its result pipe ends, where a
@@ -10658,7 +10675,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     :class:`NoRows` are not sent back at all).
     """
     global _WORKER_STATE
-    context = _fork_context() if workers > 1 and len(entries) >= WORKER_MIN_ENTRIES else None
+    workers = min(workers, -(-len(entries) // WORKER_MIN_ENTRIES))   # a worker for each WORKER_MIN_ENTRIES begun
+    context = _fork_context() if workers > 1 else None
     if context is None:
         return score_entries(entries, families, ctx, progress=progress, rows=rows)
     for family in families:  # an input error before any process starts
@@ -10685,7 +10703,12 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
     # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
     # parsed inputs), which costs more than the scoring and copies every page it touches.
     gc.freeze()
-    pool = start_pool(n_workers, _score_range)
+    try:
+        pool = start_pool(n_workers, _score_range)
+    except BaseException:
+        gc.unfreeze()
+        _WORKER_STATE = None
+        raise
     try:
         for part, encoded in pool.map(ranges):
             if bar is not None:
@@ -10733,12 +10756,19 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
     """``map(fn, items)`` on a pool of ``workers`` forked processes, the results in order
     as they come. The children inherit this process (its settings, and the seed of
     ``hash``: what they return is valid here). ``items`` are all submitted at the first
-    result asked for (a generator of them runs while the first tasks are done); the pool
-    is stopped when the results end or the iterator is closed (an error of the caller).
+    result asked for; the pool is stopped when the results end or the iterator is closed (an error of the caller).
     A worker that dies (SIGKILL) raises :class:`WorkerLost` (naming ``what`` the workers
-    were doing); an exception in ``fn`` is raised here, in its item's turn."""
+    were doing); an exception in ``fn`` is raised here, in its item's turn. No more
+    processes are forked than there are items (``items`` is read to its end first)."""
+    items = list(items)
+    if not items:
+        return
     gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
-    pool = start_pool(workers, fn)
+    try:
+        pool = start_pool(min(workers, len(items)), fn)
+    except BaseException:
+        gc.unfreeze()
+        raise
     try:
         yield from pool.map(items)
     except _PoolBroken:
@@ -19401,8 +19431,9 @@ class RunConfig:
         values["metrics"] = _output_families(metrics, args)
         if args.workers is not None and args.workers > default_workers():
             log.info("note: --workers %d is more than the %d CPU(s) this process may use (os.sched_getaffinity): "
-                     "the extra workers share CPUs and each holds its own memory; running with %d as asked",
-                     args.workers, default_workers(), args.workers)
+                     "the extra workers share CPUs and each holds its own memory; running with up to %d as asked (a pool "
+                     "has at most one worker per %d entries and one per reading range)",
+                     args.workers, default_workers(), args.workers, WORKER_MIN_ENTRIES)
         return cls(**values)
 
     @property

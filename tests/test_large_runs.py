@@ -6,6 +6,7 @@ byte for byte.
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import json
 import os
@@ -196,6 +197,80 @@ def test_a_signal_held_while_the_pool_forks_stops_and_reaps_its_workers(monkeypa
     for pid in forked:
         with pytest.raises(ChildProcessError):   # reaped already: no such child left
             os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_refused_fork_stops_the_run_with_one_line_and_reaps_the_workers_already_forked(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """The system refuses the third fork (EAGAIN: the limit on processes, ulimit -u): the run
+    ends with exit status 1 and one line naming the worker and the cause, no traceback, no
+    report; the two workers forked before are reaped and the garbage collector is not left
+    frozen."""
+    forked: list[int] = []
+    real_fork = ev.ForkPool.fork
+
+    def fork(pool, fn):
+        if len(forked) == 2:
+            raise BlockingIOError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        real_fork(pool, fn)
+        forked.append(pool.workers[-1][0])
+
+    monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    monkeypatch.setattr(ev, "WORKER_MIN_ENTRIES", 2)
+    gold, pred, _ = _corpus(tmp_path / "c", n=40)
+    report = tmp_path / "r.json"
+    status = ev.main(["--pred", str(pred), "--gold", str(gold), "--no-embeddings", "--quiet", "--workers", "4",
+                      "--report", str(report)])
+    err = capsys.readouterr().err
+    assert status == 1 and not report.exists() and "Traceback" not in err
+    assert err == ("error: cannot start worker process 3 of 4 (Resource temporarily unavailable: the system's limit "
+                   "on processes, ulimit -u, or its memory); no report written: rerun with fewer --workers (or "
+                   "--workers 1)\n")
+    assert len(forked) == 2 and gc.get_freeze_count() == 0
+    for pid in forked:
+        with pytest.raises(ChildProcessError):   # reaped already
+            os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.parametrize(("entries", "asked", "started"), [(200, 50, 4), (128, 8, 2), (129, 8, 3), (64, 8, 0)])
+def test_a_scoring_pool_has_at_most_one_worker_per_64_entries_begun(tmp_path, monkeypatch, entries, asked,
+                                                                     started):
+    """--workers above the work: ceil(entries / 64) workers at most (200 entries: 4; 64 or
+    fewer: scored in process, none forked), and the same scores as one process."""
+    forked: list[int] = []
+    real_fork = ev.ForkPool.fork
+
+    def fork(pool, fn):
+        real_fork(pool, fn)
+        forked.append(pool.workers[-1][0])
+
+    monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    rows = [{"id": f"e{k}", "triplets": [{"source": {"title": f"A{k % 7}", "type": "t"},
+                                          "relation": {"type": "r", "weight": 1.0},
+                                          "target": {"title": f"B{k % 5}", "type": "t"}}]} for k in range(entries)]
+    gold = write_jsonl(tmp_path / "g.jsonl", [dict(r, prompt="p") for r in rows])
+    pred = write_jsonl(tmp_path / "p.jsonl", rows[1:] + rows[:1])
+    loaded = ev.load_inputs(pred, gold)
+    ctx = ev.ScoringContext(ev.Similarity(), "hgr", None, 0.5)
+    families = ev.families_for(("hgr", "strict"))
+    parallel = ev.score_entries_parallel(loaded.entries, families, ctx, workers=asked)
+    assert len(forked) == started
+    one = ev.score_entries(loaded.entries, ev.families_for(("hgr", "strict")), ctx)
+    assert ev.records_to_json(parallel.records) == ev.records_to_json(one.records)
+
+
+def test_a_reading_pool_has_no_more_workers_than_ranges(monkeypatch):
+    forked: list[int] = []
+    real_fork = ev.ForkPool.fork
+
+    def fork(pool, fn):
+        real_fork(pool, fn)
+        forked.append(pool.workers[-1][0])
+
+    monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    context = ev._fork_context()
+    assert list(ev._forked_map(abs, iter([-3, 4, -5]), workers=10, context=context)) == [3, 4, 5]
+    assert len(forked) == 3
+    assert list(ev._forked_map(abs, iter([]), workers=10, context=context)) == [] and len(forked) == 3
 
 
 def test_default_workers_is_the_cpu_affinity():
@@ -574,9 +649,8 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
     direct.drop("strict", "strict")
     parent = ev.RowSpool(folder=tmp_path, form=form)
     parent.extend(rows[:5])
-    named = set(tmp_path.iterdir())          # the two spools' own files
     parent.worker_files(2)
-    assert set(tmp_path.iterdir()) == named  # files without a name: nothing to leave behind
+    assert not list(tmp_path.iterdir())   # the spools' files and the workers' have no name: nothing to leave behind
     written = []
     for k, chunk in enumerate(chunks):
         read, write = os.pipe()
@@ -637,6 +711,24 @@ def test_rows_written_by_workers_to_the_spools_files_equal_rows_appended_one_by_
     direct.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == (["r.json"] if form == "report" else [])
     assert all(f.closed for f in parent._workers)
+
+
+def test_a_spool_leaves_nothing_in_its_folder_when_its_process_is_killed(tmp_path):
+    """A process killed with SIGKILL while its spool holds rows (no finaliser runs) leaves
+    no file in the spool's folder: the spool's file never had a name."""
+    pid = os.fork()
+    if pid == 0:
+        try:   # killed holding more than a buffer of rows on disk; exit status 3 otherwise
+            spool = ev.RowSpool(folder=tmp_path)
+            spool.extend([dict(ODD_ROWS[0], id=f"e{k}") for k in range(3000)])
+            spool._file.flush()
+            if os.fstat(spool._file.fileno()).st_size > 1 << 20:
+                os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert list(tmp_path.iterdir()) == []
 
 
 def _refused_copy(*args):
