@@ -10544,7 +10544,10 @@ class ForkPool:
                     except StopIteration:
                         exhausted = True
                         break
-                    senders[receiver].send(item)
+                    try:
+                        senders[receiver].send(item)
+                    except (BrokenPipeError, ConnectionResetError):   # the worker died (its task pipe's reader)
+                        raise _PoolBroken() from None
                     queue.append(sent)
                     sent += 1
             while following in done:
@@ -20425,7 +20428,12 @@ def _after_broken_pipe(config: RunConfig, report: Mapping[str, Any], examples_of
     goes on to :func:`main` (exit status 0, as a pipe's reader that stops early asks)."""
     _silence_stdout()
     _write_run_files(config, report, examples_of, titles, outcome)
-    raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")
+    raise StdoutReaderGone(errno.EPIPE, "the reader of stdout went away")
+
+
+class StdoutReaderGone(BrokenPipeError):
+    """stdout's reader went away and the run has dealt with it (:func:`_after_broken_pipe`):
+    :func:`main` ends with exit status 0 (unlike another BrokenPipeError, which it checks)."""
 
 
 def _write_run_examples(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
@@ -20953,6 +20961,24 @@ def _open_standard_streams() -> None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process's life
 
 
+def _stdout_reader_gone() -> bool:
+    """True when standard output is a pipe or socket whose reader has gone (``| head``
+    done: ``poll`` reports POLLERR or POLLHUP on file descriptor 1), or where that cannot be
+    told (no ``poll``); False for a stdout that can still be written, so that a
+    BrokenPipeError raised by another pipe is not taken for the reader of the summary
+    leaving."""
+    import select
+    if not hasattr(select, "poll"):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError, AttributeError):  # no descriptor: an in-process stream
+        return False
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
+
+
 def _silence_stdout() -> None:
     """Point file descriptor 1 at the null device, so that the interpreter's flush at exit
     raises no second error after the one already reported (nothing to do when stdout has no
@@ -21009,11 +21035,13 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             _silence_stdout()
             return 2
-        except BrokenPipeError:  # e.g. `evaluate.py ... | head`: the summary reader went away
-            _silence_stdout()
+        except BrokenPipeError as exc:  # e.g. `evaluate.py ... | head`: the summary reader went away
+            gone = isinstance(exc, StdoutReaderGone) or _stdout_reader_gone()
+            if gone:
+                _silence_stdout()
             if _SIGNAL_RAISED is not None:  # ... after a signal whose exception was dropped: 130/143
                 return _ended_by_signal(_SIGNAL_RAISED == signal.SIGTERM, outcome)
-            return 0
+            return 0 if gone else _internal_error()   # another pipe than stdout: a bug, never a silent 0
         except OSError as exc:
             done = outcome.account(error=True)
             if exc.filename is not None:  # a file that cannot be read or written

@@ -549,10 +549,31 @@ def test_a_dropped_signal_then_a_closed_stdout_still_ends_with_the_signals_statu
         _drop_a_signal(getattr(signal, f"SIG{sig}"))
         raise BrokenPipeError(32, "Broken pipe")
     monkeypatch.setattr(ev, "run", run)
+    monkeypatch.setattr(ev, "_stdout_reader_gone", lambda: True)
     rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)
     assert (rc, err.splitlines()) == (status, [f"{what}: no report written"])
     monkeypatch.setattr(ev, "run", lambda config, outcome: (_ for _ in ()).throw(BrokenPipeError(32, "Broken pipe")))
     assert run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)[:2] == (0, "")
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_an_internal_error_not_a_silent_success(monkeypatch):
+    # Before, any BrokenPipeError ended the run with 0 and nothing printed, as for `| head`:
+    # a worker's task pipe whose worker had died (SIGKILL) did, with no report written.
+    monkeypatch.setattr(ev, "run", lambda config, outcome: (_ for _ in ()).throw(BrokenPipeError(32, "Broken pipe")))
+    rc, _, err = run_main("--pred", FINETUNED, "--gold", GOLD, "--no-embeddings", "--no-report", cwd=ROOT)
+    assert rc == 1 and "BrokenPipeError" in err and "error: internal error" in err
+    read, write = os.pipe()
+    try:
+        with open(write, "w", closefd=False) as stream:
+            monkeypatch.setattr(sys, "stdout", stream)
+            assert not ev._stdout_reader_gone()          # a pipe with its reader
+            os.close(read)
+            read = None
+            assert ev._stdout_reader_gone()              # `| head` done: no reader left
+    finally:
+        os.close(write)
+        if read is not None:
+            os.close(read)
 
 
 @pytest.mark.parametrize("report", ["file", "-"])

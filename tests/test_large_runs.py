@@ -231,11 +231,8 @@ def test_a_refused_fork_stops_the_run_with_one_line_and_reaps_the_workers_alread
             os.waitpid(pid, os.WNOHANG)
 
 
-@pytest.mark.parametrize(("entries", "asked", "started"), [(200, 50, 4), (128, 8, 2), (129, 8, 3), (64, 8, 0)])
-def test_a_scoring_pool_has_at_most_one_worker_per_64_entries_begun(tmp_path, monkeypatch, entries, asked,
-                                                                     started):
-    """--workers above the work: ceil(entries / 64) workers at most (200 entries: 4; 64 or
-    fewer: scored in process, none forked), and the same scores as one process."""
+def _count_forks(monkeypatch) -> list[int]:
+    """The pids of the workers ForkPool forks from now on, in order (a list that grows)."""
     forked: list[int] = []
     real_fork = ev.ForkPool.fork
 
@@ -244,6 +241,15 @@ def test_a_scoring_pool_has_at_most_one_worker_per_64_entries_begun(tmp_path, mo
         forked.append(pool.workers[-1][0])
 
     monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    return forked
+
+
+@pytest.mark.parametrize(("entries", "asked", "started"), [(200, 50, 4), (128, 8, 2), (129, 8, 3), (64, 8, 0)])
+def test_a_scoring_pool_has_at_most_one_worker_per_64_entries_begun(tmp_path, monkeypatch, entries, asked,
+                                                                     started):
+    """--workers above the work: ceil(entries / 64) workers at most (200 entries: 4; 64 or
+    fewer: scored in process, none forked), and the same scores as one process."""
+    forked = _count_forks(monkeypatch)
     rows = [{"id": f"e{k}", "triplets": [{"source": {"title": f"A{k % 7}", "type": "t"},
                                           "relation": {"type": "r", "weight": 1.0},
                                           "target": {"title": f"B{k % 5}", "type": "t"}}]} for k in range(entries)]
@@ -259,14 +265,7 @@ def test_a_scoring_pool_has_at_most_one_worker_per_64_entries_begun(tmp_path, mo
 
 
 def test_a_reading_pool_has_no_more_workers_than_ranges(monkeypatch):
-    forked: list[int] = []
-    real_fork = ev.ForkPool.fork
-
-    def fork(pool, fn):
-        real_fork(pool, fn)
-        forked.append(pool.workers[-1][0])
-
-    monkeypatch.setattr(ev.ForkPool, "fork", fork)
+    forked = _count_forks(monkeypatch)
     context = ev._fork_context()
     assert list(ev._forked_map(abs, iter([-3, 4, -5]), workers=10, context=context)) == [3, 4, 5]
     assert len(forked) == 3
@@ -1009,6 +1008,44 @@ def test_a_killed_worker_fails_the_run_promptly_with_a_clear_error(tmp_path, mon
     err = capsys.readouterr().err
     assert "error: a worker process died while scoring (killed by a signal: SIGKILL, often the out-of-memory " \
            "killer" in err and "rerun with fewer --workers" in err and "Traceback" not in err
+
+
+def _dies(item):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_dead_before_its_next_item_is_sent_is_a_lost_worker():
+    """The worker dies on its first item before the pool sends it the second (its task pipe
+    has no reader: BrokenPipeError on the send): a lost worker (_PoolBroken, which the runs
+    raise as WorkerLost, exit status 1), not a BrokenPipeError, which main took for stdout's
+    reader going away (exit 0, nothing printed, no report). The second item is made only
+    once the worker is a zombie."""
+    pool = ev.start_pool(1, _dies)
+    pid = pool.workers[0][0]
+
+    def items():
+        yield 1
+        deadline = time.monotonic() + 60   # a liveness bound, not a timing: it is dead at once
+        while _state(pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(pid) == "Z"
+        yield 2
+
+    try:
+        with pytest.raises(ev._PoolBroken):
+            list(pool.map(items()))
+    finally:
+        pool.close()
+    with pytest.raises(ChildProcessError):   # reaped
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _state(pid: int) -> str:
+    """The state letter of process ``pid`` (/proc/PID/stat), "" when there is none."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 _ORPHAN_SCRIPT = """
