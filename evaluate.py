@@ -101,17 +101,25 @@ _AS_PROGRAM = __name__ == "__main__" or (
     __name__ == "kg_triplet_eval" and bool(sys.argv) and os.path.basename(sys.argv[0]) == "kg-triplet-eval")
 
 
+#: The signals that stop a run, with the word its line begins with: Ctrl-C, SIGTERM and
+#: SIGHUP (the terminal closed, an ssh session dropped; where the platform has it). One that
+#: is ignored when the program starts (``nohup``: SIGHUP; a background job: Ctrl-C) stays
+#: ignored, as Python leaves it.
+_STOP_SIGNALS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated",
+                                 **({signal.SIGHUP: "hung up"} if hasattr(signal, "SIGHUP") else {})}
+
+
 def _signal_before_main(signum: int, frame: Any) -> None:
-    """Ctrl-C or SIGTERM while the program starts (imports), before :func:`main` holds the
-    signals: nothing is written yet, so leave at once with the same line and status."""
-    what = "interrupted" if signum == signal.SIGINT else "terminated"
-    os.write(2, f"{what}: no report written\n".encode())
+    """Ctrl-C, SIGTERM or SIGHUP while the program starts (imports), before :func:`main`
+    holds the signals: nothing is written yet, so leave at once with the same line and status."""
+    os.write(2, f"{_STOP_SIGNALS.get(signum, 'terminated')}: no report written\n".encode())
     os._exit(128 + signum)
 
 
 if _AS_PROGRAM:  # first: a signal during the imports below ends the run with this one line
-    signal.signal(signal.SIGINT, _signal_before_main)
-    signal.signal(signal.SIGTERM, _signal_before_main)
+    for _signum in _STOP_SIGNALS:
+        if signal.getsignal(_signum) != signal.SIG_IGN:
+            signal.signal(_signum, _signal_before_main)
 
 
 #: Test hook (environment): ``PHASE:SIGNAL[:N[:group]]`` (e.g. ``scoring:TERM:3``; several
@@ -10405,8 +10413,8 @@ def _worker_init(parent: int | None = None) -> None:
     parent killed outright (SIGKILL, the out-of-memory killer) leaves no worker behind,
     blocked on a result pipe that no one reads any more; the pool's ``close`` SIGKILLs
     its workers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)  # held by start_pool while it forked
     if parent is None or not sys.platform.startswith("linux"):
         return
@@ -10423,8 +10431,8 @@ def _worker_init(parent: int | None = None) -> None:
 #: ``PR_SET_PDEATHSIG`` of <linux/prctl.h>: the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
 
-#: The signals that stop a run (Ctrl-C, SIGTERM), held while worker processes are forked.
-_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+#: The signals that stop a run (Ctrl-C, SIGTERM, SIGHUP), held while worker processes are forked.
+_HELD_SIGNALS = frozenset(_STOP_SIGNALS)
 
 
 def hold_signals() -> Callable[[], None]:
@@ -14526,7 +14534,11 @@ def _write_atomic(path: Path, chunks: Iterable[Any], placed: Callable[[], None] 
     ``path``, then call ``placed``. A signal (KeyboardInterrupt, :class:`Terminated`) raised
     after the rename, before ``placed`` returned, calls ``placed`` before it goes on (the
     temp file is gone: the file is in place); raised before it, the temp file is removed,
-    as when a signal's exception was dropped before the rename (:func:`raise_pending_signal`)."""
+    as when a signal's exception was dropped before the rename (:func:`raise_pending_signal`).
+    A ``path`` that is a symbolic link is written through: its target (resolved, made if
+    missing) is replaced and the link stays, as writing to the link would do."""
+    if os.path.islink(path):
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -20841,8 +20853,13 @@ def _name_streams_in_record(record: logging.LogRecord) -> bool:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``timeout``, ``kill``), raised where the program is, like Ctrl-C, so that
-    the same clean-up runs: spool folders and temporary report files are removed."""
+    """SIGTERM (``timeout``, ``kill``) or SIGHUP (``signum``), raised where the program is,
+    like Ctrl-C, so that the same clean-up runs: spool folders and temporary report files
+    are removed."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = signum
 
 
 #: True once :func:`main` has decided the run's exit status. A signal then changes nothing:
@@ -20865,7 +20882,7 @@ def _raise_signal(signum: int, frame: Any) -> None:
     if _RUN_ENDED or (_SIGNAL_RAISED is not None and not _SIGNAL_DROPPED):
         return
     _SIGNAL_RAISED, _SIGNAL_DROPPED = signum, False
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt
+    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
 def raise_pending_signal() -> None:
@@ -20881,7 +20898,7 @@ def raise_pending_signal() -> None:
     if _SIGNAL_RAISED is None or _RUN_ENDED or os.getpid() != _MAIN_PID:
         return
     _SIGNAL_DROPPED = False  # raised again: a next signal waits for its clean-up
-    raise Terminated() if _SIGNAL_RAISED == signal.SIGTERM else KeyboardInterrupt
+    raise KeyboardInterrupt if _SIGNAL_RAISED == signal.SIGINT else Terminated(_SIGNAL_RAISED)
 
 
 def _unraisable(previous: Callable[[Any], Any], unraisable: Any) -> None:
@@ -20911,17 +20928,19 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
     global _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED
     _RUN_ENDED, _SIGNAL_RAISED, _SIGNAL_DROPPED = False, None, False
-    previous = signal.signal(signal.SIGTERM, _raise_signal)
-    previous_int = signal.signal(signal.SIGINT, _raise_signal)  # after _signal_before_main
+    previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}   # _signal_before_main's
+    for signum, handler in previous.items():
+        if handler != signal.SIG_IGN:  # ignored since the start (nohup, a background job): kept so
+            signal.signal(signum, _raise_signal)
     previous_hook, sys.unraisablehook = sys.unraisablehook, functools.partial(_unraisable, sys.unraisablehook)
     try:
         yield
     finally:
         sys.unraisablehook = previous_hook
-        if _AS_PROGRAM:  # the program: the run's exit status stands; a late signal is
-            previous = previous_int = signal.SIG_IGN  # dropped (signal.signal runs a pending one first)
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+        for signum, handler in previous.items():
+            # the program: the run's exit status stands; a late signal is dropped (signal.signal
+            # runs a pending one first)
+            signal.signal(signum, signal.SIG_IGN if _AS_PROGRAM or handler is None else handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21027,7 +21046,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(f"error: {_named_streams(str(exc))}" + (f"; {done}" if done else ""), file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
-            return _ended_by_signal(isinstance(exc, Terminated), outcome)
+            return _ended_by_signal(exc.signum if isinstance(exc, Terminated) else signal.SIGINT, outcome)
         except WorkerLost as exc:  # the input is fine (not 2); not a bug either (no traceback)
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -21040,7 +21059,7 @@ def _main(argv: Sequence[str] | None) -> int:
             if gone:
                 _silence_stdout()
             if _SIGNAL_RAISED is not None:  # ... after a signal whose exception was dropped: 130/143
-                return _ended_by_signal(_SIGNAL_RAISED == signal.SIGTERM, outcome)
+                return _ended_by_signal(_SIGNAL_RAISED, outcome)
             return 0 if gone else _internal_error()   # another pipe than stdout: a bug, never a silent 0
         except OSError as exc:
             done = outcome.account(error=True)
@@ -21057,16 +21076,16 @@ def _main(argv: Sequence[str] | None) -> int:
             _RUN_ENDED = True
 
 
-def _ended_by_signal(terminated: bool, outcome: RunOutcome) -> int:
-    """The end of a run that a signal stopped: its one line (what was written and what was
-    not, :meth:`RunOutcome.account`) and the exit status, 143 for SIGTERM and 130 for
-    Ctrl-C; the status is decided from here on (:data:`_RUN_ENDED`: no check point raises
-    the signal again)."""
+def _ended_by_signal(signum: int, outcome: RunOutcome) -> int:
+    """The end of a run that signal ``signum`` stopped: its one line (what was written and
+    what was not, :meth:`RunOutcome.account`) and the exit status 128 + ``signum``: 130 for
+    Ctrl-C, 143 for SIGTERM, 129 for SIGHUP; the status is decided from here on
+    (:data:`_RUN_ENDED`: no check point raises the signal again)."""
     global _RUN_ENDED
     _RUN_ENDED = True
-    print(f"{'terminated' if terminated else 'interrupted'}: {outcome.account()}", file=sys.stderr)
+    print(f"{_STOP_SIGNALS.get(signum, 'terminated')}: {outcome.account()}", file=sys.stderr)
     _phase("interrupted")
-    return 128 + signal.SIGTERM if terminated else 130
+    return 128 + signum
 
 
 def _internal_error() -> int:

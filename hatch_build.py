@@ -57,10 +57,11 @@ edit of any kind, even one within the same second, is seen) and gives
   and status 1, or death by SIGINT for an uncaught Ctrl-C). Anything unexpected before the
   file's first statement: the hook steps aside and the interpreter runs the script as always.
 
-Ctrl-C and SIGTERM while the launcher reads or compiles the program end the run as the
-program's own first statements would (:func:`hold_signals`: ``interrupted: no report
-written``, status 130; ``terminated: ...``, 143), so that only the interpreter's own start-up
-lies before the program holds its signals.
+Ctrl-C, SIGTERM and SIGHUP while the launcher reads or compiles the program end the run as
+the program's own first statements would (:func:`hold_signals`: ``interrupted: no report
+written``, status 130; ``terminated: ...``, 143; ``hung up: ...``, 129; one ignored since the
+start, as ``nohup`` ignores SIGHUP, stays ignored), so that only the interpreter's own
+start-up lies before the program holds its signals.
 """
 import sys
 
@@ -75,21 +76,28 @@ def _signal_before_main(signum, frame):
     name, for the time before it runs): nothing is written yet; leave with its line and status."""
     import os
     import signal
-    what = "interrupted" if signum == signal.SIGINT else "terminated"
+    what = {signal.SIGINT: "interrupted", getattr(signal, "SIGHUP", None): "hung up"}.get(signum, "terminated")
     os.write(2, (what + ": no report written\\n").encode())
     os._exit(128 + signum)
 
 
+def _stop_signals():
+    """Ctrl-C, SIGTERM and SIGHUP (where the platform has it), as evaluate.py's _STOP_SIGNALS."""
+    import signal
+    return [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+
+
 def hold_signals():
-    """Hold Ctrl-C and SIGTERM as the program does from its first statements
+    """Hold Ctrl-C, SIGTERM and SIGHUP as the program does from its first statements
     (:func:`_signal_before_main`); returns the handlers they replace. The test hook of
     evaluate.py, ``KG_EVAL_TEST_SIGNAL_AT=launcher:SIGNAL``, then sends SIGNAL (before the
     program is read and compiled: deterministic, no timer)."""
     import os
     import signal
-    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    signal.signal(signal.SIGINT, _signal_before_main)
-    signal.signal(signal.SIGTERM, _signal_before_main)
+    previous = [(signum, signal.getsignal(signum)) for signum in _stop_signals()]
+    for signum, handler in previous:
+        if handler != signal.SIG_IGN:  # one ignored since the start (nohup) stays ignored
+            signal.signal(signum, _signal_before_main)
     for spec in os.environ.get("KG_EVAL_TEST_SIGNAL_AT", "").split(","):
         phase, _, rest = spec.partition(":")
         if phase == "launcher" and rest:
@@ -99,8 +107,8 @@ def hold_signals():
 
 def _restore(previous):
     import signal
-    signal.signal(signal.SIGINT, previous[0])
-    signal.signal(signal.SIGTERM, previous[1])
+    for signum, handler in previous:
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def module_code(name, path):

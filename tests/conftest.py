@@ -29,6 +29,20 @@ import pytest
 LONGEST_FILES = ("test_notebook.py", "test_notebook_samples.py", "test_large_runs.py")
 
 
+def pytest_configure(config):
+    """The signal tests expect the dispositions of a foreground terminal whatever started
+    pytest: a run in the background of a script (Ctrl-C ignored) or under ``nohup`` (SIGHUP
+    ignored) would hand the ignored signal to every program the tests start, which keeps it
+    ignored as it should. Ctrl-C gets Python's own handler back; an ignored SIGHUP a handler
+    that does nothing (pytest still survives a closed terminal), which the programs started
+    do not inherit (a handler is reset to the default by exec)."""
+    import signal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Put the tests of :data:`LONGEST_FILES` first (a stable sort: every other order kept)."""
     items.sort(key=lambda item: (LONGEST_FILES.index(item.path.name) if item.path.name in LONGEST_FILES

@@ -1461,3 +1461,21 @@ def test_slice_by_per_entry_jsonl_and_two_systems(tmp_path):
     assert list(two) == ["systems", "comparison", "slices"]
     first = two["slices"]["keys"]["topic"][0]["metrics"]
     assert list(first) == ["finetuned", "base"] and "p_value" in first["base"]["hgr.macro.composite"]
+
+
+def test_a_report_path_that_is_a_symbolic_link_is_written_through(tmp_path):
+    # Before, the rerun's check read the link's target but the rename replaced the link
+    # with a file (the target left stale). Now the target is replaced and the link stays;
+    # a dangling link's target is made.
+    (tmp_path / "runs").mkdir()
+    args = ["--pred", str(FINETUNED), "--gold", str(GOLD), "--no-embeddings", "--quiet"]
+    assert run_main(*args, "--report", str(tmp_path / "direct.json"), cwd=ROOT)[0] == 0
+    want = (tmp_path / "direct.json").read_bytes()
+    target = tmp_path / "runs" / "latest.json"
+    link = tmp_path / "latest.json"
+    link.symlink_to(Path("runs") / "latest.json")          # dangling: the first run makes the target
+    for _ in range(2):                                      # the second replaces its own run through the link
+        assert run_main(*args, "--report", str(link), cwd=ROOT)[0] == 0
+        assert link.is_symlink() and os.readlink(link) == str(Path("runs") / "latest.json")
+        assert target.read_bytes() == want
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["latest.json"]   # no temporary file left

@@ -1297,11 +1297,11 @@ def test_worker_map_runs_in_order_and_a_killed_reader_fails_the_run(tmp_path, mo
 
 
 def _signal_cases() -> list[tuple[str, str, int]]:
-    """(phase, signal, n-th time the phase is reached): 58 signals across every phase of a
-    2-worker run (start-up: the file's first statement and after the imports, reading,
-    each chunk back from the pool, merging, writing the report chunk by chunk, the report
-    just renamed into place, after main returned) and of a 1-worker run (scoring, entry by
-    entry)."""
+    """(phase, signal, n-th time the phase is reached): 58 Ctrl-C and SIGTERM signals across
+    every phase of a 2-worker run (start-up: the file's first statement and after the
+    imports, reading, each chunk back from the pool, merging, writing the report chunk by
+    chunk, the report just renamed into place, after main returned) and of a 1-worker run
+    (scoring, entry by entry), and 8 SIGHUP (a closed terminal) in the same phases."""
     cases = [("start", sig, 1) for sig in ("INT", "TERM")]
     cases += [("imports", sig, 1) for sig in ("INT", "TERM")]
     cases += [("reading", sig, 1) for sig in ("INT", "TERM")]
@@ -1310,11 +1310,13 @@ def _signal_cases() -> list[tuple[str, str, int]]:
     cases += [("writing", sig, n) for sig in ("INT", "TERM") for n in range(1, 5)]
     cases += [("scoring", sig, n) for sig in ("INT", "TERM") for n in (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)]
     cases += [(phase, sig, 1) for phase in ("written", "exit") for sig in ("INT", "TERM")]
+    cases += [(phase, "HUP", n) for phase, n in [("start", 1), ("imports", 1), ("reading", 1), ("pool", 2),
+                                                 ("merging", 1), ("writing", 2), ("scoring", 3), ("written", 1)]]
     return cases
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
-@pytest.mark.parametrize("at", ["pool:INT:2", "pool:TERM:2", "scoring:INT:3", "writing:TERM:1"])
+@pytest.mark.parametrize("at", ["pool:INT:2", "pool:TERM:2", "scoring:INT:3", "writing:TERM:1", "pool:HUP:2"])
 def test_two_signals_at_once_end_the_run_with_one_line(tmp_path, at):
     # `timeout -s INT` sends its signal twice: to the process, then to its process group.
     # The second one here comes right after main printed the first one's line (the hook's
@@ -1335,8 +1337,9 @@ def test_two_signals_at_once_end_the_run_with_one_line(tmp_path, at):
                            "--report", str(report)], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"{at},interrupted:{at.split(':')[1]}",
                                "TMPDIR": str(spool)})
-    expected = "interrupted" if ":INT:" in at else "terminated"
-    assert done.returncode == (130 if ":INT:" in at else 143), done.stderr
+    expected, status = {"INT": ("interrupted", 130), "TERM": ("terminated", 143), "HUP": ("hung up", 129)}[
+        at.split(":")[1]]
+    assert done.returncode == status, done.stderr
     assert done.stderr.splitlines() == [f"{expected}: no report written"]
     assert not report.exists() and list(spool.iterdir()) == []
 
@@ -1372,17 +1375,20 @@ def test_the_signal_handlers_are_the_files_first_statements():
     import ast
     body = ast.parse((ROOT / "evaluate.py").read_text()).body
     # (The installed console script imports the file as kg_triplet_eval: _AS_PROGRAM.)
-    first = [ast.unparse(node).splitlines()[0] for node in body[2:8]]
+    first = [ast.unparse(node).splitlines()[0] for node in body[2:9]]
     assert first == ["import os", "import signal", "import sys",
                      "_AS_PROGRAM = __name__ == '__main__' or (__name__ == 'kg_triplet_eval' and bool(sys.argv) and "
                      "(os.path.basename(sys.argv[0]) == 'kg-triplet-eval'))",
+                     "_STOP_SIGNALS: dict[int, str] = {signal.SIGINT: 'interrupted', signal.SIGTERM: 'terminated', "
+                     "**({signal.SIGHUP: 'hung up'} if hasattr(signal, 'SIGHUP') else {})}",
                      "def _signal_before_main(signum: int, frame: Any) -> None:", "if _AS_PROGRAM:"]
-    assert ast.unparse(body[7]).splitlines()[1:] == ["    signal.signal(signal.SIGINT, _signal_before_main)",
-                                                     "    signal.signal(signal.SIGTERM, _signal_before_main)"]
+    assert ast.unparse(body[8]).splitlines()[1:] == ["    for _signum in _STOP_SIGNALS:",
+                                                     "        if signal.getsignal(_signum) != signal.SIG_IGN:",
+                                                     "            signal.signal(_signum, _signal_before_main)"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
-@pytest.mark.parametrize("sig", ["INT", "TERM"])
+@pytest.mark.parametrize("sig", ["INT", "TERM", "HUP"])
 @pytest.mark.parametrize("nth", [1, 2, 3])
 def test_a_signal_to_the_whole_process_group_ends_the_run_through_the_parent(tmp_path, sig, nth):
     # A terminal's Ctrl-C (and `kill -TERM -PGID`) reaches every process of the group, the
@@ -1401,10 +1407,33 @@ def test_a_signal_to_the_whole_process_group_ends_the_run_through_the_parent(tmp
     done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
                            "--no-embeddings", "--workers", "2", "--report", str(report)],
                           capture_output=True, text=True, timeout=120, env=env, start_new_session=True)
-    expected = "interrupted" if sig == "INT" else "terminated"
-    assert done.returncode == (130 if sig == "INT" else 143), done.stderr
+    expected, status = {"INT": ("interrupted", 130), "TERM": ("terminated", 143), "HUP": ("hung up", 129)}[sig]
+    assert done.returncode == status, done.stderr
     assert done.stderr.splitlines() == [f"{expected}: no report written"]
     assert not report.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
+@pytest.mark.parametrize("at", ["start:HUP", "pool:HUP:2", "scoring:INT:3", "writing:TERM:1"])
+def test_a_signal_ignored_when_the_program_starts_stays_ignored(tmp_path, at):
+    # `nohup evaluate.py ... &` ignores SIGHUP, a background job of a script ignores Ctrl-C:
+    # the run must not take them over (before, a closed terminal ended a nohup run). The
+    # hook sends the signal; it changes nothing: exit 0, the report written.
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    report = tmp_path / "r.json"
+    ignored = getattr(signal, "SIG" + at.split(":")[1])
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
+                           "--no-embeddings", "--quiet", "--workers", "1" if at.startswith("scoring") else "2",
+                           "--report", str(report)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "KG_EVAL_TEST_SIGNAL_AT": at},
+                          preexec_fn=lambda: signal.signal(ignored, signal.SIG_IGN))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(report.read_text())["summary"]["n_entries"] == 100
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only")
@@ -1425,7 +1454,7 @@ def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
     spool = tmp_path / "tmp"
     spool.mkdir()
     cases = _signal_cases()
-    assert len(cases) == 58
+    assert len(cases) == 66
     for phase, sig, nth in cases:
         out = tmp_path / f"out-{phase}-{sig}-{nth}"
         out.mkdir()
@@ -1436,16 +1465,16 @@ def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
                                "--report", str(report)],
                               capture_output=True, text=True, timeout=120, env=env)
         what = f"{phase}:{sig}:{nth}: {done.stderr}"
-        expected = "interrupted" if sig == "INT" else "terminated"
+        expected, status = {"INT": ("interrupted", 130), "TERM": ("terminated", 143), "HUP": ("hung up", 129)}[sig]
         if phase == "exit":  # after main returned: the signal stays blocked, the run's status stands
             assert done.returncode == 0 and "report written to" in done.stderr, what
             assert "interrupted" not in done.stderr and "terminated" not in done.stderr, what
         elif phase == "written":  # the report is in place: the line says so (before: "no report written")
-            assert done.returncode == (130 if sig == "INT" else 143), what
+            assert done.returncode == status, what
             assert done.stderr.splitlines() == [f"{expected}: the report was written to {report}; what comes after "
                                                 "it (the summary on stdout, --plots) may be incomplete"], what
         else:
-            assert done.returncode == (130 if sig == "INT" else 143), what
+            assert done.returncode == status, what
             assert done.stderr.splitlines() == [f"{expected}: no report written"], what
         if phase in ("written", "exit"):
             assert json.loads(report.read_text())["summary"]["n_entries"] == 25 * copies, what

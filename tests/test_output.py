@@ -442,7 +442,8 @@ def test_a_plot_that_cannot_be_renamed_into_place_says_how_many_are(reports, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["per_relation_f1.png", "per_relation_f1.svg"]
 
 
-@pytest.mark.parametrize("signum, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, ev.Terminated)])
+@pytest.mark.parametrize("signum, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, ev.Terminated),
+                                            (signal.SIGHUP, ev.Terminated)])
 def test_no_output_is_put_in_place_while_a_dropped_signal_is_pending(tmp_path, monkeypatch, signum, raised):
     # A signal whose exception Python dropped (raised in a weakref callback or a finaliser)
     # is raised again before an output is renamed into place: the report, page and examples

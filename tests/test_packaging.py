@@ -459,7 +459,8 @@ def test_fast_start_ends_the_process_as_the_interpreter_does(prefix, tmp_path, m
 
 
 @pytest.mark.parametrize("sig, status, line", [("INT", 130, "interrupted: no report written"),
-                                              ("TERM", 143, "terminated: no report written")])
+                                              ("TERM", 143, "terminated: no report written"),
+                                              ("HUP", 129, "hung up: no report written")])
 @pytest.mark.parametrize("no_bytecode", [False, True])
 def test_a_signal_while_the_launcher_compiles_ends_the_run_as_the_programs_own(prefix, tmp_path, sig, status, line,
                                                                              no_bytecode):
