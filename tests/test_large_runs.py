@@ -1296,6 +1296,18 @@ def test_worker_map_runs_in_order_and_a_killed_reader_fails_the_run(tmp_path, mo
     assert "Traceback" not in err
 
 
+def _four_copies(tmp_path: Path) -> tuple[Path, Path]:
+    """The example gold and predictions four times over (ids suffixed -0 .. -3: 100 entries),
+    as g.jsonl and p.jsonl in ``tmp_path``."""
+    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
+    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
+             if line.strip()]
+    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
+    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
+    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    return gold, pred
+
+
 def _signal_cases() -> list[tuple[str, str, int]]:
     """(phase, signal, n-th time the phase is reached): 58 Ctrl-C and SIGTERM signals across
     every phase of a 2-worker run (start-up: the file's first statement and after the
@@ -1323,12 +1335,7 @@ def test_two_signals_at_once_end_the_run_with_one_line(tmp_path, at):
     # "interrupted" phase). Before: a KeyboardInterrupt traceback after "interrupted: no
     # report written" (or a silent SIGTERM death). Now the first one ends the run, the
     # second changes nothing.
-    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
-    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
-    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
-             if line.strip()]
-    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
-    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    gold, pred = _four_copies(tmp_path)
     spool = tmp_path / "tmp"
     spool.mkdir()
     report = tmp_path / "out" / "r.json"
@@ -1396,12 +1403,7 @@ def test_a_signal_to_the_whole_process_group_ends_the_run_through_the_parent(tmp
     # KeyboardInterrupt traceback; one killed by SIGTERM could be seen by the parent as a
     # closed pipe, "a worker process died", exit 1), so the parent alone ends the run:
     # 130/143 and its one line, no report.
-    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
-    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
-             if line.strip()]
-    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
-    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
-    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    gold, pred = _four_copies(tmp_path)
     report = tmp_path / "r.json"
     env = {**os.environ, "KG_EVAL_TEST_SIGNAL_AT": f"pool:{sig}:{nth}:group"}
     done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
@@ -1419,12 +1421,7 @@ def test_a_signal_ignored_when_the_program_starts_stays_ignored(tmp_path, at):
     # `nohup evaluate.py ... &` ignores SIGHUP, a background job of a script ignores Ctrl-C:
     # the run must not take them over (before, a closed terminal ended a nohup run). The
     # hook sends the signal; it changes nothing: exit 0, the report written.
-    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
-    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
-             if line.strip()]
-    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
-    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in rows))
-    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(4) for r in preds))
+    gold, pred = _four_copies(tmp_path)
     report = tmp_path / "r.json"
     ignored = getattr(signal, "SIG" + at.split(":")[1])
     done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--pred", str(pred), "--gold", str(gold),
@@ -1444,13 +1441,8 @@ def test_one_signal_in_any_phase_ends_the_run_cleanly(tmp_path):
     # no temporary file, no process left. Before, the pool was concurrent.futures': its
     # exit hook joined a manager thread blocked on a killed worker's pipe (hang) or wrote
     # to a closed pipe (traceback).
-    rows = [json.loads(line) for line in (ROOT / "gold" / "gold.jsonl").read_text().splitlines() if line.strip()]
-    preds = [json.loads(line) for line in (ROOT / "predictions" / "finetuned.jsonl").read_text().splitlines()
-             if line.strip()]
-    gold, pred = tmp_path / "g.jsonl", tmp_path / "p.jsonl"
-    copies = 4  # 100 entries: scored by forked workers (WORKER_MIN_ENTRIES is 64)
-    gold.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in rows))
-    pred.write_text("".join(json.dumps({**r, "id": f"{r['id']}-{k}"}) + "\n" for k in range(copies) for r in preds))
+    copies = 4  # 100 entries: scored by two forked workers (one per 64 entries begun)
+    gold, pred = _four_copies(tmp_path)
     spool = tmp_path / "tmp"
     spool.mkdir()
     cases = _signal_cases()
