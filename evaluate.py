@@ -4868,7 +4868,9 @@ def _dedupe(ids: IdColumn, rows: np.ndarray, policy: str, what: str, path: Path,
         return rows
     dups = sorted(repeated)
     if policy == "error":
-        shown = _ids_text(dups) + _id_spellings(store, [[int(rows[k]) for k in repeated[i]] for i in dups[:10]])
+        groups = [[int(rows[k]) for k in repeated[i]] for i in dups[:10]]
+        shown = _ids_text(dups) + (_id_spellings(store, groups)
+                                   or f" ({_ids_text(dups[:1])} on {_lines_named([line_of[k] for k in groups[0][:5]])})")
         raise InputError(f"{path}: duplicate {what} ids: {shown}; pass --duplicate-ids first|last to keep one "
                          "copy of each (--duplicate-ids last reproduces Text2KGBench's rule: its evaluator keeps "
                          "the last line of a repeated id)")

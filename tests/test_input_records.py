@@ -158,7 +158,7 @@ def test_duplicate_ids_exit_2_listing_them(tmp_path):
     assert rc == 2
     listed = re.search(r"duplicate prediction ids: ([^;]*);", err)
     assert listed is not None, err
-    assert listed.group(1) == "'r1'"  # quoted (repr-like), so padded ids are visible
+    assert listed.group(1) == "'r1' ('r1' on lines 1, 3)"  # quoted (repr-like), so padded ids are visible
     assert rep is None
 
 
