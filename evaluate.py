@@ -10462,8 +10462,15 @@ def start_pool(workers: int, fn: Callable[[Any], Any]) -> "ForkPool":
     during the forks, the signal is handled just after them, in this thread's own code,
     and stops the run as everywhere else. The workers unblock the signals. Raises
     :class:`WorkersUnavailable` (a fork refused: the limit on processes, memory); the
-    processes already forked are stopped first."""
+    processes already forked are stopped first.
+
+    The objects that exist before the forks are left out of the children's garbage
+    collection (``gc.freeze`` until :meth:`ForkPool.close`): otherwise each child's full
+    collections walk the parent's whole heap (the parsed inputs), which costs more than the
+    scoring and copies every page it touches."""
     pool = ForkPool()
+    gc.freeze()
+    pool.frozen = True
     restore = hold_signals()
     try:
         try:
@@ -10500,6 +10507,7 @@ class ForkPool:
 
     def __init__(self) -> None:
         self.workers: list[tuple[int, Any, Any]] = []  # (pid, task sender, result receiver)
+        self.frozen = False   # gc.freeze() called for this pool (start_pool): undone by close
 
     def fork(self, fn: Callable[[Any], Any]) -> None:
         """Fork one worker that runs ``fn`` on each item it receives, until its task pipe ends."""
@@ -10578,7 +10586,8 @@ class ForkPool:
                 _phase("pool")
 
     def close(self) -> None:
-        """Close every pipe, kill (SIGKILL) the workers and reap them; idempotent."""
+        """Close every pipe, kill (SIGKILL) the workers and reap them, then undo the pool's
+        ``gc.freeze`` (:func:`start_pool`); idempotent."""
         workers, self.workers = self.workers, []
         for pid, sender, receiver in workers:
             sender.close()
@@ -10596,6 +10605,9 @@ class ForkPool:
                     continue
                 except ChildProcessError:
                     break
+        if self.frozen:
+            self.frozen = False
+            gc.unfreeze()
 
 
 def _worker_loop(fn: Callable[[Any], Any], tasks: Any, results: Any) -> None:
@@ -10712,14 +10724,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         spool.worker_files(n_workers)
     _WORKER_STATE = (entries, families, ctx, form, spool)
     parts: list[ScoredFile] = []
-    # Objects that exist before the fork are left out of the children's garbage collection
-    # (gc.freeze): otherwise each child's full collections walk the parent's whole heap (the
-    # parsed inputs), which costs more than the scoring and copies every page it touches.
-    gc.freeze()
     try:
         pool = start_pool(n_workers, _score_range)
     except BaseException:
-        gc.unfreeze()
         _WORKER_STATE = None
         raise
     try:
@@ -10741,7 +10748,6 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
                          f"--workers 1") from None
     finally:
         pool.close()
-        gc.unfreeze()
         _WORKER_STATE = None
         if bar is not None:
             bar.close()
@@ -10776,12 +10782,7 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
     items = list(items)
     if not items:
         return
-    gc.freeze()  # as in score_entries_parallel: the children's collections skip the parent's heap
-    try:
-        pool = start_pool(min(workers, len(items)), fn)
-    except BaseException:
-        gc.unfreeze()
-        raise
+    pool = start_pool(min(workers, len(items)), fn)
     try:
         yield from pool.map(items)
     except _PoolBroken:
@@ -10790,7 +10791,6 @@ def _forked_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
                          f"{workers} was used)") from None
     finally:
         pool.close()
-        gc.unfreeze()
 
 
 # --- Large runs: shards (--shard K/N) and their merge (--merge) ---

@@ -254,7 +254,7 @@ def test_the_same_id_and_sample_twice_names_the_sample(tmp_path):
     pred = write_jsonl(tmp_path / "p.jsonl", [_lines("r1", 0), _lines("r1", 0), _lines("r2", 0), _lines("r1", 1),
                                               _lines("r2", 1)])
     rc, out, err = run_main("--pred", pred, "--gold", _gold(tmp_path), "--no-embeddings", "--no-report")
-    assert rc == 2 and f"{pred}: duplicate sample 0 prediction ids: 'r1'; pass --duplicate-ids" in err, err
+    assert rc == 2 and f"{pred}: duplicate sample 0 prediction ids: 'r1' ('r1' on lines 1, 2); pass --duplicate-ids" in err, err
 
 
 def test_the_same_id_and_sample_twice_is_a_duplicate(tmp_path):
