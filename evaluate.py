@@ -19973,8 +19973,11 @@ class ReportHead:
         parts of about equal size for :meth:`_rows_valid`: (fd, start, stop or None: to the
         end of the file). Each cut is at the first :data:`ROW_SEP` after an equal share:
         a part ends with the ``}`` of a row, the next begins after its ``,``. One part
-        (0, to the end) for fewer than :data:`CHECK_PARALLEL_MIN_BYTES` or one worker."""
+        (0, to the end) for fewer than :data:`CHECK_PARALLEL_MIN_BYTES` or one worker; no
+        part smaller than a quarter of it (16 MiB: a larger ``workers`` gets fewer parts, so
+        that no more processes are forked than the rows are worth)."""
         size = os.fstat(fd).st_size
+        workers = min(workers, max(1, (size - at) // max(1, ReportHead.CHECK_PARALLEL_MIN_BYTES // 4)))
         if workers <= 1 or size - at < ReportHead.CHECK_PARALLEL_MIN_BYTES:
             return [(fd, at, None)]
         parts, start = [], at

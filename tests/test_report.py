@@ -504,6 +504,10 @@ def test_report_rows_are_cut_into_parts_at_row_separators(tmp_path, monkeypatch)
         sizes = [(stop or len(raw)) - start for _, start, stop in parts]
         assert max(sizes) - min(sizes) < len(raw) // 10                 # about equal shares
         assert all(ev.ReportHead._rows_valid(part) for part in parts)
+        # no part under a quarter of CHECK_PARALLEL_MIN_BYTES: --workers 30000 forked one
+        # process per row of a 104 MB report (thousands) before a rerun
+        monkeypatch.setattr(ev.ReportHead, "CHECK_PARALLEL_MIN_BYTES", (len(raw) - at) // 2)   # quarter: 1/8 of the rows
+        assert len(ev.ReportHead._row_parts(fd, at, 30000)) == 8 and len(ev.ReportHead._row_parts(fd, at, 3)) == 3
     bad = bytearray(raw)
     bad[parts[1][1] + 100] = 0xFF                                          # invalid UTF-8 in the middle part
     path.write_bytes(bytes(bad))
