@@ -10724,12 +10724,9 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
         spool.worker_files(n_workers)
     _WORKER_STATE = (entries, families, ctx, form, spool)
     parts: list[ScoredFile] = []
+    pool = None
     try:
         pool = start_pool(n_workers, _score_range)
-    except BaseException:
-        _WORKER_STATE = None
-        raise
-    try:
         for part, encoded in pool.map(ranges):
             if bar is not None:
                 bar.update(part.tally.n_entries)
@@ -10747,7 +10744,8 @@ def score_entries_parallel(entries: Sequence[Entry], families: Sequence[MetricFa
                          f"fewer --workers (each worker holds its own memory; --workers {workers} was used) or "
                          f"--workers 1") from None
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
         _WORKER_STATE = None
         if bar is not None:
             bar.close()
@@ -20448,11 +20446,6 @@ def _after_broken_pipe(config: RunConfig, report: Mapping[str, Any], examples_of
     raise StdoutReaderGone(errno.EPIPE, "the reader of stdout went away")
 
 
-class StdoutReaderGone(BrokenPipeError):
-    """stdout's reader went away and the run has dealt with it (:func:`_after_broken_pipe`):
-    :func:`main` ends with exit status 0 (unlike another BrokenPipeError, which it checks)."""
-
-
 def _write_run_examples(config: RunConfig, report: Mapping[str, Any], outcome: RunOutcome) -> None:
     """``--examples PATH``: :func:`write_examples` of the run's report (with its rows)."""
     if config.examples is not None:
@@ -20552,6 +20545,11 @@ def _with_slices(config: RunConfig, report: dict[str, Any]) -> dict[str, Any]:
 class StdoutUnwritable(Exception):
     """stdout cannot be written (a full disk, ``> /dev/full``, a closed descriptor): exit
     status 2 with one line saying what was lost, not an internal error."""
+
+
+class StdoutReaderGone(BrokenPipeError):
+    """stdout's reader went away and the run has dealt with it (:func:`_after_broken_pipe`):
+    :func:`main` ends with exit status 0 (unlike another BrokenPipeError, which it checks)."""
 
 
 #: Added to a system's prediction-field error in a repeated --pred run: one --pred-field
